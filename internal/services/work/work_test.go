@@ -1,0 +1,61 @@
+package work
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestHandle(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(Handler(reg))
+	defer srv.Close()
+
+	tests := []struct {
+		method   string
+		path     string
+		wantCode int
+		wantBody string
+	}{
+		{"GET", "/handle", 200, "done!"},
+		{"POST", "/handle", 405, ""},
+		{"GET", "/nosuch", 404, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tt.wantCode)
+			}
+			if tt.wantBody != "" && string(body) != tt.wantBody {
+				t.Fatalf("body %q, want %q", body, tt.wantBody)
+			}
+		})
+	}
+	if n, err := testutil.GatherAndCount(reg, "work_handled_total"); err != nil || n != 1 {
+		t.Fatalf("work_handled_total series = %d, %v", n, err)
+	}
+}
+
+func TestDoMarshalsEveryIteration(t *testing.T) {
+	// Each marshalled string is 10 letters plus two quotes.
+	if got, want := Do(), Iterations*12; got != want {
+		t.Fatalf("Do() marshalled %d bytes, want %d", got, want)
+	}
+}
+
+func BenchmarkDo(b *testing.B) {
+	for b.Loop() {
+		Do()
+	}
+}
