@@ -1,0 +1,190 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat.
+// The kernel exports it as 100 on every Linux architecture Go supports
+// (sysconf(_SC_CLK_TCK) is a constant in glibc and musl), so it is not read
+// at run time.
+const clockTicks = 100
+
+// procStat holds the fields of /proc/<pid>/stat the sandbox uses.
+type procStat struct {
+	state      byte // R, S, D, Z, ...
+	ppid, pgrp int
+	ticks      uint64 // utime + stime, in clockTicks
+	start      uint64 // starttime, in clockTicks since boot: tells a reused pid apart
+}
+
+// readProcStat reads /proc/<pid>/stat.
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(b)
+}
+
+var errBadStat = errors.New("sandbox: malformed /proc/<pid>/stat")
+
+// parseProcStat parses the contents of /proc/<pid>/stat. The command name
+// (field 2) may contain spaces and parentheses, so fields are counted from
+// the last ')'.
+func parseProcStat(b []byte) (procStat, error) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, errBadStat
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); field n is f[n-3].
+	if len(f) < 20 {
+		return procStat{}, errBadStat
+	}
+	var st procStat
+	var err error
+	num := func(s string) uint64 {
+		v, e := strconv.ParseUint(s, 10, 64)
+		if e != nil && err == nil {
+			err = errBadStat
+		}
+		return v
+	}
+	st.state = f[0][0]
+	st.ppid = int(num(f[4-3]))
+	st.pgrp = int(num(f[5-3]))
+	st.ticks = num(f[14-3]) + num(f[15-3])
+	st.start = num(f[22-3])
+	return st, err
+}
+
+// readRSS returns the resident set size of pid in bytes: VmRSS of
+// /proc/<pid>/status. Zombies and kernel threads have none and report 0.
+func readRSS(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	return parseVmRSS(b), nil
+}
+
+func parseVmRSS(b []byte) int64 {
+	i := bytes.Index(b, []byte("\nVmRSS:"))
+	if i < 0 {
+		return 0
+	}
+	line := b[i+len("\nVmRSS:"):]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	f := strings.Fields(string(line)) // "1234 kB"
+	if len(f) == 0 {
+		return 0
+	}
+	kb, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return kb * 1024
+}
+
+// readPids parses a cgroup.procs file.
+func readPids(file string) ([]int, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, s := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(s); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+// processTree returns the processes descending from any of roots, the
+// roots themselves, and any process in process group pgid (a descendant
+// re-parented away from the tree keeps its group unless it left it), each
+// with its stat. It scans /proc, so it is only used when there is no
+// cgroup to ask.
+func processTree(roots []int, pgid int) map[int]procStat {
+	out := make(map[int]procStat)
+	d, err := os.Open("/proc")
+	if err != nil {
+		return out
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	all := make(map[int]procStat, len(names))
+	children := make(map[int][]int)
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil {
+			continue
+		}
+		st, err := readProcStat(pid)
+		if err != nil {
+			continue
+		}
+		all[pid] = st
+		children[st.ppid] = append(children[st.ppid], pid)
+	}
+	var queue []int
+	for _, r := range roots {
+		if st, ok := all[r]; ok {
+			if _, dup := out[r]; !dup {
+				out[r] = st
+				queue = append(queue, r)
+			}
+		}
+	}
+	for pid, st := range all {
+		if st.pgrp == pgid {
+			if _, dup := out[pid]; !dup {
+				out[pid] = st
+				queue = append(queue, pid)
+			}
+		}
+	}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		for _, c := range children[pid] {
+			if _, dup := out[c]; !dup {
+				out[c] = all[c]
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// readKeyed reads a "key value" per line file (cpu.stat, memory.events,
+// memory.oom_control) and returns the value of key, or ok=false.
+func readKeyed(file, key string) (v int64, ok bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, val, found := strings.Cut(line, " ")
+		if found && k == key {
+			n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// pidAlive reports whether pid is a live (not zombie) process started at
+// start (clock ticks since boot), so a reused pid does not count.
+func pidAlive(pid int, start uint64) bool {
+	st, err := readProcStat(pid)
+	return err == nil && st.start == start && st.state != 'Z' && st.state != 'X'
+}

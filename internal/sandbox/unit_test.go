@@ -1,0 +1,160 @@
+package sandbox
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestParseProcStat(t *testing.T) {
+	// A command name with spaces and parentheses, as a process may choose.
+	b := []byte("1234 (we ird) (x)) S 1 1234 1234 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 1 0 5555 1000 250\n")
+	st, err := parseProcStat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := procStat{state: 'S', ppid: 1, pgrp: 1234, ticks: 10, start: 5555}
+	if st != want {
+		t.Errorf("parseProcStat = %+v, want %+v", st, want)
+	}
+	for _, bad := range []string{"", "1 (x) S 1 2", "1 (x"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) succeeded", bad)
+		}
+	}
+	self, err := readProcStat(os.Getpid())
+	if err != nil || self.ppid != os.Getppid() || self.start == 0 {
+		t.Errorf("readProcStat(self) = %+v, %v", self, err)
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+	}{
+		{"Name:\tx\nVmPeak:\t 9 kB\nVmRSS:\t    1234 kB\nRssAnon:\t 1 kB\n", 1234 * 1024},
+		{"Name:\tkthreadd\nState:\tS\n", 0},
+		{"Name:\tx\nVmRSS:\tjunk kB\n", 0},
+	} {
+		if got := parseVmRSS([]byte(tc.in)); got != tc.want {
+			t.Errorf("parseVmRSS(%q) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestGroupNames(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"api", "api"},
+		{"my-service/v2 x", "my_service_v2_x"},
+		{"", "proc"},
+		{"a.b_c", "a.b_c"},
+		{"0123456789012345678901234567890123456789-too-long", "0123456789012345678901234567890123456789"},
+	} {
+		if got := cleanName(tc.in); got != tc.want {
+			t.Errorf("cleanName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	pid, start, ok := parseOwner(groupName("some-name", 7))
+	if !ok || pid != os.Getpid() || start != ownerStart {
+		t.Errorf("parseOwner(groupName) = %d, %d, %v", pid, start, ok)
+	}
+	if !pidAlive(pid, start) {
+		t.Errorf("this process is not alive by its own group name")
+	}
+	for _, bad := range []string{"cgroup.procs", "lab", "12-x", "x.1-y", "0.5-y", "1.x-y"} {
+		if _, _, ok := parseOwner(bad); ok {
+			t.Errorf("parseOwner(%q) accepted a foreign name", bad)
+		}
+	}
+}
+
+func TestMountinfoAndCgroupFile(t *testing.T) {
+	dir := t.TempDir()
+	mi := filepath.Join(dir, "mountinfo")
+	os.WriteFile(mi, []byte(`31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 /docker/abc /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /mnt/with\040space rw,relatime - cgroup2 cgroup2 rw,nsdelegate
+`), 0o644)
+	mounts, err := readMountinfo(mi)
+	if err != nil || len(mounts) != 4 {
+		t.Fatalf("readMountinfo = %v, %v", mounts, err)
+	}
+	if m := mounts[1]; m.point != "/sys/fs/cgroup/cpu,cpuacct" || m.fstype != "cgroup" || !slices.Contains(m.opts, "cpuacct") {
+		t.Errorf("cpu mount = %+v", m)
+	}
+	if m := mounts[3]; m.point != "/mnt/with space" || m.fstype != "cgroup2" {
+		t.Errorf("cgroup2 mount = %+v", m)
+	}
+
+	cg := filepath.Join(dir, "cgroup")
+	os.WriteFile(cg, []byte("2:cpu,cpuacct:/\n4:memory:/docker/abc/x\n0::/user.slice/a.scope\n"), 0o644)
+	lines, err := readCgroupFile(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ ctrl, want string }{{"cpu", "/"}, {"cpuacct", "/"}, {"memory", "/docker/abc/x"}, {"", "/user.slice/a.scope"}} {
+		if got, ok := cgroupPath(lines, tc.ctrl); !ok || got != tc.want {
+			t.Errorf("cgroupPath(%q) = %q, %v; want %q", tc.ctrl, got, ok, tc.want)
+		}
+	}
+	if _, ok := cgroupPath(lines, "pids"); ok {
+		t.Errorf("cgroupPath found an absent controller")
+	}
+	h := &hier{mount: "/sys/fs/cgroup/memory", root: "/docker/abc"}
+	if got := h.dir("/docker/abc/x"); got != "/sys/fs/cgroup/memory/x" {
+		t.Errorf("dir under a mount root = %s", got)
+	}
+}
+
+type funcWriter func([]byte) (int, error)
+
+func (f funcWriter) Write(b []byte) (int, error) { return f(b) }
+
+func TestSameWriter(t *testing.T) {
+	f := funcWriter(func(b []byte) (int, error) { return len(b), nil })
+	var w io.Writer = f
+	if sameWriter(w, w) {
+		t.Errorf("uncomparable writers reported equal") // and did not panic
+	}
+	if !sameWriter(os.Stderr, os.Stderr) || sameWriter(os.Stdout, os.Stderr) || sameWriter(nil, nil) {
+		t.Errorf("sameWriter is wrong for *os.File")
+	}
+}
+
+// TestSweepOnlyDead: New removes cgroups of dead owners (here pid 1 with a
+// start time it does not have) and leaves live owners' and foreign ones.
+func TestSweepOnlyDead(t *testing.T) {
+	s := newSandboxT(t)
+	requireLimits(t, s)
+	var dead, live, foreign []string
+	for _, h := range s.cg.hiers() {
+		if err := s.cg.ensureParent(h); err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, filepath.Join(h.parent(), "1.1-dead-1"))
+		live = append(live, filepath.Join(h.parent(), groupName("live", 999999)))
+		foreign = append(foreign, filepath.Join(h.parent(), "foreign"))
+	}
+	all := slices.Concat(dead, live, foreign)
+	for _, d := range all {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { removeDirs(all) })
+	newSandboxT(t)
+	for _, d := range dead {
+		if dirExists(d) {
+			t.Errorf("stale %s was not swept", d)
+		}
+	}
+	for _, d := range append(live, foreign...) {
+		if !dirExists(d) {
+			t.Errorf("%s was swept", d)
+		}
+	}
+}
