@@ -1,0 +1,351 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/tls"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Run sends load to url until the duration or request count is reached, or
+// ctx is done, and returns what it measured. It returns an error only when
+// the options are invalid (one of the Err* sentinels of this package, wrapped
+// with the offending value); a failing target shows up in Result.Errors and
+// Result.StatusCodes instead. When ctx is done Run stops sending, abandons
+// the requests in flight (they are not counted) and returns the figures so
+// far with Result.Interrupted set.
+func Run(ctx context.Context, url string, opts ...Option) (*Result, error) {
+	c, err := newCfg(url, opts)
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{c: c, url: url, tracker: newConnTracker(), stopCh: make(chan struct{})}
+	return r.run(ctx), nil
+}
+
+type runner struct {
+	c       *cfg
+	url     string
+	hc      *fasthttp.HostClient
+	tracker *connTracker
+	rec     *recorder
+	start   time.Time
+
+	// stopped: send nothing more. aborted: ctx is done; connections are
+	// being closed under the requests in flight, whose results are dropped.
+	stopped  atomic.Bool
+	aborted  atomic.Bool
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	stopAt   time.Duration // offset of the stop; written once in stop
+	sleeper  sleeper       // open model: the dispatcher's; woken by stop
+
+	workers sync.WaitGroup
+	issued  atomic.Int64 // closed model: requests claimed by workers
+
+	// Open model.
+	late       atomic.Int64
+	maxLag     atomic.Int64 // nanoseconds
+	dispatched uint64       // written by the dispatcher only
+	unsent     uint64
+}
+
+func (r *runner) stop() {
+	r.stopOnce.Do(func() {
+		r.stopAt = time.Since(r.start)
+		r.stopped.Store(true)
+		close(r.stopCh)
+		if r.sleeper != nil {
+			r.sleeper.wake()
+		}
+	})
+}
+
+func (r *runner) run(ctx context.Context) *Result {
+	c := r.c
+	r.hc = &fasthttp.HostClient{
+		Addr:        c.addr,
+		Name:        "hlab-loadgen",
+		IsTLS:       c.isTLS,
+		TLSConfig:   c.tlsConfig,
+		DialTimeout: r.tracker.dial,
+		// One connection per worker: a worker never waits for a connection,
+		// so ErrNoFreeConns would mean a bug, not a slow server.
+		MaxConns: c.conns,
+		// A failed request is a failed request: no silent retries.
+		MaxIdemponentCallAttempts:     1,
+		ReadBufferSize:                16 << 10,
+		WriteBufferSize:               16 << 10,
+		DisablePathNormalizing:        true,
+		DisableHeaderNamesNormalizing: true,
+	}
+	if c.isTLS && c.tlsConfig == nil {
+		r.hc.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+
+	if c.open {
+		r.sleeper = newSleeper()
+		defer r.sleeper.close()
+	}
+	// Allocate the histograms before the clock starts: it takes a few
+	// milliseconds the first sends would otherwise start late by.
+	r.rec = newRecorder(c.open, c.conns)
+	r.start = time.Now()
+	r.rec.start = r.start
+	if c.durSet {
+		t := time.AfterFunc(c.duration, r.stop)
+		defer t.Stop()
+	}
+
+	done := make(chan struct{})
+	var helpers sync.WaitGroup
+	helpers.Go(func() {
+		select {
+		case <-ctx.Done():
+			r.aborted.Store(true)
+			r.stop()
+			r.tracker.closeAll()
+		case <-done:
+		}
+	})
+	if c.onProgress != nil {
+		helpers.Go(func() {
+			t := time.NewTicker(progressInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					c.onProgress(r.progress())
+				case <-done:
+					return
+				}
+			}
+		})
+	}
+
+	if c.open {
+		r.runOpen()
+	} else {
+		r.runClosed()
+	}
+	r.stop() // records when sending ended, for a count-bound run
+	close(done)
+	helpers.Wait()
+	// Empty fasthttp's pool so its cleaner goroutine finds nothing left and
+	// exits, then close whatever remains (nothing, unless ctx aborted).
+	r.hc.CloseIdleConnections()
+	r.tracker.closeAll()
+
+	res := r.result()
+	if c.onProgress != nil {
+		c.onProgress(r.progress())
+	}
+	return res
+}
+
+func (r *runner) progress() Progress {
+	p := Progress{Elapsed: time.Since(r.start)}
+	if r.c.durSet {
+		p.Total = r.c.duration
+	}
+	if r.c.reqSet {
+		p.Target = r.c.requests
+	}
+	p.Requests, p.Errors = r.rec.counts()
+	return p
+}
+
+func (r *runner) newRequest() *fasthttp.Request {
+	req := fasthttp.AcquireRequest()
+	// Send header names as the user wrote them.
+	req.Header.DisableNormalizing()
+	req.SetRequestURI(r.url)
+	req.Header.SetMethod(r.c.method)
+	for _, h := range r.c.headers {
+		if strings.EqualFold(h.key, "Host") {
+			req.Header.SetHost(h.value)
+			req.UseHostHeader = true
+			continue
+		}
+		req.Header.Add(h.key, h.value)
+	}
+	if r.c.body != nil {
+		req.SetBodyRaw(r.c.body) // shared read-only by all workers
+	}
+	return req
+}
+
+// do sends one request and records it. fasthttp's HostClient.DoTimeout does
+// not start a goroutine: it turns the timeout into read and write deadlines
+// on the connection (unlike the package-level GetTimeout, which leaves a
+// goroutine behind on timeout), so a timed-out request frees its worker and
+// its connection at once.
+func (r *runner) do(sh *shard, req *fasthttp.Request, resp *fasthttp.Response, intended, sent time.Time) {
+	err := r.hc.DoTimeout(req, resp, r.c.timeout)
+	end := time.Now()
+	if err != nil && r.aborted.Load() {
+		return // killed by us, not by the target
+	}
+	status := 0
+	if err == nil {
+		status = resp.StatusCode()
+	}
+	sh.record(r.rec, intended, sent, end, status, err)
+}
+
+// runClosed runs the closed model: each worker sends its next request when
+// the previous one is answered.
+func (r *runner) runClosed() {
+	for id := range r.c.conns {
+		r.workers.Go(func() { r.closedWorker(id) })
+	}
+	r.workers.Wait()
+}
+
+func (r *runner) closedWorker(id int) {
+	req, resp := r.newRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	sh := r.rec.shardFor(id)
+	for !r.stopped.Load() {
+		sent := time.Now()
+		if r.c.durSet && sent.Sub(r.start) >= r.c.duration {
+			return
+		}
+		if r.c.reqSet && r.issued.Add(1) > r.c.requests {
+			return
+		}
+		r.do(sh, req, resp, sent, sent)
+	}
+}
+
+// runOpen runs the open model: a dispatcher walks the pacer's intended send
+// times and hands each to an idle worker, starting workers on demand up to
+// the connection cap. When all are busy it waits for one; the sends it then
+// makes are late, and their latency counts from the intended time.
+func (r *runner) runOpen() {
+	jobs := make(chan time.Duration) // intended offsets from start
+	workers := 0
+	p := r.c.pacer
+
+dispatch:
+	for n := uint64(0); ; n++ {
+		if r.c.reqSet && n >= uint64(r.c.requests) {
+			break
+		}
+		at := p.At(n)
+		if r.c.durSet && at >= r.c.duration {
+			break
+		}
+		if !r.sleeper.sleepUntil(r.start.Add(at)) || r.stopped.Load() {
+			break
+		}
+		select {
+		case jobs <- at:
+		default:
+			if workers < r.c.conns {
+				id := workers
+				workers++
+				r.workers.Go(func() { r.openWorker(id, at, jobs) })
+				break
+			}
+			select {
+			case jobs <- at:
+			case <-r.stopCh:
+				break dispatch
+			}
+		}
+		r.dispatched = n + 1
+	}
+	close(jobs)
+
+	// Intended sends that came due before sending stopped but never went out.
+	r.stop()
+	end := r.stopAt
+	if r.c.durSet {
+		end = min(end, r.c.duration)
+	}
+	due := dueBefore(p, end)
+	if r.c.reqSet {
+		due = min(due, uint64(r.c.requests))
+	}
+	if due > r.dispatched {
+		r.unsent = due - r.dispatched
+	}
+	r.workers.Wait()
+}
+
+func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration) {
+	req, resp := r.newRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	sh := r.rec.shardFor(id)
+	for {
+		intended := r.start.Add(at)
+		sent := time.Now()
+		lag := sent.Sub(intended)
+		if lag > lateThreshold {
+			r.late.Add(1)
+		}
+		for {
+			old := r.maxLag.Load()
+			if int64(lag) <= old || r.maxLag.CompareAndSwap(old, int64(lag)) {
+				break
+			}
+		}
+		r.do(sh, req, resp, intended, sent)
+		var ok bool
+		if at, ok = <-jobs; !ok {
+			return
+		}
+	}
+}
+
+func (r *runner) result() *Result {
+	c := r.c
+	m := r.rec.merge()
+	res := &Result{
+		Model:       "closed",
+		URL:         r.url,
+		Method:      c.method,
+		Connections: c.conns,
+		Requests:    m.requests,
+		Successes:   m.successes,
+		StatusCodes: m.status,
+		Errors:      m.errs,
+		Interrupted: r.aborted.Load(),
+		corrected:   m.corrected,
+		uncorrected: m.uncorrected,
+	}
+	res.BytesIn, res.BytesOut = r.tracker.bytes()
+	res.Duration = m.lastEnd
+	if m.requests == 0 {
+		res.Duration = r.stopAt
+	}
+	if c.open {
+		res.Model = "open"
+		res.Rate = c.rate
+		if res.Rate == 0 && r.stopAt > 0 {
+			res.Rate = float64(r.dispatched+r.unsent) / r.stopAt.Seconds()
+		}
+		res.Missed = Missed{
+			Late:   r.late.Load(),
+			Unsent: int64(r.unsent),
+			MaxLag: time.Duration(r.maxLag.Load()),
+		}
+	}
+	if s := res.Duration.Seconds(); s > 0 {
+		res.RPS = float64(res.Requests) / s
+		res.Throughput = float64(res.Successes) / s
+	}
+	if res.Requests > 0 {
+		res.SuccessRatio = float64(res.Successes) / float64(res.Requests)
+	}
+	res.Latency = latencies(m.corrected, m.sumCorr, m.maxCorr)
+	res.LatencyUncorrected = latencies(m.uncorrected, m.sumUnc, m.maxUnc)
+	return res
+}

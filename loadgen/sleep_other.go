@@ -1,0 +1,5 @@
+//go:build !linux
+
+package loadgen
+
+func newSleeper() sleeper { return newTimerSleeper() }
