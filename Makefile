@@ -1,0 +1,35 @@
+# Highload Lab. `make lab` and `make test` set up what they need themselves.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/highload-lab/hlab/internal/cli.Version=$(VERSION)
+# Flags for `make lab`, e.g. make lab LAB_FLAGS="scale --full".
+LAB_FLAGS ?= --quick --json lab-report/results.json
+
+.PHONY: all build deps lab test vet bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/hlab ./cmd/hlab
+
+# System packages (nginx, wrk) and Go modules; quick when all are there.
+deps:
+	scripts/install-deps.sh
+
+lab: deps build
+	./bin/hlab lab $(LAB_FLAGS)
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+test: deps vet
+	$(GO) test -race -timeout 30m ./...
+
+bench: deps build
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+	bench/loadgen-vs-wrk.sh
+
+clean:
+	rm -rf bin lab-report

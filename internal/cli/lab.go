@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/scale"
+	"github.com/highload-lab/hlab/internal/report"
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// experiments lists every experiment, in the order "hlab lab" runs them.
+func experiments() []lab.Experiment {
+	return []lab.Experiment{
+		scale.New(),
+	}
+}
+
+func runLab(args []string, st *State) int {
+	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--repeat N] [--json FILE] [--report DIR]", `
+Runs the reference reports' experiments on this machine: each starts the
+report's services as child processes under CPU/memory quotas like the
+report's containers (cgroups), drives them with hlab's load generator from
+outside the quota, and prints our figures beside the report's with the
+report's claim and whether it REPRODUCED here. With no NAME it runs every
+experiment. It also writes an HTML report with charts (DIR/index.html).
+
+Experiments:
+`+experimentList()+`
+Compare ratios, not absolute figures: the reports ran on other hardware.
+Each row is the median of --repeat runs, with the min-max of RPS.`)
+	full := fs.Bool("full", false, "use the reports' own durations (slower)")
+	quick := fs.Bool("quick", false, "keep each experiment under about 90 s on 2 cores (the default)")
+	repeat := fs.Int("repeat", 0, "measured runs per row (default 3 quick, 5 full)")
+	jsonPath := fs.String("json", "", "also write the results as JSON to FILE")
+	reportDir := fs.String("report", "lab-report", "directory for the HTML report and service logs")
+	lbKind := fs.String("lb", lab.LBAuto, "load balancer: auto (nginx if installed), nginx, or builtin")
+	list := fs.Bool("list", false, "list the experiments and exit")
+	names, err := parseInterleaved(fs, args)
+	if err != nil {
+		return parseError(err)
+	}
+	all := experiments()
+	if *list {
+		lab.List(st.Stdout, all)
+		return 0
+	}
+	if *full && *quick {
+		return fail(st, "lab", 2, fmt.Errorf("--quick and --full exclude each other"))
+	}
+	if *repeat < 0 {
+		return fail(st, "lab", 2, fmt.Errorf("--repeat %d: give a positive number of runs", *repeat))
+	}
+	exps, err := lab.Find(all, names)
+	if err != nil {
+		fmt.Fprintf(st.Stderr, "hlab lab: %v\n", err)
+		lab.List(st.Stderr, all)
+		return 2
+	}
+	opts := lab.Options{Mode: lab.Quick, Repeat: *repeat, LB: *lbKind, WorkDir: filepath.Join(*reportDir, "logs")}
+	if *full {
+		opts.Mode = lab.Full
+	}
+	os.RemoveAll(opts.WorkDir)
+	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+		return fail(st, "lab", 1, err)
+	}
+
+	sb, err := sandbox.New()
+	if err != nil {
+		return fail(st, "lab", 1, err)
+	}
+	defer sb.Close()
+	if sb.Mechanism() == sandbox.None {
+		fmt.Fprintf(st.Stderr, "WARNING: no CPU/memory quota mechanism here (%s).\nWARNING: services run unconstrained; their figures are not comparable to the reports' limited containers.\n", sb.Reason())
+	}
+	machine := lab.ThisMachine(string(sb.Mechanism()))
+	fmt.Fprintf(st.Stderr, "hlab lab: %d experiment(s), %s mode, %d CPUs, quota %s, %s; logs in %s\n",
+		len(exps), opts.Mode, machine.CPUs, machine.CPUQuota, machine.Go, opts.WorkDir)
+
+	// Ctrl-C or SIGTERM cancels the run; the deferred Close then stops every
+	// child and removes every cgroup. A second signal kills hlab at once,
+	// and the children follow it (they die with their parent).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	prog := lab.NewProgress(st.Stderr, terminal(st.Stderr) != nil)
+	results, runErr := lab.RunAll(ctx, exps, opts, sb, prog)
+	stop()
+
+	code := 0
+	for _, res := range results {
+		report.WriteText(st.Stdout, res)
+		if res.Error != "" {
+			code = 1
+		}
+	}
+	doc := report.Document{Machine: machine, Experiments: results}
+	if *jsonPath != "" {
+		if err := report.WriteJSONFile(*jsonPath, doc); err != nil {
+			return fail(st, "lab", 1, err)
+		}
+		fmt.Fprintf(st.Stderr, "hlab lab: wrote %s\n", *jsonPath)
+	}
+	if len(results) > 0 {
+		path, err := report.WriteHTML(*reportDir, doc)
+		if err != nil {
+			return fail(st, "lab", 1, err)
+		}
+		fmt.Fprintf(st.Stderr, "hlab lab: wrote %s\n", path)
+	}
+	if runErr != nil {
+		return fail(st, "lab", 130, runErr)
+	}
+	return code
+}
+
+func experimentList() string {
+	var b strings.Builder
+	lab.List(&b, experiments())
+	return b.String()
+}

@@ -1,0 +1,182 @@
+// Package lab runs experiments: each starts a system's services under CPU
+// and memory quotas (internal/sandbox), drives them with loadgen, and turns
+// what it measured into rows beside the reference report's figures, with a
+// verdict on the report's claim. An experiment is one package under
+// internal/lab/<name> implementing Experiment.
+package lab
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Experiment is one report's experiment.
+type Experiment interface {
+	// Name is the short name users type: "hlab lab scale".
+	Name() string
+	// Title is a one-line description for listings.
+	Title() string
+	// Claims are what the report claims, as ratios between rows. The first
+	// is the headline claim.
+	Claims() []Claim
+	// Estimate is how long Run takes with opts, for progress and ETAs.
+	Estimate(opts Options) time.Duration
+	// Run measures. It adds rows and environment to run; an error means the
+	// experiment could not finish (a claim that does not hold is not an error).
+	Run(ctx context.Context, run *Run) error
+}
+
+// Mode is how long experiments run.
+type Mode string
+
+const (
+	// Quick keeps each experiment under about 90 s on a 2-core machine.
+	Quick Mode = "quick"
+	// Full uses the reports' own durations.
+	Full Mode = "full"
+)
+
+// LB choices for experiments that put a load balancer in front of replicas.
+const (
+	LBAuto    = "auto"    // nginx when installed, else the built-in one
+	LBNginx   = "nginx"   // real nginx; an error when not installed
+	LBBuiltin = "builtin" // the embedded default (internal/lb)
+)
+
+// Options are the lab's settings shared by every experiment.
+type Options struct {
+	Mode Mode
+	// Repeat is how many measured runs make a row (median, min, max).
+	// Zero means the default: 3 in quick mode, 5 in full mode.
+	Repeat int
+	// LB picks the load balancer: LBAuto, LBNginx or LBBuiltin.
+	LB string
+	// Self is the hlab executable that services are started from
+	// ("hlab serve NAME"). Default: this process's executable.
+	Self string
+	// WorkDir holds service logs and generated configs for a run.
+	WorkDir string
+}
+
+// RunDuration is how long one measured run lasts: the report's duration in
+// full mode, at most quick in quick mode.
+func (o Options) RunDuration(report, quick time.Duration) time.Duration {
+	if o.Mode == Full {
+		return report
+	}
+	return min(report, quick)
+}
+
+// Warmup is the load sent before measuring a row, so connection set-up,
+// JIT-free but cache- and allocator-warm code and CPU quota accounting settle.
+func (o Options) Warmup() time.Duration {
+	if o.Mode == Full {
+		return 2 * time.Second
+	}
+	return time.Second
+}
+
+// Repeats returns Repeat or its mode default.
+func (o Options) Repeats() int {
+	if o.Repeat > 0 {
+		return o.Repeat
+	}
+	if o.Mode == Full {
+		return 5
+	}
+	return 3
+}
+
+func (o *Options) setDefaults() error {
+	if o.Mode == "" {
+		o.Mode = Quick
+	}
+	if o.LB == "" {
+		o.LB = LBAuto
+	}
+	switch o.LB {
+	case LBAuto, LBNginx, LBBuiltin:
+	default:
+		return fmt.Errorf("lab: unknown load balancer %q: use auto, nginx or builtin", o.LB)
+	}
+	if o.Self == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("lab: cannot find the hlab executable to start services: %w", err)
+		}
+		o.Self = self
+	}
+	if o.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "hlab-lab-")
+		if err != nil {
+			return fmt.Errorf("lab: work dir: %w", err)
+		}
+		o.WorkDir = dir
+	}
+	return nil
+}
+
+// Machine describes where the lab ran.
+type Machine struct {
+	CPUs     int    `json:"cpus"`
+	CPUQuota string `json:"cpu_quota"` // sandbox mechanism: cgroup-v1, cgroup-v2 or none
+	Go       string `json:"go"`
+	OS       string `json:"os"`
+	CPUModel string `json:"cpu_model,omitempty"`
+	Kernel   string `json:"kernel,omitempty"`
+}
+
+// ThisMachine describes the current machine with the given quota mechanism.
+func ThisMachine(quota string) Machine {
+	m := Machine{CPUs: runtime.NumCPU(), CPUQuota: quota, Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// Find returns the experiments named, in the order given; no names means
+// all. An unknown name is an error that lists the known ones.
+func Find(all []Experiment, names []string) ([]Experiment, error) {
+	if len(names) == 0 {
+		return all, nil
+	}
+	byName := map[string]Experiment{}
+	var known []string
+	for _, e := range all {
+		byName[e.Name()] = e
+		known = append(known, e.Name())
+	}
+	var out []Experiment
+	for _, n := range names {
+		e, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("lab: no experiment %q; known experiments: %s", n, strings.Join(known, ", "))
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// List writes the experiments with their titles and headline claims.
+func List(w io.Writer, all []Experiment) {
+	for _, e := range all {
+		fmt.Fprintf(w, "  %-10s %s\n", e.Name(), e.Title())
+		if c := e.Claims(); len(c) > 0 {
+			fmt.Fprintf(w, "  %-10s claim: %s\n", "", c[0].Text)
+		}
+	}
+}

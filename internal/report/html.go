@@ -1,0 +1,237 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"html/template"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/lab"
+)
+
+// WriteHTML writes dir/index.html: a self-contained page (inline CSS and
+// SVG, no scripts or remote assets) with, per experiment, the table, the
+// verdict, a bar chart of RPS per setup (ours vs the report's) and latency
+// percentile charts.
+func WriteHTML(dir string, doc Document) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	path := filepath.Join(dir, "index.html")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fmt.Errorf("report: %w", err)
+	}
+	defer f.Close()
+	data := struct {
+		Document
+		Generated string
+	}{doc, time.Now().Format(time.RFC1123)}
+	if err := page.Execute(f, data); err != nil {
+		return "", fmt.Errorf("report: render %s: %w", path, err)
+	}
+	return path, f.Close()
+}
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"num":     num,
+	"pct":     func(v *float64) string { return num(scale(v, 100)) },
+	"verdict": lab.Verdict,
+	"rpsChart": func(res *lab.Result) template.HTML {
+		return template.HTML(rpsChart(res))
+	},
+	"latencyChart": func(title string, rows []*lab.Row, w, h int) template.HTML {
+		return template.HTML(latencyChart(title, rows, w, h))
+	},
+	"one": func(r *lab.Row) []*lab.Row { return []*lab.Row{r} },
+	"env": envLine,
+	"ref": func(r *lab.Row, metric string) string {
+		if r.Ref == nil {
+			return "-"
+		}
+		switch metric {
+		case "rps":
+			return num(r.Ref.RPS)
+		case "mean_ms":
+			return num(r.Ref.MeanMS)
+		}
+		return "-"
+	},
+	"lower": strings.ToLower,
+	"class": func(res *lab.Result) string {
+		return strings.ReplaceAll(strings.ToLower(lab.Verdict(res)), " ", "-")
+	},
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Highload Lab report</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:1em 0;font-variant-numeric:tabular-nums}
+th,td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}th:first-child,td:first-child{text-align:left}
+th{background:#f6f6f6}.ref{color:#777}.verdict{font-weight:bold;padding:.2em .5em;border-radius:4px}
+.reproduced{background:#d9f2d9;color:#145214}.not-reproduced{background:#fde2c8;color:#7a3b00}.failed{background:#f8d0d0;color:#7a0000}
+.env,.note{color:#555}.charts{display:flex;flex-wrap:wrap;gap:1em}.small{display:flex;flex-wrap:wrap;gap:.5em}
+svg text{font:11px system-ui,sans-serif}
+</style></head><body>
+<h1>Highload Lab report</h1>
+<p class="env">{{.Generated}} · {{.Machine.CPUs}} CPUs ({{.Machine.CPUModel}}) · CPU quota: <b>{{.Machine.CPUQuota}}</b> · {{.Machine.Go}} · {{.Machine.OS}}</p>
+{{range .Experiments}}
+<h2 id="{{.Name}}">{{.Name}}: {{.Title}}</h2>
+<p><span class="verdict {{class .}}">{{verdict .}}</span>
+{{if .Ratio}} measured ratio <b>{{num .Ratio}}</b>{{end}} · {{.Claim}}</p>
+{{if .Claims}}{{range .Claims}}<p>claim: {{.Claim}}: ratio {{num .Ratio}} (needs {{.Threshold}}){{if .Reproduced}} REPRODUCED{{else}} NOT REPRODUCED{{end}}</p>{{end}}{{end}}
+{{if .Error}}<p class="verdict failed">FAILED: {{.Error}}</p>{{end}}
+<p class="env">mode {{.Mode}} · {{printf "%.0f" .Seconds}} s · {{env .Env}}</p>
+<table><tr><th>setup</th><th>rps</th><th>min–max</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>ok %</th><th>cpu</th><th>rss MB</th><th>runs</th><th class="ref">report rps</th><th class="ref">report mean ms</th></tr>
+{{range .Rows}}<tr><td>{{.Label}}</td><td>{{num .RPS}}</td><td>{{if gt .Runs 1}}{{num .RPSMin}}–{{num .RPSMax}}{{end}}</td><td>{{num .MeanMS}}</td><td>{{num .P50MS}}</td><td>{{num .P99MS}}</td><td>{{num .P999MS}}</td><td>{{pct .SuccessRatio}}</td><td>{{num .CPUAvg}}</td><td>{{num .RSSMBAvg}}</td><td>{{.Runs}}</td><td class="ref">{{ref . "rps"}}</td><td class="ref">{{ref . "mean_ms"}}</td></tr>
+{{end}}</table>
+{{range .Rows}}{{if .Note}}<p class="note">{{.Label}}: {{.Note}}</p>{{end}}{{end}}
+{{range .Notes}}<p class="note">note: {{.}}</p>{{end}}
+<div class="charts">{{rpsChart .}}{{latencyChart "latency by percentile, all setups" .Rows 520 300}}</div>
+<h3>latency percentiles per setup</h3>
+<div class="small">{{range .Rows}}{{if .Percentiles}}{{latencyChart .Label (one .) 340 220}}{{end}}{{end}}</div>
+{{end}}
+</body></html>
+`))
+
+func scale(v *float64, k float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	return lab.F(*v * k)
+}
+
+var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
+
+// rpsChart draws horizontal bars per row: ours (with a min–max whisker)
+// and the report's, on one linear axis.
+func rpsChart(res *lab.Result) string {
+	const w, labelW, barH, gap = 560, 290, 12, 10
+	maxV := 0.0
+	for _, r := range res.Rows {
+		for _, v := range []*float64{r.RPS, r.RPSMax, refRPS(r)} {
+			if v != nil && *v > maxV {
+				maxV = *v
+			}
+		}
+	}
+	if maxV == 0 {
+		return ""
+	}
+	h := 40 + len(res.Rows)*(2*barH+gap)
+	plotW := float64(w - labelW - 60)
+	x := func(v float64) float64 { return float64(labelW) + v/maxV*plotW }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" aria-label="requests per second">`, w, h)
+	fmt.Fprintf(&b, `<text x="0" y="14" font-weight="bold">requests/s per setup: ours vs report</text>`)
+	fmt.Fprintf(&b, `<rect x="%d" y="22" width="10" height="8" fill="%s"/><text x="%d" y="30">ours (median, min–max)</text>`, labelW, palette[0], labelW+14)
+	fmt.Fprintf(&b, `<rect x="%d" y="22" width="10" height="8" fill="#bbb"/><text x="%d" y="30">report</text>`, labelW+170, labelW+184)
+	for i, r := range res.Rows {
+		y := 40 + i*(2*barH+gap)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`, labelW-6, y+barH+3, html.EscapeString(shorten(r.Label, 46)))
+		if r.RPS != nil {
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s"/>`, labelW, y, x(*r.RPS)-labelW, barH, palette[0])
+			if r.RPSMin != nil && r.RPSMax != nil && r.Runs > 1 {
+				fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#000"/>`, x(*r.RPSMin), x(*r.RPSMax), y+barH/2, y+barH/2)
+			}
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d">%s</text>`, x(*r.RPS)+4, y+barH-2, num(r.RPS))
+		}
+		if v := refRPS(r); v != nil {
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="#bbb"/>`, labelW, y+barH, x(*v)-labelW, barH)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#666">%s</text>`, x(*v)+4, y+2*barH-2, num(v))
+		}
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+func refRPS(r *lab.Row) *float64 {
+	if r.Ref == nil {
+		return nil
+	}
+	return r.Ref.RPS
+}
+
+// latencyChart draws latency (log scale) against percentile on a "nines"
+// axis (50, 90, 99, 99.9, ...), one line per row, as HdrHistogram plots do.
+func latencyChart(title string, rows []*lab.Row, w, h int) string {
+	const left, right, top = 50, 10, 24
+	bottom := 30
+	if len(rows) > 1 {
+		bottom += 13 * len(rows) // the legend goes under the axis
+		h += 13 * len(rows)
+	}
+	minMS, maxMS, maxNines := math.Inf(1), 0.0, 2.0
+	n := 0
+	for _, r := range rows {
+		for _, p := range r.Percentiles {
+			if p.MS > 0 {
+				minMS, maxMS = math.Min(minMS, p.MS), math.Max(maxMS, p.MS)
+			}
+			maxNines = math.Max(maxNines, nines(p.Q))
+			n++
+		}
+	}
+	if n == 0 || maxMS == 0 {
+		return ""
+	}
+	lo, hi := math.Floor(math.Log10(minMS)), math.Ceil(math.Log10(maxMS))
+	if hi == lo {
+		hi++
+	}
+	pw, ph := float64(w-left-right), float64(h-top-bottom)
+	px := func(q float64) float64 { return left + nines(q)/maxNines*pw }
+	py := func(v float64) float64 { return top + ph - (math.Log10(math.Max(v, math.Pow(10, lo)))-lo)/(hi-lo)*ph }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" aria-label="%s">`, w, h, html.EscapeString(title))
+	fmt.Fprintf(&b, `<text x="0" y="14" font-weight="bold">%s</text>`, html.EscapeString(shorten(title, 60)))
+	for e := lo; e <= hi; e++ {
+		y := py(math.Pow(10, e))
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#eee"/><text x="%d" y="%.1f" text-anchor="end">%s ms</text>`, left, w-right, y, y, left-4, y+4, trimFloat(math.Pow(10, e)))
+	}
+	for _, q := range []float64{50, 90, 99, 99.9, 99.99, 99.999} {
+		if nines(q) > maxNines+1e-9 {
+			break
+		}
+		x := px(q)
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#eee"/><text x="%.1f" y="%d" text-anchor="middle">p%s</text>`, x, x, top, h-bottom, x, h-bottom+14, trimFloat(q))
+	}
+	for i, r := range rows {
+		color := palette[i%len(palette)]
+		var pts []string
+		for _, p := range r.Percentiles {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(p.Q), py(p.MS)))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"><title>%s</title></polyline>`, color, strings.Join(pts, " "), html.EscapeString(r.Label))
+		if len(rows) > 1 {
+			y := h - bottom + 26 + i*13
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="3" fill="%s"/><text x="%d" y="%d">%s</text>`, left, y-4, color, left+14, y, html.EscapeString(shorten(r.Label, 70)))
+		}
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+// nines maps a percentile to -log10(1 - q/100): 90 → 1, 99 → 2; 100 (the
+// max) is drawn one step past 99.999.
+func nines(q float64) float64 {
+	if q >= 100 {
+		return 5.3
+	}
+	return -math.Log10(1 - q/100)
+}
+
+func trimFloat(v float64) string {
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

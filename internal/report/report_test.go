@@ -1,0 +1,130 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/highload-lab/hlab/internal/lab"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// sample is a fixed result with a claim that holds and a row with missing
+// figures, so the renderings of both are pinned.
+func sample() *lab.Result {
+	f := lab.F
+	one := &lab.Row{Label: "one instance, 1 connection", RPS: f(645), MeanMS: f(1.55), P50MS: f(0.29), P99MS: f(54),
+		SuccessRatio: f(1), CPUAvg: f(0.197), RSSMBAvg: f(19.3), RSSMBMax: f(20), Runs: 3, RPSMin: f(618), RPSMax: f(648),
+		Ref: &lab.Ref{RPS: f(169), MeanMS: f(22.55)}, Model: "closed", Connections: 1,
+		Percentiles: []lab.Percentile{{Q: 50, MS: 0.29}, {Q: 90, MS: 1}, {Q: 99, MS: 54}, {Q: 100, MS: 80}}}
+	three := &lab.Row{Label: "three instances + LB, 1 connection", RPS: f(1460), MeanMS: f(0.68), P50MS: f(0.4), P99MS: f(3.9),
+		SuccessRatio: f(1), Runs: 3, RPSMin: f(1330), RPSMax: f(1516), Ref: &lab.Ref{RPS: f(450), MeanMS: f(9.09)},
+		Errors:      map[string]int64{"timeout": 2},
+		Percentiles: []lab.Percentile{{Q: 50, MS: 0.4}, {Q: 90, MS: 0.9}, {Q: 99, MS: 3.9}, {Q: 100, MS: 12}}}
+	missing := &lab.Row{Label: "sweep with no passing rate", Note: "no rate met the objective"}
+	res := &lab.Result{Name: "scale", Title: "stateless scaling", Env: map[string]string{"lb": "nginx 1.22.1"},
+		Rows: []*lab.Row{one, three, missing}, Mode: lab.Quick}
+	c := lab.Claim{Text: "three >= 2x one", Metric: "rps", Numerator: three.Label, Denominator: one.Label, AtLeast: 2}
+	lab.Judge(res, []lab.Claim{c})
+	return res
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from the golden file (go test -update rewrites it):\n%s", name, got)
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteText(&b, sample()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"measured ratio 2.26", "REPRODUCED", "645", "169", "errors in \"three instances + LB, 1 connection\": timeout 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	golden(t, "scale.txt", b.Bytes())
+}
+
+func TestJSONContract(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.json")
+	if err := WriteJSONFile(path, Document{Machine: lab.Machine{CPUs: 2, CPUQuota: "cgroup-v1", Go: "go1.26.8"}, Experiments: []*lab.Result{sample()}}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	var doc struct {
+		Machine     map[string]any   `json:"machine"`
+		Experiments []map[string]any `json:"experiments"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"cpus", "cpu_quota", "go"} {
+		if _, ok := doc.Machine[k]; !ok {
+			t.Errorf("machine lacks %q", k)
+		}
+	}
+	exp := doc.Experiments[0]
+	for _, k := range []string{"name", "claim", "ratio", "reproduced", "env", "rows"} {
+		if _, ok := exp[k]; !ok {
+			t.Errorf("experiment lacks %q", k)
+		}
+	}
+	rows := exp["rows"].([]any)
+	first := rows[0].(map[string]any)
+	for _, k := range []string{"label", "rps", "mean_ms", "p50_ms", "p99_ms", "success_ratio", "rss_mb_avg", "rss_mb_max", "cpu_avg", "runs", "rps_min", "rps_max", "ref"} {
+		if _, ok := first[k]; !ok {
+			t.Errorf("row lacks %q", k)
+		}
+	}
+	if ref := first["ref"].(map[string]any); ref["rps"] != 169.0 || ref["mean_ms"] != 22.55 {
+		t.Errorf("ref = %v", ref)
+	}
+	// A figure that was not measured is null, never invented.
+	last := rows[2].(map[string]any)
+	if v, ok := last["rps"]; !ok || v != nil {
+		t.Errorf("missing rps = %v (present %v), want null", v, ok)
+	}
+}
+
+func TestWriteHTML(t *testing.T) {
+	dir := t.TempDir()
+	path, err := WriteHTML(dir, Document{Machine: lab.Machine{CPUs: 2, CPUQuota: "cgroup-v1"}, Experiments: []*lab.Result{sample()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	page := string(b)
+	for _, want := range []string{"<svg", "requests/s per setup", "latency by percentile", "REPRODUCED", "one instance, 1 connection"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// Self-contained: nothing fetched from elsewhere.
+	for _, bad := range []string{"<script src", "<link ", "http://", "https://"} {
+		if strings.Contains(strings.ReplaceAll(page, `xmlns="http://www.w3.org/2000/svg"`, ""), bad) {
+			t.Errorf("page references an outside resource (%q)", bad)
+		}
+	}
+}
