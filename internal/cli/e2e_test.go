@@ -36,7 +36,9 @@ func TestLabScaleQuick(t *testing.T) {
 	bin := buildHlab(t)
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "r.json")
-	cmd := exec.Command(bin, "lab", "scale", "--quick", "--repeat", "1", "--json", jsonPath, "--report", filepath.Join(dir, "report"))
+	// The default, relative --report (lab-report) as make lab runs it.
+	cmd := exec.Command(bin, "lab", "scale", "--quick", "--repeat", "1", "--json", jsonPath)
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("hlab lab scale: %v\n%s", err, out)
@@ -44,7 +46,7 @@ func TestLabScaleQuick(t *testing.T) {
 	if !strings.Contains(string(out), "REPRODUCED") {
 		t.Errorf("output has no verdict:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "report", "index.html")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "lab-report", "index.html")); err != nil {
 		t.Errorf("no HTML report: %v", err)
 	}
 	b, err := os.ReadFile(jsonPath)

@@ -123,6 +123,10 @@ func StartNginx(ctx context.Context, sb *sandbox.Sandbox, cfg NginxConfig) (*Ngi
 	if err != nil {
 		return nil, err
 	}
+	// nginx reads relative paths against its prefix, so hand it absolute ones.
+	if cfg.Dir, err = filepath.Abs(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("deps: nginx prefix: %w", err)
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("deps: nginx prefix: %w", err)
 	}

@@ -44,7 +44,9 @@ func TestNginxRoundRobin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	n, err := StartNginx(context.Background(), sb, NginxConfig{Upstreams: ups, Dir: t.TempDir()})
+	// A relative prefix, as "hlab lab" gives by default (lab-report/logs).
+	t.Chdir(t.TempDir())
+	n, err := StartNginx(context.Background(), sb, NginxConfig{Upstreams: ups, Dir: "logs/nginx"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -118,6 +119,13 @@ func (o *Options) setDefaults() error {
 		}
 		o.WorkDir = dir
 	}
+	// Child processes get paths from it (nginx resolves relative ones
+	// against its own prefix), so make it absolute once here.
+	dir, err := filepath.Abs(o.WorkDir)
+	if err != nil {
+		return fmt.Errorf("lab: work dir: %w", err)
+	}
+	o.WorkDir = dir
 	return nil
 }
 
