@@ -5,7 +5,7 @@ LDFLAGS := -X github.com/highload-lab/hlab/internal/cli.Version=$(VERSION)
 # Flags for `make lab`, e.g. make lab LAB_FLAGS="scale --full".
 LAB_FLAGS ?= --quick --json lab-report/results.json
 
-.PHONY: all build deps lab test vet bench clean
+.PHONY: all build deps lab test vet bench clean proto
 
 all: build
 
@@ -33,3 +33,7 @@ bench: deps build
 
 clean:
 	rm -rf bin lab-report
+
+# Regenerate the gRPC code from api/**/*.proto with pinned protoc plugins.
+proto:
+	scripts/gen-proto.sh

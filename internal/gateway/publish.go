@@ -1,0 +1,232 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc/codes"
+
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+)
+
+// Publish serves one publish stream: batches in, an answer per batch once
+// Kafka stored (or refused) every record of it.
+func (g *Gateway) Publish(stream databusv1.DataBus_PublishServer) error {
+	g.streams.Add(1)
+	defer g.streams.Done()
+	ctx := stream.Context()
+	s, err := g.settingsFrom(ctx, false)
+	if err != nil {
+		return g.ended(err)
+	}
+	if !g.cfg.Echo {
+		if err := g.checkTopic(ctx, s.topic); err != nil {
+			return g.ended(err)
+		}
+	}
+	g.m.streams.WithLabelValues("publish").Inc()
+	defer g.m.streams.WithLabelValues("publish").Dec()
+	p := &publisher{g: g, s: s, stream: stream, out: make(chan *databusv1.PublishResponse, s.maxInflight)}
+	defer p.closeProducer()
+	return g.ended(p.run(ctx))
+}
+
+type publisher struct {
+	g      *Gateway
+	s      streamSettings
+	stream databusv1.DataBus_PublishServer
+	out    chan *databusv1.PublishResponse
+
+	inflight atomic.Int32
+	batches  sync.WaitGroup // batches accepted and not yet answered
+
+	producer *kgo.Client // this stream's own, made on its first batch
+}
+
+func (p *publisher) run(ctx context.Context) error {
+	// One goroutine sends: a gRPC stream allows one sender at a time.
+	sendErr := make(chan error, 1)
+	go func() {
+		for resp := range p.out {
+			if err := p.stream.Send(resp); err != nil {
+				sendErr <- err
+				for range p.out { // keep draining so producers never block
+				}
+				return
+			}
+		}
+		sendErr <- nil
+	}()
+	// Recv runs apart so a drain can end the stream while Recv blocks.
+	type recv struct {
+		req *databusv1.PublishRequest
+		err error
+	}
+	reqs := make(chan recv)
+	go func() {
+		for {
+			req, err := p.stream.Recv()
+			select {
+			case reqs <- recv{req, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+
+	finish := func(err error) error {
+		p.batches.Wait() // answer every accepted batch before ending
+		close(p.out)
+		if sErr := <-sendErr; err == nil && sErr != nil && ctx.Err() == nil {
+			err = streamError(codes.Unavailable, "sending to the client failed: %v", sErr)
+		}
+		return err
+	}
+	for {
+		select {
+		case <-p.g.draining:
+			return finish(streamError(codes.Unavailable, "%v", ErrDraining))
+		case r := <-reqs:
+			if errors.Is(r.err, io.EOF) {
+				return finish(nil)
+			}
+			if r.err != nil {
+				return finish(nil) // the client went away; nothing to answer
+			}
+			if err := p.accept(r.req); err != nil {
+				return finish(err)
+			}
+		}
+	}
+}
+
+// accept starts producing one batch, or returns the error that ends the stream.
+func (p *publisher) accept(req *databusv1.PublishRequest) error {
+	n := len(req.Messages)
+	if n > p.g.cfg.MaxBatchMessages {
+		return streamError(codes.InvalidArgument, "batch %d has %d messages, more than the limit %d: split it", req.BatchId, n, p.g.cfg.MaxBatchMessages)
+	}
+	if in := p.inflight.Add(1); int(in) > p.s.maxInflight {
+		p.inflight.Add(-1)
+		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
+	}
+	p.batches.Add(1)
+	start := time.Now()
+	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
+	if p.g.cfg.Echo || n == 0 {
+		resp.Stored = uint32(n)
+		p.answer(resp, start)
+		return nil
+	}
+	producer, err := p.producerClient()
+	if err != nil {
+		p.batches.Done()
+		p.inflight.Add(-1)
+		return streamError(codes.Unavailable, "%v", err)
+	}
+	b := &batch{p: p, resp: resp, start: start}
+	b.remaining.Store(int32(n))
+	for i, m := range req.Messages {
+		size := len(m.Key) + len(m.Value)
+		for _, h := range m.Headers {
+			size += len(h.Key) + len(h.Value)
+		}
+		if size > p.g.cfg.MaxMessageBytes {
+			b.fail(i, codes.InvalidArgument, "message of %d bytes is larger than the limit %d: split or shrink it", size, p.g.cfg.MaxMessageBytes)
+			continue
+		}
+		rec := &kgo.Record{Topic: p.s.topic, Key: m.Key, Value: m.Value}
+		for _, h := range m.Headers {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		idx, bytes := i, size
+		producer.Produce(p.g.ctx, rec, func(_ *kgo.Record, err error) {
+			if err != nil {
+				b.fail(idx, codeFor(err), "Kafka did not store the message: %v", err)
+				return
+			}
+			b.stored(bytes)
+		})
+	}
+	return nil
+}
+
+// producerClient returns the shared producer for aggregated streams, else
+// the stream's own, which does not linger: a latency-optimized client
+// should not wait for others' records.
+func (p *publisher) producerClient() (*kgo.Client, error) {
+	if p.s.aggregation {
+		return p.g.sharedClient()
+	}
+	if p.producer == nil {
+		cl, err := newClient(p.g.kafkaOpts(kgo.ProducerLinger(0)))
+		if err != nil {
+			return nil, err
+		}
+		p.producer = cl
+	}
+	return p.producer, nil
+}
+
+func (p *publisher) closeProducer() {
+	if p.producer != nil {
+		p.producer.Close()
+	}
+}
+
+func (p *publisher) answer(resp *databusv1.PublishResponse, start time.Time) {
+	p.g.m.publishLatency.Observe(time.Since(start).Seconds())
+	p.out <- resp // never blocks: out holds maxInflight answers
+	p.inflight.Add(-1)
+	p.batches.Done()
+}
+
+// batch collects the outcome of one batch's records.
+type batch struct {
+	p         *publisher
+	resp      *databusv1.PublishResponse
+	start     time.Time
+	remaining atomic.Int32
+	mu        sync.Mutex
+	stores    uint32
+	bytes     int
+}
+
+func (b *batch) stored(bytes int) {
+	b.mu.Lock()
+	b.stores++
+	b.bytes += bytes
+	b.mu.Unlock()
+	b.done()
+}
+
+func (b *batch) fail(i int, code codes.Code, format string, args ...any) {
+	b.mu.Lock()
+	b.resp.Errors = append(b.resp.Errors, &databusv1.RecordError{Index: uint32(i), Code: int32(code), Message: fmt.Sprintf("databus: "+format, args...)})
+	b.mu.Unlock()
+	b.p.g.m.publishErrors.WithLabelValues(code.String()).Inc()
+	b.done()
+}
+
+func (b *batch) done() {
+	if b.remaining.Add(-1) != 0 {
+		return
+	}
+	b.mu.Lock()
+	b.resp.Stored = b.stores
+	sort.Slice(b.resp.Errors, func(i, j int) bool { return b.resp.Errors[i].Index < b.resp.Errors[j].Index })
+	b.p.g.m.messagesIn.Add(float64(b.stores))
+	b.p.g.m.bytesIn.Add(float64(b.bytes))
+	b.mu.Unlock()
+	b.p.answer(b.resp, b.start)
+}
