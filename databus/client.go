@@ -141,4 +141,3 @@ func (c *Client) backoff(n int) time.Duration {
 func streamContext(ctx context.Context, kv ...string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
-

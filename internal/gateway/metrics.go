@@ -3,9 +3,9 @@ package gateway
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	streams        *prometheus.GaugeVec   // by kind: publish, subscribe
-	messagesIn     prometheus.Counter     // published and stored
-	messagesOut    prometheus.Counter     // delivered to subscribers
+	streams        *prometheus.GaugeVec // by kind: publish, subscribe
+	messagesIn     prometheus.Counter   // published and stored
+	messagesOut    prometheus.Counter   // delivered to subscribers
 	bytesIn        prometheus.Counter
 	bytesOut       prometheus.Counter
 	publishErrors  *prometheus.CounterVec // records not stored, by code
