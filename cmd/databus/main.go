@@ -1,0 +1,31 @@
+// Command databus is the databus gateway: gRPC streams in front of Kafka
+// (see the databus package for the client, api/databus/v1 for the API).
+//
+//	databus --brokers kafka-1:9092,kafka-2:9092 --grpc-addr :7070 --http-addr :7071
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/highload-lab/hlab/internal/gateway"
+)
+
+func main() {
+	fs := flag.NewFlagSet("databus", flag.ExitOnError)
+	var p gateway.Process
+	p.RegisterFlags(fs, "http-addr")
+	fs.Parse(os.Args[1:])
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := p.Run(ctx, logger); err != nil {
+		fmt.Fprintln(os.Stderr, "databus:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/server"
+)
+
+// Process is a whole gateway process: gRPC for clients, and HTTP for
+// /healthz (ready when Kafka answers), Prometheus /metrics and pprof.
+type Process struct {
+	GRPCAddr string
+	HTTPAddr string
+	// DrainTimeout bounds the graceful drain on shutdown (default 20s).
+	DrainTimeout time.Duration
+	Config       Config
+	brokers      string
+}
+
+// RegisterFlags adds the gateway's flags to fs, with httpAddrFlag naming
+// the HTTP address flag ("addr" under hlab serve, "http-addr" for
+// cmd/databus).
+func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
+	c := &p.Config
+	fs.StringVar(&p.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC address clients connect to")
+	fs.StringVar(&p.HTTPAddr, httpAddrFlag, "127.0.0.1:7071", "HTTP address for /healthz, /metrics and /debug/pprof")
+	fs.StringVar(&p.brokers, "brokers", "", "Kafka seed brokers, host:port,... (required unless --echo)")
+	fs.BoolVar(&c.Echo, "echo", false, "answer publishes at once without Kafka (transport test)")
+	fs.IntVar(&c.MaxInflight, "max-inflight", 16, "default batches in flight per publish stream")
+	fs.IntVar(&c.MaxUnacked, "max-unacked", 1000, "default delivered-but-unacked messages per subscribe stream")
+	fs.IntVar(&c.BatchSize, "batch-size", 100, "default messages per subscribe batch")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message accepted")
+	fs.Func("fetch-max-bytes", "bytes a subscription fetches from Kafka at a time (default 32768)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 1024 {
+			return fmt.Errorf("give a byte count of at least 1024")
+		}
+		c.FetchMaxBytes = int32(n)
+		return nil
+	})
+	fs.DurationVar(&c.ProduceTimeout, "produce-timeout", 10*time.Second, "how long a record may wait for Kafka")
+	fs.DurationVar(&c.AggregationLinger, "aggregation-linger", 5*time.Millisecond, "how long shared producers wait to fill a batch")
+	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often acked offsets are committed")
+	fs.DurationVar(&c.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout")
+	fs.DurationVar(&p.DrainTimeout, "drain-timeout", 20*time.Second, "how long shutdown waits for streams to finish")
+}
+
+// Run serves until ctx ends, then drains: batches in flight are answered,
+// acked offsets committed, and streams closed with Unavailable.
+func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
+	if p.brokers != "" {
+		p.Config.Brokers = strings.Split(p.brokers, ",")
+	}
+	reg := prometheus.NewRegistry()
+	p.Config.Registry, p.Config.Logger = reg, logger
+	g, err := New(p.Config)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	ln, err := net.Listen("tcp", p.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("gateway: cannot listen on %s (is the port taken? pass another --grpc-addr): %w", p.GRPCAddr, err)
+	}
+	srvCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHealth()
+	grpcSrv := NewServer(srvCtx, g, ServerOptions{})
+	grpcErr := make(chan error, 1)
+	go func() { grpcErr <- grpcSrv.Serve(ln) }()
+	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", p.Config.Echo, "brokers", p.Config.Brokers)
+
+	debug := http.NewServeMux()
+	debug.HandleFunc("/debug/pprof/", pprof.Index)
+	debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	httpErr := make(chan error, 1)
+	go func() {
+		httpErr <- server.Run(ctx, server.Config{
+			Name: "databus", Addr: p.HTTPAddr, Registry: reg, Logger: logger,
+			Ready: func() error { return g.Ready(ctx) },
+		}, debug)
+	}()
+
+	select {
+	case err := <-grpcErr:
+		return fmt.Errorf("gateway: gRPC server stopped: %w", err)
+	case err := <-httpErr:
+		if err != nil {
+			grpcSrv.Stop()
+			return err
+		}
+	case <-ctx.Done():
+	}
+	logger.Info("databus gateway draining", "timeout", p.DrainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), p.DrainTimeout)
+	defer cancel()
+	drainErr := g.Drain(dctx)
+	stopped := make(chan struct{})
+	go func() { grpcSrv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-dctx.Done():
+		grpcSrv.Stop()
+	}
+	if drainErr != nil {
+		return drainErr
+	}
+	if err := <-httpErr; err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
