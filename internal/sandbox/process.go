@@ -21,6 +21,8 @@ type Process struct {
 	group *group // nil with None
 	samp  *sampler
 
+	stopSignal syscall.Signal // what Stop sends first
+
 	done    chan struct{} // closed when the process exited and was reaped
 	exitErr error         // set before done is closed
 
@@ -177,7 +179,7 @@ func (p *Process) stop(grace time.Duration) error {
 	select {
 	case <-p.done:
 	default:
-		_ = syscall.Kill(-p.pid, syscall.SIGTERM)
+		_ = syscall.Kill(-p.pid, p.stopSignal)
 		t := time.NewTimer(grace)
 		select {
 		case <-p.done:

@@ -8,7 +8,9 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -38,6 +40,13 @@ type Spec struct {
 	MemoryMB int      // memory limit in MiB, swap excluded; 0 = no memory limit
 
 	Stdout, Stderr io.Writer // nil = discard; an *os.File is handed to the process directly
+
+	// User, when set, runs the process as that user (and its primary
+	// group): Postgres refuses to run as root.
+	User string
+	// StopSignal is what Stop sends first (default SIGTERM); Postgres, for
+	// one, shuts down fast on SIGINT and waits for its clients on SIGTERM.
+	StopSignal syscall.Signal
 }
 
 func (s *Spec) validate() error {
@@ -130,11 +139,16 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (*Process, error) {
 		return nil, fmt.Errorf("%w: cannot start %q", ErrClosed, spec.Name)
 	}
 
+	stopSig := spec.StopSignal
+	if stopSig == 0 {
+		stopSig = syscall.SIGTERM
+	}
 	p := &Process{
-		sb:      s,
-		name:    spec.Name,
-		done:    make(chan struct{}),
-		stopped: make(chan struct{}),
+		sb:         s,
+		name:       spec.Name,
+		stopSignal: stopSig,
+		done:       make(chan struct{}),
+		stopped:    make(chan struct{}),
 	}
 	if s.cg != nil {
 		if p.group, err = s.cg.create(&spec); err != nil {
@@ -142,6 +156,11 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (*Process, error) {
 		}
 	}
 	stdout, stderr, err := p.outputs(spec.Stdout, spec.Stderr)
+	if err != nil {
+		p.cleanupFailedStart()
+		return nil, fmt.Errorf("sandbox: starting %q: %w", spec.Name, err)
+	}
+	cred, err := credentialOf(spec.User)
 	if err != nil {
 		p.cleanupFailedStart()
 		return nil, fmt.Errorf("sandbox: starting %q: %w", spec.Name, err)
@@ -155,8 +174,9 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (*Process, error) {
 			Stdout: stdout,
 			Stderr: stderr,
 			SysProcAttr: &syscall.SysProcAttr{
-				Setpgid:   true,            // Stop signals the whole group
-				Pdeathsig: syscall.SIGKILL, // the lab died: so does the child
+				Setpgid:    true,            // Stop signals the whole group
+				Pdeathsig:  syscall.SIGKILL, // the lab died: so does the child
+				Credential: cred,
 			},
 		}
 		return cmd
@@ -229,4 +249,21 @@ func (s *Sandbox) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// credentialOf returns the credential to run as user, nil for "".
+func credentialOf(name string) (*syscall.Credential, error) {
+	if name == "" {
+		return nil, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: user %q: %v", ErrInvalidSpec, name, err)
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("%w: user %q has a non-numeric uid/gid", ErrInvalidSpec, name)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }

@@ -487,3 +487,40 @@ func TestCgroupV2Join(t *testing.T) {
 	}
 	_ = syscall.Rmdir(h.parent())
 }
+
+// TestUserAndStopSignal runs a shell as nobody and stops it with SIGINT,
+// as the lab runs Postgres (which refuses root and shuts down fast on INT).
+func TestUserAndStopSignal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("switching users needs root")
+	}
+	sb, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	out := &syncBuffer{}
+	p, err := sb.Start(context.Background(), Spec{
+		Name: "as-nobody", Path: "/bin/sh",
+		Args:   []string{"-c", `id -u; trap 'echo got INT; exit 0' INT; while :; do sleep 0.05; done`},
+		User:   "nobody",
+		Stdout: out, StopSignal: syscall.SIGINT,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the shell to print its uid", func() bool { return strings.Contains(out.String(), "\n") })
+	if err := p.Stop(3 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	if !strings.HasPrefix(got, "65534\n") {
+		t.Errorf("ran as uid %q, want nobody's 65534", strings.SplitN(got, "\n", 2)[0])
+	}
+	if !strings.Contains(got, "got INT") {
+		t.Errorf("output %q: the stop signal was not SIGINT", got)
+	}
+	if _, err := sb.Start(context.Background(), Spec{Name: "x", Path: "/bin/true", User: "no-such-user-hlab"}); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("unknown user: %v, want ErrInvalidSpec", err)
+	}
+}
