@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what Highload Lab needs on a Debian machine and is quick when it
 # is all there: nginx (the scale experiment's load balancer), wrk (the
-# side-by-side check of hlab load), and the Go modules.
+# side-by-side check of hlab load), PostgreSQL, and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+# PostgreSQL server binaries (initdb, postgres); the lab runs its own clusters.
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: missing ${missing[*]} and no apt-get: install them with your package manager" >&2

@@ -1,0 +1,302 @@
+package deps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// ErrPostgresNotInstalled is returned by FindPostgres when no server binaries are found.
+var ErrPostgresNotInstalled = errors.New("deps: the PostgreSQL server is not installed (install it with 'apt-get install -y postgresql', or run 'make deps')")
+
+// FindPostgres returns the directory of the newest PostgreSQL server
+// binaries (postgres, initdb) and the server's version (e.g. "15.18").
+func FindPostgres() (binDir, version string, err error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) > pgMajor(dirs[j]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			continue
+		}
+		out, err := exec.Command(filepath.Join(d, "postgres"), "--version").Output()
+		if err != nil {
+			continue
+		}
+		// "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+		if m := regexp.MustCompile(`\) (\d+(?:\.\d+)*)`).FindSubmatch(out); m != nil {
+			return d, string(m[1]), nil
+		}
+		return d, "unknown", nil
+	}
+	return "", "", ErrPostgresNotInstalled
+}
+
+func pgMajor(dir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+	return n
+}
+
+// PostgresConfig is what StartPostgres needs; the zero value starts a
+// throwaway, non-durable cluster for tests.
+type PostgresConfig struct {
+	// Dir holds the cluster (data/) and its log (postgres.log). "" = a
+	// temporary directory that Stop removes.
+	Dir string
+	// Durable keeps fsync, synchronous_commit and full_page_writes on, as a
+	// production server has them; experiments that compare databases set
+	// it and record Settings. Off (the default) is for tests only.
+	Durable bool
+	// Settings are extra server settings (name -> value), applied last.
+	Settings map[string]string
+	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
+	MemoryMB int     // sandbox memory limit; 0 = none
+	// StartTimeout bounds initdb plus the wait for the first connection (30s).
+	StartTimeout time.Duration
+}
+
+// Postgres is a running PostgreSQL cluster on 127.0.0.1. The superuser is
+// "postgres" with trust authentication on the loopback interface only.
+type Postgres struct {
+	Version string // "15.18"
+	Kind    string // "postgres 15.18", for a run's environment record
+	Addr    string // 127.0.0.1:port
+	Dir     string
+	// Settings are the server settings that ran (durability among them),
+	// for a run's environment record.
+	Settings map[string]string
+
+	sb      *sandbox.Sandbox
+	cfg     PostgresConfig
+	binDir  string
+	tempDir bool
+
+	mu   sync.Mutex
+	proc *sandbox.Process
+}
+
+// StartPostgres initializes a cluster in cfg.Dir and starts it under sb as
+// the postgres user (initdb and postgres refuse to run as root), with
+// logical replication enabled (wal_level=logical) for change data capture.
+func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig) (*Postgres, error) {
+	if sb == nil {
+		return nil, errors.New("deps: StartPostgres needs a sandbox to run the server in")
+	}
+	binDir, version, err := FindPostgres()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	p := &Postgres{Version: version, Kind: "postgres " + version, sb: sb, cfg: cfg, binDir: binDir}
+	if cfg.Dir == "" {
+		dir, err := os.MkdirTemp("", "hlab-postgres-")
+		if err != nil {
+			return nil, fmt.Errorf("deps: postgres dir: %w", err)
+		}
+		cfg.Dir, p.tempDir = dir, true
+	}
+	if p.Dir, err = filepath.Abs(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if err := p.initdb(ctx); err != nil {
+		p.removeTemp()
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		p.removeTemp()
+		return nil, err
+	}
+	p.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+	p.Settings = map[string]string{
+		"listen_addresses":        "127.0.0.1",
+		"port":                    strconv.Itoa(port),
+		"unix_socket_directories": p.Dir,
+		"wal_level":               "logical",
+		"max_replication_slots":   "16",
+		"max_wal_senders":         "16",
+		"max_connections":         "500",
+		"fsync":                   "off",
+		"synchronous_commit":      "off",
+		"full_page_writes":        "off",
+	}
+	if cfg.Durable {
+		p.Settings["fsync"], p.Settings["synchronous_commit"], p.Settings["full_page_writes"] = "on", "on", "on"
+	}
+	for k, v := range cfg.Settings {
+		p.Settings[k] = v
+	}
+	if err := p.StartServer(ctx); err != nil {
+		p.removeTemp()
+		return nil, err
+	}
+	return p, nil
+}
+
+// DSN returns a connection string for database db.
+func (p *Postgres) DSN(db string) string {
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", p.Addr, db)
+}
+
+// CreateDatabase creates database name (an error if it exists).
+func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, p.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("deps: postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("deps: create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Proc is the server process (nil while stopped).
+func (p *Postgres) Proc() *sandbox.Process {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.proc
+}
+
+// StopServer stops the server (fast shutdown) and keeps its data, for
+// tests of what a service does while its database is down.
+func (p *Postgres) StopServer() error {
+	p.mu.Lock()
+	proc := p.proc
+	p.proc = nil
+	p.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	return proc.Stop(15 * time.Second)
+}
+
+// StartServer starts the server on its data (after StopServer) and waits
+// until it accepts connections.
+func (p *Postgres) StartServer(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.proc != nil {
+		return nil
+	}
+	args := []string{"-D", filepath.Join(p.Dir, "data")}
+	keys := make([]string, 0, len(p.Settings))
+	for k := range p.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+p.Settings[k])
+	}
+	logPath := filepath.Join(p.Dir, "postgres.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("deps: postgres log: %w", err)
+	}
+	defer logf.Close()
+	proc, err := p.sb.Start(ctx, sandbox.Spec{
+		Name: "postgres", Path: filepath.Join(p.binDir, "postgres"), Args: args,
+		Dir: p.Dir, User: "postgres", StopSignal: syscall.SIGINT,
+		CPU: p.cfg.CPU, MemoryMB: p.cfg.MemoryMB,
+		Stdout: logf, Stderr: logf,
+	})
+	if err != nil {
+		return fmt.Errorf("deps: start postgres: %w", err)
+	}
+	if err := awaitPostgres(ctx, p.DSN("postgres"), p.cfg.StartTimeout, proc.Done()); err != nil {
+		proc.Stop(5 * time.Second)
+		return fmt.Errorf("%w; %s", err, tail(logPath))
+	}
+	p.proc = proc
+	return nil
+}
+
+// Stop stops the server and, for a temporary cluster, removes its files.
+func (p *Postgres) Stop() error {
+	err := p.StopServer()
+	p.removeTemp()
+	return err
+}
+
+func (p *Postgres) removeTemp() {
+	if p.tempDir {
+		os.RemoveAll(p.Dir)
+	}
+}
+
+// initdb creates the cluster as the postgres user.
+func (p *Postgres) initdb(ctx context.Context) error {
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("deps: no postgres user (it comes with the postgresql package): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return fmt.Errorf("deps: postgres dir: %w", err)
+	}
+	if err := os.Chown(p.Dir, uid, gid); err != nil {
+		return fmt.Errorf("deps: postgres dir: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(p.binDir, "initdb"),
+		"-D", filepath.Join(p.Dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	cmd.Dir = p.Dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("deps: initdb in %s: %w: %s", p.Dir, err, lastBytes(out, 400))
+	}
+	return nil
+}
+
+func awaitPostgres(ctx context.Context, dsn string, timeout time.Duration, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		cctx, ccancel := context.WithTimeout(ctx, time.Second)
+		conn, err := pgx.Connect(cctx, dsn)
+		if err == nil {
+			err = conn.Ping(cctx)
+			conn.Close(cctx)
+		}
+		ccancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deps: postgres not ready after %s (last: %v)", timeout, last)
+		case <-exited:
+			return fmt.Errorf("deps: postgres exited before it was ready (last: %v)", last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// lastBytes returns the end of a command's output for an error message.
+func lastBytes(out []byte, n int) string {
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,358 @@
+package replica_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/replica"
+)
+
+var pg *deps.Postgres
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if _, _, err := deps.FindPostgres(); err != nil {
+			fmt.Fprintln(os.Stderr, "replica tests need PostgreSQL:", err)
+			return 1
+		}
+		sb, err := sandbox.New()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer sb.Close()
+		if pg, err = deps.StartPostgres(context.Background(), sb, deps.PostgresConfig{}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pg.Stop()
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+type item struct {
+	ID   int32
+	Name string
+	Qty  int32
+}
+
+func bindItems(t *replica.Table[int32, item]) replica.Binding {
+	return replica.Bind(t,
+		func(r replica.Row) (int32, error) {
+			id, ok := r["id"].(int32)
+			if !ok {
+				return 0, fmt.Errorf("id is %T", r["id"])
+			}
+			return id, nil
+		},
+		func(r replica.Row) (item, error) {
+			name, _ := r["name"].(string)
+			qty, ok := r["qty"].(int32)
+			if !ok {
+				return item{}, fmt.Errorf("qty is %T, want int32", r["qty"])
+			}
+			if name == "poison" {
+				return item{}, errors.New("poison row")
+			}
+			return item{ID: r["id"].(int32), Name: name, Qty: qty}, nil
+		})
+}
+
+// setup makes a database with an items table and returns a pool on it.
+func setup(t *testing.T, rows int) (dsn string, db *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("t%d", rand.Int64())
+	if err := pg.CreateDatabase(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	dsn = pg.DSN(name)
+	db, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, qty int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO items SELECT g, 'item ' || g, g FROM generate_series(1, $1) g`, rows); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, db
+}
+
+// start runs a source for items and waits until it is ready.
+func start(t *testing.T, dsn string, opts ...replica.PostgresOption) (*replica.Table[int32, item], *replica.PostgresSource) {
+	t.Helper()
+	tb := replica.NewTable[int32, item]("items")
+	opts = append([]replica.PostgresOption{replica.Backoff(20*time.Millisecond, 200*time.Millisecond), replica.StatusInterval(100 * time.Millisecond)}, opts...)
+	src, err := replica.NewPostgresSource(dsn, []replica.Binding{bindItems(tb)}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { src.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := tb.WaitReady(wctx); err != nil {
+		t.Fatalf("replica not ready: %v", err)
+	}
+	return tb, src
+}
+
+// writer changes random rows until stopped: inserts, updates, deletes,
+// several per transaction.
+func writer(ctx context.Context, db *pgxpool.Pool, seed uint64, maxID int) error {
+	r := rand.New(rand.NewPCG(seed, 7))
+	for ctx.Err() == nil {
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			for range 1 + r.IntN(4) {
+				id := 1 + r.IntN(maxID)
+				var err error
+				switch r.IntN(3) {
+				case 0:
+					_, err = tx.Exec(ctx, "INSERT INTO items VALUES ($1, $2, $3) ON CONFLICT (id) DO UPDATE SET qty = items.qty + 1", id, fmt.Sprint("w", id), r.IntN(1000))
+				case 1:
+					_, err = tx.Exec(ctx, "UPDATE items SET qty = $2, name = $3 WHERE id = $1", id, r.IntN(1000), fmt.Sprint("u", r.IntN(100)))
+				case 2:
+					_, err = tx.Exec(ctx, "DELETE FROM items WHERE id = $1", id)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			// Deadlocks between writers are expected; others are not.
+			var msg string
+			if err != nil {
+				msg = err.Error()
+			}
+			if !containsAny(msg, "deadlock", "could not serialize", "terminating connection", "connection") {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if len(s) >= len(sub) {
+			for i := 0; i+len(sub) <= len(s); i++ {
+				if s[i:i+len(sub)] == sub {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// converged waits until the replica equals the database, row by row.
+func converged(t *testing.T, db *pgxpool.Pool, tb *replica.Table[int32, item]) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		want := map[int32]item{}
+		rows, err := db.Query(context.Background(), "SELECT id, name, qty FROM items")
+		if err != nil {
+			last = err.Error()
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for rows.Next() {
+			var it item
+			rows.Scan(&it.ID, &it.Name, &it.Qty)
+			want[it.ID] = it
+		}
+		rows.Close()
+		last = diff(want, tb)
+		if last == "" {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the replica did not converge to the database: %s (source err: %v)", last, tb.Err())
+}
+
+func diff(want map[int32]item, tb *replica.Table[int32, item]) string {
+	if tb.Len() != len(want) {
+		return fmt.Sprintf("replica has %d rows, database %d", tb.Len(), len(want))
+	}
+	for id, w := range want {
+		if got, ok := tb.Get(id); !ok || got != w {
+			return fmt.Sprintf("row %d: replica %+v (present %v), database %+v", id, got, ok, w)
+		}
+	}
+	return ""
+}
+
+// TestSnapshotStreamBoundary starts the replica while writers run: no
+// change around the snapshot may be lost or applied twice.
+func TestSnapshotStreamBoundary(t *testing.T) {
+	dsn, db := setup(t, 2000)
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := range 4 {
+		wg.Go(func() { errs <- writer(ctx, db, uint64(i), 3000) })
+	}
+	time.Sleep(200 * time.Millisecond)
+	tb, _ := start(t, dsn)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	converged(t, db, tb)
+}
+
+// walsender returns the pid of the replication connection of slot.
+func terminateWalsender(t *testing.T, db *pgxpool.Pool, slot string) {
+	t.Helper()
+	var n int
+	deadline := time.Now().Add(10 * time.Second)
+	for n == 0 && time.Now().Before(deadline) {
+		db.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot).Scan(&n)
+		if n == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no active replication connection to kill")
+	}
+}
+
+// waitUnready waits until the table reports it is not current, with a reason.
+func waitUnready(t *testing.T, tb *replica.Table[int32, item]) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for tb.Ready() || tb.Err() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica stayed ready with no error after losing its stream")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("while down: ready=%v err=%v", tb.Ready(), tb.Err())
+}
+
+func TestKillReplicationConnection(t *testing.T) {
+	dsn, db := setup(t, 500)
+	tb, src := start(t, dsn, replica.Slot("kill_conn"))
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { writer(ctx, db, 1, 800) })
+	time.Sleep(200 * time.Millisecond)
+	terminateWalsender(t, db, "kill_conn")
+	waitUnready(t, tb)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	wg.Wait()
+	converged(t, db, tb)
+	waitReady(t, tb)
+	if src.Resyncs() != 0 {
+		t.Errorf("%d resyncs: a killed connection should resume from the slot", src.Resyncs())
+	}
+}
+
+func waitReady(t *testing.T, tb *replica.Table[int32, item]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := tb.WaitReady(ctx); err != nil {
+		t.Fatalf("not ready again: %v", err)
+	}
+}
+
+func TestDroppedSlotResyncs(t *testing.T) {
+	dsn, db := setup(t, 500)
+	tb, src := start(t, dsn, replica.Slot("dropped"))
+	ctx := context.Background()
+	// Kill the connection and drop the slot before the replica reconnects.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'dropped' AND active_pid IS NOT NULL`)
+		_, err := db.Exec(ctx, `SELECT pg_drop_replication_slot('dropped')`)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("could not drop the slot: %v", err)
+		}
+	}
+	// Changes made while no slot exists reach the replica only by a resync.
+	if _, err := db.Exec(ctx, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 400`); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, db, tb)
+	waitReady(t, tb)
+	if src.Resyncs() < 1 {
+		t.Errorf("no resync counted after the slot was dropped")
+	}
+}
+
+func TestPostgresRestart(t *testing.T) {
+	dsn, db := setup(t, 300)
+	tb, _ := start(t, dsn, replica.Slot("restart"))
+	if err := pg.StopServer(); err != nil {
+		t.Fatal(err)
+	}
+	waitUnready(t, tb)
+	if err := pg.StartServer(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	db.Reset()
+	if _, err := db.Exec(context.Background(), `UPDATE items SET name = 'after restart' WHERE id % 3 = 0; INSERT INTO items VALUES (5000, 'new', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, db, tb)
+	waitReady(t, tb)
+}
+
+func TestUndecodableRowsAreSkipped(t *testing.T) {
+	dsn, db := setup(t, 10)
+	tb, src := start(t, dsn, replica.Slot("poison"))
+	if _, err := db.Exec(context.Background(), `INSERT INTO items VALUES (100, 'poison', 1), (101, 'fine', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := tb.Get(101); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the good row of the transaction never arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := tb.Get(100); ok {
+		t.Fatal("the poison row was applied")
+	}
+	if src.DecodeErrors() != 1 {
+		t.Fatalf("DecodeErrors = %d, want 1", src.DecodeErrors())
+	}
+	if !tb.Ready() {
+		t.Fatalf("a bad row made the replica unready: %v", tb.Err())
+	}
+}
