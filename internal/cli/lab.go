@@ -11,6 +11,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/scale"
+	"github.com/highload-lab/hlab/internal/lab/timeouts"
 	"github.com/highload-lab/hlab/internal/report"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -19,6 +20,7 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scale.New(),
+		timeouts.New(),
 	}
 }
 

@@ -14,8 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/services/backend"
+	"github.com/highload-lab/hlab/internal/services/frontend"
 	"github.com/highload-lab/hlab/internal/services/work"
 )
 
@@ -25,9 +28,21 @@ type service struct {
 	// setup registers the service's flags on fs and returns a function that
 	// builds its handler once flags are parsed.
 	setup func(fs *flag.FlagSet) func(reg *prometheus.Registry) (http.Handler, error)
+	// run, set instead of setup, serves more than one HTTP handler (the
+	// databus gateway: gRPC beside its HTTP endpoints). It registers its
+	// flags on fs ("addr" is the HTTP address) and returns the runner.
+	run func(fs *flag.FlagSet) func(ctx context.Context, logger *slog.Logger) error
 }
 
 var services = map[string]service{
+	"databus": {
+		summary: "report D's gateway: gRPC streams in front of Kafka (--brokers), or --echo without Kafka",
+		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+			var p gateway.Process
+			p.RegisterFlags(fs, "addr")
+			return p.Run
+		},
+	},
 	"work": {
 		summary: "report A1's CPU-bound service: GET /handle does 1001 json.Marshal calls and answers done!",
 		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
@@ -46,6 +61,50 @@ var services = map[string]service{
 					}
 				}
 				return lb.New(lb.Config{Upstreams: ups})
+			}
+		},
+	},
+	"backend": {
+		summary: "report E's dependency: GET / answers after a delay; faults: slow requests, trickle, black hole",
+		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
+			var c backend.Config
+			mode := fs.String("mode", string(backend.Normal), "normal, trickle (headers at once, body a byte per --trickle-interval) or blackhole (never answers)")
+			fs.DurationVar(&c.Delay, "delay", backend.DefaultDelay, "how long a normal answer takes")
+			fs.Float64Var(&c.SlowFraction, "slow-fraction", 0.1, "share of requests (0-1) that take --slow-delay instead (report E: 1 in 10)")
+			fs.DurationVar(&c.SlowDelay, "slow-delay", backend.DefaultSlowDelay, "how long a slow answer takes")
+			fs.DurationVar(&c.TrickleInterval, "trickle-interval", backend.DefaultTrickleInterval, "trickle mode: pause before each body byte")
+			fs.IntVar(&c.BodyBytes, "body-bytes", backend.DefaultBodyBytes, "size of the answer")
+			return func(reg *prometheus.Registry) (http.Handler, error) {
+				c.Mode = backend.Mode(*mode)
+				return backend.New(c, reg)
+			}
+		},
+	},
+	"frontend": {
+		summary: "report E's front: GET / calls --backend under a --policy (none, timeout, breaker, hedge, adaptive)",
+		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
+			var c frontend.Config
+			fs.StringVar(&c.Backend, "backend", "", "the back's URL, e.g. http://127.0.0.1:9000/ (required)")
+			policy := fs.String("policy", string(frontend.DefaultPolicy), "what guards the call: none (no timeout at all), timeout, breaker, hedge or adaptive (each but none includes the timeouts)")
+			fs.DurationVar(&c.Timeout, "timeout", frontend.DefaultTimeout, "overall deadline of a call to the back, hedges included")
+			fs.DurationVar(&c.ConnectTimeout, "connect-timeout", frontend.DefaultConnectTimeout, "bound on connecting to the back")
+			fs.DurationVar(&c.HeaderTimeout, "header-timeout", frontend.DefaultHeaderTimeout, "bound on the wait for the back's response headers")
+			fs.DurationVar(&c.BodyTimeout, "body-timeout", frontend.DefaultBodyTimeout, "bound on reading the back's body, from its headers")
+			fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", frontend.DefaultMaxBodyBytes, "largest answer accepted from the back")
+			fs.IntVar(&c.MaxInflight, "max-inflight", frontend.DefaultMaxInflight, "requests served at once; more get 503")
+			fs.Float64Var(&c.BreakerFailureRate, "breaker-failure-rate", frontend.DefaultBreakerFailureRate, "breaker: failure rate that opens the circuit")
+			fs.UintVar(&c.BreakerMinRequests, "breaker-min-requests", frontend.DefaultBreakerMinRequests, "breaker: calls in the window before the rate counts")
+			fs.DurationVar(&c.BreakerWindow, "breaker-window", frontend.DefaultBreakerWindow, "breaker: window of the failure rate")
+			fs.DurationVar(&c.BreakerDelay, "breaker-delay", frontend.DefaultBreakerDelay, "breaker: time open before a trial call")
+			fs.DurationVar(&c.HedgeDelay, "hedge-delay", frontend.DefaultHedgeDelay, "hedge: wait this long for an answer before sending another attempt (about the healthy back's tail latency)")
+			fs.IntVar(&c.MaxHedges, "max-hedges", frontend.DefaultMaxHedges, "hedge: extra attempts per request at most")
+			fs.Float64Var(&c.HedgeBudget, "hedge-budget", frontend.DefaultHedgeBudget, "hedge: largest share of calls in flight that may be hedges (the budget)")
+			fs.UintVar(&c.LimitMin, "limit-min", frontend.DefaultLimitMin, "adaptive: lowest concurrency limit")
+			fs.UintVar(&c.LimitMax, "limit-max", frontend.DefaultLimitMax, "adaptive: highest concurrency limit")
+			fs.UintVar(&c.LimitInitial, "limit-initial", frontend.DefaultLimitInitial, "adaptive: starting concurrency limit")
+			return func(reg *prometheus.Registry) (http.Handler, error) {
+				c.Policy = frontend.Policy(*policy)
+				return frontend.New(c, reg)
 			}
 		},
 	},
@@ -70,22 +129,37 @@ func runServe(args []string, st *State) int {
 
 Every service answers GET /healthz and Prometheus GET /metrics, and shuts
 down gracefully on SIGTERM or Ctrl-C.`)
-	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
-	build := svc.setup(fs)
+	var (
+		addr  *string
+		build func(reg *prometheus.Registry) (http.Handler, error)
+		run   func(ctx context.Context, logger *slog.Logger) error
+	)
+	if svc.run != nil {
+		run = svc.run(fs)
+	} else {
+		addr = fs.String("addr", "127.0.0.1:8080", "address to listen on")
+		build = svc.setup(fs)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return parseError(err)
 	}
 	if fs.NArg() > 0 {
 		return fail(st, "serve", 2, fmt.Errorf("unexpected argument %q (flags only; see hlab serve %s --help)", fs.Arg(0), name))
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(st.Stderr, nil))
+	if run != nil {
+		if err := run(ctx, logger); err != nil {
+			return fail(st, "serve "+name, 1, err)
+		}
+		return 0
+	}
 	reg := prometheus.NewRegistry()
 	h, err := build(reg)
 	if err != nil {
 		return fail(st, "serve "+name, 2, err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	logger := slog.New(slog.NewTextHandler(st.Stderr, nil))
 	if err := server.Run(ctx, server.Config{Name: name, Addr: *addr, Registry: reg, Logger: logger}, h); err != nil {
 		return fail(st, "serve "+name, 1, err)
 	}

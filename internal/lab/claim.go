@@ -6,7 +6,7 @@ import "fmt"
 // Numerator's Metric / Denominator's Metric ≥ AtLeast (or ≤ AtMost).
 type Claim struct {
 	Text        string
-	Metric      string // a row figure: "rps", "mean_ms", "p99_ms", "rss_mb_avg", "cpu_avg"
+	Metric      string // a row figure (see Row.Figure): "rps", "mean_ms", "p99_ms", "rss_mb_avg", "heap_mb_avg", "cpu_avg"
 	Numerator   string // row label
 	Denominator string // row label
 	AtLeast     float64
@@ -65,8 +65,20 @@ func (r *Row) Figure(metric string) *float64 {
 		return r.MeanMS
 	case "p50_ms":
 		return r.P50MS
+	case "p95_ms":
+		return r.P95MS
 	case "p99_ms":
 		return r.P99MS
+	case "max_ms":
+		return r.MaxMS
+	case "heap_mb_avg":
+		return r.HeapMBAvg
+	case "heap_mb_max":
+		return r.HeapMBMax
+	case "goroutines_avg":
+		return r.GoroutinesAvg
+	case "goroutines_max":
+		return r.GoroutinesMax
 	case "rss_mb_avg":
 		return r.RSSMBAvg
 	case "rss_mb_max":
@@ -75,6 +87,9 @@ func (r *Row) Figure(metric string) *float64 {
 		return r.CPUAvg
 	case "success_ratio":
 		return r.SuccessRatio
+	}
+	if v, ok := r.Figures[metric]; ok {
+		return &v
 	}
 	return nil
 }

@@ -35,6 +35,12 @@ type Ref struct {
 	MeanMS *float64 `json:"mean_ms,omitempty"`
 	P50MS  *float64 `json:"p50_ms,omitempty"`
 	P99MS  *float64 `json:"p99_ms,omitempty"`
+	// Figures some reports give beyond the above.
+	P95MS        *float64 `json:"p95_ms,omitempty"`
+	MaxMS        *float64 `json:"max_ms,omitempty"`
+	SuccessRatio *float64 `json:"success_ratio,omitempty"`
+	HeapMBAvg    *float64 `json:"heap_mb_avg,omitempty"`
+	HeapMBMax    *float64 `json:"heap_mb_max,omitempty"`
 }
 
 // Row is one setup's measurement: medians over Runs measured runs, with the
@@ -45,6 +51,7 @@ type Row struct {
 	MeanMS       *float64 `json:"mean_ms"`
 	P50MS        *float64 `json:"p50_ms"`
 	P90MS        *float64 `json:"p90_ms"`
+	P95MS        *float64 `json:"p95_ms"`
 	P99MS        *float64 `json:"p99_ms"`
 	P999MS       *float64 `json:"p999_ms"`
 	MaxMS        *float64 `json:"max_ms"`
@@ -59,6 +66,13 @@ type Row struct {
 	P99MSMax     *float64 `json:"p99_ms_max"`
 	Ref          *Ref     `json:"ref"`
 
+	// Go heap in use and goroutines of the services named in
+	// Measurement.Metrics, sampled every 100 ms (nil when not sampled).
+	HeapMBAvg     *float64 `json:"heap_mb_avg"`
+	HeapMBMax     *float64 `json:"heap_mb_max"`
+	GoroutinesAvg *float64 `json:"goroutines_avg"`
+	GoroutinesMax *float64 `json:"goroutines_max"`
+
 	Model       string           `json:"model"` // closed or open
 	Connections int              `json:"connections"`
 	Rate        float64          `json:"rate,omitempty"` // open model: requests/s asked for
@@ -70,6 +84,10 @@ type Row struct {
 	// Percentiles of the median run's latency, for charts.
 	Percentiles []Percentile `json:"percentiles,omitempty"`
 	Note        string       `json:"note,omitempty"`
+	// Figures are an experiment's own figures for this row (counter
+	// increases over the runs, ratios derived from them); Row.Figure and
+	// so claims can use them by name.
+	Figures map[string]float64 `json:"figures,omitempty"`
 }
 
 // Percentile is one point of a latency distribution.
@@ -88,6 +106,9 @@ type runFigures struct {
 	rss   float64
 	rssMx float64
 	thr   int64
+
+	heap     *heapFigures       // nil when not sampled
+	counters map[string]float64 // increases over the run, by Counter.Key
 }
 
 func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }
@@ -110,6 +131,7 @@ func aggregate(label string, runs []runFigures) *Row {
 	row.MeanMS = med(func(r runFigures) float64 { return ms(r.res.Latency.Mean) })
 	row.P50MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P50) })
 	row.P90MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P90) })
+	row.P95MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P95) })
 	row.P99MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P99) })
 	row.P999MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P999) })
 	row.MaxMS = med(func(r runFigures) float64 { return ms(r.res.Latency.Max) })
@@ -117,6 +139,20 @@ func aggregate(label string, runs []runFigures) *Row {
 	row.CPUAvg = med(func(r runFigures) float64 { return r.cpu })
 	row.RSSMBAvg = med(func(r runFigures) float64 { return r.rss })
 	row.RSSMBMax = med(func(r runFigures) float64 { return r.rssMx })
+	if !slices.ContainsFunc(runs, func(r runFigures) bool { return r.heap == nil }) {
+		row.HeapMBAvg = med(func(r runFigures) float64 { return r.heap.heapAvg })
+		row.HeapMBMax = med(func(r runFigures) float64 { return r.heap.heapMax })
+		row.GoroutinesAvg = med(func(r runFigures) float64 { return r.heap.gorAvg })
+		row.GoroutinesMax = med(func(r runFigures) float64 { return r.heap.gorMax })
+	}
+	for _, r := range runs {
+		for k, v := range r.counters {
+			if row.Figures == nil {
+				row.Figures = map[string]float64{}
+			}
+			row.Figures[k] += v
+		}
+	}
 	rps := make([]float64, len(runs))
 	p99 := make([]float64, len(runs))
 	for i, r := range runs {

@@ -154,6 +154,28 @@ type Measurement struct {
 	Repeat int
 	// NoWarmup skips the warm-up (the caller warmed up already).
 	NoWarmup bool
+
+	// The fields below are for targets that stall for seconds (report E's
+	// slow dependency); their zero values keep the behaviour above.
+
+	// Cut ends each run at Duration, abandoning the requests still in
+	// flight instead of waiting for them: RPS is then the answers completed
+	// within Duration per second of it. A closed-model run against a
+	// dependency that stalls 10 s would otherwise end with seconds of
+	// connections waiting for stragglers, counted as run time.
+	Cut bool
+	// SampleFrom and SampleTo bound, as offsets from the start of each run,
+	// the window in which CPU, RSS and Metrics are sampled: the steady
+	// state, without the ramp-up or the drain. Zero: from the start; to
+	// the end of the run, drain included.
+	SampleFrom, SampleTo time.Duration
+	// Metrics are the /metrics URLs of Go services whose heap
+	// (go_memstats_heap_alloc_bytes) and goroutines are sampled every
+	// 100 ms in the window, summed over services: Row.HeapMB*, Row.Goroutines*.
+	Metrics []string
+	// Counters are read before and after each run (drain included); their
+	// increase, summed over runs, goes to Row.Figures.
+	Counters []Counter
 }
 
 // Measure warms up, then runs the load Repeat times, sampling Procs, and
@@ -186,18 +208,23 @@ func (r *Run) Measure(ctx context.Context, m Measurement) (*Row, error) {
 }
 
 func (r *Run) measureOnce(ctx context.Context, m Measurement) (runFigures, error) {
-	meters := make([]*sandbox.Meter, len(m.Procs))
-	for i, p := range m.Procs {
-		meters[i] = p.Measure()
-	}
-	res, err := loadgen.Run(ctx, m.URL, append(m.Load, loadgen.Duration(m.Duration))...)
 	var fig runFigures
-	for _, mt := range meters {
-		u := mt.Stop()
-		fig.cpu += u.CPUAvg
-		fig.rss += u.RSSMBAvg
-		fig.rssMx += u.RSSMBMax
-		fig.thr += u.Throttled
+	before, err := readCounters(ctx, m.Counters)
+	if err != nil {
+		return fig, fmt.Errorf("lab: %s: counters before the run: %w", m.Label, err)
+	}
+	win := startWindow(ctx, m)
+	runCtx := ctx
+	if m.Cut {
+		cutCtx, cut := context.WithCancel(ctx)
+		t := time.AfterFunc(m.Duration, cut)
+		defer t.Stop()
+		defer cut()
+		runCtx = cutCtx
+	}
+	res, err := loadgen.Run(runCtx, m.URL, append(m.Load, loadgen.Duration(m.Duration))...)
+	if !win.finish(&fig) && err == nil && ctx.Err() == nil {
+		return fig, fmt.Errorf("lab: %s: the run ended before its sampling window opened at %v", m.Label, m.SampleFrom)
 	}
 	if err != nil {
 		return fig, fmt.Errorf("lab: %s: %w", m.Label, err)
@@ -209,8 +236,98 @@ func (r *Run) measureOnce(ctx context.Context, m Measurement) (runFigures, error
 		default:
 		}
 	}
+	if len(m.Counters) > 0 {
+		after, err := readCounters(ctx, m.Counters)
+		if err != nil {
+			return fig, fmt.Errorf("lab: %s: counters after the run: %w", m.Label, err)
+		}
+		fig.counters = map[string]float64{}
+		for k, v := range after {
+			fig.counters[k] = v - before[k]
+		}
+	}
 	fig.res = res
 	return fig, nil
+}
+
+// window samples the processes and metrics of a measurement between
+// SampleFrom and SampleTo (or the end of the run).
+type window struct {
+	stop, done chan struct{}
+	meters     []*sandbox.Meter
+	heap       *heapSampler
+
+	// Written by the window's goroutine before done closes.
+	usage   []sandbox.Usage
+	heapFig *heapFigures
+	opened  bool
+}
+
+func startWindow(ctx context.Context, m Measurement) *window {
+	w := &window{stop: make(chan struct{}), done: make(chan struct{})}
+	begin := time.Now()
+	open := func() {
+		for _, p := range m.Procs {
+			w.meters = append(w.meters, p.Measure())
+		}
+		if len(m.Metrics) > 0 {
+			w.heap = startHeapSampler(m.Metrics)
+		}
+		w.opened = true
+	}
+	if m.SampleFrom <= 0 {
+		open() // before the load starts, as a plain run always did
+	}
+	go func() {
+		defer close(w.done)
+		if !w.opened {
+			t := time.NewTimer(m.SampleFrom)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				open()
+			case <-w.stop:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		if m.SampleTo > 0 {
+			t := time.NewTimer(time.Until(begin.Add(m.SampleTo)))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-w.stop:
+			}
+		} else {
+			<-w.stop
+		}
+		for _, mt := range w.meters {
+			w.usage = append(w.usage, mt.Stop())
+		}
+		if w.heap != nil {
+			f := w.heap.Stop()
+			w.heapFig = &f
+		}
+	}()
+	return w
+}
+
+// finish closes the window (if still open) and adds what it sampled to
+// fig; it reports whether the window opened at all.
+func (w *window) finish(fig *runFigures) bool {
+	close(w.stop)
+	<-w.done
+	for _, u := range w.usage {
+		fig.cpu += u.CPUAvg
+		fig.rss += u.RSSMBAvg
+		fig.rssMx += u.RSSMBMax
+		fig.thr += u.Throttled
+	}
+	if w.heapFig != nil && w.heapFig.samples > 0 {
+		fig.heap = w.heapFig
+	}
+	return w.opened
 }
 
 // RunAll runs exps one after another and returns their results. An

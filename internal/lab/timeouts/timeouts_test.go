@@ -1,0 +1,120 @@
+package timeouts
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/lab"
+)
+
+// TestPlans checks each mode's plan: the rows the claims compare are
+// measured, every setup appears in the open model, and quick mode fits
+// the lab's budget of about 90 s.
+func TestPlans(t *testing.T) {
+	for _, mode := range []lab.Mode{lab.Quick, lab.Full} {
+		t.Run(string(mode), func(t *testing.T) {
+			o := lab.Options{Mode: mode}
+			labels := map[string]bool{}
+			open := map[string]bool{}
+			for _, st := range plan(o) {
+				if st.conns > 0 {
+					labels[closedLabel(st.s, st.conns)] = true
+					continue
+				}
+				labels[openLabel(st.s)] = true
+				open[st.s.key] = true
+				if st.from <= 0 || st.from >= st.to || st.to > st.run {
+					t.Errorf("%s: sampling window %v-%v outside the run of %v", st.s.key, st.from, st.to, st.run)
+				}
+			}
+			for _, c := range New().Claims() {
+				if !labels[c.Numerator] || !labels[c.Denominator] {
+					t.Errorf("claim %q compares rows the plan does not measure", c.Text)
+				}
+			}
+			for _, s := range setups {
+				if !open[s.key] {
+					t.Errorf("setup %s is not measured in the open model", s.key)
+				}
+			}
+			if mode == lab.Quick {
+				if est := New().Estimate(o); est > 100*time.Second {
+					t.Errorf("quick estimate %v, over the lab's budget of about 90 s", est)
+				}
+			}
+		})
+	}
+}
+
+// TestQuickRun runs "hlab lab timeouts --quick" for real (about 90 s) and
+// checks the JSON: every row measured, memory sampled, both claims
+// judged. Whether they reproduce is the lab's verdict, not this test's.
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the timeouts experiment for about 90 s")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hlab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	jsonPath := filepath.Join(dir, "r.json")
+	out, err := exec.Command(bin, "lab", "timeouts", "--quick", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hlab lab timeouts: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Experiments []struct {
+			Name   string `json:"name"`
+			Claims []struct {
+				Ratio *float64 `json:"ratio"`
+			} `json:"claims"`
+			Rows []struct {
+				Label     string             `json:"label"`
+				RPS       *float64           `json:"rps"`
+				P95MS     *float64           `json:"p95_ms"`
+				HeapMBAvg *float64           `json:"heap_mb_avg"`
+				RSSMBAvg  *float64           `json:"rss_mb_avg"`
+				Figures   map[string]float64 `json:"figures"`
+			} `json:"rows"`
+		} `json:"experiments"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Experiments) != 1 || doc.Experiments[0].Name != "timeouts" {
+		t.Fatalf("experiments: %s", b)
+	}
+	e := doc.Experiments[0]
+	if len(e.Claims) != 2 || e.Claims[0].Ratio == nil || e.Claims[1].Ratio == nil {
+		t.Errorf("claims not judged: %s", b)
+	}
+	if want := len(plan(lab.Options{Mode: lab.Quick})); len(e.Rows) != want {
+		t.Errorf("%d rows, want %d", len(e.Rows), want)
+	}
+	for _, r := range e.Rows {
+		if r.RPS == nil || r.P95MS == nil || r.RSSMBAvg == nil {
+			t.Errorf("row %q misses a figure", r.Label)
+		}
+		if strings.Contains(r.Label, "open") && r.HeapMBAvg == nil {
+			t.Errorf("open-model row %q has no heap figure", r.Label)
+		}
+		if strings.Contains(r.Label, "hedge") && strings.Contains(r.Label, "open") {
+			if _, ok := r.Figures["extra_back_requests"]; !ok {
+				t.Errorf("hedge row without the extra load on the back: %v", r.Figures)
+			}
+		}
+	}
+	if !strings.Contains(string(out), "REPRODUCED") {
+		t.Errorf("no verdict in the output:\n%s", out)
+	}
+}
