@@ -48,7 +48,7 @@
 //   - A Table supports what its structure supports: Get by key and the
 //     orders of its Indexes. Anything else is a Range over all rows.
 //   - Memory: a table is held whole, plus a delta of recent changes until
-//     it is merged (at an eighth of the table).
+//     it is merged (at about the square root of the table's rows).
 //   - Unchanged TOAST values are not in Postgres' change stream; with the
 //     default replica identity, an update that leaves a large value
 //     untouched gives a row without that column (decode may then fail and

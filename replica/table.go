@@ -2,6 +2,8 @@ package replica
 
 import (
 	"context"
+	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,12 +60,16 @@ func (t *Table[K, V]) Name() string { return t.name }
 // Get returns the row with key k.
 func (t *Table[K, V]) Get(k K) (V, bool) {
 	ver := t.cur.Load()
-	if e, ok := ver.delta[k]; ok {
-		if e.deleted {
-			var zero V
-			return zero, false
+	// Most versions have an empty delta (right after a load or a merge);
+	// skipping it saves hashing the key twice, half of a Get's time.
+	if len(ver.delta) > 0 {
+		if e, ok := ver.delta[k]; ok {
+			if e.deleted {
+				var zero V
+				return zero, false
+			}
+			return e.v, true
 		}
-		return e.v, true
 	}
 	v, ok := ver.base[k]
 	return v, ok
@@ -139,9 +145,19 @@ func (t *Table[K, V]) Stats() Stats {
 	}
 }
 
+// mergeAt is the delta size past which apply merges the delta into a new
+// base. Each transaction copies the delta (d entries) and every d-th
+// copies the base (n): about d + n/d entries per transaction, least at d
+// = sqrt(n). An eighth of the table instead (the first design) cost a
+// 20,000-row table ~150 µs and a 200,000-row one ~3 ms per single-row
+// transaction, so 1,000 writes/s outran the applier.
+func mergeAt(n int) int {
+	return max(64, int(math.Sqrt(float64(n))))
+}
+
 // apply makes changes visible at once (one new version). The delta is
-// merged into a new base when it passes an eighth of the table (at least
-// 1024 entries), so a write costs O(delta) and a merge is amortized.
+// merged into a new base when it passes mergeAt, so a write costs
+// O(sqrt(rows)) amortized, and reads stay two map lookups at worst.
 func (t *Table[K, V]) apply(changes []Change[K, V]) {
 	if len(changes) == 0 {
 		return
@@ -149,9 +165,11 @@ func (t *Table[K, V]) apply(changes []Change[K, V]) {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
 	old := t.cur.Load()
-	delta := make(map[K]entry[V], len(old.delta)+len(changes))
-	for k, e := range old.delta {
-		delta[k] = e
+	// maps.Clone copies the table's groups wholesale: several times faster
+	// than re-inserting entry by entry.
+	delta := maps.Clone(old.delta)
+	if delta == nil {
+		delta = make(map[K]entry[V], len(changes))
 	}
 	n := old.n
 	get := func(k K) (V, bool) {
@@ -187,10 +205,10 @@ func (t *Table[K, V]) apply(changes []Change[K, V]) {
 		}
 	}
 	next := &version[K, V]{base: old.base, delta: delta, n: n}
-	if len(delta) > max(1024, len(old.base)/8) {
-		base := make(map[K]V, n)
-		for k, v := range old.base {
-			base[k] = v
+	if len(delta) > mergeAt(len(old.base)) {
+		base := maps.Clone(old.base)
+		if base == nil {
+			base = make(map[K]V, n)
 		}
 		for k, e := range delta {
 			if e.deleted {

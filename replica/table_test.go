@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
@@ -169,21 +170,30 @@ func TestOnChange(t *testing.T) {
 	}
 }
 
+// BenchmarkGet reads random keys of a 10k-row table, with an empty delta
+// (after a load or merge) and with changes pending in the delta.
 func BenchmarkGet(b *testing.B) {
-	tb := NewTable[int, customer]("c")
-	rows := map[int]customer{}
-	for i := range 10000 {
-		rows[i] = customer{ID: i, Name: "n" + strconv.Itoa(i)}
-	}
-	tb.replace(rows, time.Time{})
-	tb.apply([]Change[int, customer]{up(customer{ID: 5, Name: "changed"})})
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, ok := tb.Get(i % 10000); !ok {
-			b.Fatal("miss")
-		}
-		i++
+	for _, pending := range []int{0, 50} {
+		b.Run(fmt.Sprintf("delta=%d", pending), func(b *testing.B) {
+			tb := NewTable[int, customer]("c")
+			rows := map[int]customer{}
+			for i := range 10000 {
+				rows[i] = customer{ID: i, Name: "n" + strconv.Itoa(i)}
+			}
+			tb.replace(rows, time.Time{})
+			for i := range pending {
+				tb.apply([]Change[int, customer]{up(customer{ID: i * 7, Name: "changed"})})
+			}
+			keys := rand.Perm(10000)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, ok := tb.Get(keys[i%len(keys)]); !ok {
+					b.Fatal("miss")
+				}
+				i++
+			}
+		})
 	}
 }
 

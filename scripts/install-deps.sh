@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Highload Lab needs on a Debian machine and is quick when it
 # is all there: nginx (the scale experiment's load balancer), wrk (the
-# side-by-side check of hlab load), PostgreSQL, and the Go modules.
+# side-by-side check of hlab load), PostgreSQL, Redis, a JDK and Maven (the
+# MongoDB stand-in and the real Kafka broker, whose jars it fetches from
+# Maven Central), and the Go modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +12,13 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 # PostgreSQL server binaries (initdb, postgres); the lab runs its own clusters.
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# Report B's benchmark compares Redis with the in-memory replica.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# The MongoDB stand-in (mongo-java-server) is a Java main compiled at first
+# use: it needs javac, not only java, and mvn to fetch its jars. The real
+# Kafka broker runs on the same Java 17.
+command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: missing ${missing[*]} and no apt-get: install them with your package manager" >&2
@@ -23,3 +32,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 go mod download
+# Fetch and compile the MongoDB stand-in now (about 3 MB, once), not in the
+# middle of a test run; without it, the tests that need it skip.
+go run ./cmd/hlab deps install mongo ||
+  echo "install-deps: the MongoDB stand-in could not be prepared; the tests that need it will skip" >&2
+# The real Kafka broker's jars (about 45 MB, once; under a second when
+# cached): the tests run one suite against kfake and against it.
+go run ./cmd/hlab deps install kafka ||
+  echo "install-deps: the Kafka jars could not be fetched; the real-broker tests will fail (make test sets HLAB_REQUIRE_DEPS)" >&2

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -15,8 +16,13 @@ Checks and installs the real dependencies the lab and tests use.
   install NAME...   install them from Debian's packages (needs root and apt-get)
 
 Known: nginx (load balancer of the scale experiment), wrk (for side-by-side
-checks of hlab load). The lab starts and stops them itself; when nginx is
-missing it uses its built-in load balancer and says so.`)
+checks of hlab load), redis (redis-server, report B's benchmark), mongo (a
+MongoDB stand-in: mongo-java-server from Maven Central, compiled with a
+JDK; a real mongod cannot be installed here), kafka (the real broker:
+Apache Kafka's jars from Maven Central, run on Java 17; "kafka@VERSION"
+picks another version; the embedded default, kfake, needs nothing). The
+lab starts and stops them itself; when nginx is missing it uses its built-in load balancer and
+says so.`)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -37,23 +43,90 @@ missing it uses its built-in load balancer and says so.`)
 		} else {
 			fmt.Fprintf(st.Stdout, "wrk    missing (hlab deps install wrk); only the comparison script needs it\n")
 		}
+		if _, v, err := deps.FindRedis(); err == nil {
+			fmt.Fprintf(st.Stdout, "redis  installed, %s\n", v)
+		} else {
+			fmt.Fprintf(st.Stdout, "redis  missing (hlab deps install redis); report B's benchmark skips Redis without it\n")
+		}
+		switch ms, err := deps.CheckMongo(); {
+		case err != nil:
+			fmt.Fprintf(st.Stdout, "mongo  unknown: %v\n", err)
+		case ms.Ready():
+			fmt.Fprintf(st.Stdout, "mongo  ready: %s in %s (a stand-in, not MongoDB)\n", deps.MongoStandInKind, ms.LibDir)
+		case ms.JavaErr != nil:
+			fmt.Fprintf(st.Stdout, "mongo  missing (hlab deps install mongo): %v\n", ms.JavaErr)
+		default:
+			fmt.Fprintf(st.Stdout, "mongo  not fetched yet (hlab deps install mongo, or the first start fetches %s)\n", deps.MongoStandInKind)
+		}
+		kafkaStatus(st)
 		return 0
 	case "install":
 		names := pos[1:]
 		if len(names) == 0 {
 			names = []string{"nginx", "wrk"}
 		}
+		var apt []string
+		mongo := false
+		var kafkas []string // versions; "" = the default
 		for _, n := range names {
-			if n != "nginx" && n != "wrk" {
-				return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk", n))
+			if v, ok := strings.CutPrefix(n, "kafka"); ok && (v == "" || v[0] == '@') {
+				kafkas = append(kafkas, strings.TrimPrefix(v, "@"))
+				continue
+			}
+			switch n {
+			case "nginx", "wrk":
+				apt = append(apt, n)
+			case "redis":
+				apt = append(apt, "redis-server")
+			case "mongo":
+				mongo = true
+			default:
+				return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka", n))
 			}
 		}
-		if err := deps.AptInstall(st.Stderr, names...); err != nil {
+		if err := deps.AptInstall(st.Stderr, apt...); err != nil {
 			return fail(st, "deps", 1, err)
+		}
+		if mongo {
+			if err := deps.InstallMongo(context.Background(), st.Stderr); err != nil {
+				return fail(st, "deps", 1, err)
+			}
+		}
+		for _, v := range kafkas {
+			if err := deps.InstallKafka(context.Background(), st.Stderr, v); err != nil {
+				return fail(st, "deps", 1, err)
+			}
 		}
 		return 0
 	case "up", "down":
 		return fail(st, "deps", 2, fmt.Errorf("%s: no dependency has a standalone mode yet; the lab starts and stops %s itself", pos[0], strings.Join(pos[1:], ", ")))
 	}
 	return fail(st, "deps", 2, fmt.Errorf("unknown action %q: use status or install", pos[0]))
+}
+
+// kafkaStatus prints what the real Kafka broker needs and has; kfake, the
+// embedded default, is always there.
+func kafkaStatus(st *State) {
+	ks, err := deps.CheckKafka("")
+	if err != nil {
+		fmt.Fprintf(st.Stdout, "kafka  kfake (embedded, the default) ready; real broker unknown: %v\n", err)
+		return
+	}
+	tools := "java missing"
+	if ks.JavaErr == nil {
+		tools = "java " + ks.JavaVersion
+	}
+	if ks.MavenErr == nil {
+		tools += ", maven " + ks.MavenVer
+	} else {
+		tools += ", maven missing"
+	}
+	switch {
+	case ks.Ready():
+		fmt.Fprintf(st.Stdout, "kafka  kfake (embedded, the default) ready; real broker kafka %s ready: jars in %s (%.0f MB), %s\n", ks.Version, ks.LibDir, ks.SizeMB, tools)
+	case ks.JavaErr != nil || (!ks.Cached && ks.MavenErr != nil):
+		fmt.Fprintf(st.Stdout, "kafka  kfake (embedded, the default) ready; real broker kafka %s missing (hlab deps install kafka): %s\n", ks.Version, tools)
+	default:
+		fmt.Fprintf(st.Stdout, "kafka  kfake (embedded, the default) ready; real broker kafka %s not fetched yet (hlab deps install kafka, or the first start fetches it into %s), %s\n", ks.Version, ks.LibDir, tools)
+	}
 }

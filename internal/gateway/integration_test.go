@@ -21,6 +21,7 @@ import (
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
 )
 
@@ -90,56 +91,17 @@ func (w *gw) client(t *testing.T) *databus.Client {
 	return c
 }
 
-// kafkaFor starts (once per kind) the Kafka the tests share.
-var (
-	kafkaMu sync.Mutex
-	kafkas  = map[deps.KafkaKind]*deps.Kafka{}
-)
-
-func kafkaFor(t *testing.T, kind deps.KafkaKind) *deps.Kafka {
-	t.Helper()
-	kafkaMu.Lock()
-	defer kafkaMu.Unlock()
-	if k := kafkas[kind]; k != nil {
-		return k
-	}
-	k, err := deps.StartKafka(context.Background(), testSandbox, deps.KafkaConfig{Kind: kind})
-	if err != nil {
-		t.Fatalf("start %s: %v", kind, err)
-	}
-	kafkas[kind] = k
-	return k
-}
-
-// forEachKafka runs test against every Kafka kind the tests can start.
+// forEachKafka runs test against kfake and the real broker (depstest
+// skips the real one in -short mode or when HLAB_TEST_KAFKA=kfake).
 func forEachKafka(t *testing.T, test func(t *testing.T, k *deps.Kafka)) {
-	for _, kind := range kafkaKinds() {
-		t.Run(string(kind), func(t *testing.T) { test(t, kafkaFor(t, kind)) })
+	for _, kind := range deps.KafkaKinds {
+		t.Run(string(kind), func(t *testing.T) { test(t, depstest.Kafka(t, kind)) })
 	}
 }
-
-var topicSeq int
 
 func newTopic(t *testing.T, k *deps.Kafka, partitions int) string {
 	t.Helper()
-	kafkaMu.Lock()
-	topicSeq++
-	name := fmt.Sprintf("%s-%d", sanitize(t.Name()), topicSeq)
-	kafkaMu.Unlock()
-	if err := k.CreateTopics(context.Background(), partitions, name); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
-func sanitize(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			b[i] = '-'
-		}
-	}
-	return string(b)
+	return depstest.Topic(t, k, partitions)
 }
 
 func msgs(from, n int) []databus.Message {
@@ -237,7 +199,7 @@ func rawPublish(t *testing.T, addr string, md ...string) databusv1.DataBus_Publi
 }
 
 func TestBadInputStatuses(t *testing.T) {
-	k := kafkaFor(t, deps.KafkaFake)
+	k := depstest.Kafka(t, deps.KafkaFake)
 	topic := newTopic(t, k, 1)
 	w := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxMessageBytes: 1000})
 	ctx := context.Background()
@@ -548,3 +510,6 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		t.Logf("%d messages acked, all found in Kafka (%d distinct stored)", len(acked), len(stored))
 	})
 }
+
+// kafkaFor returns the test binary's shared Kafka of kind.
+func kafkaFor(t *testing.T, kind deps.KafkaKind) *deps.Kafka { return depstest.Kafka(t, kind) }

@@ -1,0 +1,281 @@
+// Package depstest gives a package's tests real dependencies that are slow
+// to start (a Kafka broker takes ~5 s) as one shared instance per test
+// binary: started on first use, stopped when the tests end. It also runs
+// one suite against every kind of a dependency, the embedded default and
+// the real one, as franz-go's CI runs kfake and Apache Kafka.
+//
+//	func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
+//
+//	func TestPublish(t *testing.T) {
+//		for _, kind := range deps.KafkaKinds {
+//			t.Run(string(kind), func(t *testing.T) {
+//				k := depstest.Kafka(t, kind) // skips "real" in -short mode
+//				topic := depstest.Topic(t, k, 4)
+//				cl := depstest.Client(t, k)
+//				...
+//			})
+//		}
+//	}
+//
+// The shared instances outlive each test, so tests that share one use
+// their own topics and consumer groups (Topic and Group make unique names).
+// A fault test that takes the broker down (StopBroker, Outage) must not run
+// in parallel with tests on the same instance; it can ask NewKafka for an
+// instance of its own instead.
+//
+// Environment:
+//   - HLAB_TEST_KAFKA=kfake (or "real") runs only that kind; the other's
+//     tests skip.
+//   - HLAB_TEST_KAFKA_VERSION=4.3.1 runs the real broker of that version
+//     (default: deps.DefaultKafkaVersion).
+//   - HLAB_REQUIRE_DEPS=1 (set by make test) turns "java/mvn missing" skips
+//     into failures, so CI cannot pass by skipping; -short still skips the
+//     real broker.
+package depstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+var (
+	mu      sync.Mutex
+	running bool
+	sb      *sandbox.Sandbox
+	sbErr   error
+	kafkas  = map[deps.KafkaKind]*sharedKafka{}
+	seq     atomic.Int64
+)
+
+type sharedKafka struct {
+	once sync.Once
+	k    *deps.Kafka
+	err  error
+}
+
+// Run runs the package's tests, then stops every shared dependency they
+// started. A package whose tests use Kafka or NewKafka calls it from
+// TestMain: os.Exit(depstest.Run(m)).
+func Run(m *testing.M) int {
+	mu.Lock()
+	running = true
+	mu.Unlock()
+	code := m.Run()
+	mu.Lock()
+	defer mu.Unlock()
+	for kind, s := range kafkas {
+		if s.k != nil {
+			if err := s.k.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "depstest: stop shared %s: %v\n", kind, err)
+			}
+		}
+	}
+	if sb != nil {
+		if err := sb.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "depstest: close sandbox: %v\n", err)
+		}
+	}
+	running = false
+	return code
+}
+
+// Sandbox returns the sandbox the test binary's dependencies run in (no
+// quotas unless asked), created on first use and closed by Run.
+func Sandbox(t testing.TB) *sandbox.Sandbox {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if !running {
+		t.Fatal("depstest: shared dependencies need the package's TestMain to call os.Exit(depstest.Run(m))")
+	}
+	if sb == nil && sbErr == nil {
+		sb, sbErr = sandbox.New()
+	}
+	if sbErr != nil {
+		t.Fatalf("depstest: sandbox: %v", sbErr)
+	}
+	return sb
+}
+
+// Kafka returns the test binary's shared Kafka of kind, starting it on
+// first use (kfake in about a millisecond, the real broker in ~5 s, plus
+// a one-off download of its jars). It skips the test when that kind is
+// not wanted (-short or HLAB_TEST_KAFKA for the real broker) or cannot run
+// here (java or mvn missing, unless HLAB_REQUIRE_DEPS=1). A broker that a
+// previous test left stopped is started again.
+func Kafka(t testing.TB, kind deps.KafkaKind) *deps.Kafka {
+	t.Helper()
+	if kind == "" {
+		kind = deps.KafkaFake
+	}
+	skipUnwanted(t, kind)
+	box := Sandbox(t)
+	mu.Lock()
+	s := kafkas[kind]
+	if s == nil {
+		s = new(sharedKafka)
+		kafkas[kind] = s
+	}
+	mu.Unlock()
+	s.once.Do(func() {
+		start := time.Now()
+		s.k, s.err = deps.StartKafka(context.Background(), box, deps.KafkaConfig{Kind: kind, Version: os.Getenv("HLAB_TEST_KAFKA_VERSION")})
+		if s.err == nil {
+			t.Logf("depstest: started the shared %s at %v in %s", s.k.Kind, s.k.Brokers, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if s.err != nil {
+		t.Fatalf("depstest: the shared %s kafka did not start (later tests get the same error): %v", kind, s.err)
+	}
+	if err := s.k.StartBroker(context.Background()); err != nil {
+		t.Fatalf("depstest: restart the shared %s after an earlier test stopped it: %v", s.k.Kind, err)
+	}
+	return s.k
+}
+
+// NewKafka starts a Kafka of cfg.Kind for t alone and stops it when t
+// ends: for a test that needs its own configuration, or takes the broker
+// down while other tests run. It skips like Kafka.
+func NewKafka(t testing.TB, cfg deps.KafkaConfig) *deps.Kafka {
+	t.Helper()
+	skipUnwanted(t, cfg.Kind)
+	box := Sandbox(t)
+	start := time.Now()
+	k, err := deps.StartKafka(context.Background(), box, cfg)
+	if err != nil {
+		t.Fatalf("depstest: start kafka: %v", err)
+	}
+	t.Logf("depstest: started %s at %v in %s", k.Kind, k.Brokers, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		if err := k.Stop(); err != nil {
+			t.Errorf("depstest: stop %s: %v", k.Kind, err)
+		}
+	})
+	return k
+}
+
+// skipUnwanted skips t when kind is not to run here.
+func skipUnwanted(t testing.TB, kind deps.KafkaKind) {
+	t.Helper()
+	if kind == "" {
+		kind = deps.KafkaFake
+	}
+	if only := os.Getenv("HLAB_TEST_KAFKA"); only != "" && !strings.Contains(only, string(kind)) {
+		t.Skipf("depstest: HLAB_TEST_KAFKA=%s: not running against %s", only, kind)
+	}
+	if kind != deps.KafkaReal {
+		return
+	}
+	if testing.Short() {
+		t.Skip("depstest: -short: no real kafka broker")
+	}
+	setup, err := deps.CheckKafka(os.Getenv("HLAB_TEST_KAFKA_VERSION"))
+	if err == nil && setup.JavaErr != nil {
+		err = setup.JavaErr
+	}
+	if err == nil && !setup.Cached && setup.MavenErr != nil {
+		err = setup.MavenErr
+	}
+	if err != nil {
+		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
+			t.Fatalf("depstest: the real kafka broker cannot run here (HLAB_REQUIRE_DEPS is set): %v", err)
+		}
+		t.Skipf("depstest: the real kafka broker cannot run here: %v", err)
+	}
+}
+
+// StopBroker takes k's broker down (see deps.Kafka.StopBroker) and makes
+// sure it is back when t ends, even when t fails before starting it again.
+func StopBroker(t testing.TB, k *deps.Kafka) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := k.StartBroker(context.Background()); err != nil && !errors.Is(err, deps.ErrKafkaStopped) {
+			t.Errorf("depstest: start the broker again: %v", err)
+		}
+	})
+	start := time.Now()
+	if err := k.StopBroker(); err != nil {
+		t.Fatalf("depstest: stop the broker: %v", err)
+	}
+	t.Logf("depstest: %s stopped in %s", k.Kind, time.Since(start).Round(time.Millisecond))
+}
+
+// StartBroker brings back a broker taken down by StopBroker and waits
+// until it answers metadata requests.
+func StartBroker(t testing.TB, k *deps.Kafka) {
+	t.Helper()
+	start := time.Now()
+	if err := k.StartBroker(context.Background()); err != nil {
+		t.Fatalf("depstest: start the broker again: %v", err)
+	}
+	t.Logf("depstest: %s back in %s", k.Kind, time.Since(start).Round(time.Millisecond))
+}
+
+// Outage takes k's broker down for d and brings it back, returning once it
+// answers again: run it in a goroutine beside the load, or inline between
+// phases ("the broker is gone for 10 s under load").
+func Outage(t testing.TB, k *deps.Kafka, d time.Duration) {
+	t.Helper()
+	StopBroker(t, k)
+	time.Sleep(d)
+	StartBroker(t, k)
+}
+
+// Topic creates a topic with partitions partitions (0 = the broker's
+// default) named after t, unique in the test binary, and deletes it when t
+// ends.
+func Topic(t testing.TB, k *deps.Kafka, partitions int) string {
+	t.Helper()
+	topic := Name(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.CreateTopics(ctx, partitions, topic); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		k.DeleteTopics(ctx, topic) // best effort: a stopped broker keeps it
+	})
+	return topic
+}
+
+// Group returns a consumer group name unique in the test binary.
+func Group(t testing.TB) string { return "group-" + Name(t) }
+
+var unsafe = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+// Name returns a name for t unique in the test binary that is a valid
+// Kafka topic name.
+func Name(t testing.TB) string {
+	n := strings.Trim(unsafe.ReplaceAllString(t.Name(), "."), ".")
+	if len(n) > 180 {
+		n = n[len(n)-180:]
+	}
+	return fmt.Sprintf("%s-%d", n, seq.Add(1))
+}
+
+// Client returns a franz-go client seeded with k's brokers, closed when t
+// ends.
+func Client(t testing.TB, k *deps.Kafka, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := k.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}

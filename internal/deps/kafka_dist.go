@@ -1,0 +1,360 @@
+package deps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/template"
+)
+
+// DefaultKafkaVersion is the Kafka the real broker runs unless
+// KafkaConfig.Version says otherwise. 3.9 rather than 4.x: it is the
+// release line whose KRaft mode is complete and whose native single-node
+// setup is the static quorum used here (4.x prefers a dynamic quorum
+// formatted with --standalone); classic consumer groups, what the
+// reports' clients used, are its default; it logs through reload4j with
+// one properties file; and it takes ~20 MB less memory than 4.3.1
+// (~300 MB against ~325 MB at -Xmx512m, measured here). 4.3.1 runs too
+// (KafkaConfig.Version, hlab deps install kafka@4.3.1), for KIP-848
+// consumer groups and share groups, which kfake also speaks.
+const DefaultKafkaVersion = "3.9.2"
+
+// kafkaDist is what differs between the Kafka versions the real broker
+// can run: the slf4j binding fetched beside the broker, how its logging is
+// configured, and the oldest Java it runs on.
+type kafkaDist struct {
+	logging   string // <dependency> of the slf4j binding, for the pom
+	logConf   *template.Template
+	logFile   string // name of the rendered logging config in the broker's Dir
+	logFlag   string // JVM flag naming the logging config, followed by its path
+	minJava   int
+	shareConf bool // has share groups, whose state topic needs replication factor 1 too
+}
+
+var kafkaDists = map[string]kafkaDist{
+	"3.9.2": {
+		logging: `<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>`,
+		logConf: template.Must(template.New("log4j").Parse(`log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={{.}}/server.log
+log4j.appender.file.Append=true
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+log4j.logger.org.apache.kafka.controller=INFO
+`)),
+		logFile: "log4j.properties",
+		logFlag: "-Dlog4j.configuration=file:",
+		minJava: 11,
+	},
+	"4.3.1": {
+		logging: `<dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.25.4</version></dependency>`,
+		logConf: template.Must(template.New("log4j2").Parse(`status = warn
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {{.}}/server.log
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.file.ref = file
+logger.request.name = kafka.request.logger
+logger.request.level = warn
+logger.state.name = state.change.logger
+logger.state.level = warn
+`)),
+		logFile:   "log4j2.properties",
+		logFlag:   "-Dlog4j2.configurationFile=",
+		minJava:   17,
+		shareConf: true,
+	},
+}
+
+// KafkaVersions returns the Kafka versions the real broker can run.
+func KafkaVersions() []string {
+	vs := make([]string, 0, len(kafkaDists))
+	for v := range kafkaDists {
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+func kafkaDistFor(version string) (string, kafkaDist, error) {
+	if version == "" {
+		version = DefaultKafkaVersion
+	}
+	d, ok := kafkaDists[version]
+	if !ok {
+		return "", d, fmt.Errorf("deps: kafka %q is not one the real broker can run; known: %s", version, strings.Join(KafkaVersions(), ", "))
+	}
+	return version, d, nil
+}
+
+// CacheDir returns where downloaded dependencies are kept: $HLAB_CACHE,
+// else hlab/ in the user's cache directory ($XDG_CACHE_HOME or
+// ~/.cache).
+func CacheDir() (string, error) {
+	if d := os.Getenv("HLAB_CACHE"); d != "" {
+		return filepath.Abs(d)
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("deps: no cache directory (set HLAB_CACHE): %w", err)
+	}
+	return filepath.Join(d, "hlab"), nil
+}
+
+// KafkaLibDir returns the directory holding the jars of a Kafka version
+// (<CacheDir>/kafka-<version>/lib; "" = DefaultKafkaVersion) and whether
+// they are all there.
+func KafkaLibDir(version string) (dir string, cached bool, err error) {
+	version, _, err = kafkaDistFor(version)
+	if err != nil {
+		return "", false, err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", false, err
+	}
+	dir = filepath.Join(cache, "kafka-"+version, "lib")
+	// The directory appears, by rename, only once Maven has copied every jar.
+	return dir, fileExists(filepath.Join(dir, "kafka_2.13-"+version+".jar")), nil
+}
+
+var kafkaPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by hlab: the runtime jars of a single-node Kafka broker. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>lab.highload</groupId>
+  <artifactId>kafka-broker-jars</artifactId>
+  <version>{{.Version}}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{{.Version}}</version></dependency>
+    {{.Logging}}
+  </dependencies>
+</project>
+`))
+
+// FetchKafka makes sure the jars of a Kafka version ("" =
+// DefaultKafkaVersion) are in the cache and returns their directory. When
+// they are not, it downloads them from Maven Central with mvn (about
+// 45 MB; Maven's own repository is kept in <CacheDir>/m2), writing Maven's
+// output to w (nil = discard). Concurrent fetches, also from other
+// processes, wait for each other.
+func FetchKafka(ctx context.Context, version string, w io.Writer) (string, error) {
+	version, dist, err := kafkaDistFor(version)
+	if err != nil {
+		return "", err
+	}
+	lib, cached, err := KafkaLibDir(version)
+	if err != nil || cached {
+		return lib, err
+	}
+	var pom bytes.Buffer
+	if err := kafkaPom.Execute(&pom, struct{ Version, Logging string }{version, dist.logging}); err != nil {
+		return "", err
+	}
+	return fetchJars(ctx, jarSet{
+		what: "kafka " + version, lib: lib, pom: pom.Bytes(),
+		marker: "kafka_2.13-" + version + ".jar", noMaven: ErrMavenNotInstalled,
+	}, w)
+}
+
+// lockFile takes an exclusive lock on path (created if missing), waiting
+// for other holders, also in other processes.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("deps: lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("deps: lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
+}
+
+// FindJava returns the path of java and its version (e.g. "17.0.15").
+func FindJava() (path, version string, err error) {
+	path, err = exec.LookPath("java")
+	if err != nil {
+		return "", "", ErrJavaNotInstalled
+	}
+	// java -version prints `openjdk version "17.0.15" 2025-04-15` on stderr.
+	out, err := exec.Command(path, "-version").CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("deps: %s -version failed: %w: %s", path, err, out)
+	}
+	m := regexp.MustCompile(`version "([^"]+)"`).FindSubmatch(out)
+	if m == nil {
+		return path, "unknown", nil
+	}
+	return path, string(m[1]), nil
+}
+
+// javaMajor returns the major version of a java version string: 17 for
+// "17.0.15", 8 for "1.8.0_292", 0 when it cannot tell.
+func javaMajor(v string) int {
+	v = strings.TrimPrefix(v, "1.")
+	digits := strings.FieldsFunc(v, func(r rune) bool { return r < '0' || r > '9' })
+	if len(digits) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(digits[0])
+	return n
+}
+
+// FindMaven returns the path of mvn and its version (e.g. "3.8.7").
+func FindMaven() (path, version string, err error) {
+	path, err = exec.LookPath("mvn")
+	if err != nil {
+		return "", "", ErrMavenNotInstalled
+	}
+	out, err := exec.Command(path, "-v", "-B").CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("deps: %s -v failed: %w: %s", path, err, lastLines(string(out), 3))
+	}
+	m := regexp.MustCompile(`Apache Maven (\S+)`).FindSubmatch(out)
+	if m == nil {
+		return path, "unknown", nil
+	}
+	return path, string(m[1]), nil
+}
+
+// KafkaSetup says what the real broker of a Kafka version needs and has.
+type KafkaSetup struct {
+	Version string
+	LibDir  string // where its jars are (or go)
+	Cached  bool   // all jars are in LibDir
+	SizeMB  float64
+
+	Java, JavaVersion string // path and version; "" when missing
+	JavaErr           error  // why java is unusable (missing, too old)
+	Maven, MavenVer   string // path and version; "" when missing
+	MavenErr          error
+}
+
+// Ready reports whether the real broker can start without installing or
+// downloading anything.
+func (s KafkaSetup) Ready() bool { return s.Cached && s.JavaErr == nil }
+
+// CheckKafka reports what the real broker of version ("" =
+// DefaultKafkaVersion) needs and has, without changing anything.
+func CheckKafka(version string) (KafkaSetup, error) {
+	version, dist, err := kafkaDistFor(version)
+	if err != nil {
+		return KafkaSetup{}, err
+	}
+	s := KafkaSetup{Version: version}
+	if s.LibDir, s.Cached, err = KafkaLibDir(version); err != nil {
+		return s, err
+	}
+	if s.Cached {
+		s.SizeMB = float64(dirSize(s.LibDir)) / (1 << 20)
+	}
+	s.Java, s.JavaVersion, s.JavaErr = FindJava()
+	if s.JavaErr == nil {
+		s.JavaErr = checkJava(s.JavaVersion, dist.minJava, version)
+	}
+	s.Maven, s.MavenVer, s.MavenErr = FindMaven()
+	return s, nil
+}
+
+func checkJava(v string, minimum int, kafka string) error {
+	if v == "unknown" || javaMajor(v) >= minimum {
+		return nil
+	}
+	return fmt.Errorf("deps: java %s is too old for kafka %s, which needs %d or newer (install it with 'apt-get install -y openjdk-17-jre-headless')", v, kafka, minimum)
+}
+
+// InstallKafka prepares the real broker of version ("" =
+// DefaultKafkaVersion): it installs Java 17 and Maven from Debian's
+// packages when java or mvn is missing (that needs root and apt-get), then
+// fetches the jars into the cache. Progress goes to w. It is quick when
+// everything is there.
+func InstallKafka(ctx context.Context, w io.Writer, version string) error {
+	var pkgs []string
+	if _, err := exec.LookPath("java"); err != nil {
+		pkgs = append(pkgs, "openjdk-17-jre-headless")
+	}
+	if _, err := exec.LookPath("mvn"); err != nil {
+		pkgs = append(pkgs, "maven")
+	}
+	if len(pkgs) > 0 {
+		if _, err := exec.LookPath("apt-get"); err != nil {
+			return fmt.Errorf("deps: %v missing and no apt-get here: install Java 17 and Maven with your package manager", pkgs)
+		}
+		if os.Geteuid() != 0 {
+			return errors.New("deps: installing Java and Maven needs root: run 'sudo hlab deps install kafka' or 'sudo make deps'")
+		}
+		fmt.Fprintf(w, "deps: installing %s from Debian's packages\n", strings.Join(pkgs, " "))
+		for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)} {
+			cmd := exec.CommandContext(ctx, "apt-get", args...)
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			cmd.Stdout, cmd.Stderr = w, w
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("deps: apt-get %v: %w", args, err)
+			}
+		}
+	}
+	if _, cached, err := KafkaLibDir(version); err != nil || cached {
+		return err
+	}
+	fmt.Fprintf(w, "deps: fetching the kafka %s jars from Maven Central\n", orDefault(version, DefaultKafkaVersion))
+	lib, err := FetchKafka(ctx, version, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "deps: kafka jars in %s (%.0f MB)\n", lib, float64(dirSize(lib))/(1<<20))
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// dirSize returns the bytes of the regular files directly in dir.
+func dirSize(dir string) int64 {
+	es, _ := os.ReadDir(dir)
+	var n int64
+	for _, e := range es {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// lastLines returns the last n non-empty lines of s, joined with " | ".
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(stripANSI(l)); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+func stripANSI(s string) string { return ansi.ReplaceAllString(s, "") }

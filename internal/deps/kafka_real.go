@@ -1,0 +1,393 @@
+package deps
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/template"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// kafkaProps is a single combined KRaft node on 127.0.0.1. Replication
+// factors are 1 because there is one node. Internal topics get 10
+// partitions instead of 50: with one broker their count spreads no load,
+// and fewer make the first consumer group and each restart faster.
+// Topics are never created on first use, so an unknown topic is an error
+// the caller sees (the gateway maps it to NotFound).
+var kafkaProps = template.Must(template.New("server.properties").Parse(`# Written by hlab: a single-node KRaft Kafka {{.Version}} (broker and controller in one).
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{{.ControllerPort}}
+listeners=PLAINTEXT://127.0.0.1:{{.Port}},CONTROLLER://127.0.0.1:{{.ControllerPort}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{.Port}}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs={{.Dir}}/data
+num.partitions={{.Partitions}}
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=10
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=10
+{{- if .Share}}
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+{{- end}}
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+`))
+
+// kafkaPropsData fills kafkaProps.
+type kafkaPropsData struct {
+	Version              string
+	Port, ControllerPort int
+	Dir                  string
+	Partitions           int
+	Share                bool
+}
+
+// RenderKafkaProps returns the server.properties of a single-node KRaft
+// broker of version ("" = DefaultKafkaVersion) on 127.0.0.1:port with its
+// controller on controllerPort, keeping its data in dir/data.
+func RenderKafkaProps(version string, port, controllerPort int, dir string, partitions int) ([]byte, error) {
+	version, dist, err := kafkaDistFor(version)
+	if err != nil {
+		return nil, err
+	}
+	if partitions <= 0 {
+		partitions = DefaultKafkaPartitions
+	}
+	var buf bytes.Buffer
+	err = kafkaProps.Execute(&buf, kafkaPropsData{version, port, controllerPort, dir, partitions, dist.shareConf})
+	return buf.Bytes(), err
+}
+
+// kafkaUUID returns a random Kafka cluster id as kafka-storage random-uuid
+// prints it (16 random bytes, URL-safe base64 without padding, never
+// starting with '-'), without starting a JVM for it.
+func kafkaUUID() string {
+	for {
+		var b [16]byte
+		rand.Read(b[:])
+		if s := base64.RawURLEncoding.EncodeToString(b[:]); s[0] != '-' {
+			return s
+		}
+	}
+}
+
+const kafkaTempPrefix = "hlab-kafka-"
+
+// sweepKafkaDirs removes the temporary directories (and data) of brokers
+// whose owner died without Stop, e.g. a test binary killed by its
+// timeout: the sandbox kills such a broker, but cannot remove its files.
+func sweepKafkaDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), kafkaTempPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
+		if err != nil {
+			continue // not ours to judge
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		os.RemoveAll(d)
+	}
+}
+
+// realBroker is the JVM behind a real Kafka, with what it takes to start
+// it again after StopBroker.
+type realBroker struct {
+	sb      *sandbox.Sandbox
+	life    context.Context // bounds the process, as with sandbox.Start
+	spec    sandbox.Spec    // Stdout/Stderr set per start
+	dir     string
+	ownDir  bool // created by StartKafka: removed by stop
+	brokers []string
+	timeout time.Duration
+
+	mu      sync.Mutex
+	proc    *sandbox.Process // nil while down
+	stopped bool
+}
+
+// startReal fetches the jars if needed, formats the storage of a new
+// single-node cluster and starts the broker.
+func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafka, error) {
+	version, dist, err := kafkaDistFor(cfg.Version)
+	if err != nil {
+		return nil, err
+	}
+	java, javaVersion, err := FindJava()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJava(javaVersion, dist.minJava, version); err != nil {
+		return nil, err
+	}
+	lib, err := FetchKafka(ctx, version, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+
+	r := &realBroker{sb: sb, life: ctx, timeout: cfg.StartTimeout, dir: cfg.Dir}
+	if r.dir == "" {
+		sweepKafkaDirs()
+		if r.dir, err = os.MkdirTemp("", kafkaTempPrefix); err != nil {
+			return nil, fmt.Errorf("deps: kafka dir: %w", err)
+		}
+		r.ownDir = true
+		// Marks the directory as ours while we live (see sweepKafkaDirs).
+		os.WriteFile(filepath.Join(r.dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	} else {
+		if r.dir, err = filepath.Abs(r.dir); err == nil {
+			err = os.MkdirAll(r.dir, 0o755)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("deps: kafka dir: %w", err)
+		}
+		// A new cluster id needs empty storage; a previous run's is stale.
+		os.RemoveAll(filepath.Join(r.dir, "data"))
+	}
+	ok := false
+	defer func() {
+		if !ok && r.ownDir {
+			os.RemoveAll(r.dir)
+		}
+	}()
+
+	var logConf bytes.Buffer
+	if err := dist.logConf.Execute(&logConf, r.dir); err != nil {
+		return nil, err
+	}
+	logConfPath := filepath.Join(r.dir, dist.logFile)
+	if err := os.WriteFile(logConfPath, logConf.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("deps: kafka log config: %w", err)
+	}
+	heap := cfg.HeapMB
+	if heap <= 0 {
+		heap = 512
+		if cfg.MemoryMB > 0 && cfg.MemoryMB/2 < heap {
+			heap = cfg.MemoryMB / 2
+		}
+	}
+	propsPath := filepath.Join(r.dir, "server.properties")
+	classpath := filepath.Join(lib, "*") // the JVM expands a trailing * to every jar
+	jvm := []string{
+		"-Xmx" + strconv.Itoa(heap) + "m",
+		// What kafka-server-start.sh runs with (KAFKA_JVM_PERFORMANCE_OPTS).
+		"-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+		"-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+		dist.logFlag + logConfPath,
+		"-cp", classpath,
+	}
+	r.spec = sandbox.Spec{
+		Name: "kafka", Path: java, Dir: r.dir,
+		Args: append(jvm, "kafka.Kafka", propsPath),
+		CPU:  cfg.CPU, MemoryMB: cfg.MemoryMB,
+	}
+
+	var lastErr error
+	for attempt := range 3 { // a free port can be taken before the broker binds it
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		cport, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if cport == port {
+			continue
+		}
+		props, err := RenderKafkaProps(version, port, cport, r.dir, cfg.Partitions)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(propsPath, props, 0o644); err != nil {
+			return nil, fmt.Errorf("deps: kafka config: %w", err)
+		}
+		if attempt == 0 {
+			// Formatting does not depend on the ports: once is enough.
+			if err := r.format(ctx, java, classpath, dist.logFlag+logConfPath, propsPath); err != nil {
+				return nil, err
+			}
+		}
+		r.brokers = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+		err = r.start(ctx)
+		if err == nil {
+			ok = true
+			return &Kafka{
+				Kind: "kafka " + version, Version: version,
+				Brokers: r.brokers, Dir: r.dir,
+				partitions: cfg.Partitions,
+				real:       r,
+			}, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "Address already in use") {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// format writes the storage of a new cluster (meta.properties and the
+// bootstrap metadata) into the data directory: kafka-storage format.
+func (r *realBroker) format(ctx context.Context, java, classpath, logFlag, propsPath string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	// A one-shot tool: C1 alone starts it faster (~0.7 s instead of ~1.2 s).
+	cmd := exec.CommandContext(ctx, java, "-Xmx256m", "-XX:TieredStopAtLevel=1", logFlag, "-cp", classpath,
+		"kafka.tools.StorageTool", "format", "-t", kafkaUUID(), "-c", propsPath)
+	cmd.Dir = r.dir
+	out, err := cmd.CombinedOutput()
+	os.WriteFile(filepath.Join(r.dir, "format.log"), out, 0o644)
+	if err != nil {
+		return fmt.Errorf("deps: kafka storage format failed: %w: %s", err, lastLines(string(out), 5))
+	}
+	return nil
+}
+
+// start starts the JVM and waits for it to answer a metadata request.
+// startBroker calls it holding r.mu; startReal before r is shared.
+func (r *realBroker) start(ctx context.Context) error {
+	stdoutPath := filepath.Join(r.dir, "stdout.log")
+	serverLog := filepath.Join(r.dir, "server.log")
+	// Errors are looked for in what this start appended to the logs.
+	from := map[string]int64{stdoutPath: fileSize(stdoutPath), serverLog: fileSize(serverLog)}
+	logf, err := os.OpenFile(stdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("deps: kafka log: %w", err)
+	}
+	defer logf.Close() // the process has its own descriptor
+	spec := r.spec
+	spec.Stdout, spec.Stderr = logf, logf
+	proc, err := r.sb.Start(r.life, spec)
+	if err != nil {
+		return fmt.Errorf("deps: start kafka: %w", err)
+	}
+	if err := awaitKafka(ctx, r.brokers, r.timeout, proc.Done()); err != nil {
+		proc.Stop(5 * time.Second)
+		return fmt.Errorf("%w; %s", err, logsSince(from, serverLog, stdoutPath))
+	}
+	r.proc = proc
+	return nil
+}
+
+// fileSize returns the size of path, 0 when it does not exist.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logsSince describes what went wrong from the log lines written since
+// the offsets in from: the last ERROR/FATAL lines (a broker that fails to
+// start says why there, often followed by a long shutdown), else the last
+// lines.
+func logsSince(from map[string]int64, paths ...string) string {
+	var parts []string
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		f.Seek(from[p], io.SeekStart)
+		b, _ := io.ReadAll(f)
+		f.Close()
+		var errs []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "] ERROR ") || strings.Contains(l, "] FATAL ") || strings.HasPrefix(l, "Error") || strings.HasPrefix(l, "Exception") {
+				errs = append(errs, l)
+			}
+		}
+		text := lastLines(string(b), 5)
+		if len(errs) > 0 {
+			text = lastLines(strings.Join(errs, "\n"), 3)
+		}
+		if text != "" {
+			parts = append(parts, p+": "+text)
+		}
+	}
+	if len(parts) == 0 {
+		return "the broker logged nothing (" + strings.Join(paths, ", ") + ")"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (r *realBroker) process() *sandbox.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc
+}
+
+// stopBroker stops the JVM, keeping its directory for startBroker.
+func (r *realBroker) stopBroker() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopProc()
+}
+
+func (r *realBroker) stopProc() error {
+	if r.proc == nil {
+		return nil
+	}
+	p := r.proc
+	r.proc = nil
+	// SIGTERM is a controlled shutdown: a few seconds for a single node.
+	if err := p.Stop(15 * time.Second); err != nil {
+		return fmt.Errorf("deps: stop kafka: %w", err)
+	}
+	return nil
+}
+
+func (r *realBroker) startBroker(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return ErrKafkaStopped
+	}
+	if r.proc != nil {
+		select {
+		case <-r.proc.Done(): // died on its own: start it again
+			r.proc = nil
+		default:
+			return nil
+		}
+	}
+	return r.start(ctx)
+}
+
+func (r *realBroker) stop() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return nil
+	}
+	r.stopped = true
+	err := r.stopProc()
+	if r.ownDir {
+		os.RemoveAll(r.dir)
+	} else {
+		os.RemoveAll(filepath.Join(r.dir, "data"))
+	}
+	return err
+}

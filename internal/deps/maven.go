@@ -1,0 +1,78 @@
+package deps
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// jarSet is a set of runtime jars that mvn copies from Maven Central into
+// the cache: the Kafka broker's (FetchKafka), the MongoDB stand-in's
+// (FetchMongo).
+type jarSet struct {
+	what string // e.g. "kafka 3.9.2", for messages
+	// lib is <CacheDir>/<name>/lib. It appears, by rename, only once mvn
+	// has copied every jar; pom.xml and the fetch's .lock sit beside it,
+	// and Maven's own repository is shared by every set in <CacheDir>/m2.
+	lib     string
+	pom     []byte // a pom whose runtime dependencies are the set
+	marker  string // a jar of the set, checked for in lib after the copy
+	noMaven error  // returned when mvn is needed and missing
+}
+
+// fetchJars makes sure js is in the cache and returns its lib directory,
+// downloading it with mvn when it is not, with Maven's output to w (nil =
+// discard). Concurrent fetches, also from other processes, wait for each
+// other.
+func fetchJars(ctx context.Context, js jarSet, w io.Writer) (string, error) {
+	lib := js.lib
+	if fileExists(filepath.Join(lib, js.marker)) {
+		return lib, nil
+	}
+	mvn, err := exec.LookPath("mvn")
+	if err != nil {
+		return "", js.noMaven
+	}
+	dir := filepath.Dir(lib)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("deps: %s cache: %w", js.what, err)
+	}
+	unlock, err := lockFile(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(filepath.Join(lib, js.marker)) { // fetched while we waited
+		return lib, nil
+	}
+	pomPath := filepath.Join(dir, "pom.xml")
+	if err := os.WriteFile(pomPath, js.pom, 0o644); err != nil {
+		return "", fmt.Errorf("deps: %s cache: %w", js.what, err)
+	}
+	tmp := lib + ".tmp"
+	os.RemoveAll(tmp)
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, mvn, "-q", "-B", "-f", pomPath,
+		"-Dmaven.repo.local="+filepath.Join(filepath.Dir(dir), "m2"),
+		"dependency:copy-dependencies", "-DoutputDirectory="+tmp, "-DincludeScope=runtime")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if w != nil {
+		cmd.Stdout = io.MultiWriter(&out, w)
+		cmd.Stderr = cmd.Stdout
+	}
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("deps: fetching the %s jars from Maven Central with mvn failed (%w); is Maven Central reachable? %s", js.what, err, lastLines(out.String(), 8))
+	}
+	if !fileExists(filepath.Join(tmp, js.marker)) {
+		return "", fmt.Errorf("deps: mvn ran but left no %s in %s: %s", js.marker, tmp, lastLines(out.String(), 8))
+	}
+	if err := os.Rename(tmp, lib); err != nil {
+		return "", fmt.Errorf("deps: %s cache: %w", js.what, err)
+	}
+	return lib, nil
+}

@@ -1,0 +1,226 @@
+package deps
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// ErrRedisNotInstalled is returned by FindRedis and StartRedis when no
+// redis-server binary is found.
+var ErrRedisNotInstalled = errors.New("deps: redis-server is not installed (install it with 'apt-get install -y redis-server', or run 'make deps')")
+
+// FindRedis returns the path of redis-server and its version (e.g. "7.0.15").
+func FindRedis() (path, version string, err error) {
+	path, err = exec.LookPath("redis-server")
+	if err != nil {
+		for _, p := range []string{"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"} {
+			if fileExists(p) {
+				path, err = p, nil
+				break
+			}
+		}
+	}
+	if err != nil {
+		return "", "", ErrRedisNotInstalled
+	}
+	// "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=..."
+	out, err := exec.Command(path, "--version").CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("deps: %s --version failed: %w: %s", path, err, lastBytes(out, 200))
+	}
+	if m := regexp.MustCompile(`v=(\S+)`).FindSubmatch(out); m != nil {
+		return path, string(m[1]), nil
+	}
+	return path, "unknown", nil
+}
+
+// RedisConfig is what StartRedis needs; the zero value starts a
+// throwaway server with no persistence.
+type RedisConfig struct {
+	// Dir is the server's working directory, with its log (redis.log).
+	// "" = a temporary directory that Stop removes.
+	Dir      string
+	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
+	MemoryMB int     // sandbox memory limit; 0 = none
+	// Args are extra server arguments, e.g. {"--maxmemory", "100mb"},
+	// applied after the defaults.
+	Args []string
+	// StartTimeout bounds the wait for the first PONG (default 10 s).
+	StartTimeout time.Duration
+}
+
+// Redis is a running redis-server on 127.0.0.1, without persistence
+// (--save "" --appendonly no): a cache, as the reports ran it.
+type Redis struct {
+	Kind    string // "redis 7.0.15", for a run's environment record
+	Version string
+	Addr    string // 127.0.0.1:port
+	Dir     string
+	Args    []string // the server's arguments, for a run's environment record
+
+	ownDir bool
+	mu     sync.Mutex
+	proc   *sandbox.Process
+}
+
+// StartRedis starts redis-server under sb and returns once it answers
+// PING. ctx bounds its life as with sandbox.Start, and the wait.
+func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Redis, error) {
+	if sb == nil {
+		return nil, errors.New("deps: StartRedis needs a sandbox to run the server in")
+	}
+	path, version, err := FindRedis()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
+	r := &Redis{Kind: "redis " + version, Version: version, Dir: cfg.Dir}
+	if r.Dir == "" {
+		if r.Dir, err = os.MkdirTemp("", "hlab-redis-"); err != nil {
+			return nil, fmt.Errorf("deps: redis dir: %w", err)
+		}
+		r.ownDir = true
+	} else {
+		if r.Dir, err = filepath.Abs(r.Dir); err == nil {
+			err = os.MkdirAll(r.Dir, 0o755)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("deps: redis dir: %w", err)
+		}
+	}
+	logPath := filepath.Join(r.Dir, "redis.log")
+	var lastErr error
+	for range 3 { // a free port can be taken before the server binds it
+		port, err := FreePort()
+		if err != nil {
+			r.removeDir()
+			return nil, err
+		}
+		r.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+		r.Args = append([]string{
+			"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--save", "", "--appendonly", "no",
+			"--daemonize", "no", "--dir", r.Dir, "--logfile", "",
+		}, cfg.Args...)
+		from := map[string]int64{logPath: fileSize(logPath)}
+		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			r.removeDir()
+			return nil, fmt.Errorf("deps: redis log: %w", err)
+		}
+		proc, err := sb.Start(ctx, sandbox.Spec{
+			Name: "redis", Path: path, Args: r.Args, Dir: r.Dir,
+			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
+			Stdout: logf, Stderr: logf,
+		})
+		logf.Close() // the process has its own descriptor
+		if err != nil {
+			r.removeDir()
+			return nil, fmt.Errorf("deps: start redis: %w", err)
+		}
+		err = awaitRedis(ctx, r.Addr, cfg.StartTimeout, proc.Done())
+		if err == nil {
+			r.proc = proc
+			return r, nil
+		}
+		proc.Stop(5 * time.Second)
+		lastErr = fmt.Errorf("%w; %s", err, logsSince(from, logPath))
+		if !strings.Contains(lastErr.Error(), "Address already in use") {
+			break
+		}
+	}
+	r.removeDir()
+	return nil, lastErr
+}
+
+// PingRedis sends PING to the server at addr and expects PONG.
+func PingRedis(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line = strings.TrimSpace(line); line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line) // e.g. -LOADING while it loads a dump
+	}
+	return nil
+}
+
+// awaitRedis pings addr until it answers PONG, ctx ends, or timeout
+// passes. exited, when non-nil, aborts the wait early.
+func awaitRedis(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		last = PingRedis(pctx, addr)
+		pcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deps: redis at %s did not answer PING within %s (last: %v)", addr, timeout, last)
+		case <-exited:
+			return fmt.Errorf("deps: redis at %s exited before it was ready (last: %v)", addr, last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Proc returns the server's process (nil after Stop).
+func (r *Redis) Proc() *sandbox.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc
+}
+
+// Stop stops the server (SIGTERM: with no persistence it exits at once)
+// and removes a temporary Dir. It is idempotent.
+func (r *Redis) Stop() error {
+	r.mu.Lock()
+	p := r.proc
+	r.proc = nil
+	r.mu.Unlock()
+	var err error
+	if p != nil {
+		if err = p.Stop(5 * time.Second); err != nil {
+			err = fmt.Errorf("deps: stop redis: %w", err)
+		}
+	}
+	r.removeDir()
+	return err
+}
+
+func (r *Redis) removeDir() {
+	if r.ownDir {
+		os.RemoveAll(r.Dir)
+	}
+}

@@ -1,0 +1,232 @@
+package replica_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// wireProxy sits between a MongoDB client and server and makes the faults
+// the MongoDB stand-in cannot make itself: it cuts every connection and
+// refuses new ones while down (a network partition or a server that is
+// gone), and it answers a change stream's resume (an aggregate with
+// resumeAfter or startAfter) with the error a real server gives when the
+// resume point has left its oplog: ChangeStreamHistoryLost (286). The
+// stand-in never truncates its oplog, so that error cannot happen there.
+//
+// It reads the client's messages whole (OP_MSG and the rest share a
+// 16-byte header: length, requestID, responseTo, opCode) and forwards
+// them untouched unless it answers one itself.
+type wireProxy struct {
+	t      *testing.T
+	ln     net.Listener
+	target string
+
+	mu          sync.Mutex
+	conns       map[net.Conn]struct{}
+	down        bool
+	stalled     bool // requests are swallowed: nothing is answered, nothing closed
+	failResumes int  // the next resumes to answer with ChangeStreamHistoryLost
+	failed      atomic.Int64
+	reqID       atomic.Int32
+}
+
+func newWireProxy(t *testing.T, target string) *wireProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &wireProxy{t: t, ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.reqID.Store(1 << 30)
+	go p.accept()
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	return p
+}
+
+// URI is a connection string through the proxy. Short timeouts: while
+// the proxy is down, operations fail within a second instead of 30.
+func (p *wireProxy) URI() string {
+	return "mongodb://" + p.ln.Addr().String() + "/?directConnection=true&serverSelectionTimeoutMS=1000&connectTimeoutMS=1000"
+}
+
+// setDown cuts every connection and refuses new ones (down), or lets
+// them through again.
+func (p *wireProxy) setDown(down bool) {
+	p.mu.Lock()
+	p.down = down
+	p.mu.Unlock()
+	if down {
+		p.cut()
+	}
+}
+
+// setStalled swallows every request from now on (stalled), without
+// closing anything: a server that stopped answering. Requests swallowed
+// stay unanswered after it is lifted.
+func (p *wireProxy) setStalled(stalled bool) {
+	p.mu.Lock()
+	p.stalled = stalled
+	p.mu.Unlock()
+}
+
+// failNextResumes answers the next n change-stream resumes with
+// ChangeStreamHistoryLost.
+func (p *wireProxy) failNextResumes(n int) {
+	p.mu.Lock()
+	p.failResumes = n
+	p.mu.Unlock()
+}
+
+func (p *wireProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+func (p *wireProxy) accept() {
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			client.Close()
+			continue
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		w := &lockedWriter{w: client}
+		go func() { io.Copy(w, server); client.Close(); server.Close() }()
+		go func() { p.forward(client, server, w); client.Close(); server.Close() }()
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+const opMsg = 2013
+
+// forward copies the client's messages to the server, answering a resume
+// itself when one is to fail.
+func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer) {
+	var header [16]byte
+	for {
+		if _, err := io.ReadFull(client, header[:]); err != nil {
+			return
+		}
+		n := int(binary.LittleEndian.Uint32(header[0:4]))
+		if n < 16 || n > 48<<20 {
+			return
+		}
+		msg := make([]byte, n)
+		copy(msg, header[:])
+		if _, err := io.ReadFull(client, msg[16:]); err != nil {
+			return
+		}
+		p.mu.Lock()
+		stalled := p.stalled
+		p.mu.Unlock()
+		if stalled {
+			continue
+		}
+		if binary.LittleEndian.Uint32(msg[12:16]) == opMsg && isResume(msg) && p.takeFailure() {
+			reqID := binary.LittleEndian.Uint32(msg[4:8])
+			if _, err := toClient.Write(p.historyLost(reqID)); err != nil {
+				return
+			}
+			continue
+		}
+		if _, err := server.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+func (p *wireProxy) takeFailure() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failResumes == 0 {
+		return false
+	}
+	p.failResumes--
+	p.failed.Add(1)
+	return true
+}
+
+// isResume reports whether an OP_MSG is an aggregate that opens a change
+// stream with resumeAfter or startAfter.
+func isResume(msg []byte) bool {
+	body, err := opMsgBody(msg)
+	if err != nil || body.Lookup("aggregate").IsZero() {
+		return false
+	}
+	cs, ok := body.Lookup("pipeline", "0", "$changeStream").DocumentOK()
+	return ok && (!cs.Lookup("resumeAfter").IsZero() || !cs.Lookup("startAfter").IsZero())
+}
+
+// opMsgBody returns the body section (kind 0) of an OP_MSG.
+func opMsgBody(msg []byte) (bson.Raw, error) {
+	rest := msg[20:] // header, flagBits
+	for len(rest) > 5 {
+		kind := rest[0]
+		size := int(binary.LittleEndian.Uint32(rest[1:5]))
+		if size < 5 || size > len(rest)-1 {
+			break
+		}
+		if kind == 0 {
+			return bson.Raw(rest[1 : 1+size]), nil
+		}
+		rest = rest[1+size:]
+	}
+	return nil, errors.New("no body section")
+}
+
+// historyLost is the reply a server gives to a resume from a point no
+// longer in its oplog.
+func (p *wireProxy) historyLost(responseTo uint32) []byte {
+	doc, err := bson.Marshal(bson.D{
+		{Key: "ok", Value: 0.0},
+		{Key: "errmsg", Value: "Resume of change stream was not possible, as the resume point may no longer be in the oplog."},
+		{Key: "code", Value: int32(286)},
+		{Key: "codeName", Value: "ChangeStreamHistoryLost"},
+	})
+	if err != nil {
+		p.t.Error(err)
+	}
+	out := make([]byte, 16, 16+4+1+len(doc))
+	out = binary.LittleEndian.AppendUint32(out, 0) // flagBits
+	out = append(out, 0)                           // section kind 0: the body
+	out = append(out, doc...)
+	binary.LittleEndian.PutUint32(out[0:4], uint32(len(out)))
+	binary.LittleEndian.PutUint32(out[4:8], uint32(p.reqID.Add(1)))
+	binary.LittleEndian.PutUint32(out[8:12], responseTo)
+	binary.LittleEndian.PutUint32(out[12:16], opMsg)
+	return out
+}
