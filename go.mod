@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/apache/cassandra-gocql-driver/v2 v2.1.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -41,6 +42,7 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
+	gopkg.in/inf.v0 v0.9.1 // indirect
 )
 
 require (

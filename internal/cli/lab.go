@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	replicaexp "github.com/highload-lab/hlab/internal/lab/replica"
 	"github.com/highload-lab/hlab/internal/lab/scale"
 	"github.com/highload-lab/hlab/internal/lab/timeouts"
 	"github.com/highload-lab/hlab/internal/report"
@@ -20,6 +21,7 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scale.New(),
+		replicaexp.New(),
 		timeouts.New(),
 	}
 }

@@ -18,7 +18,10 @@ import (
 	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/backend"
+	"github.com/highload-lab/hlab/internal/services/catalog"
 	"github.com/highload-lab/hlab/internal/services/frontend"
+	"github.com/highload-lab/hlab/internal/services/hello"
+	"github.com/highload-lab/hlab/internal/services/pricing"
 	"github.com/highload-lab/hlab/internal/services/work"
 )
 
@@ -35,6 +38,36 @@ type service struct {
 }
 
 var services = map[string]service{
+	"hello": {
+		summary: "a Go hello world: GET / answers Hello, World! (the lab's ceiling for a quota)",
+		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
+			return func(*prometheus.Registry) (http.Handler, error) { return hello.Handler(), nil }
+		},
+	},
+	"pricing": {
+		summary: "report B's pricing: GET /price?product=&city= from 8 entities, 7 from an in-memory replica (--source replica) or all from Postgres",
+		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			var c pricing.Config
+			c.RegisterFlags(fs)
+			return func(ctx context.Context, logger *slog.Logger) error {
+				c.Logger = logger
+				return pricing.Serve(ctx, *addr, nil, c)
+			}
+		},
+	},
+	"catalog": {
+		summary: "report B's customer catalog: GET /customers/{id}, GET /customers?region=&limit=, from an in-memory replica or Postgres",
+		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			var c catalog.Config
+			c.RegisterFlags(fs)
+			return func(ctx context.Context, logger *slog.Logger) error {
+				c.Logger = logger
+				return catalog.Serve(ctx, *addr, nil, c)
+			}
+		},
+	},
 	"databus": {
 		summary: "report D's gateway: gRPC streams in front of Kafka (--brokers), or --echo without Kafka",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {

@@ -1,0 +1,83 @@
+package replicaexp
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestQuickRunEndToEnd runs "hlab lab replica --quick --repeat 1" as a
+// user does: every row must be measured and both claims judged. Whether
+// they reproduce is the lab's verdict, not this test's.
+func TestQuickRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole experiment (about a minute)")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hlab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
+		t.Fatalf("build hlab: %v\n%s", err, out)
+	}
+	jsonPath := filepath.Join(dir, "r.json")
+	out, err := exec.Command(bin, "lab", "replica", "--quick", "--repeat", "1", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hlab lab replica: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Experiments []struct {
+			Name   string
+			Error  string
+			Claims []struct {
+				Ratio *float64
+			}
+			Rows []struct {
+				Label   string
+				RPS     *float64 `json:"rps"`
+				P99MS   *float64 `json:"p99_ms"`
+				Figures map[string]float64
+			}
+			Env map[string]string
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Experiments) != 1 || doc.Experiments[0].Error != "" {
+		t.Fatalf("experiments: %+v\n%s", doc.Experiments, out)
+	}
+	e := doc.Experiments[0]
+	if len(e.Claims) != 2 || e.Claims[0].Ratio == nil || e.Claims[1].Ratio == nil {
+		t.Fatalf("claims not judged: %+v", e.Claims)
+	}
+	rows := map[string]int{}
+	for i, r := range e.Rows {
+		rows[r.Label] = i
+		if r.P99MS == nil {
+			t.Errorf("row %q has no p99", r.Label)
+		}
+	}
+	want := []string{catalogListLabel, helloLabel, pricingBefore, pricingAfter, catalogPGLabel, freshLabLabel, freshSvcLabel}
+	for _, c := range catalogConns {
+		want = append(want, catalogLabel(c))
+	}
+	for _, l := range want {
+		if _, ok := rows[l]; !ok {
+			t.Errorf("no row %q", l)
+		}
+	}
+	if q := e.Rows[rows[pricingBefore]].Figures["queries_per_request"]; q != 8 {
+		t.Errorf("pricing from Postgres: %v queries per request, want 8", q)
+	}
+	if q := e.Rows[rows[pricingAfter]].Figures["queries_per_request"]; q != 1 {
+		t.Errorf("pricing from the replica: %v queries per request, want 1", q)
+	}
+	if e.Env["postgres_settings"] == "" {
+		t.Error("the run did not record Postgres's settings")
+	}
+}

@@ -1,0 +1,318 @@
+package replicaexp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/services/refdata"
+	"github.com/highload-lab/hlab/replica"
+)
+
+const (
+	writers      = 16 // connections of the write load: enough that one slow commit does not delay the next
+	writeTimeout = 2 * time.Second
+	lateAfter    = 10 * time.Millisecond
+	lagMetric    = "replica_lag_seconds"
+)
+
+// lagRecorder keeps the commit-to-visible delay of every change whose
+// commit falls in [from, to), per change, in microseconds. The table's
+// applier calls observe right after the change became visible to readers.
+type lagRecorder struct {
+	from, to time.Time
+	mu       sync.Mutex
+	h        *hdrhistogram.Histogram
+	last     time.Time // latest commit seen
+}
+
+func newLagRecorder(from, to time.Time) *lagRecorder {
+	return &lagRecorder{from: from, to: to, h: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)}
+}
+
+func (r *lagRecorder) observe(commit, visible time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if commit.After(r.last) {
+		r.last = commit
+	}
+	if commit.Before(r.from) || !commit.Before(r.to) {
+		return
+	}
+	r.h.RecordValue(max(1, visible.Sub(commit).Microseconds()))
+}
+
+func (r *lagRecorder) lastCommit() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// writeStats is what the write load did.
+type writeStats struct {
+	done, failed, late atomic.Int64
+}
+
+// writeLoad updates one customer per transaction at rate per second from
+// start until end, on a schedule (open model): a write that cannot start
+// within 10 ms of its slot is counted late.
+func writeLoad(ctx context.Context, pool *pgxpool.Pool, rate int, start, end time.Time, rows int) *writeStats {
+	st := &writeStats{}
+	jobs := make(chan int, rate)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Go(func() {
+			for i := range jobs {
+				wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+				_, err := pool.Exec(wctx, `UPDATE customers SET credit_limit_cents = credit_limit_cents + 1, updated_at = now() WHERE id = $1`, i%rows+1)
+				cancel()
+				if err != nil {
+					st.failed.Add(1)
+				} else {
+					st.done.Add(1)
+				}
+			}
+		})
+	}
+	interval := time.Second / time.Duration(rate)
+	for i := 0; ctx.Err() == nil; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if !at.Before(end) {
+			break
+		}
+		time.Sleep(time.Until(at))
+		jobs <- i
+		if time.Since(at) > lateAfter {
+			st.late.Add(1)
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	return st
+}
+
+// freshness runs the write load against the customers table while two
+// replicas follow it: one in this process (every change's delay, exact)
+// and the catalog service's own (its replica_lag_seconds histogram). It
+// then checks that a row that does not decode is reported and skipped.
+func (b *bench) freshness(ctx context.Context, svc *lab.Service) error {
+	t := b.t
+	b.run.Progress.Step("freshness: start a replica in the lab", time.Second)
+	cust := refdata.NewCustomers()
+	db := refdata.DB{DSN: b.dsn, Slot: "lab_freshness"}.WithDefaults("catalog")
+	logPath := filepath.Join(b.run.Opts.WorkDir, name, "lab-replica.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("freshness: replica log: %w", err)
+	}
+	defer logf.Close()
+	rep, err := refdata.NewReplica(db, cust, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(logf, nil)))
+	if err != nil {
+		return err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rep.Run(rctx); close(done) }()
+	defer func() { stop(); <-done }()
+	if err := waitFor(ctx, 30*time.Second, func() bool { return rep.Loaded() && rep.Ready() == nil }); err != nil {
+		return fmt.Errorf("freshness: the lab's replica did not load: %w (%v)", err, rep.Ready())
+	}
+
+	pcfg, err := pgxpool.ParseConfig(b.dsn)
+	if err != nil {
+		return err
+	}
+	pcfg.MaxConns = writers
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	start := time.Now().Add(100 * time.Millisecond)
+	from, to := start.Add(t.freshWarm), start.Add(t.freshWarm+t.fresh)
+	rec := newLagRecorder(from, to)
+	cust.Table.OnChange(func(c replica.Change[int32, refdata.Customer]) {
+		if c.Op == replica.Upsert {
+			rec.observe(c.Commit, time.Now())
+		}
+	})
+
+	b.run.Progress.Step(fmt.Sprintf("freshness: %d writes/s", writeRate), t.freshWarm+t.fresh)
+	var ws *writeStats
+	wdone := make(chan struct{})
+	go func() { ws = writeLoad(ctx, pool, writeRate, start, to, refdata.DefaultCustomers); close(wdone) }()
+	time.Sleep(time.Until(from))
+	before, berr := scrapeHistogram(ctx, svc.URL("/metrics"), lagMetric)
+	pgMeter, svcMeter, clock := b.pg.Proc().Measure(), svc.Proc.Measure(), readCPUClock()
+	<-wdone
+	pgUse, svcUse := pgMeter.Stop(), svcMeter.Stop()
+	machine, _ := readCPUClock().since(clock, runtime.NumCPU())
+	// Let both replicas apply the last commits of the window.
+	waitFor(ctx, 5*time.Second, func() bool { return !rec.lastCommit().Before(to.Add(-50 * time.Millisecond)) })
+	time.Sleep(200 * time.Millisecond)
+	after, aerr := scrapeHistogram(ctx, svc.URL("/metrics"), lagMetric)
+
+	writes := ws.done.Load()
+	rate := float64(writes) / (t.freshWarm + t.fresh).Seconds()
+	load := fmt.Sprintf("%d update transactions in %v (%.0f/s), %d late by > %v, %d failed; in the window, cores used: Postgres %.2f of %.0f (%d CFS-throttled periods), catalog service %.2f, whole machine %.2f of %d",
+		writes, t.freshWarm+t.fresh, rate, ws.late.Load(), lateAfter, ws.failed.Load(),
+		pgUse.CPUAvg, postgresCPU, pgUse.Throttled, svcUse.CPUAvg, machine, runtime.NumCPU())
+
+	labRow := hdrRow(freshLabLabel, rec.h)
+	labRow.Figures["writes_per_s"] = rate
+	labRow.Note = fmt.Sprintf("commit (Postgres's commit timestamp) to visible to readers, every change committed in the last %v: %d changes; %s", t.fresh, rec.h.TotalCount(), load)
+	b.run.AddRow(labRow)
+
+	svcRow := &lab.Row{Label: freshSvcLabel, Model: "open", Rate: writeRate, Runs: 1, Errors: map[string]int64{}, StatusCodes: map[string]int64{}, Figures: map[string]float64{}}
+	if berr == nil && aerr == nil {
+		d := after.sub(before)
+		svcRow.Requests = int64(d.count)
+		svcRow.P50MS, svcRow.P90MS, svcRow.P99MS = d.quantileMS(0.50), d.quantileMS(0.90), d.quantileMS(0.99)
+		if d.count > 0 {
+			svcRow.MeanMS = lab.F(d.sum / d.count * 1000)
+		}
+		svcRow.Note = fmt.Sprintf("the service's replica_lag_seconds over the same window: %.0f changes; percentiles interpolated inside buckets each %.0f%% wider than the last", d.count, (d.bucketFactor()-1)*100)
+	} else {
+		svcRow.Note = fmt.Sprintf("not measured: %v", firstErr(berr, aerr))
+	}
+	b.run.AddRow(svcRow)
+	mustShowFreshness(b.run, labRow, svcRow, rate)
+	return b.badRow(ctx, pool, svc, rep, cust, logPath)
+}
+
+// badRow writes a customer without a region (the decoders reject it)
+// beside a good one, in one transaction: both replicas must report it and
+// apply the good row, and the service must stay ready.
+func (b *bench) badRow(ctx context.Context, pool *pgxpool.Pool, svc *lab.Service, rep *refdata.Replica, cust *refdata.Customers, labLog string) error {
+	decodeErrs := func() float64 {
+		m, err := lab.Scrape(ctx, svc.URL("/metrics"))
+		if err != nil {
+			return math.NaN()
+		}
+		return m["replica_decode_errors_total"]
+	}
+	svcBefore, labBefore := decodeErrs(), rep.DecodeErrors()
+	const bad, good = 990001, 990002
+	if _, err := pool.Exec(ctx, `INSERT INTO customers VALUES
+		($1, 'No Region LLC', '', 'x@example', '+7', 0, now()), ($2, 'Good LLC', 'Omsk', 'y@example', '+7', 0, now())`, bad, good); err != nil {
+		return fmt.Errorf("bad-row check: %w", err)
+	}
+	defer pool.Exec(context.WithoutCancel(ctx), `DELETE FROM customers WHERE id IN ($1, $2)`, bad, good)
+	serves := func(id int) int {
+		resp, err := http.Get(svc.URL(fmt.Sprintf("/customers/%d", id)))
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor(ctx, 10*time.Second, func() bool {
+		_, inLab := cust.Table.Get(good)
+		return inLab && serves(good) == 200
+	})
+	hz := 0
+	if resp, err := http.Get(svc.URL("/healthz")); err == nil {
+		resp.Body.Close()
+		hz = resp.StatusCode
+	}
+	svcErrs, labErrs := decodeErrs()-svcBefore, rep.DecodeErrors()-labBefore
+	// The service's log is where lab.StartService put it.
+	svcLogged := logged(filepath.Join(b.run.Opts.WorkDir, name, svc.Name+".log"), bad)
+	labLogged := logged(labLog, bad)
+	ok := svcErrs == 1 && labErrs == 1 && svcLogged && labLogged && serves(good) == 200 && serves(bad) == 404 && hz == 200
+	verdict := "MET"
+	if !ok {
+		verdict = "NOT MET"
+	}
+	b.run.Note("bad input: a customer without a region, beside a good one in one transaction: replica_decode_errors_total +%.0f in the service, +%d in the lab's replica; logged with its key %d: %v and %v; good row served: %v; bad row served: %v; /healthz %d: %s",
+		svcErrs, labErrs, bad, svcLogged, labLogged, serves(good) == 200, serves(bad) == 200, hz, verdict)
+	return nil
+}
+
+// logged reports whether the log at path has a decode error naming key.
+func logged(path string, key int) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "does not decode") && strings.Contains(line, fmt.Sprintf("key %d", key)) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// hdrRow is a latency-only row of h (microseconds).
+func hdrRow(label string, h *hdrhistogram.Histogram) *lab.Row {
+	row := &lab.Row{Label: label, Model: "open", Rate: writeRate, Runs: 1, Requests: h.TotalCount(),
+		Errors: map[string]int64{}, StatusCodes: map[string]int64{}, Figures: map[string]float64{}}
+	if h.TotalCount() == 0 {
+		return row
+	}
+	at := func(q float64) *float64 { return lab.F(float64(h.ValueAtQuantile(q)) / 1000) }
+	row.MeanMS = lab.F(h.Mean() / 1000)
+	row.P50MS, row.P90MS, row.P95MS, row.P99MS, row.P999MS = at(50), at(90), at(95), at(99), at(99.9)
+	row.MaxMS = lab.F(float64(h.Max()) / 1000)
+	for _, q := range []float64{50, 90, 99, 99.9, 100} {
+		row.Percentiles = append(row.Percentiles, lab.Percentile{Q: q, MS: float64(h.ValueAtQuantile(q)) / 1000})
+	}
+	return row
+}
+
+func mustShowFreshness(run *lab.Run, labRow, svcRow *lab.Row, rate float64) {
+	show := func(v *float64) string {
+		if v == nil {
+			return "not measured"
+		}
+		return fmt.Sprintf("%.1f ms", *v)
+	}
+	verdict := "MET"
+	for _, v := range []*float64{labRow.P99MS, svcRow.P99MS} {
+		if v == nil || *v >= float64(maxFreshP99.Milliseconds()) {
+			verdict = "NOT MET"
+		}
+	}
+	if rate < 0.95*writeRate {
+		verdict = fmt.Sprintf("NOT MET (the write load reached only %.0f/s)", rate)
+	}
+	run.Note("freshness at %d writes/s (Postgres source): p50/p99 commit to visible %s/%s in the lab's replica, %s/%s in the catalog service's replica (1 CPU); target p99 < %v: %s",
+		writeRate, show(labRow.P50MS), show(labRow.P99MS), show(svcRow.P50MS), show(svcRow.P99MS), maxFreshP99, verdict)
+}
+
+// waitFor polls cond every 10 ms until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package replicaexp
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/highload-lab/hlab/internal/lab"
+)
+
+func TestClaimsNameRows(t *testing.T) {
+	labels := map[string]bool{catalogListLabel: true, helloLabel: true, pricingBefore: true, pricingAfter: true, catalogPGLabel: true, freshLabLabel: true, freshSvcLabel: true}
+	for _, c := range catalogConns {
+		labels[catalogLabel(c)] = true
+		if catalogRef[c] == 0 {
+			t.Errorf("no report figure for %d connections", c)
+		}
+	}
+	for _, c := range New().Claims() {
+		if !labels[c.Numerator] || !labels[c.Denominator] {
+			t.Errorf("claim %q names a row the experiment does not make", c.Text)
+		}
+	}
+}
+
+func TestMustShowTarget(t *testing.T) {
+	tests := []struct {
+		ceiling, want float64
+		which         string
+	}{
+		{50_000, 35_000, "report's"},
+		{40_000, 34_000, "85% of the hello ceiling"},
+		{20_000, 17_000, "85% of the hello ceiling"},
+	}
+	for _, tt := range tests {
+		got, which := mustShowTarget(tt.ceiling)
+		if math.Abs(got-tt.want) > 1e-9 || !strings.Contains(which, tt.which) {
+			t.Errorf("mustShowTarget(%v) = %v %q, want %v %q", tt.ceiling, got, which, tt.want, tt.which)
+		}
+	}
+}
+
+const sample = `# HELP replica_lag_seconds x
+# TYPE replica_lag_seconds histogram
+replica_lag_seconds_bucket{table="a",le="0.001"} 4
+replica_lag_seconds_bucket{table="a",le="0.002"} 30
+replica_lag_seconds_bucket{table="a",le="0.004"} 50
+replica_lag_seconds_bucket{table="a",le="+Inf"} 50
+replica_lag_seconds_sum{table="a"} 0.1
+replica_lag_seconds_count{table="a"} 50
+replica_lag_seconds_bucket{table="b",le="0.001"} 6
+replica_lag_seconds_bucket{table="b",le="0.002"} 30
+replica_lag_seconds_bucket{table="b",le="0.004"} 50
+replica_lag_seconds_bucket{table="b",le="+Inf"} 50
+replica_lag_seconds_sum{table="b"} 0.1
+replica_lag_seconds_count{table="b"} 50
+replica_lag_seconds_other 7
+other_metric 5
+`
+
+func TestHistogramQuantiles(t *testing.T) {
+	h, err := parseHistogram(strings.NewReader(sample), "replica_lag_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.count != 100 || h.sum != 0.2 || h.bucketFactor() != 2 {
+		t.Fatalf("parsed count %v, sum %v, factor %v", h.count, h.sum, h.bucketFactor())
+	}
+	tests := []struct{ q, wantMS float64 }{
+		{0.05, 0.5}, // half of the first bucket, from 0
+		{0.5, 1.8},  // 40 of the 50 in (1, 2] ms
+		{0.99, 3.95},
+	}
+	for _, tt := range tests {
+		got := h.quantileMS(tt.q)
+		if got == nil || math.Abs(*got-tt.wantMS) > 1e-9 {
+			t.Errorf("quantile %v = %v ms, want %v", tt.q, got, tt.wantMS)
+		}
+	}
+	// The difference of two scrapes is the window's histogram.
+	later := h
+	later.cum = []float64{10, 60, 150, 160}
+	later.count, later.sum = 160, 0.5
+	d := later.sub(h)
+	if d.count != 60 || math.Abs(d.sum-0.3) > 1e-9 {
+		t.Fatalf("sub: count %v sum %v", d.count, d.sum)
+	}
+	if got := d.quantileMS(0.5); got == nil || math.Abs(*got-(2+2*30.0/50)) > 1e-9 {
+		t.Errorf("window median = %v ms", got)
+	}
+	// Past the last finite bound, the bound is all we know.
+	if got := d.quantileMS(0.99); got == nil || *got != 4 {
+		t.Errorf("window p99 = %v ms, want the last finite bound 4", got)
+	}
+	var empty histogram
+	if empty.quantileMS(0.5) != nil {
+		t.Error("an empty histogram has a median")
+	}
+	if _, err := parseHistogram(strings.NewReader("other 1\n"), "replica_lag_seconds"); err == nil {
+		t.Error("no error for a missing histogram")
+	}
+}
+
+func TestMedianRun(t *testing.T) {
+	run := func(rps, p99, q, cpu float64) *lab.Row {
+		return &lab.Row{RPS: lab.F(rps), P99MS: lab.F(p99), Requests: int64(rps), Runs: 1,
+			Errors: map[string]int64{"timeout": 1}, StatusCodes: map[string]int64{"200": int64(rps)},
+			Figures: map[string]float64{"db_queries": q, "postgres_cpu": cpu}}
+	}
+	r := medianRun("x", []*lab.Row{run(300, 9, 2400, 0.9), run(100, 5, 800, 0.3), run(200, 7, 1600, 0.6)}, map[string]bool{"db_queries": true})
+	if r.Label != "x" || r.Runs != 3 || *r.RPS != 200 || *r.P99MS != 7 || *r.RPSMin != 100 || *r.RPSMax != 300 || *r.P99MSMax != 9 {
+		t.Fatalf("median row: %+v", r)
+	}
+	if r.Requests != 600 || r.Errors["timeout"] != 3 || r.StatusCodes["200"] != 600 {
+		t.Errorf("counts not summed: %d requests, %v, %v", r.Requests, r.Errors, r.StatusCodes)
+	}
+	if r.Figures["db_queries"] != 4800 || math.Abs(r.Figures["postgres_cpu"]-0.6) > 1e-9 {
+		t.Errorf("figures: %v (queries summed, CPU averaged)", r.Figures)
+	}
+}

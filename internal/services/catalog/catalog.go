@@ -1,0 +1,228 @@
+// Package catalog is report B's second service: a wholesale-customer
+// catalog over HTTP, served entirely from an in-memory replica of the
+// customers table (package replica), or from Postgres for comparison.
+//
+//	GET /customers/{id}                  one customer (JSON)
+//	GET /customers?region=R&limit=N      up to N (1-100, default 20) customers of region R, by name
+//
+// The listing needs order, which a map does not keep (the report's
+// caveat): the replica keeps an ordered index by (region, name, id), and
+// Postgres an index on the same columns.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/services/refdata"
+)
+
+// Limits of a listing.
+const (
+	DefaultLimit   = 20
+	MaxLimit       = 100
+	MaxRegionBytes = 64
+)
+
+// Source is where customers are read from.
+type Source string
+
+// Sources.
+const (
+	FromReplica  Source = "replica"  // memory, fed by logical replication (default)
+	FromPostgres Source = "postgres" // a query per request
+)
+
+// Config configures the service. Only DB.DSN is required; DB's other
+// fields have the defaults documented on refdata.DB (slot hlab_catalog).
+type Config struct {
+	// Source is FromReplica (default) or FromPostgres.
+	Source Source
+	DB     refdata.DB
+	// Registry receives the service's metrics (default: a new one).
+	Registry prometheus.Registerer
+	// Logger receives the replica's events (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// RegisterFlags adds the service's flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("source", "where customers come from: replica (memory, default) or postgres (a query per request)", func(s string) error {
+		switch Source(s) {
+		case FromReplica, FromPostgres:
+			c.Source = Source(s)
+			return nil
+		}
+		return fmt.Errorf("want replica or postgres")
+	})
+	c.DB.RegisterFlags(fs, "catalog")
+}
+
+// Service is a running catalog service.
+type Service struct {
+	cfg   Config
+	pool  *pgxpool.Pool
+	store store
+	rep   *refdata.Replica // nil with FromPostgres
+}
+
+// New opens the pool (and, with DB.Init, creates and seeds the schema)
+// and binds the replica; Run starts the replica.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Source == "" {
+		cfg.Source = FromReplica
+	}
+	if cfg.Source != FromReplica && cfg.Source != FromPostgres {
+		return nil, fmt.Errorf("%w: source %q: want replica or postgres", ErrConfig, cfg.Source)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.DB = cfg.DB.WithDefaults("catalog")
+	s := &Service{cfg: cfg}
+	pool, err := refdata.OpenPool(ctx, cfg.DB, refdata.NewQueryCounter(cfg.Registry))
+	if err != nil {
+		return nil, err
+	}
+	s.pool = pool
+	if cfg.DB.Init {
+		ictx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := refdata.Init(ictx, pool, cfg.DB.Seed)
+		cancel()
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	if cfg.Source == FromPostgres {
+		s.store = pgStore{pool: pool, timeout: cfg.DB.Timeout}
+		return s, nil
+	}
+	c := refdata.NewCustomers()
+	if s.rep, err = refdata.NewReplica(cfg.DB, c, cfg.Registry, cfg.Logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.store = replicaStore{c: c, rep: s.rep}
+	return s, nil
+}
+
+// Run keeps the replica fresh until ctx ends (with FromPostgres it only
+// waits for ctx).
+func (s *Service) Run(ctx context.Context) {
+	if s.rep == nil {
+		<-ctx.Done()
+		return
+	}
+	s.rep.Run(ctx)
+}
+
+// Ready is nil when the service can answer: the replica is current, or
+// with FromPostgres, the database answers a ping.
+func (s *Service) Ready() error {
+	if s.rep != nil {
+		return s.rep.Ready()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrDatabase, err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (s *Service) Close() { s.pool.Close() }
+
+// Handler serves the catalog's routes.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /customers/{id}", s.get)
+	mux.HandleFunc("GET /customers", s.list)
+	return mux
+}
+
+func fail(w http.ResponseWriter, err error) { http.Error(w, err.Error(), statusOf(err)) }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (s *Service) get(w http.ResponseWriter, r *http.Request) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || id < 1 || id > math.MaxInt32 {
+		fail(w, fmt.Errorf("%w: customer id must be a positive integer, not %.32q", ErrBadRequest, v))
+		return
+	}
+	c, err := s.store.get(r.Context(), int32(id))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, c)
+}
+
+// Listing is the answer of GET /customers.
+type Listing struct {
+	Region    string             `json:"region"`
+	Customers []refdata.Customer `json:"customers"`
+}
+
+func (s *Service) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	region := q.Get("region")
+	if region == "" || len(region) > MaxRegionBytes {
+		fail(w, fmt.Errorf("%w: region is required, at most %d bytes (GET /customers?region=NAME&limit=N)", ErrBadRequest, MaxRegionBytes))
+		return
+	}
+	limit := DefaultLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxLimit {
+			fail(w, fmt.Errorf("%w: limit must be 1-%d, not %.32q", ErrBadRequest, MaxLimit, v))
+			return
+		}
+		limit = n
+	}
+	out, err := s.store.list(r.Context(), region, limit, make([]refdata.Customer, 0, limit))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	writeJSON(w, Listing{Region: region, Customers: out})
+}
+
+// Serve runs the service on addr (or ln, when given) until ctx ends.
+func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	s, err := New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx); close(done) }()
+	defer func() { stop(); <-done }()
+	return server.Run(ctx, server.Config{
+		Name: "catalog", Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: s.Ready,
+	}, s.Handler())
+}

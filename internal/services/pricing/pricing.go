@@ -1,0 +1,216 @@
+// Package pricing is report B's first service: GET /price?product=&city=
+// computes a price from eight entities, a product and seven small
+// reference tables (brand, category, city with its region, logistics
+// zone, warehouse, customer group, price rule).
+//
+// With Source Postgres every entity is a query (eight per request: the
+// report's "before"). With Source Replica the seven reference tables are
+// served from an in-memory replica kept fresh by logical replication
+// (package replica) and only the product is queried (one per request: the
+// report's "after", 8x fewer queries). Both count their queries in
+// db_queries_total and their requests in pricing_requests_total.
+package pricing
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/services/refdata"
+)
+
+// Source is where the seven reference tables are read from.
+type Source string
+
+// Sources.
+const (
+	FromReplica  Source = "replica"  // memory, fed by logical replication (default)
+	FromPostgres Source = "postgres" // a query per entity
+)
+
+// Config configures the service. Only DB.DSN is required; DB's other
+// fields have the defaults documented on refdata.DB (slot hlab_pricing).
+type Config struct {
+	// Source is FromReplica (default) or FromPostgres.
+	Source Source
+	DB     refdata.DB
+	// Registry receives the service's metrics (default: a new one).
+	Registry prometheus.Registerer
+	// Logger receives the replica's events (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// RegisterFlags adds the service's flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("source", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)", func(s string) error {
+		switch Source(s) {
+		case FromReplica, FromPostgres:
+			c.Source = Source(s)
+			return nil
+		}
+		return fmt.Errorf("want replica or postgres")
+	})
+	c.DB.RegisterFlags(fs, "pricing")
+}
+
+// Service is a running pricing service.
+type Service struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	store    store
+	rep      *refdata.Replica // nil with FromPostgres
+	requests prometheus.Counter
+}
+
+// New opens the pool (and, with DB.Init, creates and seeds the schema)
+// and binds the replica; Run starts the replica.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Source == "" {
+		cfg.Source = FromReplica
+	}
+	if cfg.Source != FromReplica && cfg.Source != FromPostgres {
+		return nil, fmt.Errorf("%w: source %q: want replica or postgres", ErrConfig, cfg.Source)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.DB = cfg.DB.WithDefaults("pricing")
+	s := &Service{cfg: cfg}
+	s.requests = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pricing_requests_total", Help: "GET /price requests answered, whatever the outcome.",
+	})
+	cfg.Registry.MustRegister(s.requests)
+	pool, err := refdata.OpenPool(ctx, cfg.DB, refdata.NewQueryCounter(cfg.Registry))
+	if err != nil {
+		return nil, err
+	}
+	s.pool = pool
+	if cfg.DB.Init {
+		ictx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := refdata.Init(ictx, pool, cfg.DB.Seed)
+		cancel()
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	if cfg.Source == FromPostgres {
+		s.store = pgStore{pool: pool}
+		return s, nil
+	}
+	ref := refdata.NewRefTables()
+	if s.rep, err = refdata.NewReplica(cfg.DB, ref, cfg.Registry, cfg.Logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.store = replicaStore{pool: pool, ref: ref, rep: s.rep}
+	return s, nil
+}
+
+// Run keeps the replica fresh until ctx ends (with FromPostgres it only
+// waits for ctx).
+func (s *Service) Run(ctx context.Context) {
+	if s.rep == nil {
+		<-ctx.Done()
+		return
+	}
+	s.rep.Run(ctx)
+}
+
+// Ready is nil when the service can answer: the replica is current, or
+// with FromPostgres, the database answers a ping.
+func (s *Service) Ready() error {
+	if s.rep != nil {
+		return s.rep.Ready()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrDatabase, err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (s *Service) Close() { s.pool.Close() }
+
+// Handler serves GET /price.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /price", s.price)
+	return mux
+}
+
+// parseID reads a required positive 32-bit id from the query string.
+func parseID(r *http.Request, name string) (int32, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, fmt.Errorf("%w: %s is required (GET /price?product=ID&city=ID)", ErrBadRequest, name)
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || n < 1 || n > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %s must be a positive integer id, not %.32q", ErrBadRequest, name, v)
+	}
+	return int32(n), nil
+}
+
+func (s *Service) price(w http.ResponseWriter, r *http.Request) {
+	defer s.requests.Inc()
+	q, err := s.quote(r)
+	if err != nil {
+		http.Error(w, err.Error(), statusOf(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(q)
+}
+
+func (s *Service) quote(r *http.Request) (Quote, error) {
+	product, err := parseID(r, "product")
+	if err != nil {
+		return Quote{}, err
+	}
+	city, err := parseID(r, "city")
+	if err != nil {
+		return Quote{}, err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DB.Timeout)
+	defer cancel()
+	in, err := s.store.inputs(ctx, product, city)
+	if err != nil {
+		return Quote{}, err
+	}
+	return Compute(in), nil
+}
+
+// Serve runs the service on addr (or ln, when given) until ctx ends.
+func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	s, err := New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx); close(done) }()
+	defer func() { stop(); <-done }()
+	return server.Run(ctx, server.Config{
+		Name: "pricing", Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: s.Ready,
+	}, s.Handler())
+}

@@ -1,0 +1,159 @@
+package refdata
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DB is how a service reaches Postgres and names its replication slot.
+// Every field but DSN has a default, documented on it.
+type DB struct {
+	// DSN is a libpq connection string or URL (required).
+	DSN string
+	// Timeout bounds the database work of one request, all its queries
+	// together (default 2s); the server's statement_timeout is set to it
+	// too, so a query abandoned by the client does not run on.
+	Timeout time.Duration
+	// MaxConns caps the pool (default 16): under overload requests queue
+	// for a connection (within Timeout) instead of opening more.
+	MaxConns int32
+	// MinConns are kept open (default 2).
+	MinConns int32
+	// MaxConnLifetime recycles connections (default 30m).
+	MaxConnLifetime time.Duration
+	// MaxConnIdleTime closes idle connections above MinConns (default 5m).
+	MaxConnIdleTime time.Duration
+	// ConnectTimeout bounds dialing and authenticating (default 5s).
+	ConnectTimeout time.Duration
+	// Slot and Publication name the replica's replication slot and
+	// publication (default "hlab_" + the service's name). Each running
+	// replica needs its own slot.
+	Slot, Publication string
+	// Init creates the schema and loads the seed if the database is empty.
+	Init bool
+	// Seed is the size Init loads.
+	Seed Size
+}
+
+// Defaults of DB's zero fields.
+const (
+	DefaultTimeout         = 2 * time.Second
+	DefaultMaxConns        = 16
+	DefaultMinConns        = 2
+	DefaultMaxConnLifetime = 30 * time.Minute
+	DefaultMaxConnIdleTime = 5 * time.Minute
+	DefaultConnectTimeout  = 5 * time.Second
+)
+
+// WithDefaults fills the zero fields; service names the default slot.
+func (d DB) WithDefaults(service string) DB {
+	if d.Timeout <= 0 {
+		d.Timeout = DefaultTimeout
+	}
+	if d.MaxConns <= 0 {
+		d.MaxConns = DefaultMaxConns
+	}
+	if d.MinConns <= 0 {
+		d.MinConns = min(DefaultMinConns, d.MaxConns)
+	}
+	if d.MaxConnLifetime <= 0 {
+		d.MaxConnLifetime = DefaultMaxConnLifetime
+	}
+	if d.MaxConnIdleTime <= 0 {
+		d.MaxConnIdleTime = DefaultMaxConnIdleTime
+	}
+	if d.ConnectTimeout <= 0 {
+		d.ConnectTimeout = DefaultConnectTimeout
+	}
+	if d.Slot == "" {
+		d.Slot = "hlab_" + service
+	}
+	if d.Publication == "" {
+		d.Publication = "hlab_" + service
+	}
+	return d
+}
+
+// RegisterFlags adds the database flags to fs; service names the default
+// slot and publication.
+func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
+	fs.StringVar(&d.DSN, "dsn", "", "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/hlab (required)")
+	fs.DurationVar(&d.Timeout, "db-timeout", DefaultTimeout, "bound on one request's database work (also the server's statement_timeout)")
+	fs.Func("max-conns", "largest number of Postgres connections (default 16)", int32Flag(&d.MaxConns))
+	fs.Func("min-conns", "Postgres connections kept open (default 2)", int32Flag(&d.MinConns))
+	fs.DurationVar(&d.MaxConnLifetime, "max-conn-lifetime", DefaultMaxConnLifetime, "recycle Postgres connections after this long")
+	fs.DurationVar(&d.MaxConnIdleTime, "max-conn-idle", DefaultMaxConnIdleTime, "close Postgres connections idle this long (above --min-conns)")
+	fs.DurationVar(&d.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to Postgres")
+	fs.StringVar(&d.Slot, "slot", "hlab_"+service, "replication slot of the replica (one per running replica)")
+	fs.StringVar(&d.Publication, "publication", "hlab_"+service, "publication the replica streams (created if missing)")
+	fs.BoolVar(&d.Init, "init", false, "create the tables and load the seed data if the database is empty")
+	fs.IntVar(&d.Seed.Products, "seed-products", DefaultProducts, "with --init: products to generate")
+	fs.IntVar(&d.Seed.Customers, "seed-customers", DefaultCustomers, "with --init: customers to generate")
+}
+
+func int32Flag(p *int32) func(string) error {
+	return func(s string) error {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 1 {
+			return fmt.Errorf("give a positive number")
+		}
+		*p = int32(n)
+		return nil
+	}
+}
+
+// OpenPool returns a pool with d's limits (call WithDefaults first) whose
+// every query increments queries: the figure behind "8x fewer queries".
+// It does not wait for a connection; the first query or Ping does.
+func OpenPool(ctx context.Context, d DB, queries prometheus.Counter) (*pgxpool.Pool, error) {
+	if d.DSN == "" {
+		return nil, ErrNoDSN
+	}
+	cfg, err := pgxpool.ParseConfig(d.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("refdata: bad Postgres DSN: %w", err)
+	}
+	cfg.MaxConns, cfg.MinConns = d.MaxConns, d.MinConns
+	cfg.MaxConnLifetime, cfg.MaxConnIdleTime = d.MaxConnLifetime, d.MaxConnIdleTime
+	cfg.MaxConnLifetimeJitter = d.MaxConnLifetime / 10
+	cfg.HealthCheckPeriod = 30 * time.Second
+	cfg.ConnConfig.ConnectTimeout = d.ConnectTimeout
+	if d.Timeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(d.Timeout.Milliseconds(), 10)
+	}
+	if queries != nil {
+		cfg.ConnConfig.Tracer = queryCounter{queries}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("refdata: Postgres pool: %w", err)
+	}
+	return pool, nil
+}
+
+// queryCounter counts every query a pool sends (Query, QueryRow, Exec).
+type queryCounter struct{ c prometheus.Counter }
+
+func (q queryCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	q.c.Inc()
+	return ctx
+}
+
+func (queryCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// NewQueryCounter registers the counter of database queries a service
+// sends, db_queries_total, with reg.
+func NewQueryCounter(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "db_queries_total", Help: "Queries sent to Postgres (each Query, QueryRow or Exec).",
+	})
+	reg.MustRegister(c)
+	return c
+}

@@ -1,0 +1,90 @@
+package refdata
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/replica"
+)
+
+// Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource)
+// and exports the library's metrics on the service's registry:
+// replica_rows, replica_ready, replica_applied_changes_total and
+// replica_lag_seconds (commit in Postgres to visible here, per change) by
+// table; replica_decode_errors_total and replica_resyncs_total of the
+// source.
+type Replica struct {
+	src    *replica.PostgresSource
+	tables []table
+	loaded atomic.Bool
+}
+
+// NewReplica binds set to a Postgres source on db (DSN, Slot, Publication)
+// and registers its metrics with reg.
+func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) (*Replica, error) {
+	if db.DSN == "" {
+		return nil, ErrNoDSN
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	r := &Replica{tables: set.tables()}
+	var (
+		bindings []replica.Binding
+		obs      []replica.Observable
+	)
+	for _, t := range r.tables {
+		bindings = append(bindings, t.binding)
+		obs = append(obs, t.obs)
+	}
+	src, err := replica.NewPostgresSource(db.DSN, bindings,
+		replica.Slot(db.Slot), replica.Publication(db.Publication), replica.Logger(logger))
+	if err != nil {
+		return nil, err
+	}
+	r.src = src
+	if err := replica.RegisterMetrics(reg, obs...); err != nil {
+		return nil, err
+	}
+	if err := replica.RegisterSource(reg, "postgres", src); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Run loads the tables and keeps them fresh until ctx ends.
+func (r *Replica) Run(ctx context.Context) {
+	go func() {
+		for _, t := range r.tables {
+			if t.wait(ctx) != nil {
+				return
+			}
+		}
+		r.loaded.Store(true)
+	}()
+	r.src.Run(ctx)
+}
+
+// Loaded reports whether the first snapshot is in memory. After it, the
+// tables serve their last data even while the stream reconnects.
+func (r *Replica) Loaded() bool { return r.loaded.Load() }
+
+// Ready is nil while every table is current; otherwise the source's error
+// (why the stream is down), or ErrLoading before the first load.
+func (r *Replica) Ready() error {
+	for _, t := range r.tables {
+		if st := t.obs.Stats(); !st.Ready {
+			if st.Err != nil {
+				return st.Err
+			}
+			return ErrLoading
+		}
+	}
+	return nil
+}
+
+// DecodeErrors counts rows that failed to decode.
+func (r *Replica) DecodeErrors() int64 { return r.src.DecodeErrors() }
