@@ -36,13 +36,13 @@ const (
 	MaxRegionBytes = 64
 )
 
-// Source is where customers are read from.
-type Source string
+// Source is where the service reads its reference data (refdata.Source).
+type Source = refdata.Source
 
 // Sources.
 const (
-	FromReplica  Source = "replica"  // memory, fed by logical replication (default)
-	FromPostgres Source = "postgres" // a query per request
+	FromReplica  = refdata.FromReplica
+	FromPostgres = refdata.FromPostgres
 )
 
 // Config configures the service. Only DB.DSN is required; DB's other
@@ -59,14 +59,7 @@ type Config struct {
 
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Func("source", "where customers come from: replica (memory, default) or postgres (a query per request)", func(s string) error {
-		switch Source(s) {
-		case FromReplica, FromPostgres:
-			c.Source = Source(s)
-			return nil
-		}
-		return fmt.Errorf("want replica or postgres")
-	})
+	fs.Var(&c.Source, "source", "where customers come from: replica (memory, default) or postgres (a query per request)")
 	c.DB.RegisterFlags(fs, "catalog")
 }
 

@@ -30,13 +30,13 @@ import (
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
-// Source is where the seven reference tables are read from.
-type Source string
+// Source is where the service reads its reference data (refdata.Source).
+type Source = refdata.Source
 
 // Sources.
 const (
-	FromReplica  Source = "replica"  // memory, fed by logical replication (default)
-	FromPostgres Source = "postgres" // a query per entity
+	FromReplica  = refdata.FromReplica
+	FromPostgres = refdata.FromPostgres
 )
 
 // Config configures the service. Only DB.DSN is required; DB's other
@@ -53,14 +53,7 @@ type Config struct {
 
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Func("source", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)", func(s string) error {
-		switch Source(s) {
-		case FromReplica, FromPostgres:
-			c.Source = Source(s)
-			return nil
-		}
-		return fmt.Errorf("want replica or postgres")
-	})
+	fs.Var(&c.Source, "source", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)")
 	c.DB.RegisterFlags(fs, "pricing")
 }
 
