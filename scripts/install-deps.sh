@@ -40,3 +40,7 @@ go run ./cmd/hlab deps install mongo ||
 # cached): the tests run one suite against kfake and against it.
 go run ./cmd/hlab deps install kafka ||
   echo "install-deps: the Kafka jars could not be fetched; the real-broker tests will fail (make test sets HLAB_REQUIRE_DEPS)" >&2
+# Cassandra 5.0's jars (about 67 MB, once; under a second when cached):
+# report A3's experiment (nosql) and the activities tests run a real node.
+go run ./cmd/hlab deps install cassandra ||
+  echo "install-deps: the Cassandra jars could not be fetched; the Cassandra tests will fail (make test sets HLAB_REQUIRE_DEPS)" >&2

@@ -20,7 +20,9 @@ checks of hlab load), redis (redis-server, report B's benchmark), mongo (a
 MongoDB stand-in: mongo-java-server from Maven Central, compiled with a
 JDK; a real mongod cannot be installed here), kafka (the real broker:
 Apache Kafka's jars from Maven Central, run on Java 17; "kafka@VERSION"
-picks another version; the embedded default, kfake, needs nothing). The
+picks another version; the embedded default, kfake, needs nothing),
+cassandra (Apache Cassandra 5.0's jars from Maven Central, run on Java 17;
+report A3's experiment and the activities tests). The
 lab starts and stops them itself; when nginx is missing it uses its built-in load balancer and
 says so.`)
 	pos, err := parseInterleaved(fs, args)
@@ -59,6 +61,7 @@ says so.`)
 			fmt.Fprintf(st.Stdout, "mongo  not fetched yet (hlab deps install mongo, or the first start fetches %s)\n", deps.MongoStandInKind)
 		}
 		kafkaStatus(st)
+		cassandraStatus(st)
 		return 0
 	case "install":
 		names := pos[1:]
@@ -67,6 +70,7 @@ says so.`)
 		}
 		var apt []string
 		mongo := false
+		cassandra := false
 		var kafkas []string // versions; "" = the default
 		for _, n := range names {
 			if v, ok := strings.CutPrefix(n, "kafka"); ok && (v == "" || v[0] == '@') {
@@ -78,10 +82,12 @@ says so.`)
 				apt = append(apt, n)
 			case "redis":
 				apt = append(apt, "redis-server")
+			case "cassandra":
+				cassandra = true
 			case "mongo":
 				mongo = true
 			default:
-				return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka", n))
+				return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka, cassandra", n))
 			}
 		}
 		if err := deps.AptInstall(st.Stderr, apt...); err != nil {
@@ -89,6 +95,11 @@ says so.`)
 		}
 		if mongo {
 			if err := deps.InstallMongo(context.Background(), st.Stderr); err != nil {
+				return fail(st, "deps", 1, err)
+			}
+		}
+		if cassandra {
+			if err := deps.InstallCassandra(context.Background(), st.Stderr); err != nil {
 				return fail(st, "deps", 1, err)
 			}
 		}
@@ -128,5 +139,24 @@ func kafkaStatus(st *State) {
 		fmt.Fprintf(st.Stdout, "kafka  kfake (embedded, the default) ready; real broker kafka %s missing (hlab deps install kafka): %s\n", ks.Version, tools)
 	default:
 		fmt.Fprintf(st.Stdout, "kafka  kfake (embedded, the default) ready; real broker kafka %s not fetched yet (hlab deps install kafka, or the first start fetches it into %s), %s\n", ks.Version, ks.LibDir, tools)
+	}
+}
+
+// cassandraStatus prints what the real Cassandra node needs and has.
+func cassandraStatus(st *State) {
+	cs, err := deps.CheckCassandra()
+	switch {
+	case err != nil:
+		fmt.Fprintf(st.Stdout, "cassandra  unknown: %v\n", err)
+	case cs.Ready():
+		fmt.Fprintf(st.Stdout, "cassandra  %s ready: jars in %s (%.0f MB), java %s\n", deps.CassandraKind, cs.LibDir, cs.SizeMB, cs.JavaVersion)
+	case cs.JavaErr != nil || (!cs.Cached && cs.MavenErr != nil):
+		why := cs.JavaErr
+		if why == nil {
+			why = cs.MavenErr
+		}
+		fmt.Fprintf(st.Stdout, "cassandra  %s missing (hlab deps install cassandra): %v\n", deps.CassandraKind, why)
+	default:
+		fmt.Fprintf(st.Stdout, "cassandra  %s not fetched yet (hlab deps install cassandra, or the first start fetches it into %s)\n", deps.CassandraKind, cs.LibDir)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/lab"
 	replicaexp "github.com/highload-lab/hlab/internal/lab/replica"
+	"github.com/highload-lab/hlab/internal/lab/nosql"
 	"github.com/highload-lab/hlab/internal/lab/scale"
 	"github.com/highload-lab/hlab/internal/lab/timeouts"
 	"github.com/highload-lab/hlab/internal/report"
@@ -22,6 +23,7 @@ func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scale.New(),
 		replicaexp.New(),
+		nosql.New(),
 		timeouts.New(),
 	}
 }

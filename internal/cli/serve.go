@@ -17,6 +17,7 @@ import (
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/services/activities"
 	"github.com/highload-lab/hlab/internal/services/backend"
 	"github.com/highload-lab/hlab/internal/services/catalog"
 	"github.com/highload-lab/hlab/internal/services/frontend"
@@ -38,6 +39,18 @@ type service struct {
 }
 
 var services = map[string]service{
+	"activities": {
+		summary: "report A3's activity service: GET /handle, POST /activities, GET /activities?user_id= on Postgres or Cassandra (--store), optionally --batch",
+		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			var c activities.Config
+			c.RegisterFlags(fs)
+			return func(ctx context.Context, logger *slog.Logger) error {
+				c.Logger = logger
+				return activities.Serve(ctx, *addr, nil, c)
+			}
+		},
+	},
 	"hello": {
 		summary: "a Go hello world: GET / answers Hello, World! (the lab's ceiling for a quota)",
 		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {

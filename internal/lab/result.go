@@ -84,6 +84,11 @@ type Row struct {
 	// Percentiles of the median run's latency, for charts.
 	Percentiles []Percentile `json:"percentiles,omitempty"`
 	Note        string       `json:"note,omitempty"`
+	// Acked and Stored are, in experiments that write, the writes
+	// acknowledged to the load generator (warm-up included) and the rows
+	// the database holds after the row's runs; nil where not counted.
+	Acked  *int64 `json:"acked,omitempty"`
+	Stored *int64 `json:"stored,omitempty"`
 	// Figures are an experiment's own figures for this row (counter
 	// increases over the runs, ratios derived from them); Row.Figure and
 	// so claims can use them by name.

@@ -1,8 +1,9 @@
 // Package depstest gives a package's tests real dependencies that are slow
-// to start (a Kafka broker takes ~5 s) as one shared instance per test
-// binary: started on first use, stopped when the tests end. It also runs
-// one suite against every kind of a dependency, the embedded default and
-// the real one, as franz-go's CI runs kfake and Apache Kafka.
+// to start (a Kafka broker takes ~5 s, a Cassandra node 10-30 s) as one
+// shared instance per test binary: started on first use, stopped when the
+// tests end. It also runs one suite against every kind of a dependency,
+// the embedded default and the real one, as franz-go's CI runs kfake and
+// Apache Kafka.
 //
 //	func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
 //
@@ -28,6 +29,8 @@
 //     tests skip.
 //   - HLAB_TEST_KAFKA_VERSION=4.3.1 runs the real broker of that version
 //     (default: deps.DefaultKafkaVersion).
+//   - HLAB_TEST_CASSANDRA=skip skips the tests that use the shared
+//     Cassandra node (Cassandra); -short skips them too.
 //   - HLAB_REQUIRE_DEPS=1 (set by make test) turns "java/mvn missing" skips
 //     into failures, so CI cannot pass by skipping; -short still skips the
 //     real broker.
@@ -58,7 +61,15 @@ var (
 	sbErr   error
 	kafkas  = map[deps.KafkaKind]*sharedKafka{}
 	seq     atomic.Int64
+
+	cassandra sharedCassandra
 )
+
+type sharedCassandra struct {
+	once sync.Once
+	c    *deps.Cassandra
+	err  error
+}
 
 type sharedKafka struct {
 	once sync.Once
@@ -81,6 +92,11 @@ func Run(m *testing.M) int {
 			if err := s.k.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "depstest: stop shared %s: %v\n", kind, err)
 			}
+		}
+	}
+	if cassandra.c != nil {
+		if err := cassandra.c.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "depstest: stop shared cassandra: %v\n", err)
 		}
 	}
 	if sb != nil {
@@ -278,4 +294,85 @@ func Client(t testing.TB, k *deps.Kafka, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// Cassandra returns the test binary's shared Cassandra node, starting it
+// on first use (10-30 s on 2 busy cores, plus a one-off download of its
+// jars): Cassandra's own default commit log (periodic), 1 GB heap, no
+// quota. It skips the test in -short mode, with HLAB_TEST_CASSANDRA=skip,
+// or when java or mvn is missing (unless HLAB_REQUIRE_DEPS=1). A node that
+// a previous test left stopped is started again. Tests that share it use
+// keyspaces or tables of their own (Name makes unique names; replace
+// '-' and '.', which CQL names do not allow).
+func Cassandra(t testing.TB) *deps.Cassandra {
+	t.Helper()
+	skipCassandra(t)
+	box := Sandbox(t)
+	cassandra.once.Do(func() {
+		start := time.Now()
+		cassandra.c, cassandra.err = deps.StartCassandra(context.Background(), box, deps.CassandraConfig{})
+		if cassandra.err == nil {
+			t.Logf("depstest: started the shared %s at %s in %s", cassandra.c.Kind, cassandra.c.Addr, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if cassandra.err != nil {
+		t.Fatalf("depstest: the shared cassandra did not start (later tests get the same error): %v", cassandra.err)
+	}
+	if err := cassandra.c.StartServer(context.Background()); err != nil {
+		t.Fatalf("depstest: restart the shared cassandra after an earlier test stopped it: %v", err)
+	}
+	return cassandra.c
+}
+
+// skipCassandra skips t when the real Cassandra is not to run here.
+func skipCassandra(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("depstest: -short: no real cassandra")
+	}
+	if os.Getenv("HLAB_TEST_CASSANDRA") == "skip" {
+		t.Skip("depstest: HLAB_TEST_CASSANDRA=skip")
+	}
+	setup, err := deps.CheckCassandra()
+	if err == nil && setup.JavaErr != nil {
+		err = setup.JavaErr
+	}
+	if err == nil && !setup.Cached && setup.MavenErr != nil {
+		err = setup.MavenErr
+	}
+	if err != nil {
+		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
+			t.Fatalf("depstest: cassandra cannot run here (HLAB_REQUIRE_DEPS is set): %v", err)
+		}
+		t.Skipf("depstest: cassandra cannot run here: %v", err)
+	}
+}
+
+// StopCassandra takes c down (see deps.Cassandra.StopServer) and makes
+// sure it is back when t ends, even when t fails before starting it
+// again. A test that does this must not run in parallel with others on
+// the shared node.
+func StopCassandra(t testing.TB, c *deps.Cassandra) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := c.StartServer(context.Background()); err != nil && !errors.Is(err, deps.ErrCassandraStopped) {
+			t.Errorf("depstest: start cassandra again: %v", err)
+		}
+	})
+	start := time.Now()
+	if err := c.StopServer(); err != nil {
+		t.Fatalf("depstest: stop cassandra: %v", err)
+	}
+	t.Logf("depstest: %s stopped in %s", c.Kind, time.Since(start).Round(time.Millisecond))
+}
+
+// StartCassandra brings back a node taken down by StopCassandra and waits
+// until it answers CQL.
+func StartCassandra(t testing.TB, c *deps.Cassandra) {
+	t.Helper()
+	start := time.Now()
+	if err := c.StartServer(context.Background()); err != nil {
+		t.Fatalf("depstest: start cassandra again: %v", err)
+	}
+	t.Logf("depstest: %s back in %s", c.Kind, time.Since(start).Round(time.Millisecond))
 }

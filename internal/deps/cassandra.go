@@ -1,0 +1,443 @@
+package deps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// CassandraConfig is what StartCassandra needs. The zero value starts a
+// throwaway node with Cassandra's default commit log (periodic).
+type CassandraConfig struct {
+	// Dir holds cassandra.yaml, logback.xml, the logs (system.log,
+	// stdout.log) and the data (data/, commitlog/, ...). "" = a temporary
+	// directory that Stop removes.
+	Dir string
+	// Durable makes the node acknowledge a write only once its commit log
+	// is fsynced (commitlog_sync: batch), like Postgres with fsync and
+	// synchronous_commit on. Off (the default) is Cassandra's own default,
+	// commitlog_sync: periodic with a 10 s period: a write is acknowledged
+	// once it is in the commit log's memory-mapped segment, and synced to
+	// disk within 10 s. Experiments that compare databases set it and
+	// record Settings.
+	Durable bool
+	// Settings are extra cassandra.yaml settings (key -> one-line YAML
+	// value), applied last.
+	Settings map[string]string
+	HeapMB   int     // -Xmx and -Xms; 0 = 1024, or half of MemoryMB when that is smaller
+	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
+	MemoryMB int     // sandbox memory limit; 0 = none
+	// StartTimeout bounds the wait for the first CQL connection (also
+	// after StartServer); 0 = 3 min: the JVM takes 10-30 s on 2 busy
+	// cores, more under a CPU quota. Fetching the jars is not counted.
+	StartTimeout time.Duration
+	// Log receives the progress of a jar download (Maven's output); nil =
+	// discard.
+	Log io.Writer
+}
+
+// Cassandra is a running single-node Cassandra on 127.0.0.1 (the JVM
+// from Maven Central's jars). Its methods are safe for concurrent use.
+type Cassandra struct {
+	Kind    string // CassandraKind, for a run's environment record
+	Version string // CassandraVersion
+	Addr    string // 127.0.0.1:port of the CQL native transport
+	Dir     string
+	HeapMB  int
+	// Settings are the cassandra.yaml settings chosen by the config
+	// (commitlog_sync and its period among them), for a run's
+	// environment record.
+	Settings map[string]string
+	// Started is how long the first start took, JVM start to the first
+	// CQL answer.
+	Started time.Duration
+
+	sb      *sandbox.Sandbox
+	life    context.Context // bounds the process, as with sandbox.Start
+	spec    sandbox.Spec    // Stdout/Stderr set per start
+	timeout time.Duration
+	ownDir  bool
+
+	mu      sync.Mutex
+	proc    *sandbox.Process // nil while down
+	stopped bool
+}
+
+const cassandraTempPrefix = "hlab-cassandra-"
+
+// StartCassandra fetches the jars if needed, writes the node's
+// configuration into cfg.Dir and starts the node under sb, returning once
+// it answers a CQL query. ctx bounds the wait and the node's life, as
+// with sandbox.Start: canceling it stops the node.
+func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfig) (*Cassandra, error) {
+	if sb == nil {
+		return nil, errors.New("deps: StartCassandra needs a sandbox to run the node in")
+	}
+	setup, err := CheckCassandra()
+	if err != nil {
+		return nil, err
+	}
+	if setup.JavaErr != nil {
+		return nil, setup.JavaErr
+	}
+	lib, err := FetchCassandra(ctx, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 3 * time.Minute
+	}
+	heap := cfg.HeapMB
+	if heap <= 0 {
+		heap = 1024
+		if cfg.MemoryMB > 0 && cfg.MemoryMB/2 < heap {
+			heap = cfg.MemoryMB / 2
+		}
+	}
+	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, sb: sb, life: ctx, timeout: cfg.StartTimeout, Dir: cfg.Dir}
+	if c.Dir == "" {
+		sweepCassandraDirs()
+		if c.Dir, err = os.MkdirTemp("", cassandraTempPrefix); err != nil {
+			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
+		}
+		c.ownDir = true
+		// Marks the directory as ours while we live (see sweepCassandraDirs).
+		os.WriteFile(filepath.Join(c.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	} else {
+		if c.Dir, err = filepath.Abs(c.Dir); err == nil {
+			err = os.MkdirAll(c.Dir, 0o755)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
+		}
+		// A new node needs empty storage: a previous run's is another cluster.
+		for _, d := range []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"} {
+			os.RemoveAll(filepath.Join(c.Dir, d))
+		}
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.removeDir()
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(c.Dir, "triggers"), 0o755); err != nil {
+		return nil, fmt.Errorf("deps: cassandra dir: %w", err)
+	}
+
+	c.Settings = map[string]string{
+		"commitlog_sync":        "periodic",
+		"commitlog_sync_period": "10000ms",
+		// Tests and the lab truncate tables between runs: a snapshot of
+		// each would only fill the disk.
+		"auto_snapshot": "false",
+		// A full-table COUNT(*), how the lab checks what was stored, is a
+		// range read: give it time on one throttled core.
+		"range_request_timeout": "60000ms",
+	}
+	if cfg.Durable {
+		c.Settings["commitlog_sync"] = "batch"
+		delete(c.Settings, "commitlog_sync_period")
+	}
+	for k, v := range cfg.Settings {
+		c.Settings[k] = v
+	}
+
+	var logback bytes.Buffer
+	if err := cassandraLogback.Execute(&logback, c.Dir); err != nil {
+		return nil, err
+	}
+	logbackPath := filepath.Join(c.Dir, "logback.xml")
+	if err := os.WriteFile(logbackPath, logback.Bytes(), 0o644); err != nil {
+		return nil, fmt.Errorf("deps: cassandra log config: %w", err)
+	}
+	java, _, err := FindJava()
+	if err != nil {
+		return nil, ErrCassandraNeedsJava
+	}
+	yamlPath := filepath.Join(c.Dir, "cassandra.yaml")
+
+	var lastErr error
+	for range 3 { // a free port can be taken before the node binds it
+		ports, err := freePorts(3)
+		if err != nil {
+			return nil, err
+		}
+		native, storage, jmx := ports[0], ports[1], ports[2]
+		y, err := RenderCassandraYAML(c.Dir, native, storage, c.Settings)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(yamlPath, y, 0o644); err != nil {
+			return nil, fmt.Errorf("deps: cassandra config: %w", err)
+		}
+		args := []string{"-Xms" + strconv.Itoa(heap) + "m", "-Xmx" + strconv.Itoa(heap) + "m"}
+		args = append(args, cassandraJVM...)
+		args = append(args,
+			"-javaagent:"+filepath.Join(lib, jammJar(lib)),
+			"-Dcassandra.config=file://"+yamlPath,
+			"-Dlogback.configurationFile="+logbackPath,
+			"-Dcassandra.logdir="+c.Dir,
+			"-Dcassandra.triggers_dir="+filepath.Join(c.Dir, "triggers"),
+			"-Dcassandra-foreground=yes",
+			"-Dcassandra.skip_wait_for_gossip_to_settle=0",
+			"-Dcassandra.superuser_setup_delay_ms=0",
+			"-Dcassandra.jmx.local.port="+strconv.Itoa(jmx),
+			"-cp", filepath.Join(lib, "*"), // the JVM expands a trailing * to every jar
+			"org.apache.cassandra.service.CassandraDaemon",
+		)
+		c.spec = sandbox.Spec{
+			Name: "cassandra", Path: java, Dir: c.Dir, Args: args,
+			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
+		}
+		c.Addr = fmt.Sprintf("127.0.0.1:%d", native)
+		start := time.Now()
+		c.mu.Lock()
+		err = c.start(ctx)
+		c.mu.Unlock()
+		if err == nil {
+			c.Started = time.Since(start)
+			ok = true
+			return c, nil
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "Address already in use") || ctx.Err() != nil {
+			break
+		}
+		// Another try on new ports needs a new node: this one may have
+		// written its identity before it failed to bind.
+		for _, d := range []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"} {
+			os.RemoveAll(filepath.Join(c.Dir, d))
+		}
+	}
+	return nil, lastErr
+}
+
+// jammJar finds the jamm agent among the jars (Cassandra measures object
+// sizes with it and needs it as -javaagent).
+func jammJar(lib string) string {
+	ms, _ := filepath.Glob(filepath.Join(lib, "jamm-*.jar"))
+	if len(ms) == 0 {
+		return "jamm.jar" // the JVM then says what is missing
+	}
+	return filepath.Base(ms[0])
+}
+
+// freePorts returns n distinct free ports.
+func freePorts(n int) ([]int, error) {
+	seen := map[int]bool{}
+	var ports []int
+	for len(ports) < n {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		if !seen[p] {
+			seen[p] = true
+			ports = append(ports, p)
+		}
+	}
+	return ports, nil
+}
+
+// start starts the JVM and waits for it to answer a CQL query. Callers
+// hold c.mu (or own c alone).
+func (c *Cassandra) start(ctx context.Context) error {
+	stdoutPath := filepath.Join(c.Dir, "stdout.log")
+	systemLog := filepath.Join(c.Dir, "system.log")
+	// Errors are looked for in what this start appended to the logs.
+	from := map[string]int64{stdoutPath: fileSize(stdoutPath), systemLog: fileSize(systemLog)}
+	logf, err := os.OpenFile(stdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("deps: cassandra log: %w", err)
+	}
+	defer logf.Close() // the process has its own descriptor
+	spec := c.spec
+	spec.Stdout, spec.Stderr = logf, logf
+	proc, err := c.sb.Start(c.life, spec)
+	if err != nil {
+		return fmt.Errorf("deps: start cassandra: %w", err)
+	}
+	if err := awaitCassandra(ctx, c.Addr, c.timeout, proc.Done()); err != nil {
+		proc.Stop(5 * time.Second)
+		return fmt.Errorf("%w; %s", err, logsSince(from, systemLog, stdoutPath))
+	}
+	c.proc = proc
+	return nil
+}
+
+// awaitCassandra waits until the node at addr answers a query through
+// the CQL driver, ctx ends, timeout passes, or exited (when non-nil)
+// closes. The native transport opens last in Cassandra's start-up, so a
+// CQL answer means the node is ready for clients.
+func awaitCassandra(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		last = pingCassandra(ctx, addr)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("deps: cassandra at %s did not answer CQL within %s (last: %v)", addr, timeout, last)
+		case <-exited:
+			return fmt.Errorf("deps: cassandra at %s exited before it was ready (last: %v)", addr, last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// pingCassandra opens a CQL session to addr and reads the node's version.
+func pingCassandra(ctx context.Context, addr string) error {
+	cl := gocql.NewCluster(addr)
+	cl.ConnectTimeout, cl.Timeout = 2*time.Second, 5*time.Second
+	cl.NumConns = 1
+	cl.DisableInitialHostLookup = true
+	cl.Metadata.CacheMode = gocql.Disabled
+	s, err := cl.CreateSession()
+	if err != nil {
+		return err
+	}
+	defer CloseCassandraSession(s)
+	var v string
+	return s.Query("SELECT release_version FROM system.local").WithContext(ctx).Scan(&v)
+}
+
+// NewCluster returns a driver configuration for the node: its address,
+// QUORUM (the driver's default), short reconnects (a node restarted by
+// StartServer is found again within a second or two), no driver log. Set
+// Keyspace and the rest, then CreateSession.
+func (c *Cassandra) NewCluster() *gocql.ClusterConfig {
+	cl := gocql.NewCluster(c.Addr)
+	cl.ConnectTimeout, cl.Timeout = 5*time.Second, 10*time.Second
+	cl.ReconnectInterval = time.Second
+	cl.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 10, Interval: time.Second}
+	return cl
+}
+
+// Session opens a session on keyspace ("" = none) of the node.
+func (c *Cassandra) Session(keyspace string) (*gocql.Session, error) {
+	cl := c.NewCluster()
+	cl.Keyspace = keyspace
+	s, err := cl.CreateSession()
+	if err != nil {
+		return nil, fmt.Errorf("deps: cassandra session at %s: %w", c.Addr, err)
+	}
+	return s, nil
+}
+
+// Proc returns the node's current process (a new one after each
+// StartServer), nil while it is stopped.
+func (c *Cassandra) Proc() *sandbox.Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc
+}
+
+// StopServer stops the node (SIGTERM: Cassandra drains and flushes; SIGKILL
+// after 30 s) and keeps its data and ports, for tests of what a service
+// does while its database is down.
+func (c *Cassandra) StopServer() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopProc()
+}
+
+func (c *Cassandra) stopProc() error {
+	if c.proc == nil {
+		return nil
+	}
+	p := c.proc
+	c.proc = nil
+	if err := p.Stop(30 * time.Second); err != nil {
+		return fmt.Errorf("deps: stop cassandra: %w", err)
+	}
+	return nil
+}
+
+// StartServer starts the node again on its data and ports (after
+// StopServer, or after it died) and waits until it answers CQL. It does
+// nothing while the node runs.
+func (c *Cassandra) StartServer(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return ErrCassandraStopped
+	}
+	if c.proc != nil {
+		select {
+		case <-c.proc.Done(): // died on its own: start it again
+			c.proc = nil
+		default:
+			return nil
+		}
+	}
+	return c.start(ctx)
+}
+
+// Stop stops the node for good and removes a temporary Dir. It is
+// idempotent.
+func (c *Cassandra) Stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
+	err := c.stopProc()
+	c.removeDir()
+	return err
+}
+
+func (c *Cassandra) removeDir() {
+	if c.ownDir {
+		os.RemoveAll(c.Dir)
+	}
+}
+
+// sweepCassandraDirs removes the temporary directories (and data) of
+// nodes whose owner died without Stop, e.g. a test binary killed by its
+// timeout: the sandbox kills such a node, but cannot remove its files.
+func sweepCassandraDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), cassandraTempPrefix+"*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
+		if err != nil {
+			continue // not ours to judge
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		os.RemoveAll(d)
+	}
+}
+
+// CloseCassandraSession closes s, giving up after 5 s: gocql v2.1.2's
+// Session.Close can deadlock when the session's control connection is
+// reconnecting at that moment (Close stops the schema refresher that the
+// reconnect then waits for forever), which happens around a node's
+// restart or stall. The session's goroutines are then left behind.
+func CloseCassandraSession(s *gocql.Session) {
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}

@@ -1,0 +1,295 @@
+package deps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+)
+
+// CassandraVersion is the Cassandra the real node runs: the 5.0 line,
+// which officially supports Java 17.
+const CassandraVersion = "5.0.9"
+
+// CassandraKind labels the node in a run's environment record.
+const CassandraKind = "cassandra " + CassandraVersion
+
+var (
+	// ErrCassandraNeedsJava is returned by StartCassandra and
+	// InstallCassandra when no java 17 or newer is found.
+	ErrCassandraNeedsJava = errors.New("deps: cassandra " + CassandraVersion + " needs java 17 or newer (install it with 'apt-get install -y openjdk-17-jre-headless maven', or run 'make deps')")
+
+	// ErrCassandraNeedsMaven is returned by StartCassandra and
+	// FetchCassandra when the jars are not cached yet and no mvn is found
+	// to fetch them.
+	ErrCassandraNeedsMaven = errors.New("deps: maven is not installed, and it fetches the Cassandra jars (install it with 'apt-get install -y openjdk-17-jre-headless maven', or run 'make deps')")
+
+	// ErrCassandraStopped is returned by Cassandra.StartServer after
+	// Cassandra.Stop.
+	ErrCassandraStopped = errors.New("deps: cassandra was stopped")
+)
+
+var cassandraPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by hlab: the runtime jars of a single Cassandra node. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>lab.highload</groupId>
+  <artifactId>cassandra-node-jars</artifactId>
+  <version>{{.}}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.cassandra</groupId><artifactId>cassandra-all</artifactId><version>{{.}}</version></dependency>
+  </dependencies>
+</project>
+`))
+
+const cassandraMarkerJar = "cassandra-all-" + CassandraVersion + ".jar"
+
+// CassandraLibDir returns the directory holding the node's jars
+// (<CacheDir>/cassandra-<version>/lib) and whether they are all there.
+func CassandraLibDir() (dir string, cached bool, err error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", false, err
+	}
+	dir = filepath.Join(cache, "cassandra-"+CassandraVersion, "lib")
+	return dir, fileExists(filepath.Join(dir, cassandraMarkerJar)), nil
+}
+
+// FetchCassandra makes sure the node's jars are in the cache and returns
+// their directory. When they are not, it downloads them from Maven
+// Central with mvn (about 67 MB; Maven's own repository is shared with
+// the other jar sets in <CacheDir>/m2), writing Maven's output to w (nil
+// = discard). Concurrent fetches, also from other processes, wait for
+// each other.
+func FetchCassandra(ctx context.Context, w io.Writer) (string, error) {
+	lib, cached, err := CassandraLibDir()
+	if err != nil || cached {
+		return lib, err
+	}
+	var pom bytes.Buffer
+	if err := cassandraPom.Execute(&pom, CassandraVersion); err != nil {
+		return "", err
+	}
+	return fetchJars(ctx, jarSet{
+		what: CassandraKind, lib: lib, pom: pom.Bytes(),
+		marker: cassandraMarkerJar, noMaven: ErrCassandraNeedsMaven,
+	}, w)
+}
+
+// CassandraSetup says what the node needs and has.
+type CassandraSetup struct {
+	LibDir string // where its jars are (or go)
+	Cached bool   // all jars are in LibDir
+	SizeMB float64
+
+	Java, JavaVersion string // path and version; "" when missing
+	JavaErr           error  // why java is unusable (missing, older than 17)
+	Maven, MavenVer   string // path and version; "" when missing
+	MavenErr          error
+}
+
+// Ready reports whether the node can start without installing or
+// downloading anything.
+func (s CassandraSetup) Ready() bool { return s.Cached && s.JavaErr == nil }
+
+// CheckCassandra reports what the node needs and has, without changing
+// anything.
+func CheckCassandra() (CassandraSetup, error) {
+	var s CassandraSetup
+	var err error
+	if s.LibDir, s.Cached, err = CassandraLibDir(); err != nil {
+		return s, err
+	}
+	if s.Cached {
+		s.SizeMB = float64(dirSize(s.LibDir)) / (1 << 20)
+	}
+	s.Java, s.JavaVersion, s.JavaErr = FindJava()
+	if s.JavaErr != nil {
+		s.JavaErr = ErrCassandraNeedsJava
+	} else if s.JavaVersion != "unknown" && javaMajor(s.JavaVersion) < 17 {
+		s.JavaErr = fmt.Errorf("deps: java %s is too old for cassandra %s, which needs 17 or newer (install 'openjdk-17-jre-headless')", s.JavaVersion, CassandraVersion)
+	}
+	s.Maven, s.MavenVer, s.MavenErr = FindMaven()
+	return s, nil
+}
+
+// InstallCassandra prepares the node: it installs Java 17 and Maven from
+// Debian's packages when java or mvn is missing (that needs root and
+// apt-get), then fetches the jars into the cache. Progress goes to w. It
+// is quick when everything is there.
+func InstallCassandra(ctx context.Context, w io.Writer) error {
+	var pkgs []string
+	if _, err := exec.LookPath("java"); err != nil {
+		pkgs = append(pkgs, "openjdk-17-jre-headless")
+	}
+	if _, err := exec.LookPath("mvn"); err != nil {
+		pkgs = append(pkgs, "maven")
+	}
+	if len(pkgs) > 0 {
+		if os.Geteuid() != 0 {
+			return errors.New("deps: installing Java and Maven needs root: run 'sudo hlab deps install cassandra' or 'sudo make deps'")
+		}
+		if err := AptInstall(w, pkgs...); err != nil {
+			return err
+		}
+	}
+	s, err := CheckCassandra()
+	if err != nil {
+		return err
+	}
+	if s.JavaErr != nil {
+		return s.JavaErr
+	}
+	if s.Cached {
+		return nil
+	}
+	fmt.Fprintf(w, "deps: fetching the %s jars from Maven Central\n", CassandraKind)
+	lib, err := FetchCassandra(ctx, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "deps: cassandra jars in %s (%.0f MB)\n", lib, float64(dirSize(lib))/(1<<20))
+	return nil
+}
+
+// cassandraJVM are the JVM flags the node runs with: those of Cassandra
+// 5.0's own conf/jvm17-server.options (G1, JPMS exports and opens, netty),
+// and the general ones of conf/jvm-server.options that apply to Java 17.
+// Left out: -XX:+AlwaysPreTouch (it faults in the whole heap at start,
+// seconds under a 1-CPU quota, for no effect on a short run),
+// -XX:+UseNUMA (one socket here) and -XX:+HeapDumpOnOutOfMemoryError (a
+// 1 GB dump in the temp dir); -XX:+ExitOnOutOfMemoryError is added, as
+// Cassandra's startup checks ask.
+var cassandraJVM = []string{
+	// jvm-server.options
+	"-ea", "-da:net.openhft...", // Cassandra ships with assertions on
+	"-XX:+UseThreadPriorities",
+	"-Xss256k",
+	"-XX:+UseTLAB", "-XX:+ResizeTLAB",
+	"-XX:+PerfDisableSharedMem",
+	"-Djava.net.preferIPv4Stack=true",
+	"-XX:+ExitOnOutOfMemoryError",
+	// jvm17-server.options: G1
+	"-XX:+UseG1GC",
+	"-XX:+ParallelRefProcEnabled",
+	"-XX:MaxTenuringThreshold=1",
+	"-XX:G1HeapRegionSize=16m",
+	"-XX:G1RSetUpdatingPauseTimePercent=5",
+	"-XX:MaxGCPauseMillis=300",
+	"-XX:InitiatingHeapOccupancyPercent=70",
+	// jvm17-server.options: JPMS
+	"-Djdk.attach.allowAttachSelf=true",
+	"--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+	"--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+	"--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+	"--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
+	"--add-exports", "java.sql/java.sql=ALL-UNNAMED",
+	"--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
+	"--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
+	"--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+	"--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
+	"--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
+	"--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+	"--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+	"--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+	"--add-opens", "java.base/java.io=ALL-UNNAMED",
+	"--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+	"--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
+	"--add-opens", "java.base/java.lang=ALL-UNNAMED",
+	"--add-opens", "java.base/java.util=ALL-UNNAMED",
+	"--add-opens", "java.base/java.nio=ALL-UNNAMED", // in the file on later branches; harmless on 5.0
+	// jvm17-server.options: netty
+	"-Dio.netty.tryReflectionSetAccessible=true",
+	"-Dio.netty.allocator.useCacheForAllThreads=true",
+	"-Dio.netty.allocator.maxOrder=11",
+}
+
+// cassandraYAML is a single node on 127.0.0.1 that owns the whole ring
+// (one token, no bootstrap), seeded by itself, without authentication.
+// Settings (commitlog_sync among them) are rendered last, in key order.
+var cassandraYAML = template.Must(template.New("cassandra.yaml").Parse(`# Written by hlab: a single Cassandra {{.Version}} node on 127.0.0.1.
+cluster_name: hlab
+num_tokens: 1
+initial_token: 0
+auto_bootstrap: false
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:{{.StoragePort}}"
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: {{.StoragePort}}
+native_transport_port: {{.NativePort}}
+start_native_transport: true
+authenticator: AllowAllAuthenticator
+authorizer: AllowAllAuthorizer
+storage_compatibility_mode: NONE
+data_file_directories:
+  - {{.Dir}}/data
+commitlog_directory: {{.Dir}}/commitlog
+hints_directory: {{.Dir}}/hints
+saved_caches_directory: {{.Dir}}/saved_caches
+cdc_raw_directory: {{.Dir}}/cdc_raw
+{{range .Settings}}{{.}}
+{{end}}`))
+
+// cassandraLogback logs INFO and up to system.log, and warnings and
+// errors to the console (the process's stdout.log as well).
+var cassandraLogback = template.Must(template.New("logback.xml").Parse(`<!-- Written by hlab. -->
+<configuration scan="false">
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{{.}}/system.log</file>
+    <append>true</append>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <filter class="ch.qos.logback.classic.filter.ThresholdFilter"><level>WARN</level></filter>
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO">
+    <appender-ref ref="FILE"/>
+    <appender-ref ref="STDOUT"/>
+  </root>
+</configuration>
+`))
+
+// RenderCassandraYAML returns the cassandra.yaml of a single node keeping
+// its files under dir, listening for CQL on nativePort and for (its own)
+// gossip on storagePort, with settings (yaml key -> value) appended.
+func RenderCassandraYAML(dir string, nativePort, storagePort int, settings map[string]string) ([]byte, error) {
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	lines := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if strings.ContainsAny(k, ":\n") || strings.Contains(settings[k], "\n") {
+			return nil, fmt.Errorf("deps: cassandra setting %q: want a plain key and a one-line value", k)
+		}
+		lines = append(lines, k+": "+settings[k])
+	}
+	var buf bytes.Buffer
+	err := cassandraYAML.Execute(&buf, struct {
+		Version                 string
+		Dir                     string
+		NativePort, StoragePort int
+		Settings                []string
+	}{CassandraVersion, dir, nativePort, storagePort, lines})
+	return buf.Bytes(), err
+}

@@ -1,0 +1,124 @@
+package nosql
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/lab"
+)
+
+// TestPlan: every row names a service that runs in its mode, the rows of
+// a set write to distinct tables (so each row's count is its own), and
+// the claim's rows are measured in both modes.
+func TestPlan(t *testing.T) {
+	for _, mode := range []lab.Mode{lab.Quick, lab.Full} {
+		o := lab.Options{Mode: mode}
+		specs := map[string]serviceSpec{}
+		for _, sp := range serviceSpecs {
+			if !sp.full || mode == lab.Full {
+				specs[sp.key] = sp
+			}
+		}
+		labels := map[string]bool{}
+		for _, set := range sets(o) {
+			tables := map[string]string{}
+			for _, r := range set {
+				sp, ok := specs[r.svc]
+				if !ok {
+					t.Fatalf("%s: row %q uses service %q, which does not run in this mode", mode, r.label, r.svc)
+				}
+				tab := sp.db + "/" + sp.table
+				if other, dup := tables[tab]; dup {
+					t.Errorf("%s: rows %q and %q of one set write to the same table %s", mode, other, r.label, tab)
+				}
+				tables[tab] = r.label
+				if labels[r.label] {
+					t.Errorf("%s: label %q twice", mode, r.label)
+				}
+				labels[r.label] = true
+			}
+		}
+		for _, c := range New().Claims() {
+			if !labels[c.Numerator] || !labels[c.Denominator] {
+				t.Errorf("%s: claim %q refers to rows that are not measured", mode, c.Text)
+			}
+		}
+	}
+}
+
+// TestQuickRunEndToEnd runs "hlab lab nosql --quick --repeat 1" as a user
+// does: both real databases to the end, every row measured, every row's
+// acknowledged writes equal to the rows stored, and the claim judged.
+// Whether it reproduces is the lab's verdict, not this test's.
+func TestQuickRunEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole experiment with a real Postgres and Cassandra (about two minutes)")
+	}
+	if os.Getenv("HLAB_TEST_CASSANDRA") == "skip" {
+		t.Skip("HLAB_TEST_CASSANDRA=skip")
+	}
+	if s, err := deps.CheckCassandra(); err != nil || s.JavaErr != nil || (!s.Cached && s.MavenErr != nil) {
+		if os.Getenv("HLAB_REQUIRE_DEPS") == "" {
+			t.Skipf("cassandra cannot run here: %v %v", err, s.JavaErr)
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hlab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
+		t.Fatalf("build hlab: %v\n%s", err, out)
+	}
+	jsonPath := filepath.Join(dir, "r.json")
+	out, err := exec.Command(bin, "lab", "nosql", "--quick", "--repeat", "1", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hlab lab nosql: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Experiments []struct {
+			Name  string
+			Error string
+			Ratio *float64
+			Env   map[string]string
+			Rows  []struct {
+				Label  string
+				RPS    *float64
+				Acked  *int64
+				Stored *int64
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Experiments) != 1 {
+		t.Fatalf("%d experiments in the JSON", len(doc.Experiments))
+	}
+	res := doc.Experiments[0]
+	if res.Error != "" || res.Ratio == nil {
+		t.Fatalf("error %q, ratio %v\n%s", res.Error, res.Ratio, out)
+	}
+	want := 0
+	for _, set := range sets(lab.Options{Mode: lab.Quick}) {
+		want += len(set)
+	}
+	if len(res.Rows) != want {
+		t.Fatalf("%d rows, want %d", len(res.Rows), want)
+	}
+	for _, r := range res.Rows {
+		if r.RPS == nil || *r.RPS <= 0 || r.Acked == nil || r.Stored == nil || *r.Acked == 0 || *r.Acked != *r.Stored {
+			t.Errorf("row %q: rps %v, acked %v, stored %v", r.Label, r.RPS, r.Acked, r.Stored)
+		}
+	}
+	for _, k := range []string{"durability", "postgres_settings", "cassandra_settings", "warmup"} {
+		if res.Env[k] == "" {
+			t.Errorf("env lacks %q", k)
+		}
+	}
+}
