@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/async"
 	replicaexp "github.com/highload-lab/hlab/internal/lab/replica"
 	"github.com/highload-lab/hlab/internal/lab/nosql"
 	"github.com/highload-lab/hlab/internal/lab/scale"
@@ -22,6 +23,7 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scale.New(),
+		async.New(),
 		replicaexp.New(),
 		nosql.New(),
 		timeouts.New(),
@@ -47,6 +49,7 @@ Each row is the median of --repeat runs, with the min-max of RPS.`)
 	jsonPath := fs.String("json", "", "also write the results as JSON to FILE")
 	reportDir := fs.String("report", "lab-report", "directory for the HTML report and service logs")
 	lbKind := fs.String("lb", lab.LBAuto, "load balancer: auto (nginx if installed), nginx, or builtin")
+	kafkaKind := fs.String("kafka", lab.KafkaFake, "Kafka for experiments that need it: kfake (embedded, in memory) or real (a KRaft broker; needs Java)")
 	list := fs.Bool("list", false, "list the experiments and exit")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -69,7 +72,7 @@ Each row is the median of --repeat runs, with the min-max of RPS.`)
 		lab.List(st.Stderr, all)
 		return 2
 	}
-	opts := lab.Options{Mode: lab.Quick, Repeat: *repeat, LB: *lbKind, WorkDir: filepath.Join(*reportDir, "logs")}
+	opts := lab.Options{Mode: lab.Quick, Repeat: *repeat, LB: *lbKind, Kafka: *kafkaKind, WorkDir: filepath.Join(*reportDir, "logs")}
 	if *full {
 		opts.Mode = lab.Full
 	}

@@ -18,8 +18,10 @@ import (
 	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/activities"
+	"github.com/highload-lab/hlab/internal/services/app"
 	"github.com/highload-lab/hlab/internal/services/backend"
 	"github.com/highload-lab/hlab/internal/services/catalog"
+	"github.com/highload-lab/hlab/internal/services/eventlog"
 	"github.com/highload-lab/hlab/internal/services/frontend"
 	"github.com/highload-lab/hlab/internal/services/hello"
 	"github.com/highload-lab/hlab/internal/services/pricing"
@@ -87,6 +89,30 @@ var services = map[string]service{
 			var p gateway.Process
 			p.RegisterFlags(fs, "addr")
 			return p.Run
+		},
+	},
+	"eventlog": {
+		summary: "report A2's event log: POST /events does the log work; --consume also consumes events from Kafka (at least once, lag in /metrics)",
+		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			var c eventlog.Config
+			c.RegisterFlags(fs)
+			return func(ctx context.Context, logger *slog.Logger) error {
+				c.Logger = logger
+				return eventlog.Serve(ctx, *addr, nil, c)
+			}
+		},
+	},
+	"app": {
+		summary: "report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka) or databus (the gateway)",
+		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			var c app.Config
+			c.RegisterFlags(fs)
+			return func(ctx context.Context, logger *slog.Logger) error {
+				c.Logger = logger
+				return app.Serve(ctx, *addr, nil, c)
+			}
 		},
 	},
 	"work": {

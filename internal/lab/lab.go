@@ -49,6 +49,13 @@ const (
 	LBBuiltin = "builtin" // the embedded default (internal/lb)
 )
 
+// Kafka choices for experiments that need Kafka (the names of
+// deps.KafkaKind).
+const (
+	KafkaFake = "kfake" // franz-go's kfake, in memory: the embedded default
+	KafkaReal = "real"  // Apache Kafka, a single KRaft node (Java, jars from Maven Central)
+)
+
 // Options are the lab's settings shared by every experiment.
 type Options struct {
 	Mode Mode
@@ -57,6 +64,9 @@ type Options struct {
 	Repeat int
 	// LB picks the load balancer: LBAuto, LBNginx or LBBuiltin.
 	LB string
+	// Kafka picks the Kafka of experiments that need one: KafkaFake (""
+	// too: the embedded default) or KafkaReal (a KRaft broker on the JVM).
+	Kafka string
 	// Self is the hlab executable that services are started from
 	// ("hlab serve NAME"). Default: this process's executable.
 	Self string
@@ -104,6 +114,12 @@ func (o *Options) setDefaults() error {
 	case LBAuto, LBNginx, LBBuiltin:
 	default:
 		return fmt.Errorf("lab: unknown load balancer %q: use auto, nginx or builtin", o.LB)
+	}
+	if o.Kafka == "" {
+		o.Kafka = KafkaFake
+	}
+	if o.Kafka != KafkaFake && o.Kafka != KafkaReal {
+		return fmt.Errorf("lab: unknown kafka %q: use kfake (embedded) or real", o.Kafka)
 	}
 	if o.Self == "" {
 		self, err := os.Executable()

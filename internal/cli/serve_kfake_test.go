@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestServeKfake: "hlab serve kfake" speaks Kafka on --kafka-addr with the
+// --topics created, answers /healthz, and stops cleanly on SIGTERM.
+func TestServeKfake(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds hlab")
+	}
+	bin := buildHlab(t)
+	kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := exec.Command(bin, "serve", "kfake", "--addr", httpAddr, "--kafka-addr", kafka, "--topics", "orders,audit", "--partitions", "3")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + httpAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no /healthz: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "orders", Value: []byte("hello")}).FirstErr(); err != nil {
+		t.Fatalf("produce to a --topics topic: %v", err)
+	}
+	fetches := cl.PollFetches(ctx)
+	if errs := fetches.Errors(); len(errs) > 0 || fetches.NumRecords() != 1 || string(fetches.Records()[0].Value) != "hello" {
+		t.Fatalf("consumed %d records, errors %v", fetches.NumRecords(), errs)
+	}
+	cl.Close()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("kfake did not stop within 15 s of SIGTERM")
+	}
+}
+
+func TestServeKfakeBadAddr(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"serve", "kfake", "--kafka-addr", "10.1.2.3:9092", "--addr", "127.0.0.1:0"}, &State{Stdout: &stdout, Stderr: &stderr, Getenv: os.Getenv})
+	if code == 0 {
+		t.Fatal("kfake started on a non-loopback address")
+	}
+}

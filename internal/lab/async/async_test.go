@@ -1,0 +1,90 @@
+package async
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// TestPlan checks that the claim compares rows the experiment measures and
+// that quick mode fits the lab's budget of about 90 s.
+func TestPlan(t *testing.T) {
+	labels := map[string]bool{}
+	for _, mode := range []string{modeSync, modeAsync, modeDatabus} {
+		for _, n := range conns {
+			labels[label(mode, n)] = true
+		}
+	}
+	for _, c := range New().Claims() {
+		if !labels[c.Numerator] || !labels[c.Denominator] {
+			t.Errorf("claim %q compares rows that are not measured", c.Text)
+		}
+	}
+	for l := range refs {
+		if !labels[l] {
+			t.Errorf("reference figures for %q, a row that is not measured", l)
+		}
+	}
+	for _, kafka := range []string{lab.KafkaFake, lab.KafkaReal} {
+		if est := New().Estimate(lab.Options{Mode: lab.Quick, Kafka: kafka}); est > 100*time.Second {
+			t.Errorf("quick estimate with %s: %v, over the lab's budget of about 90 s", kafka, est)
+		}
+	}
+}
+
+// TestExperimentQuick runs "hlab lab async --quick" for real (about 70 s:
+// services under quota, kfake, the gateway) and checks the rows: every
+// one measured, and in the async and databus rows every event produced was
+// consumed. Whether the claim holds is the lab's verdict, not the test's.
+func TestExperimentQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the async experiment for about 70 s")
+	}
+	bin := filepath.Join(t.TempDir(), "hlab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	sb, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var progress strings.Builder
+	results, err := lab.RunAll(context.Background(), []lab.Experiment{New()},
+		lab.Options{Mode: lab.Quick, Self: bin, WorkDir: t.TempDir()}, sb, lab.NewProgress(&progress, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := results[0]
+	if res.Error != "" {
+		t.Fatalf("experiment failed: %s\n%s", res.Error, progress.String())
+	}
+	if len(res.Rows) != 6 {
+		t.Fatalf("%d rows, want 6", len(res.Rows))
+	}
+	for _, r := range res.Rows {
+		if r.RPS == nil || *r.RPS <= 0 || r.SuccessRatio == nil || *r.SuccessRatio != 1 {
+			t.Errorf("%s: rps %v, success %v", r.Label, r.RPS, r.SuccessRatio)
+		}
+		if strings.HasPrefix(r.Label, modeSync) {
+			continue
+		}
+		f := r.Figures
+		if f["events_produced"] <= 0 || f["events_produced"] != f["events_consumed"] || f["events_lost"] != 0 {
+			t.Errorf("%s: produced %v, consumed %v, lost %v", r.Label, f["events_produced"], f["events_consumed"], f["events_lost"])
+		}
+		if _, ok := f["consumer_lag_at_end"]; !ok {
+			t.Errorf("%s: no consumer lag", r.Label)
+		}
+	}
+	if res.Ratio == nil {
+		t.Fatalf("no ratio for the claim: %+v", res.Verdicts)
+	}
+	t.Logf("claim ratio %.2f, reproduced %v", *res.Ratio, res.Reproduced)
+}

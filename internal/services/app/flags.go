@@ -1,0 +1,25 @@
+package app
+
+import "flag"
+
+// RegisterFlags adds the app's flags to fs ("hlab serve app").
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Func("mode", "how an event is recorded: sync (POST to --eventlog), async (produce to Kafka, --brokers) or databus (publish through the gateway, --databus) (default sync)", func(v string) error {
+		c.Mode = Mode(v)
+		return nil
+	})
+	fs.StringVar(&c.EventLog, "eventlog", "", "sync: the event log's base URL, e.g. http://127.0.0.1:8081")
+	fs.Func("brokers", "async: Kafka seed brokers, host:port,...", func(v string) error {
+		c.Brokers = append(c.Brokers, splitList(v)...)
+		return nil
+	})
+	fs.StringVar(&c.Topic, "topic", "events", "async, databus: topic of the events (must exist)")
+	fs.StringVar(&c.Databus, "databus", "", "databus: the gateway's gRPC address, host:port")
+	fs.DurationVar(&c.Timeout, "timeout", DefaultTimeout, "sync, databus: bound on recording one event")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to the event log or a Kafka broker")
+	fs.IntVar(&c.Buffer, "buffer", DefaultBuffer, "async: accepted events waiting for Kafka at most; more are refused with 503")
+	fs.DurationVar(&c.KafkaDeadline, "kafka-deadline", DefaultKafkaDeadline, "async: when events wait and Kafka stored none for this long, refuse requests with 503 until it stores again")
+	fs.BoolVar(&c.Drop, "drop", false, "when an event cannot be recorded, answer 200 and count it as dropped instead of 503")
+	fs.IntVar(&c.MaxInflight, "max-inflight", DefaultMaxInflight, "requests served at once; more get 503")
+	fs.DurationVar(&c.FlushTimeout, "flush-timeout", DefaultFlushTimeout, "on shutdown, how long to wait for Kafka or the gateway to store pending events")
+}

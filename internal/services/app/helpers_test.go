@@ -1,0 +1,356 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	rtmetrics "runtime/metrics"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/services/eventlog"
+)
+
+// helperEnv, when set, makes the test binary a consumer process (for the
+// crash test): it consumes from the brokers, topic and group in the
+// variable ("brokers|topic|group") and prints each processed event id on
+// stdout, until killed. It polls up to 1,000 events at once and takes
+// 5 ms more per event, so that a kill lands in the middle of a batch it
+// has not committed.
+const helperEnv = "APP_TEST_HELPER_CONSUMER"
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(helperEnv); v != "" {
+		os.Exit(helperConsumer(v))
+	}
+	os.Exit(depstest.Run(m))
+}
+
+func helperConsumer(spec string) int {
+	parts := strings.Split(spec, "|")
+	var mu sync.Mutex
+	c, err := eventlog.NewConsumer(eventlog.ConsumerConfig{
+		Brokers: strings.Split(parts[0], ","), Topic: parts[1], Group: parts[2],
+		SessionTimeout: 6 * time.Second,
+		MaxPollRecords: 1000, FetchMaxBytes: 1 << 20,
+		Processed: func(ev eventlog.Event) {
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			fmt.Fprintln(os.Stdout, ev.ID) // unbuffered: printed before the commit
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := c.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// checkFor polls cond every 50 ms until it holds or timeout passes.
+func checkFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metric sums the series of a counter or gauge in reg (0 when absent).
+func metric(t testing.TB, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// testApp is an app served by httptest, with its metrics.
+type testApp struct {
+	*App
+	URL string
+	reg *prometheus.Registry
+}
+
+func startApp(t testing.TB, cfg Config) *testApp {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(server.Handler(server.Config{Name: "app", Registry: reg, Ready: a.Ready}, a.Handler()))
+	t.Cleanup(func() {
+		srv.Close()
+		a.Close()
+	})
+	return &testApp{App: a, URL: srv.URL, reg: reg}
+}
+
+func (a *testApp) metric(t testing.TB, name string) float64 { return metric(t, a.reg, name) }
+
+// answer is one GET /handle as the client saw it.
+type answer struct {
+	code    int
+	id      string // X-Event-Id
+	failure string // X-Failure
+	dropped string // X-Event-Dropped
+	err     error
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+func get(url string) answer {
+	resp, err := client.Get(url)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return answer{
+		code: resp.StatusCode, id: resp.Header.Get(eventlog.IDHeader),
+		failure: resp.Header.Get("X-Failure"), dropped: resp.Header.Get("X-Event-Dropped"),
+	}
+}
+
+// load sends GET /handle from workers, each every interval, until stopped,
+// and keeps every answer.
+type load struct {
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	ok   []string       // ids answered 200
+	fail map[string]int // 503s by X-Failure
+	odd  []string       // anything else: must stay empty
+}
+
+func startLoad(url string, workers int, interval time.Duration) *load {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &load{stop: cancel, fail: map[string]int{}}
+	for range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+				a := get(url + "/handle")
+				l.mu.Lock()
+				switch {
+				case a.err == nil && a.code == 200 && a.id != "":
+					l.ok = append(l.ok, a.id)
+				case a.err == nil && a.code == 503 && a.failure != "":
+					l.fail[a.failure]++
+				default:
+					l.odd = append(l.odd, fmt.Sprintf("status %d id %q err %v", a.code, a.id, a.err))
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+// finish stops the load and waits for the answers in flight.
+func (l *load) finish() {
+	l.stop()
+	l.wg.Wait()
+}
+
+func (l *load) counts() (ok, failed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range l.fail {
+		failed += n
+	}
+	return len(l.ok), failed
+}
+
+// tracker collects the ids consumers processed.
+type tracker struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func newTracker() *tracker { return &tracker{seen: map[string]int{}} }
+
+func (tr *tracker) add(ev eventlog.Event) { tr.addID(ev.ID) }
+
+func (tr *tracker) addID(id string) {
+	tr.mu.Lock()
+	tr.seen[id]++
+	tr.mu.Unlock()
+}
+
+func (tr *tracker) total() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, c := range tr.seen {
+		n += c
+	}
+	return n
+}
+
+// missing returns the ids of want not processed (at most 5 shown).
+func (tr *tracker) missing(want []string) (n int, some []string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, id := range want {
+		if tr.seen[id] == 0 {
+			n++
+			if len(some) < 5 {
+				some = append(some, id)
+			}
+		}
+	}
+	return n, some
+}
+
+// duplicates counts processings beyond the first, over all consumers.
+func duplicates(trs ...*tracker) (unique, dups int) {
+	all := map[string]int{}
+	for _, tr := range trs {
+		tr.mu.Lock()
+		for id, c := range tr.seen {
+			all[id] += c
+		}
+		tr.mu.Unlock()
+	}
+	for _, c := range all {
+		unique++
+		dups += c - 1
+	}
+	return unique, dups
+}
+
+// startConsumer runs an event log consumer in this process until stop.
+func startConsumer(t testing.TB, cfg eventlog.ConsumerConfig) (reg *prometheus.Registry, stop func()) {
+	t.Helper()
+	reg = prometheus.NewRegistry()
+	cfg.Registry = reg
+	c, err := eventlog.NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Run(ctx); err != nil {
+			t.Errorf("consumer: %v", err)
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			c.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return reg, stop
+}
+
+// startHelperConsumer runs a consumer as a child process (this test
+// binary) whose processed ids go to tr; kill ends it with SIGKILL.
+func startHelperConsumer(t testing.TB, brokers []string, topic, group string, tr *tracker) (kill func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(brokers, ",")+"|"+topic+"|"+group)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			tr.addID(strings.TrimSpace(sc.Text()))
+		}
+	}()
+	var once sync.Once
+	kill = func() {
+		once.Do(func() {
+			cmd.Process.Kill()
+			<-read
+			cmd.Wait()
+		})
+	}
+	t.Cleanup(kill)
+	return kill
+}
+
+// heapSampler keeps the largest Go heap (live and unswept objects) of
+// this process seen every 50 ms.
+type heapSampler struct {
+	stop chan struct{}
+	done chan struct{}
+	max  uint64
+}
+
+func sampleHeap() *heapSampler {
+	h := &heapSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			rtmetrics.Read(s)
+			h.max = max(h.max, s[0].Value.Uint64())
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return h
+}
+
+// Stop returns the largest heap seen, in MB.
+func (h *heapSampler) Stop() float64 {
+	close(h.stop)
+	<-h.done
+	return float64(h.max) / (1 << 20)
+}

@@ -1,0 +1,221 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+)
+
+func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
+
+// checkFor polls cond every 50 ms until it holds or timeout passes.
+func checkFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// produce writes events with ids prefix-0.. and returns the ids.
+func produce(t testing.TB, cl *kgo.Client, topic, prefix string, n int) []string {
+	t.Helper()
+	var ids []string
+	var recs []*kgo.Record
+	for i := range n {
+		ev := Event{ID: fmt.Sprintf("%s-%d", prefix, i), Time: time.Now(), Body: "body"}
+		b, _ := json.Marshal(ev)
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(ev.ID), Value: b})
+		ids = append(ids, ev.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	return ids
+}
+
+// tracker collects what a consumer processed.
+type tracker struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func newTracker() *tracker { return &tracker{seen: map[string]int{}} }
+
+func (tr *tracker) add(ev Event) {
+	tr.mu.Lock()
+	tr.seen[ev.ID]++
+	tr.mu.Unlock()
+}
+
+func (tr *tracker) snapshot() map[string]int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := make(map[string]int, len(tr.seen))
+	for k, v := range tr.seen {
+		out[k] = v
+	}
+	return out
+}
+
+func (tr *tracker) has(ids []string) bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, id := range ids {
+		if tr.seen[id] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// running is a consumer running in the background.
+type running struct {
+	c    *Consumer
+	reg  *prometheus.Registry
+	stop func() error
+}
+
+func startConsumer(t testing.TB, cfg ConsumerConfig) *running {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	c, err := NewConsumer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+			c.Close()
+		})
+		return runErr
+	}
+	t.Cleanup(func() { stop() })
+	return &running{c: c, reg: reg, stop: stop}
+}
+
+// TestConsumer checks, against kfake and the real broker, that every
+// event is processed once, a redelivered id is counted as a duplicate, a
+// record that is not an event is skipped and counted, the group's commits
+// reach the end of the topic, and the lag gauge returns to 0.
+func TestConsumer(t *testing.T) {
+	for _, kind := range deps.KafkaKinds {
+		t.Run(string(kind), func(t *testing.T) {
+			k := depstest.Kafka(t, kind)
+			topic := depstest.Topic(t, k, 1)
+			group := depstest.Group(t)
+			cl := depstest.Client(t, k)
+
+			ids := produce(t, cl, topic, "a", 50)
+			dup := produce(t, cl, topic, "a", 1) // a-0 again: a redelivery as the consumer sees it
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("not json")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+
+			tr := newTracker()
+			r := startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr.add, MaxPollRecords: 7})
+			checkFor(t, 30*time.Second, "every event processed", func() bool { return tr.has(ids) })
+			checkFor(t, 10*time.Second, "the duplicate and the malformed record counted", func() bool {
+				return metric(t, r.reg, "eventlog_consumer_duplicates_total") == 1 && metric(t, r.reg, "eventlog_consumer_malformed_total") == 1
+			})
+			if got := metric(t, r.reg, "eventlog_consumed_total"); got != 50 {
+				t.Fatalf("eventlog_consumed_total = %v, want 50 (duplicate %s excluded)", got, dup[0])
+			}
+			if err := r.c.Ready(); err != nil {
+				t.Fatalf("Ready after consuming: %v", err)
+			}
+			adm := kadm.NewClient(cl)
+			checkFor(t, 15*time.Second, "the group's lag in kafka to reach 0", func() bool {
+				ls, err := adm.Lag(context.Background(), group)
+				if err != nil {
+					return false
+				}
+				l := ls[group]
+				return l.Error() == nil && l.Lag.Total() == 0
+			})
+			checkFor(t, 5*time.Second, "the lag gauge to reach 0", func() bool {
+				return metric(t, r.reg, "eventlog_consumer_lag_records") == 0
+			})
+			for id, n := range tr.snapshot() {
+				if n != 1 {
+					t.Errorf("event %s processed %d times in one process", id, n)
+				}
+			}
+		})
+	}
+}
+
+// TestConsumerResumesAfterGracefulStop checks that a member stopped
+// gracefully commits what it processed, so its successor resumes after it
+// and processes only the events it has not seen.
+func TestConsumerResumesAfterGracefulStop(t *testing.T) {
+	for _, kind := range deps.KafkaKinds {
+		t.Run(string(kind), func(t *testing.T) {
+			k := depstest.Kafka(t, kind)
+			topic := depstest.Topic(t, k, 1)
+			group := depstest.Group(t)
+			cl := depstest.Client(t, k)
+
+			first := produce(t, cl, topic, "first", 30)
+			tr1 := newTracker()
+			r1 := startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr1.add})
+			checkFor(t, 30*time.Second, "the first events processed", func() bool { return tr1.has(first) })
+			if err := r1.stop(); err != nil {
+				t.Fatalf("Run after a graceful stop = %v, want nil", err)
+			}
+
+			second := produce(t, cl, topic, "second", 30)
+			tr2 := newTracker()
+			startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr2.add})
+			checkFor(t, 30*time.Second, "the second events processed by the successor", func() bool { return tr2.has(second) })
+			seen2 := tr2.snapshot()
+			for _, id := range first {
+				if seen2[id] > 0 {
+					t.Fatalf("the successor processed %s again: the graceful stop did not commit", id)
+				}
+			}
+		})
+	}
+}
+
+func TestConsumerConfig(t *testing.T) {
+	if _, err := NewConsumer(ConsumerConfig{}); err == nil {
+		t.Fatal("NewConsumer without brokers succeeded")
+	}
+	c, err := NewConsumer(ConsumerConfig{Brokers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.cfg.Topic != DefaultTopic || c.cfg.Group != DefaultGroup || c.cfg.DedupWindow != DefaultDedupWindow {
+		t.Fatalf("defaults not applied: %+v", c.cfg)
+	}
+	if c.Ready() == nil {
+		t.Fatal("Ready before Kafka answered")
+	}
+}

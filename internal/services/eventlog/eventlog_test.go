@@ -1,0 +1,96 @@
+package eventlog
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestLogMarshalsEveryIteration(t *testing.T) {
+	// Each marshalled string is 50 letters plus two quotes.
+	if got, want := Log(), 1001*(LogStringLen+2); got != want {
+		t.Fatalf("Log() marshalled %d bytes, want %d", got, want)
+	}
+}
+
+func TestPostEvents(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(Handler(reg))
+	defer srv.Close()
+
+	tests := []struct {
+		name     string
+		method   string
+		body     string
+		wantCode int
+		wantBody string
+	}{
+		{"saved", "POST", `{"id":"1","body":"x"}`, 200, Saved},
+		{"empty", "POST", "", 400, "empty event"},
+		{"too large", "POST", strings.Repeat("x", MaxEventBytes+1), 413, "at most"},
+		{"wrong method", "GET", "", 405, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tt.method, srv.URL+"/events", strings.NewReader(tt.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantCode {
+				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.wantCode, b)
+			}
+			if !strings.Contains(string(b), tt.wantBody) {
+				t.Fatalf("body %q, want it to contain %q", b, tt.wantBody)
+			}
+		})
+	}
+	if got := metric(t, reg, "eventlog_http_events_total"); got != 1 {
+		t.Fatalf("eventlog_http_events_total = %v, want 1", got)
+	}
+}
+
+func TestWindow(t *testing.T) {
+	w := newWindow(3)
+	steps := []struct {
+		id      string
+		wantDup bool
+	}{
+		{"a", false}, {"b", false}, {"a", true}, {"c", false},
+		{"d", false}, // evicts a
+		{"a", false}, // forgotten: processed again (at-least-once)
+		{"d", true}, {"b", false},
+	}
+	for i, s := range steps {
+		if got := w.add(s.id); got != s.wantDup {
+			t.Fatalf("step %d: add(%q) = %v, want %v", i, s.id, got, s.wantDup)
+		}
+	}
+	if len(w.ids) != 3 {
+		t.Fatalf("window holds %d ids, want 3", len(w.ids))
+	}
+}
+
+// metric sums the series of a counter or gauge in reg (0 when absent).
+func metric(t testing.TB, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
