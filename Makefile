@@ -29,13 +29,19 @@ vet:
 test: deps vet
 	HLAB_REQUIRE_DEPS=1 $(GO) test -race -timeout 30m ./...
 
-bench: deps build
 # Go benchmarks one package at a time (-p 1: packages measured side by side
 # on 2 cores would slow each other), among them internal/userrepo: report
 # B's Get over Postgres, Redis, MongoDB (a stand-in) and the replica, with
 # the replica/Redis ratio.
+bench: deps build
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem ./...
 	bench/loadgen-vs-wrk.sh
+	bench/databus.sh
+
+# Only the databus gateway's speed targets (echo, publish, idle streams).
+.PHONY: bench-databus
+bench-databus: build
+	bench/databus.sh
 
 clean:
 	rm -rf bin lab-report

@@ -11,6 +11,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/async"
+	"github.com/highload-lab/hlab/internal/lab/databus"
 	replicaexp "github.com/highload-lab/hlab/internal/lab/replica"
 	"github.com/highload-lab/hlab/internal/lab/nosql"
 	"github.com/highload-lab/hlab/internal/lab/scale"
@@ -27,6 +28,7 @@ func experiments() []lab.Experiment {
 		replicaexp.New(),
 		nosql.New(),
 		timeouts.New(),
+		databus.New(),
 	}
 }
 

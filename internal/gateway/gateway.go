@@ -199,6 +199,7 @@ func (g *Gateway) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
 		kgo.RecordDeliveryTimeout(g.cfg.ProduceTimeout),
 		kgo.RetryTimeout(g.cfg.KafkaTimeout),
 		kgo.ProducerBatchMaxBytes(int32(max(g.cfg.MaxMessageBytes+1024, 1<<20))),
+		kgo.WithHooks(kafkaHook{g.m}),
 	}
 	opts = append(opts, g.cfg.KafkaOpts...)
 	return append(opts, extra...)

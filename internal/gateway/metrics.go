@@ -1,6 +1,12 @@
 package gateway
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
 
 type metrics struct {
 	streams        *prometheus.GaugeVec // by kind: publish, subscribe
@@ -14,6 +20,8 @@ type metrics struct {
 	acksIgnored    prometheus.Counter     // acks for unknown or revoked offsets
 	commits        *prometheus.CounterVec // by result: ok, error
 	streamErrors   *prometheus.CounterVec // streams ended with an error, by code
+	kafkaRequests  *prometheus.CounterVec // requests written to Kafka, by API: the load the gateway puts on Kafka
+	kafkaProduce   prometheus.Counter     // kafkaRequests' Produce child, resolved once
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,8 +48,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		streamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "databus_stream_errors_total", Help: "Streams ended with an error status, by code.",
 		}, []string{"code"}),
+		kafkaRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "databus_kafka_requests_total", Help: "Requests written to Kafka brokers, by API (Produce, Fetch, ...): aggregation shows here as fewer Produce requests per message.",
+		}, []string{"api"}),
 	}
+	m.kafkaProduce = m.kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce)))
 	reg.MustRegister(m.streams, m.messagesIn, m.messagesOut, m.bytesIn, m.bytesOut, m.publishErrors,
-		m.publishLatency, m.unacked, m.acksIgnored, m.commits, m.streamErrors)
+		m.publishLatency, m.unacked, m.acksIgnored, m.commits, m.streamErrors, m.kafkaRequests)
 	return m
+}
+
+// kafkaHook counts the requests every Kafka client of the gateway writes.
+type kafkaHook struct{ m *metrics }
+
+var _ kgo.HookBrokerWrite = kafkaHook{}
+
+func (h kafkaHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	if key == int16(kmsg.Produce) {
+		h.m.kafkaProduce.Inc()
+		return
+	}
+	h.m.kafkaRequests.WithLabelValues(kmsg.NameForKey(key)).Inc()
 }

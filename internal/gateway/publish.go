@@ -42,28 +42,22 @@ type publisher struct {
 	g      *Gateway
 	s      streamSettings
 	stream databusv1.DataBus_PublishServer
-	out    chan *databusv1.PublishResponse
+	// out carries answers from Kafka's callbacks to the stream's goroutine,
+	// which sends them. It holds maxInflight answers, so a callback never
+	// blocks (a blocked callback would stall every stream sharing the
+	// aggregated producer).
+	out chan *databusv1.PublishResponse
 
-	inflight atomic.Int32
-	batches  sync.WaitGroup // batches accepted and not yet answered
+	// outstanding counts batches accepted and not yet answered. Only the
+	// stream's goroutine, which both accepts and sends, touches it: an
+	// answer is counted off before it is sent, so a client that waits for
+	// answers never finds the gateway counting more than it has in flight.
+	outstanding int
 
 	producer *kgo.Client // this stream's own, made on its first batch
 }
 
 func (p *publisher) run(ctx context.Context) error {
-	// One goroutine sends: a gRPC stream allows one sender at a time.
-	sendErr := make(chan error, 1)
-	go func() {
-		for resp := range p.out {
-			if err := p.stream.Send(resp); err != nil {
-				sendErr <- err
-				for range p.out { // keep draining so producers never block
-				}
-				return
-			}
-		}
-		sendErr <- nil
-	}()
 	// Recv runs apart so a drain can end the stream while Recv blocks.
 	type recv struct {
 		req *databusv1.PublishRequest
@@ -84,18 +78,35 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 	}()
 
+	// This goroutine is the stream's one sender (gRPC allows one at a
+	// time): no goroutine of its own for sending, which at thousands of
+	// streams is memory, and per message a hand-off.
+	var sendErr error
+	send := func(resp *databusv1.PublishResponse) {
+		p.outstanding--
+		if sendErr == nil { // after a failed send the client is gone: drop answers
+			sendErr = p.stream.Send(resp)
+		}
+	}
 	finish := func(err error) error {
-		p.batches.Wait() // answer every accepted batch before ending
-		close(p.out)
-		if sErr := <-sendErr; err == nil && sErr != nil && ctx.Err() == nil {
-			err = streamError(codes.Unavailable, "sending to the client failed: %v", sErr)
+		for p.outstanding > 0 { // answer every accepted batch before ending
+			send(<-p.out)
+		}
+		if err == nil && sendErr != nil && ctx.Err() == nil {
+			err = streamError(codes.Unavailable, "sending to the client failed: %v", sendErr)
 		}
 		return err
 	}
 	for {
 		select {
+		case resp := <-p.out:
+			send(resp)
 		case <-p.g.draining:
 			return finish(streamError(codes.Unavailable, "%v", ErrDraining))
+		case <-ctx.Done():
+			// The client went away. The receiving goroutine may have seen
+			// this before handing over Recv's error, so do not wait for it.
+			return finish(nil)
 		case r := <-reqs:
 			if errors.Is(r.err, io.EOF) {
 				return finish(nil)
@@ -110,30 +121,29 @@ func (p *publisher) run(ctx context.Context) error {
 	}
 }
 
-// accept starts producing one batch, or returns the error that ends the stream.
+// accept starts producing one batch, whose answer comes through out, or
+// returns the error that ends the stream (and no answer comes).
 func (p *publisher) accept(req *databusv1.PublishRequest) error {
 	n := len(req.Messages)
 	if n > p.g.cfg.MaxBatchMessages {
 		return streamError(codes.InvalidArgument, "batch %d has %d messages, more than the limit %d: split it", req.BatchId, n, p.g.cfg.MaxBatchMessages)
 	}
-	if in := p.inflight.Add(1); int(in) > p.s.maxInflight {
-		p.inflight.Add(-1)
+	if p.outstanding >= p.s.maxInflight {
 		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
 	}
-	p.batches.Add(1)
 	start := time.Now()
 	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
 	if p.g.cfg.Echo || n == 0 {
 		resp.Stored = uint32(n)
+		p.outstanding++
 		p.answer(resp, start)
 		return nil
 	}
 	producer, err := p.producerClient()
 	if err != nil {
-		p.batches.Done()
-		p.inflight.Add(-1)
 		return streamError(codes.Unavailable, "%v", err)
 	}
+	p.outstanding++
 	b := &batch{p: p, resp: resp, start: start}
 	b.remaining.Store(int32(n))
 	for i, m := range req.Messages {
@@ -187,8 +197,6 @@ func (p *publisher) closeProducer() {
 func (p *publisher) answer(resp *databusv1.PublishResponse, start time.Time) {
 	p.g.m.publishLatency.Observe(time.Since(start).Seconds())
 	p.out <- resp // never blocks: out holds maxInflight answers
-	p.inflight.Add(-1)
-	p.batches.Done()
 }
 
 // batch collects the outcome of one batch's records.

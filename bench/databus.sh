@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# databus.sh: the databus gateway's speed targets (issue 3, report D), with
+# the gateway on CPU 0 (GOMAXPROCS=1) and the checker on CPU 1:
+#
+#   echo                 >= 75,000 round trips/s  (50 clients, one message per
+#                           request, each answer awaited: the report's 300k
+#                           msg/s on 4 cores is 75k per core)
+#   throughput publish   >= 200,000 msgs/s through kfake (10 clients, batches
+#                           of 100, 16 in flight, aggregation off)
+#   idle streams         <= 40 KB of gateway RSS per stream at 10,000 streams
+#
+# kfake (hlab serve kfake, in memory) shares CPU 1 with the checker. Each
+# figure is the median of ROUNDS runs; the throughput rounds are verified
+# (every acked message consumed, 0 lost) once publishing ended. The idle
+# streams open IDLE_CONNECTIONS connections (default 1,000: ten streams per
+# connection; one process holds at most RLIMIT_NOFILE connections) on a
+# fresh gateway; the one-connection-per-stream figure is printed beside it.
+# Prints PASS/FAIL per target and exits 1 if any FAILs.
+#
+# Usage: bench/databus.sh             (from anywhere in the repo)
+# Environment:
+#   HLAB=./bin/hlab   the hlab binary     ROUNDS=3          runs per figure
+#   DURATION=5s       measured per run    WARMUP=1s
+#   ECHO_CLIENTS=50   THROUGHPUT_CLIENTS=10
+#   IDLE_STREAMS=10000  IDLE_CONNECTIONS=1000  PER_CONNECTION=1 (also 1 conn/stream)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+HLAB=${HLAB:-./bin/hlab}
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5s}
+WARMUP=${WARMUP:-1s}
+ECHO_CLIENTS=${ECHO_CLIENTS:-50}
+THROUGHPUT_CLIENTS=${THROUGHPUT_CLIENTS:-10}
+IDLE_STREAMS=${IDLE_STREAMS:-10000}
+IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-1000}
+PER_CONNECTION=${PER_CONNECTION:-1}
+ECHO_TARGET=75000
+THROUGHPUT_TARGET=200000
+IDLE_TARGET_KB=40
+
+die() { echo "databus bench: $*" >&2; exit 2; }
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+json() { python3 -c 'import json,sys; r=json.load(sys.stdin); print(eval(sys.argv[1], {}, {"r": r}))' "$1"; }
+median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+ge() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2"; }
+fmt() { python3 -c 'import sys; print(f"{float(sys.argv[1]):,.0f}")' "$1"; }
+
+[ -x "$HLAB" ] || die "no hlab binary at $HLAB (make build, or set HLAB=path)"
+[ "$(nproc)" -ge 2 ] || die "needs 2 CPUs: the gateway gets CPU 0, the checker CPU 1"
+command -v taskset >/dev/null || die "taskset not found (util-linux)"
+command -v python3 >/dev/null || die "python3 not found"
+command -v curl >/dev/null || die "curl not found"
+need_fds=$((IDLE_STREAMS + 100))
+[ "$(ulimit -Hn)" -ge "$need_fds" ] || die "RLIMIT_NOFILE hard limit $(ulimit -Hn) < $need_fds: raise it (ulimit -Hn) or lower IDLE_STREAMS"
+ulimit -n "$(ulimit -Hn)"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+go build -o "$work/databus-checker" ./cmd/databus-checker
+CHECKER="$work/databus-checker"
+
+await() { # await URL PID NAME
+	for _ in $(seq 100); do
+		kill -0 "$2" 2>/dev/null || die "$3 exited: $(tail -5 "$work/$3.log")"
+		curl -sf "$1" >/dev/null && return 0
+		sleep 0.1
+	done
+	die "$3 not ready at $1: $(tail -5 "$work/$3.log")"
+}
+
+# kfake on CPU 1, beside the checker.
+KAFKA=127.0.0.1:$(freeport)
+KHTTP=127.0.0.1:$(freeport)
+taskset -c 1 "$HLAB" serve kfake --addr "$KHTTP" --kafka-addr "$KAFKA" --partitions 10 >"$work/kfake.log" 2>&1 &
+KFAKE_PID=$!
+pids+=("$KFAKE_PID")
+await "http://$KHTTP/healthz" "$KFAKE_PID" kfake
+
+GW_PID=
+GRPC=
+GHTTP=
+start_gateway() { # start_gateway FLAGS...: a fresh gateway on CPU 0
+	stop_gateway
+	GRPC=127.0.0.1:$(freeport)
+	GHTTP=127.0.0.1:$(freeport)
+	GOMAXPROCS=1 taskset -c 0 "$HLAB" serve databus --addr "$GHTTP" --grpc-addr "$GRPC" "$@" >"$work/gateway.log" 2>&1 &
+	GW_PID=$!
+	pids+=("$GW_PID")
+	await "http://$GHTTP/healthz" "$GW_PID" gateway
+}
+stop_gateway() {
+	if [ -n "$GW_PID" ]; then
+		kill "$GW_PID" 2>/dev/null || true
+		wait "$GW_PID" 2>/dev/null || true
+		GW_PID=
+	fi
+}
+checker() { # checker ARGS...: the checker on CPU 1, its JSON on stdout (exit 1 = lost messages: still JSON)
+	local rc=0
+	taskset -c 1 "$CHECKER" --target "$GRPC" --quiet --json "$@" >"$work/checker.json" 2>"$work/checker.err" || rc=$?
+	if [ "$rc" -gt 1 ] || ! grep -q '"scenario"' "$work/checker.json"; then
+		echo "databus bench: checker failed ($*): $(tail -5 "$work/checker.err")" >&2
+		exit 2
+	fi
+	cat "$work/checker.json"
+}
+
+fails=0
+verdict() { # verdict OK? LINE
+	if [ "$1" = 1 ]; then echo "PASS  $2"; else echo "FAIL  $2"; fails=$((fails + 1)); fi
+}
+
+echo "databus bench: gateway on CPU 0 (GOMAXPROCS=1), checker and kfake on CPU 1; $ROUNDS rounds of $DURATION after $WARMUP warm-up" >&2
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine lowers these figures)" >&2
+
+# The gateway's CPU time (user+system, seconds) and the wall clock, to say
+# how much of its core it used and what a message cost: when another
+# process takes CPU 0, the gateway uses less than a core and the rate
+# drops, while the cost per message stays about the same.
+gw_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14+$15)/hz}' "/proc/$GW_PID/stat"; }
+now() { date +%s.%N; }
+cost() { # cost CPU0 CPU1 T0 T1 MESSAGES -> "cores, us/msg"
+	python3 -c 'import sys; c0,c1,t0,t1,n=map(float,sys.argv[1:]); c=c1-c0; print(f"gateway used {c/(t1-t0):.2f} cores, {c/n*1e6:.1f} us of CPU per message")' "$@"
+}
+
+# 1. Echo: round trips/s.
+start_gateway --echo
+checker --scenario echo --streams "$ECHO_CLIENTS" --warmup 1s --duration 1s >/dev/null # warm the machine up
+echo_runs=()
+for i in $(seq "$ROUNDS"); do
+	c0=$(gw_cpu); t0=$(now)
+	out=$(checker --scenario echo --streams "$ECHO_CLIENTS" --warmup "$WARMUP" --duration "$DURATION")
+	c1=$(gw_cpu); t1=$(now)
+	r=$(echo "$out" | json 'r["msgs_per_s"]')
+	echo "  echo round $i: $(fmt "$r") round trips/s; $(cost "$c0" "$c1" "$t0" "$t1" "$(echo "$out" | json 'r["acked"]')")" >&2
+	echo_runs+=("$r")
+done
+echo_med=$(median "${echo_runs[@]}")
+ok=0; ge "$echo_med" "$ECHO_TARGET" && ok=1
+verdict $ok "echo, $ECHO_CLIENTS clients, 1 msg/request: $(fmt "$echo_med") round trips/s (median of $ROUNDS; target >= $(fmt $ECHO_TARGET))"
+# Beside it, not judged: the same clients pipelining 16 requests each, so
+# that reads and writes carry several messages per system call.
+c0=$(gw_cpu); t0=$(now)
+out=$(checker --scenario echo --streams "$ECHO_CLIENTS" --inflight 16 --warmup "$WARMUP" --duration "$DURATION")
+c1=$(gw_cpu); t1=$(now)
+echo "info  echo, $ECHO_CLIENTS clients, 16 requests in flight each: $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s; $(cost "$c0" "$c1" "$t0" "$t1" "$(echo "$out" | json 'r["acked"]')")"
+
+# 2. Throughput-optimized publish through kfake, verified.
+start_gateway --brokers "$KAFKA"
+thr_runs=()
+lost_total=0
+for i in $(seq "$ROUNDS"); do
+	c0=$(gw_cpu); t0=$(now)
+	out=$(checker --scenario throughput --streams "$THROUGHPUT_CLIENTS" --batch 100 --inflight 16 \
+		--topic "bench-$$-$i" --brokers "$KAFKA" --warmup "$WARMUP" --duration "$DURATION" \
+		--groups 1 --members 2 --consume after)
+	c1=$(gw_cpu); t1=$(now)
+	r=$(echo "$out" | json 'r["msgs_per_s"]')
+	lost=$(echo "$out" | json 'r["delivery"]["lost"]')
+	acked=$(echo "$out" | json 'r["delivery"]["acked"]')
+	echo "  throughput round $i: $(fmt "$r") msgs/s; $acked acked, $lost lost; $(cost "$c0" "$c1" "$t0" "$t1" "$((acked * 2))") (published and consumed)" >&2
+	thr_runs+=("$r")
+	lost_total=$((lost_total + lost))
+done
+thr_med=$(median "${thr_runs[@]}")
+ok=0; ge "$thr_med" "$THROUGHPUT_TARGET" && [ "$lost_total" = 0 ] && ok=1
+verdict $ok "throughput-optimized publish, $THROUGHPUT_CLIENTS clients x batches of 100, kfake: $(fmt "$thr_med") msgs/s (median of $ROUNDS; target >= $(fmt $THROUGHPUT_TARGET)); $lost_total lost"
+
+# 3. Idle streams: RSS per stream, on a fresh gateway each.
+idle() { # idle CONNECTIONS -> KB per stream
+	start_gateway --brokers "$KAFKA"
+	checker --scenario ticker --streams "$IDLE_STREAMS" --connections "$1" --aggregation --interval 1h \
+		--warmup 0 --duration 100ms --topic "bench-idle-$$-$1" --brokers "$KAFKA" \
+		--gateway-metrics "http://$GHTTP/metrics" --settle 3s | json 'r["gateway"]["rss_kb_per_stream"]'
+}
+kb=$(idle "$IDLE_CONNECTIONS")
+ok=0; ge "$IDLE_TARGET_KB" "$kb" && ok=1
+verdict $ok "$(fmt "$IDLE_STREAMS") idle streams on $(fmt "$IDLE_CONNECTIONS") connections: $(printf %.1f "$kb") KB gateway RSS per stream (target <= $IDLE_TARGET_KB KB)"
+if [ "$PER_CONNECTION" = 1 ] && [ "$IDLE_CONNECTIONS" != "$IDLE_STREAMS" ]; then
+	kb1=$(idle "$IDLE_STREAMS")
+	echo "info  $(fmt "$IDLE_STREAMS") idle streams, one connection each: $(printf %.1f "$kb1") KB per stream (gRPC's per-connection goroutines and buffers included; not the target's shape above)"
+fi
+stop_gateway
+
+if [ "$fails" -gt 0 ]; then
+	echo "databus bench: $fails target(s) FAILED" >&2
+	exit 1
+fi
+echo "databus bench: every target met" >&2

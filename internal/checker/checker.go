@@ -1,0 +1,248 @@
+// Package checker is the load and correctness checker of the databus
+// gateway (cmd/databus-checker), after the checker of report D: publish
+// scenarios (echo, latency-optimized, throughput-optimized, ticker) and
+// consumer groups (G groups x M members, batch size, processing delay).
+//
+// It reports messages/s, publish latency (request sent to answer) and
+// end-to-end latency (sent to received by a consumer) as HdrHistogram
+// percentiles, errors by gRPC status, and it verifies delivery: every
+// message carries its run, stream, sequence number and send time in a
+// header; every message Kafka acknowledged to a publisher must be received
+// by every consumer group at least once. Messages acked and never received
+// are lost (the run fails); receiving one twice is a duplicate (allowed:
+// delivery is at least once, and counted).
+//
+// Each stream gets a gRPC connection of its own by default (the report's
+// lesson: streams on one connection serialize); Config.Connections spreads
+// them over fewer.
+//
+//	res, err := checker.Run(ctx, checker.Config{
+//		Target: "127.0.0.1:7070", Topic: "orders", Scenario: checker.Throughput,
+//		Streams: 10, Groups: 2, Members: 3,
+//	})
+//	if err != nil { ... }
+//	res.WriteText(os.Stdout)
+//	if !res.OK() { os.Exit(1) }
+package checker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Progress receives what the checker is doing, for people; nil is quiet.
+type Progress func(format string, args ...any)
+
+// Run runs the scenario cfg describes and returns what it measured. An
+// error means the run could not be made (no gateway, unknown topic);
+// lost messages are not an error: they are in the Result (see OK).
+func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	if len(cfg.Brokers) > 0 {
+		if err := ensureTopic(ctx, cfg.Brokers, cfg.Topic, cfg.Partitions); err != nil {
+			return nil, err
+		}
+	}
+	run := rand.Uint64()
+	errs := &errorCounts{}
+	led := newLedger(cfg.Streams, cfg.Groups)
+	res := newResult(&cfg)
+
+	var cons *consumers
+	startConsumers := func() error {
+		cons = newConsumers(&cfg, run, led, errs)
+		return cons.start(ctx)
+	}
+	defer func() {
+		if cons != nil {
+			cons.stop()
+		}
+	}()
+	if cfg.Groups > 0 && cfg.Consume == Concurrent {
+		if err := startConsumers(); err != nil {
+			return nil, err
+		}
+		progress("%d group(s) x %d member(s) joining", cfg.Groups, cfg.Members)
+		if !cons.awaitAssigned(ctx, 15*time.Second) {
+			progress("groups still settling after 15s; publishing anyway")
+		}
+	}
+
+	var rssBefore int64
+	if cfg.GatewayMetrics != "" {
+		var err error
+		if rssBefore, err = GatewayRSS(ctx, cfg.GatewayMetrics); err != nil {
+			return nil, err
+		}
+	}
+	pubs := newPublishers(&cfg, run, led, errs)
+	defer pubs.close()
+	progress("opening %d stream(s) on %d connection(s)", cfg.Streams, max(1, min(cfg.Streams, connsOr(cfg.Connections, cfg.Streams))))
+	openStart := time.Now()
+	if err := pubs.open(ctx); err != nil {
+		return nil, err
+	}
+	res.OpenSeconds = time.Since(openStart).Seconds()
+	if cfg.GatewayMetrics != "" {
+		progress("streams open; idle for %v before reading the gateway's RSS", cfg.Settle)
+		select {
+		case <-time.After(cfg.Settle):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		after, err := GatewayRSS(ctx, cfg.GatewayMetrics)
+		if err != nil {
+			return nil, err
+		}
+		res.Gateway = &GatewayMemory{
+			RSSBeforeMB: mb(rssBefore), RSSOpenMB: mb(after),
+			KBPerStream: float64(after-rssBefore) / 1024 / float64(cfg.Streams),
+		}
+	}
+
+	begin := time.Now()
+	win := window{start: begin.Add(cfg.Warmup), end: begin.Add(cfg.Warmup + cfg.Duration)}
+	if cons != nil {
+		cons.win.Store(&win)
+	}
+	progress("%s: %d stream(s), batch %d, %d in flight, aggregation %v: warm-up %v, then %v measured",
+		cfg.Scenario, cfg.Streams, cfg.Batch, cfg.Inflight, cfg.Aggregation, cfg.Warmup, cfg.Duration)
+	if cfg.OnWindow != nil {
+		done := make(chan struct{})
+		opener := time.AfterFunc(time.Until(win.start), func() { cfg.OnWindow(true); close(done) })
+		pubs.publish(ctx, begin, win)
+		if opener.Stop() { // the run ended before the window opened
+			cfg.OnWindow(true)
+		} else {
+			<-done
+		}
+		cfg.OnWindow(false)
+	} else {
+		pubs.publish(ctx, begin, win)
+	}
+	publishEnd := time.Now()
+	res.publishFigures(pubs, cfg.Duration)
+
+	if cfg.Groups > 0 {
+		if cfg.Consume == After {
+			if err := startConsumers(); err != nil {
+				return nil, err
+			}
+		}
+		progress("waiting up to %v for every group to receive every acked message", cfg.DrainTimeout)
+		drainStart := time.Now()
+		deadline := drainStart.Add(cfg.DrainTimeout)
+		for !led.complete() && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		drained := time.Now()
+		cons.stop()
+		from := begin
+		if cfg.Consume == After {
+			from = drainStart
+		}
+		res.deliveryFigures(led, cons, drained.Sub(from), drained.Sub(publishEnd))
+		cons = nil // stopped
+	}
+	res.Errors = errs.snapshot()
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+func connsOr(c, streams int) int {
+	if c == 0 {
+		return streams
+	}
+	return c
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+// ensureTopic creates topic when Kafka does not have it.
+func ensureTopic(ctx context.Context, brokers []string, topic string, partitions int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return fmt.Errorf("checker: kafka client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	rs, err := adm.CreateTopics(ctx, int32(partitions), 1, nil, topic)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("checker: create topic %q at %v: %w", topic, brokers, err)
+	}
+	// A broker answers CreateTopics before its metadata shows the topic
+	// (KRaft propagates it asynchronously): wait until every partition
+	// has a leader, or the gateway would rightly answer NotFound.
+	for {
+		details, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 && leadersKnown(d) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("checker: topic %q created but not visible in %v's metadata: %w", topic, brokers, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func leadersKnown(d kadm.TopicDetail) bool {
+	for _, p := range d.Partitions {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// GatewayRSS reads the gateway's resident memory, in bytes, from its
+// Prometheus /metrics (process_resident_memory_bytes).
+func GatewayRSS(ctx context.Context, metricsURL string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
+	if err != nil {
+		return 0, fmt.Errorf("checker: gateway metrics URL %q: %w", metricsURL, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("checker: read the gateway's RSS: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("checker: gateway RSS %q: %w", v, err)
+			}
+			return int64(f), nil
+		}
+	}
+	return 0, fmt.Errorf("checker: %s has no process_resident_memory_bytes (is it the gateway's HTTP address?)", metricsURL)
+}

@@ -1,0 +1,311 @@
+package checker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+var testSandbox *sandbox.Sandbox
+
+func TestMain(m *testing.M) {
+	sb, err := sandbox.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testSandbox = sb
+	code := m.Run()
+	for _, k := range kafkas {
+		k.Stop()
+	}
+	sb.Close()
+	os.Exit(code)
+}
+
+var (
+	kafkaMu sync.Mutex
+	kafkas  = map[deps.KafkaKind]*deps.Kafka{}
+)
+
+// kafkaFor starts (once per kind) the Kafka the tests share.
+func kafkaFor(t *testing.T, kind deps.KafkaKind) *deps.Kafka {
+	t.Helper()
+	kafkaMu.Lock()
+	defer kafkaMu.Unlock()
+	if k := kafkas[kind]; k != nil {
+		return k
+	}
+	k, err := deps.StartKafka(context.Background(), testSandbox, deps.KafkaConfig{Kind: kind})
+	if err != nil {
+		t.Fatalf("start %s: %v", kind, err)
+	}
+	kafkas[kind] = k
+	return k
+}
+
+// forEachKafka runs test against kfake and, unless HLAB_KAFKA=kfake, the
+// real broker too (as the gateway's integration tests do).
+func forEachKafka(t *testing.T, test func(t *testing.T, k *deps.Kafka)) {
+	kinds := deps.KafkaKinds
+	if os.Getenv("HLAB_KAFKA") == "kfake" {
+		kinds = []deps.KafkaKind{deps.KafkaFake}
+	}
+	for _, kind := range kinds {
+		t.Run(string(kind), func(t *testing.T) { test(t, kafkaFor(t, kind)) })
+	}
+}
+
+var topicSeq atomic.Int64
+
+func newTopic(t *testing.T, k *deps.Kafka) string {
+	t.Helper()
+	name := fmt.Sprintf("checker-test-%d-%d", time.Now().UnixNano(), topicSeq.Add(1))
+	if err := k.CreateTopics(context.Background(), 4, name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// startGateway serves a gateway on 127.0.0.1:0 with extra server options
+// (interceptors) and returns its address.
+func startGateway(t *testing.T, cfg gateway.Config, opts ...grpc.ServerOption) string {
+	t.Helper()
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(opts...)
+	databusv1.RegisterDataBusServer(srv, g)
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		g.Drain(ctx)
+		srv.Stop()
+		g.Close()
+	})
+	return ln.Addr().String()
+}
+
+func TestScenariosVerifyDelivery(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		addr := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+		tests := []struct {
+			name string
+			cfg  checker.Config
+		}{
+			{"latency, concurrent consumers", checker.Config{Scenario: checker.Latency, Streams: 3, Groups: 2, Members: 2}},
+			{"throughput, consumers after", checker.Config{Scenario: checker.Throughput, Streams: 2, Batch: 50, Inflight: 4, Groups: 1, Members: 3, Consume: checker.After}},
+			{"throughput, aggregation, shared connection", checker.Config{Scenario: checker.Throughput, Streams: 4, Connections: 1, Batch: 20, Aggregation: true, Groups: 1, Members: 1}},
+			{"ticker, slow consumers", checker.Config{Scenario: checker.Ticker, Streams: 50, Interval: 100 * time.Millisecond, Groups: 2, Members: 2, SubBatch: 10, ProcessDelay: 5 * time.Millisecond}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				cfg := tt.cfg
+				cfg.Target, cfg.Topic = addr, newTopic(t, k)
+				cfg.Warmup, cfg.Duration, cfg.DrainTimeout = 200*time.Millisecond, 700*time.Millisecond, 30*time.Second
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				res, err := checker.Run(ctx, cfg, t.Logf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out bytes.Buffer
+				res.WriteText(&out)
+				t.Log("\n" + out.String())
+				d := res.Delivery
+				switch {
+				case d == nil:
+					t.Fatal("no delivery verification")
+				case res.Acked == 0 || res.MsgsPerSec == 0 || res.PublishLatency.Count == 0:
+					t.Fatalf("nothing measured: %d acked, %.0f msgs/s, %d latencies", res.Acked, res.MsgsPerSec, res.PublishLatency.Count)
+				case d.Lost != 0 || !res.OK():
+					t.Fatalf("%d lost (first: %v)", d.Lost, d.Sample)
+				case d.Acked != res.Acked:
+					t.Fatalf("the ledger has %d acked messages, the publishers counted %d", d.Acked, res.Acked)
+				case d.Received < int64(cfg.Groups)*d.Acked:
+					t.Fatalf("%d received by %d groups, fewer than %d acked each", d.Received, cfg.Groups, d.Acked)
+				case d.Cycles == 0:
+					t.Fatal("no get-ack cycles counted")
+				}
+				if cfg.Consume != checker.After && (res.E2ELatency == nil || res.E2ELatency.Count == 0) {
+					t.Fatal("concurrent consumers measured no end-to-end latency")
+				}
+				if len(res.Errors) > 0 {
+					t.Fatalf("errors: %v", res.Errors)
+				}
+			})
+		}
+	})
+}
+
+// dropper is a stream interceptor that silently removes the first message
+// of the nth publish request: the gateway stores the rest and answers the
+// batch as fine, so the publisher counts the dropped message as acked.
+type dropper struct {
+	nth     int64
+	seen    atomic.Int64
+	dropped atomic.Int64
+}
+
+func (d *dropper) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, &dropStream{ServerStream: ss, d: d})
+}
+
+type dropStream struct {
+	grpc.ServerStream
+	d *dropper
+}
+
+func (s *dropStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if req, ok := m.(*databusv1.PublishRequest); ok && err == nil && len(req.Messages) > 0 {
+		if s.d.seen.Add(1) == s.d.nth {
+			req.Messages = req.Messages[1:]
+			s.d.dropped.Add(1)
+		}
+	}
+	return err
+}
+
+// TestDroppedMessageIsReportedLost: the verification can fail. A message
+// the gateway acked but never wrote must come out as lost, by name.
+func TestDroppedMessageIsReportedLost(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	d := &dropper{nth: 5}
+	addr := startGateway(t, gateway.Config{Brokers: k.Brokers}, grpc.StreamInterceptor(d.intercept))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := checker.Run(ctx, checker.Config{
+		Target: addr, Topic: newTopic(t, k), Scenario: checker.Throughput, Streams: 1, Batch: 10, Inflight: 1,
+		Warmup: -1, Duration: 300 * time.Millisecond, Groups: 2, Members: 1, DrainTimeout: 2 * time.Second,
+	}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.dropped.Load() != 1 {
+		t.Fatalf("the interceptor dropped %d messages, want 1", d.dropped.Load())
+	}
+	if res.OK() || res.Delivery.Lost != 2 { // one message, missed by each of 2 groups
+		t.Fatalf("OK %v with %d lost: want 2 (the dropped message, in each group)", res.OK(), res.Delivery.Lost)
+	}
+	// The first request is the stream's first message (seq 0); the 5th
+	// is the 4th batch of 10: its first message is seq 1+3*10 = 31.
+	if len(res.Delivery.Sample) == 0 || res.Delivery.Sample[0] != "0/31" {
+		t.Fatalf("lost sample %v, want 0/31 first", res.Delivery.Sample)
+	}
+	var out bytes.Buffer
+	res.WriteText(&out)
+	if !strings.Contains(out.String(), "FAILED: 2 acked message(s) never received") {
+		t.Fatalf("the summary does not say what was lost:\n%s", out.String())
+	}
+}
+
+func TestEchoScenario(t *testing.T) {
+	addr := startGateway(t, gateway.Config{Echo: true})
+	res, err := checker.Run(context.Background(), checker.Config{
+		Target: addr, Scenario: checker.Echo, Streams: 4, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MsgsPerSec == 0 || res.Batch != 1 || res.Inflight != 1 || res.Connections != 4 || res.Delivery != nil || !res.OK() {
+		t.Fatalf("unexpected echo result: %+v", res)
+	}
+	if res.MsgsPerSec != res.BatchesPerSec {
+		t.Fatalf("echo sends one message per request: %.0f msgs/s vs %.0f requests/s", res.MsgsPerSec, res.BatchesPerSec)
+	}
+}
+
+// TestUnknownTopicEndsTheRun: the first message on each stream tells
+// whether the topic exists; the error says so instead of a run of errors.
+func TestUnknownTopicEndsTheRun(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	addr := startGateway(t, gateway.Config{Brokers: k.Brokers})
+	_, err := checker.Run(context.Background(), checker.Config{Target: addr, Topic: "no-such-topic", Streams: 2, Duration: time.Second}, nil)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("got %v, want the gateway's NotFound", err)
+	}
+}
+
+func TestGatewayMemory(t *testing.T) {
+	rss := int64(100 << 20)
+	var mu sync.Mutex
+	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %d\n", rss)
+		rss += 10 << 20 // the second reading: 10 MiB more
+	}))
+	defer metrics.Close()
+	addr := startGateway(t, gateway.Config{Echo: true})
+	res, err := checker.Run(context.Background(), checker.Config{
+		Target: addr, Scenario: checker.Ticker, Streams: 100, Connections: 10, Interval: time.Hour,
+		Warmup: -1, Duration: 50 * time.Millisecond, GatewayMetrics: metrics.URL, Settle: 10 * time.Millisecond,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := res.Gateway; g == nil || g.RSSBeforeMB != 100 || g.RSSOpenMB != 110 || g.KBPerStream != 102.4 {
+		t.Fatalf("gateway memory %+v, want 100 MB -> 110 MB, 102.4 KB per stream", res.Gateway)
+	}
+	if res.Connections != 10 || res.Acked != 100 {
+		t.Fatalf("%d connections, %d acked: want 10 and one first message per stream", res.Connections, res.Acked)
+	}
+}
+
+func TestMainUsageAndJSON(t *testing.T) {
+	addr := startGateway(t, gateway.Config{Echo: true})
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"bad scenario", []string{"--target", addr, "--scenario", "nope"}, 2, ""},
+		{"echo with groups", []string{"--target", addr, "--scenario", "echo", "--groups", "1"}, 2, ""},
+		{"stray argument", []string{"extra"}, 2, ""},
+		{"echo json", []string{"--target", addr, "--scenario", "echo", "--streams", "2", "--warmup", "0", "--duration", "200ms", "--json", "--quiet"}, 0, `"scenario": "echo"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := checker.Main(tt.args, &stdout, &stderr)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tt.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tt.out) {
+				t.Fatalf("stdout lacks %q:\n%s", tt.out, stdout.String())
+			}
+			if tt.code == 0 {
+				var res checker.Result
+				if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.WarmupS != 0 {
+					t.Fatalf("JSON %v, warm-up %v (asked none)", err, res.WarmupS)
+				}
+			}
+		})
+	}
+}

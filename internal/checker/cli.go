@@ -1,0 +1,146 @@
+package checker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Main is the databus-checker command line; it returns the exit code:
+// 0 when nothing was lost, 1 when messages were lost or the run failed,
+// 2 for bad usage.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("databus-checker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: databus-checker [flags]
+
+Drives a databus gateway with report D's checker scenarios and verifies
+delivery: every message Kafka acknowledged must reach every consumer group.
+
+Scenarios (--scenario):
+  echo        one message per request, each answer awaited; against a
+              gateway started with --echo (no Kafka): round trips/s
+  latency     one message per request, no delay, each ack awaited
+  throughput  batches of 100, 16 in flight per stream, no delay
+  ticker      one message per --interval on each of --streams streams
+Consumers: --groups G --members M [--sub-batch N] [--delay D]
+  [--consume concurrent|after]; without --groups nothing is verified.
+
+Examples:
+  hlab serve databus --echo --grpc-addr 127.0.0.1:7070 &
+  databus-checker --target 127.0.0.1:7070 --scenario echo --streams 50
+  databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
+      --scenario throughput --streams 10 --groups 2 --members 3
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		c       Config
+		brokers string
+		scen    string
+		consume string
+		asJSON  bool
+		quiet   bool
+	)
+	fs.StringVar(&c.Target, "target", "127.0.0.1:7070", "the gateway's gRPC address")
+	fs.StringVar(&c.Topic, "topic", "databus-checker", "topic to publish to and consume from (use a fresh one, or --brokers to create it)")
+	fs.StringVar(&brokers, "brokers", "", "Kafka brokers, host:port,...: create --topic when missing (the checker talks to Kafka for nothing else)")
+	fs.IntVar(&c.Partitions, "partitions", 10, "partitions of a topic the checker creates")
+	fs.StringVar(&scen, "scenario", "throughput", "echo, latency, throughput or ticker")
+	fs.IntVar(&c.Streams, "streams", 0, "publish streams (default 10; ticker 1000)")
+	fs.IntVar(&c.Connections, "connections", 0, "gRPC connections the streams share, round robin (0 = one per stream)")
+	share := fs.Bool("share", false, "put every stream on one connection (same as --connections 1)")
+	fs.IntVar(&c.Batch, "batch", 0, "messages per publish request (default 1; throughput 100)")
+	fs.IntVar(&c.Inflight, "inflight", 0, "batches in flight per stream (default 1; throughput 16)")
+	fs.DurationVar(&c.Interval, "interval", time.Second, "ticker: one batch per stream per interval")
+	fs.BoolVar(&c.Aggregation, "aggregation", false, "ask the gateway to share producers between streams")
+	fs.IntVar(&c.MessageBytes, "size", 100, "bytes of each message's value")
+	fs.DurationVar(&c.Warmup, "warmup", time.Second, "publishing before the measured window (0: none)")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "the measured window")
+	fs.IntVar(&c.Groups, "groups", 0, "consumer groups that must each receive every acked message")
+	fs.IntVar(&c.Members, "members", 1, "members per group, each on a connection of its own")
+	fs.IntVar(&c.SubBatch, "sub-batch", 0, "messages per subscribe batch (gateway default 100)")
+	fs.IntVar(&c.MaxUnacked, "max-unacked", 0, "delivered but unacked messages per member (gateway default 1000)")
+	fs.DurationVar(&c.ProcessDelay, "delay", 0, "processing time per received batch, before its ack")
+	fs.StringVar(&consume, "consume", "concurrent", "concurrent (while publishing: end-to-end latency) or after (once publishing ended)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "after publishing, how long groups may take to receive everything; what is missing then is lost")
+	fs.StringVar(&c.GatewayMetrics, "gateway-metrics", "", "the gateway's /metrics URL: report its RSS per open idle stream")
+	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "with --gateway-metrics: idle time before reading the RSS")
+	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write the checker's own CPU profile to FILE (is the checker the bottleneck?)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "databus-checker: unexpected argument %q (flags only; see --help)\n", fs.Arg(0))
+		return 2
+	}
+	c.Scenario, c.Consume = Scenario(scen), ConsumeMode(consume)
+	if c.Warmup == 0 {
+		c.Warmup = -1 // none, as asked (Config's zero is the default)
+	}
+	if *share {
+		c.Connections = 1
+	}
+	for _, b := range strings.Split(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			c.Brokers = append(c.Brokers, b)
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "databus-checker: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "databus-checker: %v\n", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var progress Progress
+	if !quiet {
+		progress = func(format string, args ...any) { fmt.Fprintf(stderr, "databus-checker: "+format+"\n", args...) }
+	}
+	res, err := Run(ctx, c, progress)
+	if res != nil {
+		if asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			enc.Encode(res)
+		} else {
+			res.WriteText(stdout)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "databus-checker: %v\n", err)
+		if errors.Is(err, ErrConfig) {
+			return 2
+		}
+		return 1
+	}
+	if !res.OK() {
+		return 1
+	}
+	return 0
+}

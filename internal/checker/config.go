@@ -1,0 +1,208 @@
+package checker
+
+import (
+	"fmt"
+	"time"
+)
+
+// Scenario is what the publishers do.
+type Scenario string
+
+const (
+	// Echo is the report's transport test: against a gateway started with
+	// --echo, one message per request, each waited for (like Latency), so
+	// msgs/s are round trips per second. Nothing reaches Kafka, so there
+	// is no delivery to verify.
+	Echo Scenario = "echo"
+	// Latency is the report's latency-optimized client: one message per
+	// request, no delay, each ack waited for before the next message.
+	Latency Scenario = "latency"
+	// Throughput is the report's throughput-optimized client: batches of
+	// 100 messages, pipelined (16 batches in flight), no delay.
+	Throughput Scenario = "throughput"
+	// Ticker is the report's thousands of quiet clients: each stream sends
+	// one message per interval, at a random phase so the streams do not
+	// tick in step.
+	Ticker Scenario = "ticker"
+)
+
+// Scenarios lists the scenarios.
+var Scenarios = []Scenario{Echo, Latency, Throughput, Ticker}
+
+// ConsumeMode says when consumers run.
+type ConsumeMode string
+
+const (
+	// Concurrent consumers run while the publishers publish: end-to-end
+	// latency is measured.
+	Concurrent ConsumeMode = "concurrent"
+	// After consumers start once publishing ended and read everything:
+	// the publishers' figures are not disturbed by consumers on the same
+	// machine, and the consumers' rate (get-ack cycles/s) is measured on
+	// a full topic.
+	After ConsumeMode = "after"
+)
+
+// Config is one checker run. The zero value of each field takes the
+// default its comment gives (scenario defaults in brackets).
+type Config struct {
+	// Target is the gateway's gRPC address, host:port (required).
+	Target string
+	// Topic to publish to and consume from ("databus-checker"). It must
+	// exist unless Brokers is set, then it is created when missing.
+	Topic string
+	// Brokers, when set, lets the checker create Topic (Partitions
+	// partitions) if it is missing. The checker never talks to Kafka
+	// otherwise.
+	Brokers    []string
+	Partitions int // 10
+
+	Scenario Scenario // Throughput
+	// Streams is the number of publish streams, each a client of its own
+	// (10; ticker 1000).
+	Streams int
+	// Connections spreads the streams over this many gRPC connections
+	// (databus.Client), round robin. 0 = one per stream, the report's
+	// lesson (streams sharing a connection serialize under load).
+	Connections int
+	// Batch is messages per publish request (echo, latency, ticker: 1;
+	// throughput: 100).
+	Batch int
+	// Inflight is batches sent and not yet answered per stream (echo,
+	// latency, ticker: 1; throughput: 16).
+	Inflight int
+	// Interval is the ticker's period per stream (1s).
+	Interval time.Duration
+	// Aggregation asks the gateway to share its producers between streams.
+	Aggregation bool
+	// MessageBytes is the size of each message's value (100, the report's
+	// record size). Each message also carries a 28-byte header: run id,
+	// stream and sequence number, send time.
+	MessageBytes int
+
+	// Warmup is published before the measured window (1s; negative: none);
+	// its messages are verified too but not counted in rates and latencies.
+	Warmup time.Duration
+	// Duration is the measured window (10s).
+	Duration time.Duration
+
+	// Groups is the number of consumer groups (0: no consumers, nothing
+	// verified). Every group must receive every acked message.
+	Groups int
+	// Members per group (1), each on a connection of its own.
+	Members int
+	// SubBatch is messages per subscribe response (gateway default 100).
+	SubBatch int
+	// MaxUnacked is messages delivered and not yet acked per member
+	// (gateway default 1000).
+	MaxUnacked int
+	// ProcessDelay is how long a member "processes" each batch before
+	// acking it (0).
+	ProcessDelay time.Duration
+	// Consume says when consumers run (Concurrent).
+	Consume ConsumeMode
+	// DrainTimeout bounds the wait, after publishing, for every group to
+	// receive every acked message (30s). What is still missing then is lost.
+	DrainTimeout time.Duration
+
+	// GatewayMetrics is the gateway's Prometheus /metrics URL. When set,
+	// the gateway's RSS is read before the streams open and once they are
+	// all open and have each had a first answer: the memory of an open,
+	// idle stream.
+	GatewayMetrics string
+	// Settle is how long the streams stay idle before that second RSS
+	// reading (2s).
+	Settle time.Duration
+
+	// OnWindow, when set, is called with true when the measured window
+	// opens and with false when it closes: a caller sampling the gateway's
+	// CPU and memory samples exactly the window.
+	OnWindow func(open bool)
+}
+
+func (c *Config) setDefaults() {
+	if c.Scenario == "" {
+		c.Scenario = Throughput
+	}
+	if c.Topic == "" {
+		c.Topic = "databus-checker"
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 10
+	}
+	if c.Streams == 0 {
+		c.Streams = 10
+		if c.Scenario == Ticker {
+			c.Streams = 1000
+		}
+	}
+	if c.Batch == 0 {
+		c.Batch = 1
+		if c.Scenario == Throughput {
+			c.Batch = 100
+		}
+	}
+	if c.Inflight == 0 {
+		c.Inflight = 1
+		if c.Scenario == Throughput {
+			c.Inflight = 16
+		}
+	}
+	if c.Interval == 0 {
+		c.Interval = time.Second
+	}
+	if c.MessageBytes == 0 {
+		c.MessageBytes = 100
+	}
+	switch {
+	case c.Warmup == 0:
+		c.Warmup = time.Second
+	case c.Warmup < 0:
+		c.Warmup = 0
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Groups > 0 && c.Members == 0 {
+		c.Members = 1
+	}
+	if c.Consume == "" {
+		c.Consume = Concurrent
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Settle == 0 {
+		c.Settle = 2 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Target == "":
+		return fmt.Errorf("%w: no gateway address: give --target host:port", ErrConfig)
+	case c.Scenario != Echo && c.Scenario != Latency && c.Scenario != Throughput && c.Scenario != Ticker:
+		return fmt.Errorf("%w: unknown scenario %q: use echo, latency, throughput or ticker", ErrConfig, c.Scenario)
+	case c.Streams < 1:
+		return fmt.Errorf("%w: %d streams: give at least one", ErrConfig, c.Streams)
+	case c.Streams >= 1<<24:
+		return fmt.Errorf("%w: %d streams: at most %d", ErrConfig, c.Streams, 1<<24-1)
+	case c.Connections < 0:
+		return fmt.Errorf("%w: %d connections: give 0 (one per stream) or more", ErrConfig, c.Connections)
+	case c.Batch < 1 || c.Batch > 10000:
+		return fmt.Errorf("%w: batch %d: give 1 to 10000 messages", ErrConfig, c.Batch)
+	case c.Inflight < 1 || c.Inflight > 1024:
+		return fmt.Errorf("%w: in flight %d: give 1 to 1024 batches", ErrConfig, c.Inflight)
+	case c.Interval < 0 || c.Duration <= 0 || c.ProcessDelay < 0 || c.DrainTimeout < 0:
+		return fmt.Errorf("%w: durations must not be negative, and the run's duration must be positive", ErrConfig)
+	case c.MessageBytes < 0:
+		return fmt.Errorf("%w: message size %d: give 0 or more bytes", ErrConfig, c.MessageBytes)
+	case c.Groups < 0 || c.Members < 0:
+		return fmt.Errorf("%w: %d groups x %d members: give positive numbers", ErrConfig, c.Groups, c.Members)
+	case c.Scenario == Echo && c.Groups > 0:
+		return fmt.Errorf("%w: the echo scenario publishes to a gateway without Kafka (--echo), so there is nothing to consume: drop --groups", ErrConfig)
+	case c.Consume != Concurrent && c.Consume != After:
+		return fmt.Errorf("%w: consume mode %q: use concurrent or after", ErrConfig, c.Consume)
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package checker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/highload-lab/hlab/databus"
+)
+
+// consumers are the run's consumer groups, G groups of M members, each
+// member a subscription on a connection of its own.
+type consumers struct {
+	cfg  *Config
+	run  uint64
+	led  *ledger
+	e2e  *hist
+	errs *errorCounts
+	// win is the measured window, set once publishing starts (consumers
+	// may start before): end-to-end latency counts for messages sent in it.
+	win atomic.Pointer[window]
+
+	clients []*databus.Client
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+
+	received   atomic.Int64 // this run's messages, duplicates included
+	others     atomic.Int64 // messages of other runs (older ones in the topic)
+	cycles     atomic.Int64 // batches received and acked
+	assigned   []atomic.Bool
+	lastNotice atomic.Int64 // Unix ns of the last assignment change
+}
+
+// GroupName is the consumer group of group g: stable across runs, so a
+// rerun on the same topic resumes after what earlier runs committed.
+func GroupName(topic string, g int) string { return fmt.Sprintf("%s-checker-%d", topic, g) }
+
+func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *consumers {
+	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups)}
+}
+
+// start dials a connection per member and starts every member.
+func (c *consumers) start(ctx context.Context) error {
+	ctx, c.cancel = context.WithCancel(ctx)
+	for range c.cfg.Groups * c.cfg.Members {
+		cl, err := databus.Dial(c.cfg.Target, databus.WithBackoff(20*time.Millisecond, time.Second))
+		if err != nil {
+			return err
+		}
+		c.clients = append(c.clients, cl)
+	}
+	c.lastNotice.Store(time.Now().UnixNano())
+	for g := range c.cfg.Groups {
+		for m := range c.cfg.Members {
+			cl := c.clients[g*c.cfg.Members+m]
+			c.wg.Go(func() { c.member(ctx, cl, g) })
+		}
+	}
+	return nil
+}
+
+// awaitAssigned waits until every group has partitions and no assignment
+// changed for a moment (members join one by one, each a rebalance), so
+// publishing starts on a settled group. It gives up after limit: the
+// members still get every message (a new group reads from the start),
+// only the first latencies include the joining.
+func (c *consumers) awaitAssigned(ctx context.Context, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		all := true
+		for g := range c.assigned {
+			all = all && c.assigned[g].Load()
+		}
+		if all && time.Since(time.Unix(0, c.lastNotice.Load())) > 500*time.Millisecond {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func (c *consumers) member(ctx context.Context, cl *databus.Client, g int) {
+	var opts []databus.SubscribeOption
+	if c.cfg.SubBatch > 0 {
+		opts = append(opts, databus.BatchSize(c.cfg.SubBatch))
+	}
+	if c.cfg.MaxUnacked > 0 {
+		opts = append(opts, databus.MaxUnacked(c.cfg.MaxUnacked))
+	}
+	group := GroupName(c.cfg.Topic, g)
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		sub, err := cl.OpenSubscription(ctx, c.cfg.Topic, group, opts...)
+		if err == nil {
+			err = c.consume(ctx, sub, g)
+			sub.Close()
+			if err == nil {
+				attempt = 0
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			c.errs.add(status.Code(err).String(), 1)
+		}
+		select { // the gateway restarted or drains: come back soon
+		case <-ctx.Done():
+			return
+		case <-time.After(min(20*time.Millisecond<<min(attempt, 6), time.Second)):
+		}
+	}
+}
+
+// consume reads one subscription until it breaks: nil when it ended
+// cleanly, the error otherwise.
+func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, g int) error {
+	ids := make([]ID, 0, 128)
+	lats := make([]time.Duration, 0, 128)
+	for {
+		b, err := sub.Recv()
+		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled && ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(b.Assigned)+len(b.Revoked) > 0 {
+			c.lastNotice.Store(time.Now().UnixNano())
+			if len(b.Assigned) > 0 {
+				c.assigned[g].Store(true)
+			}
+		}
+		if len(b.Messages) == 0 {
+			continue
+		}
+		now := time.Now()
+		win := c.win.Load()
+		ids, lats = ids[:0], lats[:0]
+		for _, d := range b.Messages {
+			run, id, sent, ok := metaOf(d)
+			if !ok || run != c.run {
+				c.others.Add(1)
+				continue
+			}
+			ids = append(ids, id)
+			if win != nil && win.contains(sent) {
+				lats = append(lats, now.Sub(sent))
+			}
+		}
+		c.led.receive(g, ids)
+		c.received.Add(int64(len(ids)))
+		if len(lats) > 0 {
+			c.e2e.recordAll(lats)
+		}
+		if c.cfg.ProcessDelay > 0 {
+			select {
+			case <-time.After(c.cfg.ProcessDelay):
+			case <-ctx.Done():
+				return nil // not acked: delivered again to the group
+			}
+		}
+		if err := sub.Ack(b.Messages...); err != nil {
+			return err
+		}
+		c.cycles.Add(1)
+	}
+}
+
+func metaOf(d databus.Delivery) (uint64, ID, time.Time, bool) {
+	for _, h := range d.Headers {
+		if h.Key == metaHeader {
+			return decodeMeta(h.Value)
+		}
+	}
+	return 0, ID{}, time.Time{}, false
+}
+
+// stop ends every member (the gateway commits what was acked) and closes
+// the connections.
+func (c *consumers) stop() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	for _, cl := range c.clients {
+		cl.Close()
+	}
+}

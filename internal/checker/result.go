@@ -1,0 +1,244 @@
+package checker
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is what a run measured; its JSON is the checker's --json output.
+type Result struct {
+	Scenario     Scenario `json:"scenario"`
+	Target       string   `json:"target"`
+	Topic        string   `json:"topic,omitempty"`
+	Streams      int      `json:"streams"`
+	Connections  int      `json:"connections"`
+	Batch        int      `json:"batch"`
+	Inflight     int      `json:"inflight"`
+	Aggregation  bool     `json:"aggregation"`
+	MessageBytes int      `json:"message_bytes"`
+	IntervalS    float64  `json:"interval_s,omitempty"` // ticker
+	WarmupS      float64  `json:"warmup_s"`
+	DurationS    float64  `json:"duration_s"` // the measured window
+	OpenSeconds  float64  `json:"open_s"`     // opening every stream, first message answered
+
+	// Acked and Failed count every message of the run, warm-up included.
+	Acked  int64 `json:"acked"`
+	Failed int64 `json:"failed"`
+	// MsgsPerSec and BatchesPerSec are acked messages and answered
+	// batches per second of the measured window (batches sent and answered
+	// in it).
+	MsgsPerSec    float64 `json:"msgs_per_s"`
+	BatchesPerSec float64 `json:"batches_per_s"`
+	// PublishLatency is per batch: sent to answered (Kafka stored it).
+	PublishLatency Latencies `json:"publish_latency_ms"`
+	// E2ELatency is per message: sent to received by a consumer (concurrent
+	// consumers only; messages sent in the measured window).
+	E2ELatency *Latencies `json:"e2e_latency_ms,omitempty"`
+	// Errors counts failed messages and broken streams by gRPC status.
+	Errors   map[string]int64 `json:"errors"`
+	Delivery *Delivery        `json:"delivery,omitempty"`
+	Gateway  *GatewayMemory   `json:"gateway,omitempty"`
+}
+
+// Delivery is the verification: did every group get every acked message?
+type Delivery struct {
+	Groups  int         `json:"groups"`
+	Members int         `json:"members"`
+	Consume ConsumeMode `json:"consume"`
+	// Acked messages each group had to receive.
+	Acked int64 `json:"acked"`
+	// Lost sums, over groups, acked messages a group never received.
+	Lost int64 `json:"lost"`
+	// Duplicates sums, over groups, messages received more than once.
+	Duplicates int64 `json:"duplicates"`
+	// UnackedReceived are messages received whose publish failed or was
+	// never answered (stored anyway: allowed).
+	UnackedReceived int64 `json:"unacked_received"`
+	// Other messages in the topic, from earlier runs, skipped.
+	Others int64 `json:"others_skipped"`
+	// Received counts every receipt (all groups, duplicates included);
+	// ReceivedPerSec divides it by the consuming time (concurrent: the
+	// whole run; after: from the consumers' start until every group had
+	// everything or the drain timed out).
+	Received       int64   `json:"received"`
+	ReceivedPerSec float64 `json:"received_per_s"`
+	// Cycles are get-ack cycles: batches received, processed and acked.
+	Cycles       int64   `json:"cycles"`
+	CyclesPerSec float64 `json:"cycles_per_s"`
+	// DrainS is how long, after publishing ended, the groups took to have
+	// everything (or the drain timeout).
+	DrainS   float64     `json:"drain_s"`
+	PerGroup []GroupFigs `json:"per_group"`
+	Sample   []string    `json:"lost_sample,omitempty"` // stream/seq of some lost messages
+}
+
+// GroupFigs is one group's delivery.
+type GroupFigs struct {
+	Group      string `json:"group"`
+	Received   int64  `json:"received"` // distinct
+	Lost       int64  `json:"lost"`
+	Duplicates int64  `json:"duplicates"`
+}
+
+// GatewayMemory is the gateway's RSS before the streams opened and once
+// they were open and idle.
+type GatewayMemory struct {
+	RSSBeforeMB float64 `json:"rss_before_mb"`
+	RSSOpenMB   float64 `json:"rss_open_mb"`
+	KBPerStream float64 `json:"rss_kb_per_stream"`
+}
+
+func newResult(c *Config) *Result {
+	conns := c.Connections
+	if conns == 0 || conns > c.Streams {
+		conns = c.Streams
+	}
+	r := &Result{
+		Scenario: c.Scenario, Target: c.Target, Topic: c.Topic, Streams: c.Streams, Connections: conns,
+		Batch: c.Batch, Inflight: c.Inflight, Aggregation: c.Aggregation, MessageBytes: c.MessageBytes,
+		WarmupS: c.Warmup.Seconds(), DurationS: c.Duration.Seconds(), Errors: map[string]int64{},
+	}
+	if c.Scenario == Ticker {
+		r.IntervalS = c.Interval.Seconds()
+	}
+	if c.Scenario == Echo {
+		r.Topic = ""
+	}
+	return r
+}
+
+func (r *Result) publishFigures(p *publishers, d time.Duration) {
+	r.Acked, r.Failed = p.acked.Load(), p.failed.Load()
+	r.MsgsPerSec = float64(p.windowMsgs.Load()) / d.Seconds()
+	r.BatchesPerSec = float64(p.windowBatches.Load()) / d.Seconds()
+	r.PublishLatency = p.lat.summary()
+}
+
+// sampleMax bounds the lost IDs listed.
+const sampleMax = 10
+
+func (r *Result) deliveryFigures(led *ledger, c *consumers, consuming, drain time.Duration) {
+	d := &Delivery{
+		Groups: c.cfg.Groups, Members: c.cfg.Members, Consume: c.cfg.Consume,
+		Acked: led.ackedCount(), Others: c.others.Load(),
+		Received: c.received.Load(), Cycles: c.cycles.Load(),
+		DrainS: drain.Seconds(),
+	}
+	if s := consuming.Seconds(); s > 0 {
+		d.ReceivedPerSec = float64(d.Received) / s
+		d.CyclesPerSec = float64(d.Cycles) / s
+	}
+	for g := range c.cfg.Groups {
+		rep := led.check(g, sampleMax)
+		d.Lost += rep.lost
+		d.Duplicates += rep.duplicates
+		d.UnackedReceived += rep.unackedReceived
+		d.PerGroup = append(d.PerGroup, GroupFigs{Group: GroupName(c.cfg.Topic, g), Received: rep.received, Lost: rep.lost, Duplicates: rep.duplicates})
+		for _, id := range rep.sample {
+			if len(d.Sample) < sampleMax {
+				d.Sample = append(d.Sample, id.String())
+			}
+		}
+	}
+	if c.cfg.Consume == Concurrent {
+		e := c.e2e.summary()
+		r.E2ELatency = &e
+	}
+	r.Delivery = d
+}
+
+// OK reports whether the run lost nothing: every acked message reached
+// every group (true when no groups verified anything).
+func (r *Result) OK() bool { return r.Delivery == nil || r.Delivery.Lost == 0 }
+
+// WriteText writes a summary for people.
+func (r *Result) WriteText(w io.Writer) {
+	var b strings.Builder
+	agg := "off"
+	if r.Aggregation {
+		agg = "on"
+	}
+	fmt.Fprintf(&b, "databus-checker: %s against %s", r.Scenario, r.Target)
+	if r.Topic != "" {
+		fmt.Fprintf(&b, ", topic %s", r.Topic)
+	}
+	fmt.Fprintf(&b, "\n  %d stream(s) on %d connection(s), batch %d, %d in flight, aggregation %s, %d-byte values",
+		r.Streams, r.Connections, r.Batch, r.Inflight, agg, r.MessageBytes)
+	if r.Scenario == Ticker {
+		fmt.Fprintf(&b, ", one batch per %gs per stream", r.IntervalS)
+	}
+	fmt.Fprintf(&b, "\n  streams opened in %.2fs; warm-up %gs, measured %gs\n", r.OpenSeconds, r.WarmupS, r.DurationS)
+	fmt.Fprintf(&b, "publish:   %s msgs/s (%s batches/s); %d acked, %d failed\n", num(r.MsgsPerSec), num(r.BatchesPerSec), r.Acked, r.Failed)
+	fmt.Fprintf(&b, "  latency (per batch): %s\n", r.PublishLatency)
+	if r.E2ELatency != nil {
+		fmt.Fprintf(&b, "  end to end (per message): %s\n", *r.E2ELatency)
+	}
+	if r.Gateway != nil {
+		fmt.Fprintf(&b, "gateway:   RSS %.1f MB before the streams, %.1f MB with them open and idle: %.1f KB per stream\n",
+			r.Gateway.RSSBeforeMB, r.Gateway.RSSOpenMB, r.Gateway.KBPerStream)
+	}
+	if d := r.Delivery; d != nil {
+		fmt.Fprintf(&b, "consume:   %d group(s) x %d member(s), %s: %s msgs/s, %s get-ack cycles/s\n",
+			d.Groups, d.Members, d.Consume, num(d.ReceivedPerSec), num(d.CyclesPerSec))
+		verdict := "OK: every acked message reached every group"
+		if d.Lost > 0 {
+			verdict = fmt.Sprintf("FAILED: %d acked message(s) never received (first: %s)", d.Lost, strings.Join(d.Sample, ", "))
+		}
+		fmt.Fprintf(&b, "delivery:  %s\n  %d acked, %d lost, %d duplicates, %d received without an ack, %d older messages skipped; drained in %.2fs\n",
+			verdict, d.Acked, d.Lost, d.Duplicates, d.UnackedReceived, d.Others, d.DrainS)
+	} else if r.Scenario == Echo {
+		b.WriteString("delivery:  not verified (echo mode has no Kafka)\n")
+	} else {
+		b.WriteString("delivery:  not verified (no consumer groups; give --groups)\n")
+	}
+	if len(r.Errors) > 0 {
+		keys := make([]string, 0, len(r.Errors))
+		for k := range r.Errors {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, r.Errors[k]))
+		}
+		fmt.Fprintf(&b, "errors:    %s\n", strings.Join(parts, ", "))
+	} else {
+		b.WriteString("errors:    none\n")
+	}
+	io.WriteString(w, b.String())
+}
+
+func (l Latencies) String() string {
+	if l.Count == 0 {
+		return "none measured"
+	}
+	return fmt.Sprintf("p50 %s, p99 %s, p99.9 %s, max %s ms (mean %s, n=%d)",
+		ms3(l.P50), ms3(l.P99), ms3(l.P999), ms3(l.Max), ms3(l.Mean), l.Count)
+}
+
+func ms3(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+// num formats a rate with thousands separators.
+func num(v float64) string {
+	s := fmt.Sprintf("%.0f", v)
+	var out []byte
+	for i, c := range []byte(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}

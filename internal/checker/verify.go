@@ -1,0 +1,194 @@
+package checker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+)
+
+// ID names one published message: its stream and its sequence number on
+// that stream (0, 1, 2, ...).
+type ID struct {
+	Stream int
+	Seq    int64
+}
+
+func (id ID) String() string { return fmt.Sprintf("%d/%d", id.Stream, id.Seq) }
+
+// metaHeader is the header every checker message carries: the run it
+// belongs to, its ID and when it was sent, so a consumer can tell this
+// run's messages from older ones in the topic, check them off and
+// measure end-to-end latency.
+const metaHeader = "databus-checker"
+
+const metaLen = 8 + 4 + 8 + 8 // run, stream, seq, sent (Unix ns)
+
+func encodeMeta(run uint64, id ID, sent time.Time) []byte {
+	b := make([]byte, metaLen)
+	binary.BigEndian.PutUint64(b[0:], run)
+	binary.BigEndian.PutUint32(b[8:], uint32(id.Stream))
+	binary.BigEndian.PutUint64(b[12:], uint64(id.Seq))
+	binary.BigEndian.PutUint64(b[20:], uint64(sent.UnixNano()))
+	return b
+}
+
+func decodeMeta(b []byte) (run uint64, id ID, sent time.Time, ok bool) {
+	if len(b) != metaLen {
+		return 0, ID{}, time.Time{}, false
+	}
+	run = binary.BigEndian.Uint64(b[0:])
+	id = ID{Stream: int(binary.BigEndian.Uint32(b[8:])), Seq: int64(binary.BigEndian.Uint64(b[12:]))}
+	sent = time.Unix(0, int64(binary.BigEndian.Uint64(b[20:])))
+	return run, id, sent, true
+}
+
+// bitset is a growable set of sequence numbers.
+type bitset []uint64
+
+func (b *bitset) set(i int64) (was bool) {
+	w := int(i >> 6)
+	if w >= len(*b) {
+		*b = append(*b, make([]uint64, w-len(*b)+1+len(*b)/4)...)
+	}
+	m := uint64(1) << (i & 63)
+	was = (*b)[w]&m != 0
+	(*b)[w] |= m
+	return was
+}
+
+func (b bitset) has(i int64) bool {
+	w := int(i >> 6)
+	return w < len(b) && b[w]&(1<<(i&63)) != 0
+}
+
+func (b bitset) count() int64 {
+	n := 0
+	for _, w := range b {
+		n += bits.OnesCount64(w)
+	}
+	return int64(n)
+}
+
+// ledger is the delivery check: which messages Kafka acknowledged to the
+// publishers, and which each consumer group received. A message acked and
+// never received by some group is lost; one received twice by a group is
+// a duplicate (allowed: delivery is at least once).
+type ledger struct {
+	acked  []streamAcks
+	groups []*groupRecv
+}
+
+type streamAcks struct {
+	mu   sync.Mutex
+	bits bitset
+}
+
+type groupRecv struct {
+	mu         sync.Mutex
+	bits       []bitset // by stream
+	received   int64    // distinct messages of this run
+	duplicates int64
+	foreign    int64 // messages of this run naming a stream that does not exist
+}
+
+func newLedger(streams, groups int) *ledger {
+	l := &ledger{acked: make([]streamAcks, streams)}
+	for range groups {
+		l.groups = append(l.groups, &groupRecv{bits: make([]bitset, streams)})
+	}
+	return l
+}
+
+// ack records that Kafka stored ids, all of stream.
+func (l *ledger) ack(stream int, ids []ID) {
+	a := &l.acked[stream]
+	a.mu.Lock()
+	for _, id := range ids {
+		a.bits.set(id.Seq)
+	}
+	a.mu.Unlock()
+}
+
+// receive records that group received ids.
+func (l *ledger) receive(group int, ids []ID) {
+	g := l.groups[group]
+	g.mu.Lock()
+	for _, id := range ids {
+		if id.Stream < 0 || id.Stream >= len(g.bits) || id.Seq < 0 {
+			g.foreign++
+			continue
+		}
+		if g.bits[id.Stream].set(id.Seq) {
+			g.duplicates++
+		} else {
+			g.received++
+		}
+	}
+	g.mu.Unlock()
+}
+
+// ackedCount is how many distinct messages were acked.
+func (l *ledger) ackedCount() int64 {
+	var n int64
+	for i := range l.acked {
+		a := &l.acked[i]
+		a.mu.Lock()
+		n += a.bits.count()
+		a.mu.Unlock()
+	}
+	return n
+}
+
+// groupReport is what one group missed.
+type groupReport struct {
+	lost, duplicates, unackedReceived, received int64
+	sample                                      []ID // the first lost messages
+}
+
+// check compares group's receipts with the acks. It keeps up to
+// sampleMax lost IDs.
+func (l *ledger) check(group, sampleMax int) groupReport {
+	g := l.groups[group]
+	var r groupReport
+	for s := range l.acked {
+		a := &l.acked[s]
+		a.mu.Lock()
+		g.mu.Lock()
+		acked, recv := a.bits, g.bits[s]
+		for w := range max(len(acked), len(recv)) {
+			var aw, rw uint64
+			if w < len(acked) {
+				aw = acked[w]
+			}
+			if w < len(recv) {
+				rw = recv[w]
+			}
+			missing := aw &^ rw
+			r.lost += int64(bits.OnesCount64(missing))
+			r.unackedReceived += int64(bits.OnesCount64(rw &^ aw))
+			for missing != 0 && len(r.sample) < sampleMax {
+				b := bits.TrailingZeros64(missing)
+				r.sample = append(r.sample, ID{Stream: s, Seq: int64(w*64 + b)})
+				missing &^= 1 << b
+			}
+		}
+		g.mu.Unlock()
+		a.mu.Unlock()
+	}
+	g.mu.Lock()
+	r.duplicates, r.received = g.duplicates, g.received
+	g.mu.Unlock()
+	return r
+}
+
+// complete reports whether every group received every acked message.
+func (l *ledger) complete() bool {
+	for g := range l.groups {
+		if l.check(g, 0).lost > 0 {
+			return false
+		}
+	}
+	return true
+}

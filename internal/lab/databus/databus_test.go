@@ -1,0 +1,94 @@
+package databus
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// TestExperimentQuick runs the experiment for real in quick mode (about a
+// minute: gateways under quota, kfake, 21,000 idle streams) and checks
+// its rows; whether the claim holds is the lab's verdict, not the test's.
+func TestExperimentQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the databus experiment for about a minute")
+	}
+	if raceEnabled {
+		t.Skip("runs without -race: 21,000 streams under the race detector take minutes")
+	}
+	bin := filepath.Join(t.TempDir(), "hlab")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	sb, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var progress strings.Builder
+	results, err := lab.RunAll(context.Background(), []lab.Experiment{New()},
+		lab.Options{Mode: lab.Quick, Self: bin, WorkDir: t.TempDir()}, sb, lab.NewProgress(&progress, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := results[0]
+	if res.Error != "" {
+		t.Fatalf("the experiment failed: %s", res.Error)
+	}
+	rows := map[string]*lab.Row{}
+	for _, r := range res.Rows {
+		rows[r.Label] = r
+	}
+	for _, n := range echoClients {
+		r := rows[echoLabel(n)]
+		if r == nil || r.RPS == nil || *r.RPS <= 0 || r.Ref == nil || r.Ref.RPS == nil || r.P99MS == nil {
+			t.Errorf("echo row for %d clients: %+v", n, r)
+		}
+	}
+	for _, label := range []string{pubLabel(latencyOpt, false), pubLabel(latencyOpt, true), pubLabel(throughputOpt, false), pubLabel(throughputOpt, true), smallLabel(false), smallLabel(true), subscribeRow} {
+		r := rows[label]
+		if r == nil || r.RPS == nil || *r.RPS <= 0 {
+			t.Errorf("row %q: %+v", label, r)
+			continue
+		}
+		if lost, ok := r.Figures["lost"]; ok && lost != 0 {
+			t.Errorf("row %q lost %v messages", label, lost)
+		}
+	}
+	for _, label := range []string{pubLabel(latencyOpt, false), pubLabel(throughputOpt, false)} {
+		if r := rows[label]; r != nil {
+			if _, ok := r.Figures["lost"]; !ok {
+				t.Errorf("row %q was not verified", label)
+			}
+		}
+	}
+	if r := rows[subscribeRow]; r != nil && r.Figures["cycles_per_s"] <= 0 {
+		t.Errorf("no get-ack cycles: %+v", r.Figures)
+	}
+	for _, label := range []string{idleLabel(1000, 1000), idleLabel(10000, 10000), idleLabel(10000, 1000)} {
+		r := rows[label]
+		if r == nil || r.Figures["rss_kb_per_stream"] <= 0 || r.RSSMBAvg == nil {
+			t.Errorf("idle row %q: %+v", label, r)
+		}
+	}
+	if len(res.Verdicts) != 1 || res.Verdicts[0].Ratio == nil {
+		t.Fatalf("no ratio for the claim: %+v", res.Verdicts)
+	}
+	if res.Env["kafka"] == "" || res.Env["gateway"] == "" {
+		t.Errorf("environment not recorded: %v", res.Env)
+	}
+	t.Logf("claim ratio %.2f, reproduced %v; took %.0f s", *res.Ratio, res.Reproduced, res.Seconds)
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 75202: "75,202", 1234567: "1,234,567", -1500: "-1,500"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package databus
+
+const raceEnabled = false
