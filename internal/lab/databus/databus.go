@@ -28,9 +28,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
@@ -156,37 +153,6 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 		start += 10 * time.Second
 	}
 	return echo + pub + consume + idle + start
-}
-
-// kafka is the Kafka the publish rows use.
-type kafka struct {
-	kind    string
-	brokers []string
-	stop    func()
-}
-
-func startKafka(ctx context.Context, run *lab.Run) (*kafka, error) {
-	if run.Opts.Kafka == lab.KafkaReal {
-		k, err := deps.StartKafka(ctx, run.Sandbox, deps.KafkaConfig{Kind: deps.KafkaReal, Partitions: partitions})
-		if err != nil {
-			return nil, err
-		}
-		return &kafka{kind: k.Kind + " (a single KRaft node, unconstrained)", brokers: k.Brokers, stop: func() { k.Stop() }}, nil
-	}
-	var lastErr error
-	for range 3 { // a free port can be taken before kfake binds it
-		port, err := deps.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		svc, err := run.StartService(ctx, "kfake", 0, 0, "--kafka-addr", addr, "--partitions", fmt.Sprint(partitions))
-		if err == nil {
-			return &kafka{kind: "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)", brokers: []string{addr}, stop: func() { svc.Stop() }}, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
 }
 
 // gateway is a running "hlab serve databus".
@@ -393,13 +359,13 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	gw.stop()
 
 	// Publishing through Kafka.
-	k, err := startKafka(ctx, run)
+	k, err := run.StartKafka(ctx, partitions)
 	if err != nil {
 		return err
 	}
-	defer k.stop()
-	run.SetEnv("kafka", k.kind)
-	gw, err = startGateway(ctx, run, "--brokers", k.brokers[0])
+	defer k.Stop()
+	run.SetEnv("kafka", k.Kind)
+	gw, err = startGateway(ctx, run, "--brokers", k.Brokers[0])
 	if err != nil {
 		return err
 	}
@@ -410,11 +376,11 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		return fmt.Sprintf("lab-databus-%d-%d", time.Now().Unix(), topicSeq)
 	}
 	publishN := func(label string, repeats int, cfg checker.Config) ([]measured, error) {
-		cfg.Topic, cfg.Brokers, cfg.Partitions = topic(), k.brokers, partitions
+		cfg.Topic, cfg.Brokers, cfg.Partitions = topic(), k.Brokers, partitions
 		cfg.Warmup, cfg.Duration = t.pubWarm, t.pubRun
 		runs, err := measure(ctx, run, gw, label, repeats, cfg)
 		// kfake keeps every record in memory: drop what a row wrote.
-		deleteTopic(ctx, k.brokers, cfg.Topic)
+		k.DeleteTopic(ctx, cfg.Topic)
 		return runs, err
 	}
 	publish := func(label string, cfg checker.Config) ([]measured, error) {
@@ -493,11 +459,11 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	var idleTarget *lab.Row
 	for _, shape := range []struct{ streams, conns int }{{1000, 1000}, {10000, 10000}, {10000, 1000}} {
 		label := idleLabel(shape.streams, shape.conns)
-		gw, err = startGateway(ctx, run, "--brokers", k.brokers[0])
+		gw, err = startGateway(ctx, run, "--brokers", k.Brokers[0])
 		if err != nil {
 			return err
 		}
-		row, err := idleRow(ctx, run, gw, label, shape.streams, shape.conns, topic(), k.brokers, t.settle)
+		row, err := idleRow(ctx, run, gw, label, shape.streams, shape.conns, topic(), k, t.settle)
 		gw.stop()
 		if err != nil {
 			return err
@@ -539,16 +505,16 @@ func subscribeFrom(runs []measured) *lab.Row {
 
 // idleRow opens streams (each sends one message, answered), leaves them
 // idle and reads the gateway's RSS before and after.
-func idleRow(ctx context.Context, run *lab.Run, g *gateway, label string, streams, conns int, topic string, brokers []string, settle time.Duration) (*lab.Row, error) {
+func idleRow(ctx context.Context, run *lab.Run, g *gateway, label string, streams, conns int, topic string, k *lab.Kafka, settle time.Duration) (*lab.Row, error) {
 	run.Progress.Step(label, settle+time.Duration(streams/1000)*time.Second)
 	cfg := checker.Config{
-		Target: g.addr, Topic: topic, Brokers: brokers, Partitions: partitions,
+		Target: g.addr, Topic: topic, Brokers: k.Brokers, Partitions: partitions,
 		Scenario: checker.Ticker, Streams: streams, Connections: conns, Aggregation: true,
 		Interval: time.Hour, Warmup: -1, Duration: 100 * time.Millisecond,
 		GatewayMetrics: g.svc.URL("/metrics"), Settle: settle,
 	}
 	res, err := checker.Run(ctx, cfg, nil)
-	defer deleteTopic(ctx, brokers, topic)
+	defer k.DeleteTopic(ctx, topic)
 	if err != nil {
 		return nil, fmt.Errorf("lab: databus %s: %w", label, err)
 	}
@@ -608,19 +574,6 @@ func produceRequests(ctx context.Context, metricsURL string) (float64, error) {
 		}
 	}
 	return 0, nil // none written yet
-}
-
-// deleteTopic drops a topic the experiment no longer needs; errors are
-// ignored (kfake keeps records in memory: this only frees it).
-func deleteTopic(ctx context.Context, brokers []string, topic string) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	kadm.NewClient(cl).DeleteTopics(ctx, topic)
 }
 
 // thousands formats n with thousands separators.
