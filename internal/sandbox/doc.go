@@ -73,20 +73,21 @@
 //
 // # Measurement
 //
-// One goroutine per process reads, every 100 ms, the CPU time and
-// resident memory of every process in its cgroup (cgroup.procs; with None,
+// One goroutine per process reads, every 100 ms while a Meter measures it
+// and every second otherwise, the CPU time and resident memory of every
+// process in its cgroup (cgroup.procs; with None,
 // the process and its descendants found through /proc). CPU time is
 // cpu.stat usage_usec on v2 (exact, and it counts processes that already
 // exited), cpuacct.usage where cpuacct shares v1's cpu hierarchy, and
 // otherwise the sum of utime+stime from /proc/<pid>/stat (10 ms ticks; a
 // short-lived grandchild's CPU is counted while it is seen alive). RSS is
-// the sum of VmRSS from /proc/<pid>/status. Throttled counts CFS periods
+// the sum of the resident pages of /proc/<pid>/statm (VmRSS). Throttled counts CFS periods
 // in which the quota stopped the process (cpu.stat nr_throttled).
 //
 // Measure opens a window; its Stop returns the averages and maxima over
 // the window, which begins and ends with a reading of its own so that
 // CPUAvg covers exactly the time between them. Process.Samples returns the
-// raw series, kept for the last ten minutes.
+// raw series, kept for the last 6,000 samples.
 //
 // All methods of Sandbox, Process and Meter are safe for concurrent use.
 package sandbox

@@ -64,8 +64,8 @@ func (p *Process) ExitErr() error {
 	}
 }
 
-// Samples returns the samples kept for the process (the last ten minutes
-// at 10 Hz), oldest first.
+// Samples returns the samples kept for the process (the last 6,000: ten
+// minutes at 10 Hz while measured, more at 1 Hz while not), oldest first.
 func (p *Process) Samples() []Sample { return p.samp.samples() }
 
 // outputs returns the files to hand the child for stdout and stderr.

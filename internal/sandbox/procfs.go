@@ -63,34 +63,31 @@ func parseProcStat(b []byte) (procStat, error) {
 	return st, err
 }
 
-// readRSS returns the resident set size of pid in bytes: VmRSS of
-// /proc/<pid>/status. Zombies and kernel threads have none and report 0.
+// readRSS returns the resident set size of pid in bytes: the second field
+// of /proc/<pid>/statm, in pages, the figure VmRSS of /proc/<pid>/status
+// shows. statm is a fraction of the cost of status for the kernel to
+// produce, and the lab reads it for every process it measures ten times a
+// second. Zombies and kernel threads have none and report 0.
 func readRSS(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
 	if err != nil {
 		return 0, err
 	}
-	return parseVmRSS(b), nil
+	return parseStatmRSS(b, int64(os.Getpagesize())), nil
 }
 
-func parseVmRSS(b []byte) int64 {
-	i := bytes.Index(b, []byte("\nVmRSS:"))
-	if i < 0 {
+// parseStatmRSS returns the resident pages of a statm line ("size
+// resident shared text lib data dt") times pageSize; 0 if malformed.
+func parseStatmRSS(b []byte, pageSize int64) int64 {
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
 		return 0
 	}
-	line := b[i+len("\nVmRSS:"):]
-	if j := bytes.IndexByte(line, '\n'); j >= 0 {
-		line = line[:j]
-	}
-	f := strings.Fields(string(line)) // "1234 kB"
-	if len(f) == 0 {
-		return 0
-	}
-	kb, err := strconv.ParseInt(f[0], 10, 64)
+	pages, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil {
 		return 0
 	}
-	return kb * 1024
+	return pages * pageSize
 }
 
 // readPids parses a cgroup.procs file.

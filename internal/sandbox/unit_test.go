@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -30,19 +34,47 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
-func TestParseVmRSS(t *testing.T) {
+func TestParseStatmRSS(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want int64
 	}{
-		{"Name:\tx\nVmPeak:\t 9 kB\nVmRSS:\t    1234 kB\nRssAnon:\t 1 kB\n", 1234 * 1024},
-		{"Name:\tkthreadd\nState:\tS\n", 0},
-		{"Name:\tx\nVmRSS:\tjunk kB\n", 0},
+		{"5120 1234 300 10 0 900 0\n", 1234 * 4096},
+		{"0 0 0 0 0 0 0\n", 0},
+		{"12\n", 0},
+		{"12 junk 0\n", 0},
 	} {
-		if got := parseVmRSS([]byte(tc.in)); got != tc.want {
-			t.Errorf("parseVmRSS(%q) = %d, want %d", tc.in, got, tc.want)
+		if got := parseStatmRSS([]byte(tc.in), 4096); got != tc.want {
+			t.Errorf("parseStatmRSS(%q) = %d, want %d", tc.in, got, tc.want)
 		}
 	}
+}
+
+// statm's resident figure is the one /proc/<pid>/status shows as VmRSS.
+func TestReadRSSMatchesVmRSS(t *testing.T) {
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1 // resident
+	}
+	rss, err := readRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vmRSS int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(v), " kB"), &vmRSS)
+		}
+	}
+	// The two reads are microseconds apart; allow for pages touched between.
+	if vmRSS == 0 || rss < 64<<20 || math.Abs(float64(rss-vmRSS*1024)) > 4<<20 {
+		t.Fatalf("statm RSS %d, status VmRSS %d kB", rss, vmRSS)
+	}
+	runtime.KeepAlive(b)
 }
 
 func TestGroupNames(t *testing.T) {
