@@ -63,7 +63,14 @@ var (
 	seq     atomic.Int64
 
 	cassandra sharedCassandra
+	postgres  sharedPostgres
 )
+
+type sharedPostgres struct {
+	once sync.Once
+	pg   *deps.Postgres
+	err  error
+}
 
 type sharedCassandra struct {
 	once sync.Once
@@ -78,8 +85,8 @@ type sharedKafka struct {
 }
 
 // Run runs the package's tests, then stops every shared dependency they
-// started. A package whose tests use Kafka or NewKafka calls it from
-// TestMain: os.Exit(depstest.Run(m)).
+// started. A package whose tests use Kafka, NewKafka, Cassandra or
+// Postgres calls it from TestMain: os.Exit(depstest.Run(m)).
 func Run(m *testing.M) int {
 	mu.Lock()
 	running = true
@@ -97,6 +104,11 @@ func Run(m *testing.M) int {
 	if cassandra.c != nil {
 		if err := cassandra.c.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "depstest: stop shared cassandra: %v\n", err)
+		}
+	}
+	if postgres.pg != nil {
+		if err := postgres.pg.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "depstest: stop shared postgres: %v\n", err)
 		}
 	}
 	if sb != nil {
@@ -375,4 +387,29 @@ func StartCassandra(t testing.TB, c *deps.Cassandra) {
 		t.Fatalf("depstest: start cassandra again: %v", err)
 	}
 	t.Logf("depstest: %s back in %s", c.Kind, time.Since(start).Round(time.Millisecond))
+}
+
+// Postgres returns the real PostgreSQL shared by the test binary (default
+// settings), started on first use and stopped by Run; tests isolate
+// themselves with a database each (Postgres.CreateDatabase). PostgreSQL
+// is part of the project's dependencies (make deps): without it the test
+// fails with how to install it, it is never skipped.
+func Postgres(t testing.TB) *deps.Postgres {
+	t.Helper()
+	box := Sandbox(t)
+	postgres.once.Do(func() {
+		if _, _, err := deps.FindPostgres(); err != nil {
+			postgres.err = err
+			return
+		}
+		start := time.Now()
+		postgres.pg, postgres.err = deps.StartPostgres(context.Background(), box, deps.PostgresConfig{})
+		if postgres.err == nil {
+			t.Logf("depstest: started the shared %s in %s", postgres.pg.Kind, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if postgres.err != nil {
+		t.Fatalf("depstest: the shared postgres did not start (later tests get the same error): %v", postgres.err)
+	}
+	return postgres.pg
 }
