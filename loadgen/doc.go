@@ -39,6 +39,15 @@
 //		res.RPS, res.Latency.P99, res.LatencyUncorrected.P99, res.Missed.Late)
 //	return res.WriteSummary(os.Stdout) // or json.Marshal(res)
 //
+// # Scenarios
+//
+// For targets whose requests depend on earlier answers (sign in, create,
+// then read what was created), WithScenario replaces the one repeated
+// request with virtual users: a Scenario makes a VU per worker, the VU
+// fills in each request (method, path under the URL, body, headers) and
+// is handed each answer (status, body) to pick its next step, like a k6
+// script. Both models work with it; the counting below is the same.
+//
 // # What counts
 //
 // A request succeeds when it gets an answer with status 200-399 within

@@ -165,6 +165,15 @@ func (r *runner) newRequest() *fasthttp.Request {
 	req.Header.DisableNormalizing()
 	req.SetRequestURI(r.url)
 	req.Header.SetMethod(r.c.method)
+	r.addHeaders(req)
+	if r.c.body != nil {
+		req.SetBodyRaw(r.c.body) // shared read-only by all workers
+	}
+	return req
+}
+
+// addHeaders adds the Header options to req.
+func (r *runner) addHeaders(req *fasthttp.Request) {
 	for _, h := range r.c.headers {
 		if strings.EqualFold(h.key, "Host") {
 			req.Header.SetHost(h.value)
@@ -173,10 +182,6 @@ func (r *runner) newRequest() *fasthttp.Request {
 		}
 		req.Header.Add(h.key, h.value)
 	}
-	if r.c.body != nil {
-		req.SetBodyRaw(r.c.body) // shared read-only by all workers
-	}
-	return req
 }
 
 // do sends one request and records it. fasthttp's HostClient.DoTimeout does
@@ -184,17 +189,18 @@ func (r *runner) newRequest() *fasthttp.Request {
 // on the connection (unlike the package-level GetTimeout, which leaves a
 // goroutine behind on timeout), so a timed-out request frees its worker and
 // its connection at once.
-func (r *runner) do(sh *shard, req *fasthttp.Request, resp *fasthttp.Response, intended, sent time.Time) {
+func (r *runner) do(sh *shard, req *fasthttp.Request, resp *fasthttp.Response, intended, sent time.Time) error {
 	err := r.hc.DoTimeout(req, resp, r.c.timeout)
 	end := time.Now()
 	if err != nil && r.aborted.Load() {
-		return // killed by us, not by the target
+		return err // killed by us, not by the target
 	}
 	status := 0
 	if err == nil {
 		status = resp.StatusCode()
 	}
 	sh.record(r.rec, intended, sent, end, status, err)
+	return err
 }
 
 // runClosed runs the closed model: each worker sends its next request when
@@ -211,6 +217,7 @@ func (r *runner) closedWorker(id int) {
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	sh := r.rec.shardFor(id)
+	script := r.newScripted(id)
 	for !r.stopped.Load() {
 		sent := time.Now()
 		if r.c.durSet && sent.Sub(r.start) >= r.c.duration {
@@ -219,7 +226,14 @@ func (r *runner) closedWorker(id int) {
 		if r.c.reqSet && r.issued.Add(1) > r.c.requests {
 			return
 		}
-		r.do(sh, req, resp, sent, sent)
+		if script != nil {
+			r.fill(script, req)
+			sent = time.Now()
+		}
+		err := r.do(sh, req, resp, sent, sent)
+		if script != nil {
+			script.answer(resp, err)
+		}
 	}
 }
 
@@ -284,7 +298,11 @@ func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration)
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	sh := r.rec.shardFor(id)
+	script := r.newScripted(id)
 	for {
+		if script != nil {
+			r.fill(script, req)
+		}
 		intended := r.start.Add(at)
 		sent := time.Now()
 		lag := sent.Sub(intended)
@@ -297,7 +315,10 @@ func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration)
 				break
 			}
 		}
-		r.do(sh, req, resp, intended, sent)
+		err := r.do(sh, req, resp, intended, sent)
+		if script != nil {
+			script.answer(resp, err)
+		}
 		var ok bool
 		if at, ok = <-jobs; !ok {
 			return

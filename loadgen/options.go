@@ -43,6 +43,7 @@ type cfg struct {
 	timeout    time.Duration
 	tlsConfig  *tls.Config
 	onProgress func(Progress)
+	scenario   Scenario // nil: every request is the same
 
 	// Derived by validate.
 	addr  string // host:port for dialing
