@@ -1,0 +1,209 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// apiFunc is a handler that returns its error; api writes it.
+type apiFunc func(w http.ResponseWriter, r *http.Request) error
+
+// bodyReadTimeout bounds reading a request body: a client trickling its
+// body byte by byte must not hold a connection and a goroutine forever.
+const bodyReadTimeout = 10 * time.Second
+
+// slowRequest is when a request is logged without AccessLog.
+const slowRequest = time.Second
+
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h apiFunc) { mux.Handle(pattern, s.api(pattern, h)) }
+	handle("POST /v1/auth/signup", s.signup)
+	handle("POST /v1/auth/login", s.login)
+	handle("GET /v1/me", s.authed(s.me))
+	handle("POST /v1/devices", s.authed(s.createDevice))
+	handle("GET /v1/devices", s.authed(s.listDevices))
+	handle("DELETE /v1/devices/{id}", s.authed(s.deleteDevice))
+	handle("POST /v1/tasks", s.authed(s.createTask))
+	handle("GET /v1/tasks", s.authed(s.listTasks))
+	handle("GET /v1/tasks/{id}", s.authed(s.getTask))
+	handle("PATCH /v1/tasks/{id}", s.authed(s.updateTask))
+	handle("DELETE /v1/tasks/{id}", s.authed(s.deleteTask))
+	mux.HandleFunc("GET /v1/ws", s.websocket)
+	mountPprof(mux)
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, &InputError{Status: http.StatusNotFound, Kind: "no_route", Reason: "no such route: see the routes in the service's documentation"})
+	})
+	return mux
+}
+
+// api runs h as one traced, time-bounded request, and writes its error.
+// The route's pattern names its span and log lines (ServeMux has put it in
+// r.Pattern, which the shared server's metrics label requests by).
+func (s *Service) api(pattern string, h apiFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx := s.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		defer cancel()
+		if r.ContentLength != 0 {
+			http.NewResponseController(w).SetReadDeadline(start.Add(bodyReadTimeout))
+		}
+		r = r.WithContext(ctx)
+
+		err := h(w, r)
+		code := 0
+		if err != nil {
+			code = writeError(w, r, err)
+			if code >= 500 {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.SetAttributes(attribute.Int("http.response.status_code", code))
+		}
+		elapsed := time.Since(start)
+		result := "ok"
+		if err != nil {
+			result = strconv.Itoa(code) + ": " + err.Error()
+		}
+		switch {
+		case code >= 500:
+			s.log.ErrorContext(ctx, "request failed", "route", pattern, "ms", ms(elapsed), "result", result)
+		case elapsed >= slowRequest:
+			s.log.WarnContext(ctx, "slow request", "route", pattern, "ms", ms(elapsed), "result", result)
+		case s.cfg.AccessLog:
+			s.log.InfoContext(ctx, "request", "route", pattern, "ms", ms(elapsed), "result", result)
+		}
+	})
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// writeError writes err as JSON with its status and returns the status.
+func writeError(w http.ResponseWriter, r *http.Request, err error) int {
+	code, body := status(err)
+	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
+		body.TraceID = sc.TraceID().String()
+	}
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, code, body)
+	return code
+}
+
+// writeJSON writes v with status code. A failed write means the client
+// went away: there is nobody to tell, so it returns nil.
+func writeJSON(w http.ResponseWriter, code int, v any) error {
+	buf := encodeBuffers.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledBuffer {
+			encodeBuffers.Put(buf)
+		}
+	}()
+	b, err := appendAnswer((*buf)[:0], v)
+	if err != nil {
+		return fmt.Errorf("tasks: encode answer: %w", err)
+	}
+	b = append(b, '\n')
+	*buf = b
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	// With a length, net/http sends the body as is instead of chunked
+	// (it chunks bodies over 2 KB, a list of 20 tasks): fewer bytes and
+	// one write to the socket.
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(code)
+	w.Write(b)
+	return nil
+}
+
+// decode reads a JSON object into v: JSON content type, at most
+// MaxBodyBytes, no unknown fields, nothing after the object.
+func (s *Service) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return &InputError{Status: http.StatusUnsupportedMediaType, Kind: "unsupported_media_type", Reason: "send the body as JSON with Content-Type: application/json"}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, s.cfg.MaxBodyBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return decodeError(err, s.cfg.MaxBodyBytes)
+		}
+		return malformed("", "the body must hold one JSON object and nothing after it")
+	}
+	return nil
+}
+
+func decodeError(err error, limit int64) error {
+	var in *InputError
+	var tooBig *http.MaxBytesError
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &in):
+		return in
+	case errors.As(err, &tooBig):
+		return &InputError{Status: http.StatusRequestEntityTooLarge, Kind: "body_too_large", Reason: fmt.Sprintf("the body must be at most %d bytes", limit)}
+	case errors.Is(err, io.EOF):
+		return malformed("", "empty body: send a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return malformed("", "the JSON body ends too early")
+	case errors.As(err, &syntax):
+		return malformed("", "malformed JSON at byte %d: %v", syntax.Offset, syntax)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return malformed("", "the body must be a JSON object")
+		}
+		return malformed(typ.Field, "must be a JSON %s", jsonKind(typ.Type.Kind().String()))
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		return &InputError{Status: http.StatusBadRequest, Kind: "unknown_field", Field: f, Reason: "unknown field: remove it (see the API's fields)"}
+	}
+	return malformed("", "cannot read the body: %v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "integer"
+	case strings.HasPrefix(goKind, "float"):
+		return "number"
+	case goKind == "string":
+		return "string"
+	case goKind == "bool":
+		return "boolean"
+	}
+	return "value of the right type"
+}
+
+// pathID parses the {id} of a route.
+func pathID(r *http.Request) (int64, error) {
+	v := r.PathValue("id")
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != v {
+		return 0, malformed("id", "must be a positive integer, got %q", v)
+	}
+	return id, nil
+}

@@ -1,0 +1,83 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+func TestTokens(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return now }
+	tok, exp := s.issue(42)
+	if !exp.Equal(now.Add(time.Hour)) {
+		t.Fatalf("expiry %v", exp)
+	}
+	if uid, ok := s.verify(tok); !ok || uid != 42 {
+		t.Fatalf("verify(issued) = %d, %v", uid, ok)
+	}
+	other, _ := newTokenSigner([]byte("another secret, long enough"), time.Hour)
+	other.now = s.now
+	for name, tc := range map[string]struct {
+		signer *tokenSigner
+		tok    string
+		at     time.Time
+	}{
+		"expired":      {s, tok, now.Add(time.Hour)},
+		"other secret": {other, tok, now},
+		"truncated":    {s, tok[:len(tok)-1], now},
+		"bad prefix":   {s, "t2." + strings.TrimPrefix(tok, "t1."), now},
+		"swapped":      {s, func() string { a, _ := s.issue(43); return tok[:25] + a[25:] }(), now},
+		"empty":        {s, "", now},
+	} {
+		tc.signer.now = func() time.Time { return tc.at }
+		if uid, ok := tc.signer.verify(tc.tok); ok {
+			t.Errorf("%s: verify = %d, ok; want refused", name, uid)
+		}
+		tc.signer.now = func() time.Time { return now }
+	}
+}
+
+func TestLogsCarryTraceIDs(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(traceLogs{slog.NewJSONHandler(&buf, nil)})
+	tid, _ := trace.TraceIDFromHex("0102030405060708090a0b0c0d0e0f10")
+	sid, _ := trace.SpanIDFromHex("0102030405060708")
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid}))
+	log.With("service", "tasks").InfoContext(ctx, "hello")
+	if !strings.Contains(buf.String(), `"trace_id":"0102030405060708090a0b0c0d0e0f10"`) || !strings.Contains(buf.String(), `"span_id":"0102030405060708"`) {
+		t.Fatalf("log line %s lacks the trace and span ids", buf.String())
+	}
+}
+
+func TestRaiseFileLimit(t *testing.T) {
+	soft, hard, err := RaiseFileLimit(WantFileLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if soft != hard || soft < 1024 {
+		t.Fatalf("open-file limit soft %d hard %d, want soft raised to hard", soft, hard)
+	}
+}
+
+func BenchmarkTokenVerify(b *testing.B) {
+	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, _ := s.issue(42)
+	for b.Loop() {
+		if _, ok := s.verify(tok); !ok {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package tasks
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxConns        = 16
+	DefaultMinConns        = 2
+	DefaultMaxConnIdleTime = time.Minute
+	DefaultMaxConnLifetime = 30 * time.Minute
+	DefaultQueueSize       = 4096
+	DefaultWorkers         = 8
+	DefaultNotifyTimeout   = 2 * time.Second
+	DefaultNotifyRetries   = 2
+	DefaultNotifyBackoff   = 100 * time.Millisecond
+	DefaultTokenTTL        = 24 * time.Hour
+	DefaultMaxBodyBytes    = 64 << 10
+	DefaultRequestTimeout  = 5 * time.Second
+	DefaultTraceSample     = 0.01
+	// unboundedMaxIdle is database/sql's default MaxIdleConns, what an
+	// ORM on database/sql keeps when nobody sets pool limits.
+	unboundedMaxIdle = 2
+)
+
+// Deopt turns report C's optimizations off, one by one, to measure what
+// each was worth. The zero value is the optimized service.
+type Deopt struct {
+	// NoPoolLimits uses database/sql's defaults instead of a bounded
+	// pool: unlimited open connections, 2 kept idle, no idle time or
+	// lifetime. Under concurrency most requests open a connection and
+	// close it after (the report's "too many connections").
+	NoPoolLimits bool
+	// NoIndexes drops the indexes on the columns the API filters, joins
+	// and orders by (tasks by user_id with created_at, status, due_at or
+	// priority; devices by user_id; migration 0002): listing a user's
+	// tasks and finding their devices scan whole tables.
+	NoIndexes bool
+	// DefaultTx wraps every write statement in its own transaction, as
+	// GORM does unless SkipDefaultTransaction is set (BEGIN and COMMIT
+	// round trips around each INSERT, UPDATE, DELETE; reads are not
+	// wrapped, as in GORM).
+	DefaultTx bool
+	// UserTouch reproduces the report's bug: every authenticated request
+	// runs in a transaction that first updates the user's row, so
+	// concurrent requests of one user (their devices) queue on its lock.
+	UserTouch bool
+	// GoroutinePerJob starts a goroutine per side job (notification)
+	// instead of queueing it for the workers: nothing bounds how many run
+	// at once, hold database connections, or open webhook connections.
+	GoroutinePerJob bool
+}
+
+// Config configures a Service. Only DatabaseURL is required; the zero
+// value of every other field is the default documented on it.
+type Config struct {
+	// DatabaseURL is the Postgres connection string (required).
+	DatabaseURL string
+
+	// Pool limits (ignored with Deopt.NoPoolLimits).
+	MaxConns        int32         // default 16
+	MinConns        int32         // default 2
+	MaxConnIdleTime time.Duration // default 1m
+	MaxConnLifetime time.Duration // default 30m
+
+	// WebhookURL receives push notifications (POST, JSON); "" turns push
+	// notifications off.
+	WebhookURL    string
+	QueueSize     int           // notification jobs waiting at most (default 4096); more are dropped and counted
+	Workers       int           // notification workers (default 8)
+	NotifyTimeout time.Duration // per webhook attempt (default 2s)
+	NotifyRetries int           // retries after a failed attempt (default 2; negative: none)
+	NotifyBackoff time.Duration // wait before the first retry, doubled each time (default 100ms)
+
+	// TokenSecret signs bearer tokens (HMAC-SHA256). Default: a random
+	// secret, so tokens do not survive a restart or reach another instance.
+	TokenSecret []byte
+	TokenTTL    time.Duration // default 24h
+	// BcryptCost is the password hash's cost (default bcrypt.DefaultCost, 10).
+	BcryptCost int
+
+	MaxBodyBytes   int64         // largest request body (default 64 KiB)
+	RequestTimeout time.Duration // bound on a request's database work (default 5s)
+
+	// OTLPEndpoint, when set, exports sampled traces over OTLP/HTTP
+	// (host:port or a URL). Empty: OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT if set, else no export (trace ids
+	// still appear in logs).
+	OTLPEndpoint string
+	// TraceSample is the share of requests traced (default 0.01; negative:
+	// none). An incoming traceparent's decision is kept.
+	TraceSample float64
+	// AccessLog logs every request; by default only 5xx answers and
+	// requests slower than a second are logged.
+	AccessLog bool
+
+	Deopt Deopt
+
+	// Registry receives the service's metrics (default: a new one).
+	Registry *prometheus.Registry
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.DatabaseURL == "" {
+		return errors.New("tasks: no database: set DatabaseURL (--db postgres://user@host:port/db)")
+	}
+	if c.WebhookURL != "" {
+		u, err := url.Parse(c.WebhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("tasks: webhook URL %q must be an absolute http(s) URL", c.WebhookURL)
+		}
+	}
+	def := func(v *int32, d int32) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxConns, DefaultMaxConns)
+	def(&c.MinConns, DefaultMinConns)
+	c.MinConns = min(c.MinConns, c.MaxConns)
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur(&c.MaxConnIdleTime, DefaultMaxConnIdleTime)
+	defDur(&c.MaxConnLifetime, DefaultMaxConnLifetime)
+	defDur(&c.NotifyTimeout, DefaultNotifyTimeout)
+	defDur(&c.NotifyBackoff, DefaultNotifyBackoff)
+	defDur(&c.TokenTTL, DefaultTokenTTL)
+	defDur(&c.RequestTimeout, DefaultRequestTimeout)
+	if c.QueueSize <= 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	switch {
+	case c.NotifyRetries == 0:
+		c.NotifyRetries = DefaultNotifyRetries
+	case c.NotifyRetries < 0:
+		c.NotifyRetries = 0
+	}
+	if c.BcryptCost == 0 {
+		c.BcryptCost = bcrypt.DefaultCost
+	}
+	if c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost {
+		return fmt.Errorf("tasks: bcrypt cost %d is outside %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case c.TraceSample == 0:
+		c.TraceSample = DefaultTraceSample
+	case c.TraceSample < 0:
+		c.TraceSample = 0
+	case c.TraceSample > 1:
+		return fmt.Errorf("tasks: trace sample %v must be a share between 0 and 1", c.TraceSample)
+	}
+	if len(c.TokenSecret) > 0 && len(c.TokenSecret) < 16 {
+		return errors.New("tasks: the token secret must have at least 16 bytes")
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

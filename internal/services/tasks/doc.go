@@ -1,0 +1,45 @@
+// Package tasks is report C's task API, built for real: a JSON-over-HTTP
+// CRUD backend on Postgres (pgx) with sign-up and login, bearer tokens,
+// tasks scoped to their owner, live updates over one WebSocket per device,
+// and push notifications to a webhook through a bounded queue with n
+// workers. It serves 1M requests on 1 CPU and 2 GB (hlab lab crud).
+//
+// # Routes
+//
+//	POST   /v1/auth/signup   {"email","password","name"}      201 {"user","token","expires_at"}
+//	POST   /v1/auth/login    {"email","password"}             200 {"user","token","expires_at"}
+//	GET    /v1/me                                             200 user
+//	POST   /v1/devices       {"platform","push_token"}        201 device
+//	GET    /v1/devices                                        200 {"devices":[...]}
+//	DELETE /v1/devices/{id}                                   204
+//	POST   /v1/tasks         {"title","description","status","priority","due_at"}  201 task
+//	GET    /v1/tasks?status=&priority=&due_before=&due_after=&sort=&limit=&offset=  200 {"tasks":[...],"next_offset"}
+//	GET    /v1/tasks/{id}                                     200 task
+//	PATCH  /v1/tasks/{id}    any of the create fields         200 task
+//	DELETE /v1/tasks/{id}                                     204
+//	GET    /v1/ws            WebSocket: the user's task events
+//
+// Every /v1 route but signup and login needs "Authorization: Bearer
+// TOKEN" (the WebSocket also takes ?token= for browsers). A task of
+// another user answers 404, never 403: its existence does not leak.
+// Errors are JSON, {"error": "kind", "reason": "what to fix"}, with the
+// status of the kind (errors.go).
+//
+// # Report C's optimizations as switches
+//
+// Each of the report's fixes is on by default; Config's Deopt turns one
+// off to measure what it was worth (the lab's crud experiment):
+// connection pool limits (off: database/sql's defaults, unlimited open
+// connections and 2 idle, so connections churn), indexes on the JOIN and
+// ORDER BY columns, no per-statement transaction (off: every write in its
+// own transaction, as GORM does by default), no per-request user-row
+// update (off: the report's bug, a transaction around every request that
+// updates the user row first), and a bounded worker queue for side jobs
+// (off: one goroutine per job). The file-descriptor limit is raised at
+// start (RaiseFileLimit).
+//
+// # Concurrency
+//
+// A Service serves requests concurrently. Task events reach WebSockets of
+// the same process only: several instances would need a bus between them.
+package tasks

@@ -1,0 +1,346 @@
+package tasks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// job is a push notification to send: a task change of one user, for all
+// their devices.
+type job struct {
+	uid int64
+	ev  Event
+	at  time.Time // enqueued
+}
+
+// Notification is one task change to push to a user's devices, as a push
+// provider's multicast call takes it.
+type Notification struct {
+	UserID  int64    `json:"user_id"`
+	Devices []Device `json:"devices"`
+	Event   Event    `json:"event"`
+}
+
+// Batch is what the webhook receives (POST, JSON): the notifications of
+// up to maxBatch task changes, of one or several users, in one call, as
+// push relays take them (Expo's push API takes 100 at once). Batching
+// makes the cost of notifications grow with the number of calls, which
+// is bounded by the workers, not with the number of changes.
+type Batch struct {
+	Notifications []Notification `json:"notifications"`
+}
+
+// notifier delivers push notifications to the webhook: report C's
+// optimization 7, a bounded in-memory queue with n workers. When the
+// queue is full a job is dropped and counted; a request never waits for
+// it. A worker takes the jobs that arrive within batchWindow (up to
+// maxBatch), finds their users' devices in one query and posts them in
+// one call. With Deopt.GoroutinePerJob every job gets its own goroutine,
+// query and call instead, and nothing bounds them.
+type notifier struct {
+	url       string
+	client    *http.Client
+	timeout   time.Duration
+	retries   int
+	backoff   time.Duration
+	perJob    bool
+	devicesOf func(ctx context.Context, uids []int64) (map[int64][]Device, error)
+	log       *slog.Logger
+
+	queue   chan job
+	workers int
+	// collecting is held by the worker gathering the next batch, so that
+	// batches fill while the other workers deliver.
+	collecting sync.Mutex
+	// mu orders enqueue before stop: nothing is handed over once closed.
+	mu     sync.RWMutex
+	closed bool
+	ctx    context.Context // canceled when the drain deadline passes
+	cancel context.CancelFunc
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	inflight prometheus.Gauge
+	results  *prometheus.CounterVec
+	attempts prometheus.Counter
+	latency  prometheus.Histogram
+}
+
+// Job results counted by tasks_notify_jobs_total.
+const (
+	jobEnqueued  = "enqueued"
+	jobDropped   = "dropped" // the queue was full, or the service stopping
+	jobDelivered = "delivered"
+	jobFailed    = "failed" // every attempt failed, or the webhook refused it (4xx)
+	jobNoDevices = "no_devices"
+)
+
+func newNotifier(cfg *Config, devicesOf func(context.Context, []int64) (map[int64][]Device, error), reg prometheus.Registerer, log *slog.Logger) *notifier {
+	n := &notifier{
+		url: cfg.WebhookURL, timeout: cfg.NotifyTimeout, retries: cfg.NotifyRetries, backoff: cfg.NotifyBackoff,
+		perJob: cfg.Deopt.GoroutinePerJob, devicesOf: devicesOf, log: log,
+		workers: cfg.Workers, quit: make(chan struct{}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tasks_notify_inflight", Help: "Notification jobs being delivered now (busy workers, or goroutines with --worker-queue=false)."}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tasks_notify_jobs_total", Help: "Notification jobs by result: enqueued, dropped (queue full), delivered, failed, no_devices.",
+		}, []string{"result"}),
+		attempts: prometheus.NewCounter(prometheus.CounterOpts{Name: "tasks_notify_attempts_total", Help: "Webhook calls made, retries included."}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tasks_notify_delay_seconds", Help: "From a change to its notification's delivery.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	// One idle connection per worker, so workers reuse their connections.
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: cfg.NotifyTimeout}).DialContext,
+		MaxIdleConnsPerHost:   cfg.Workers,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: cfg.NotifyTimeout,
+	}
+	n.client = &http.Client{Transport: tr}
+	for _, r := range []string{jobEnqueued, jobDropped, jobDelivered, jobFailed, jobNoDevices} {
+		n.results.WithLabelValues(r)
+	}
+	reg.MustRegister(n.inflight, n.results, n.attempts, n.latency)
+	if !n.perJob && n.url != "" {
+		n.queue = make(chan job, cfg.QueueSize)
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tasks_notify_queue_depth", Help: "Notification jobs waiting for a worker."},
+				func() float64 { return float64(len(n.queue)) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tasks_notify_queue_capacity", Help: "Notification jobs the queue holds at most."},
+				func() float64 { return float64(cap(n.queue)) }),
+		)
+		for range n.workers {
+			n.wg.Go(n.work)
+		}
+	}
+	return n
+}
+
+// enqueue hands j over without blocking; with no webhook it does nothing.
+func (n *notifier) enqueue(j job) {
+	if n.url == "" {
+		return
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if n.closed {
+		n.results.WithLabelValues(jobDropped).Inc()
+		return
+	}
+	if n.perJob {
+		n.results.WithLabelValues(jobEnqueued).Inc()
+		n.wg.Go(func() { n.deliver([]job{j}) })
+		return
+	}
+	select {
+	case n.queue <- j:
+		n.results.WithLabelValues(jobEnqueued).Inc()
+	default:
+		n.results.WithLabelValues(jobDropped).Inc()
+	}
+}
+
+// maxBatch is how many jobs a worker delivers at once, and batchWindow
+// how long it waits for more after the first: at 1,000 changes a second
+// a batch holds about 10. Push notifications can wait 10 ms.
+const (
+	maxBatch    = 64
+	batchWindow = 10 * time.Millisecond
+)
+
+func (n *notifier) work() {
+	batch := make([]job, 0, maxBatch)
+	for {
+		var open bool
+		batch, open = n.collect(batch[:0])
+		if len(batch) > 0 {
+			n.deliver(batch)
+		}
+		if !open {
+			for { // drain what is queued, until the deadline cancels n.ctx
+				batch = n.take(batch[:0])
+				if len(batch) == 0 {
+					return
+				}
+				n.deliver(batch)
+			}
+		}
+	}
+}
+
+// collect waits for a job, then appends those that arrive within
+// batchWindow, up to maxBatch. open is false once stop was called.
+func (n *notifier) collect(batch []job) (_ []job, open bool) {
+	n.collecting.Lock()
+	defer n.collecting.Unlock()
+	select {
+	case j := <-n.queue:
+		batch = append(batch, j)
+	case <-n.quit:
+		return batch, false
+	}
+	window := time.NewTimer(batchWindow)
+	defer window.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case j := <-n.queue:
+			batch = append(batch, j)
+		case <-window.C:
+			return batch, true
+		case <-n.quit:
+			return batch, false
+		}
+	}
+	return batch, true
+}
+
+// take appends the jobs waiting in the queue to batch, up to maxBatch,
+// without waiting for more.
+func (n *notifier) take(batch []job) []job {
+	for len(batch) < maxBatch {
+		select {
+		case j := <-n.queue:
+			batch = append(batch, j)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// deliver looks up the devices of the jobs' users and posts the
+// notifications of those who have devices in one call.
+func (n *notifier) deliver(jobs []job) {
+	n.inflight.Add(float64(len(jobs)))
+	defer n.inflight.Sub(float64(len(jobs)))
+	uids := make([]int64, 0, len(jobs))
+	for _, j := range jobs {
+		if !slices.Contains(uids, j.uid) {
+			uids = append(uids, j.uid)
+		}
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.timeout)
+	devs, err := n.devicesOf(ctx, uids)
+	cancel()
+	if err != nil {
+		n.results.WithLabelValues(jobFailed).Add(float64(len(jobs)))
+		n.log.Warn("notification: cannot find the users' devices", "users", len(uids), "jobs", len(jobs), "err", err)
+		return
+	}
+	b := Batch{Notifications: make([]Notification, 0, len(jobs))}
+	for _, j := range jobs {
+		if len(devs[j.uid]) == 0 {
+			n.results.WithLabelValues(jobNoDevices).Inc()
+			continue
+		}
+		b.Notifications = append(b.Notifications, Notification{UserID: j.uid, Devices: devs[j.uid], Event: j.ev})
+	}
+	if len(b.Notifications) == 0 {
+		return
+	}
+	body, err := json.Marshal(b)
+	if err != nil {
+		n.results.WithLabelValues(jobFailed).Add(float64(len(b.Notifications)))
+		return
+	}
+	if err := n.send(body); err != nil {
+		n.results.WithLabelValues(jobFailed).Add(float64(len(b.Notifications)))
+		n.log.Warn("notifications failed", "notifications", len(b.Notifications), "first_user", b.Notifications[0].UserID, "err", err)
+		return
+	}
+	n.results.WithLabelValues(jobDelivered).Add(float64(len(b.Notifications)))
+	now := time.Now()
+	for _, j := range jobs {
+		if len(devs[j.uid]) > 0 {
+			n.latency.Observe(now.Sub(j.at).Seconds())
+		}
+	}
+}
+
+// send posts body, with a timeout per attempt and retries with
+// exponential backoff and jitter on transport errors, 429 and 5xx.
+func (n *notifier) send(body []byte) error {
+	wait := n.backoff
+	for attempt := 0; ; attempt++ {
+		retry, err := n.post(body)
+		if err == nil {
+			return nil
+		}
+		if !retry || attempt >= n.retries {
+			return fmt.Errorf("after %d attempts: %w", attempt+1, err)
+		}
+		d := wait/2 + rand.N(wait) // jitter, so retries of many batches spread out
+		wait *= 2
+		select {
+		case <-time.After(d):
+		case <-n.ctx.Done():
+			return fmt.Errorf("stopped while retrying: %w", err)
+		}
+	}
+}
+
+// post makes one webhook call; retry tells whether another may succeed.
+func (n *notifier) post(body []byte) (retry bool, err error) {
+	n.attempts.Inc()
+	ctx, cancel := context.WithTimeout(n.ctx, n.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return true, err
+	}
+	// Read a little of the body so the connection can be reused.
+	var buf [512]byte
+	resp.Body.Read(buf[:])
+	resp.Body.Close()
+	switch c := resp.StatusCode; {
+	case c >= 200 && c < 300:
+		return false, nil
+	case c == http.StatusTooManyRequests || c >= 500:
+		return true, fmt.Errorf("webhook answered %s", resp.Status)
+	default:
+		return false, fmt.Errorf("webhook refused the notification: %s", resp.Status)
+	}
+}
+
+// stop stops taking jobs and delivers those queued or running until ctx
+// ends; then it cancels what is left.
+func (n *notifier) stop(ctx context.Context) error {
+	n.mu.Lock()
+	was := n.closed
+	n.closed = true
+	n.mu.Unlock()
+	if was {
+		return nil
+	}
+	close(n.quit)
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	defer n.client.CloseIdleConnections()
+	select {
+	case <-done:
+		n.cancel()
+		return nil
+	case <-ctx.Done():
+		n.cancel()
+		<-done
+		return fmt.Errorf("tasks: notifications still being delivered at shutdown were abandoned: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,199 @@
+package tasks_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/services/tasks"
+)
+
+// sink is a webhook that records the notifications of the batches it
+// receives; fail makes the next answers 500.
+type sink struct {
+	*httptest.Server
+	mu      sync.Mutex
+	got     []tasks.Notification
+	batches int
+	fail    atomic.Int32
+	calls   atomic.Int32
+	block   chan struct{} // when set, every call waits for it to close
+}
+
+func newSink(t *testing.T, block bool) *sink {
+	s := &sink{}
+	if block {
+		s.block = make(chan struct{})
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		if s.block != nil {
+			select {
+			case <-s.block:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if s.fail.Add(-1) >= 0 {
+			http.Error(w, "try again", http.StatusInternalServerError)
+			return
+		}
+		var batch tasks.Batch
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &batch); err != nil || len(batch.Notifications) == 0 || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "bad notification batch", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.got = append(s.got, batch.Notifications...)
+		s.batches++
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(func() {
+		if s.block != nil {
+			select {
+			case <-s.block:
+			default:
+				close(s.block)
+			}
+		}
+		s.CloseClientConnections()
+		s.Close()
+	})
+	return s
+}
+
+func (s *sink) notifications() []tasks.Notification {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]tasks.Notification(nil), s.got...)
+}
+
+func TestNotificationsReachTheWebhook(t *testing.T) {
+	for _, perJob := range []bool{false, true} {
+		t.Run(fmt.Sprintf("goroutine per job %v", perJob), func(t *testing.T) {
+			hook := newSink(t, false)
+			e := newEnv(t, func(c *tasks.Config) {
+				c.WebhookURL = hook.URL
+				c.NotifyBackoff = time.Millisecond
+				c.Deopt.GoroutinePerJob = perJob
+			})
+			c := e.signup("pushed@example.com")
+			nobody := e.signup("nodevice@example.com")
+			for _, tok := range []string{"apns-a", "fcm-b"} {
+				platform := map[string]string{"apns-a": "ios", "fcm-b": "android"}[tok]
+				if a := c.do("POST", "/v1/devices", map[string]string{"platform": platform, "push_token": tok}); a.code != 201 {
+					t.Fatal(a)
+				}
+			}
+			hook.fail.Store(1) // the first call fails and is retried
+			task := c.createTask(map[string]any{"title": "push me"})
+			eventually(t, "the notification", func() bool { return len(hook.notifications()) == 1 })
+			n := hook.notifications()[0]
+			if n.UserID != c.id || n.Event.Type != tasks.EventCreated || n.Event.TaskID != task.ID || len(n.Devices) != 2 ||
+				n.Devices[0].PushToken != "apns-a" || n.Devices[1].PushToken != "fcm-b" {
+				t.Fatalf("notification = %+v", n)
+			}
+			if got := e.metric("tasks_notify_attempts_total", ""); got != 2 {
+				t.Fatalf("webhook attempts = %v, want 2 (one retry)", got)
+			}
+			nobody.createTask(map[string]any{"title": "nobody to tell"})
+			eventually(t, "the job without devices", func() bool {
+				return e.metric("tasks_notify_jobs_total", `result="no_devices"`) == 1
+			})
+			if got := e.metric("tasks_notify_jobs_total", `result="delivered"`); got != 1 {
+				t.Fatalf("delivered = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// A full notification queue drops and counts the job; the request that
+// made it answers as usual. The webhook here never answers while the
+// requests run, so a request that waited for the queue would never end.
+func TestFullQueueNeverBlocksARequest(t *testing.T) {
+	hook := newSink(t, true)
+	e := newEnv(t, func(c *tasks.Config) {
+		c.WebhookURL = hook.URL
+		c.QueueSize = 2
+		c.Workers = 1
+		c.NotifyTimeout = time.Minute
+	})
+	c := e.signup("busy@example.com")
+	c.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w"})
+	// The first job takes the only worker, which the webhook then holds.
+	c.createTask(map[string]any{"title": "first"})
+	eventually(t, "the worker busy", func() bool { return hook.calls.Load() == 1 })
+
+	const n = 19
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan int, n)
+	go func() {
+		for i := range n {
+			done <- c.do("POST", "/v1/tasks", map[string]any{"title": fmt.Sprint("t", i)}).code
+		}
+	}()
+	for range n {
+		select {
+		case code := <-done:
+			if code != http.StatusCreated {
+				t.Fatalf("create while the queue is full = %d", code)
+			}
+		case <-ctx.Done():
+			t.Fatal("a request waited for the full notification queue")
+		}
+	}
+	// Two jobs fill the queue; the rest are dropped.
+	if got := e.metric("tasks_notify_jobs_total", `result="dropped"`); got != n-2 {
+		t.Fatalf("dropped jobs = %v, want %d", got, n-2)
+	}
+	if got := e.metric("tasks_notify_queue_depth", ""); got != 2 {
+		t.Fatalf("queue depth = %v, want 2 (its capacity)", got)
+	}
+	close(hook.block)
+	eventually(t, "the queued jobs delivered", func() bool { return len(hook.notifications()) == 3 })
+}
+
+// Changes queued while the webhook is busy go out together: one call
+// carries the notifications of many changes, of several users.
+func TestNotificationsAreBatched(t *testing.T) {
+	hook := newSink(t, true)
+	e := newEnv(t, func(c *tasks.Config) {
+		c.WebhookURL = hook.URL
+		c.Workers = 1
+		c.NotifyTimeout = time.Minute
+	})
+	a, b := e.signup("batch-a@example.com"), e.signup("batch-b@example.com")
+	for _, c := range []*client{a, b} {
+		if r := c.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w"}); r.code != 201 {
+			t.Fatal(r)
+		}
+	}
+	a.createTask(map[string]any{"title": "first"})
+	eventually(t, "the worker busy", func() bool { return hook.calls.Load() == 1 })
+	const queued = 10
+	for i := range queued {
+		[]*client{a, b}[i%2].createTask(map[string]any{"title": fmt.Sprint("queued ", i)})
+	}
+	close(hook.block)
+	eventually(t, "every notification", func() bool { return len(hook.notifications()) == 1+queued })
+	if got := hook.calls.Load(); got != 2 {
+		t.Fatalf("webhook calls = %d, want 2 (the first change, then the %d queued ones in one batch)", got, queued)
+	}
+	users := map[int64]int{}
+	for _, n := range hook.notifications() {
+		users[n.UserID]++
+	}
+	if users[a.id] != 1+queued/2 || users[b.id] != queued/2 {
+		t.Fatalf("notifications by user = %v", users)
+	}
+}

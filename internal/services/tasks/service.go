@@ -1,0 +1,143 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Service is the task API. New builds it, Handler serves it, Close stops
+// its background work.
+type Service struct {
+	cfg        Config
+	log        *slog.Logger
+	pool       pool
+	store      *store
+	hub        *hub
+	notifier   *notifier
+	tokens     *tokenSigner
+	hasher     *hasher
+	m          *metrics
+	tp         *sdktrace.TracerProvider
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	handler    http.Handler
+}
+
+// New migrates the database, opens the connection pool and starts the
+// notification workers.
+func New(ctx context.Context, cfg Config) (_ *Service, err error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: slog.New(traceLogs{cfg.Logger.Handler()}), propagator: propagator}
+	var exporting bool
+	if s.tp, exporting, err = newTracing(ctx, &s.cfg); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.tp.Shutdown(context.WithoutCancel(ctx))
+		}
+	}()
+	s.tracer = s.tp.Tracer("github.com/highload-lab/hlab/internal/services/tasks")
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	tracer := dbTracer{s.tracer}
+	if cfg.Deopt.NoPoolLimits {
+		s.pool, err = newUnboundedPool(&s.cfg, tracer)
+	} else {
+		s.pool, err = newBoundedPool(ctx, &s.cfg, tracer)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.store = &store{pool: s.pool, defaultTx: cfg.Deopt.DefaultTx}
+	if s.tokens, err = newTokenSigner(cfg.TokenSecret, cfg.TokenTTL); err != nil {
+		s.pool.close()
+		return nil, err
+	}
+	if s.hasher, err = newHasher(cfg.BcryptCost, runtime.GOMAXPROCS(0)); err != nil {
+		s.pool.close()
+		return nil, err
+	}
+	s.m = newMetrics(cfg.Registry, s.pool)
+	s.hub = newHub(cfg.Registry)
+	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
+	s.handler = s.routes()
+
+	d := cfg.Deopt
+	s.log.Info("tasks service ready",
+		"pool_limits", !d.NoPoolLimits, "indexes", !d.NoIndexes, "no_default_tx", !d.DefaultTx,
+		"no_user_touch", !d.UserTouch, "worker_queue", !d.GoroutinePerJob,
+		"max_conns", poolMax(&s.cfg), "workers", cfg.Workers, "queue", cfg.QueueSize,
+		"webhook", cfg.WebhookURL != "", "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
+		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0)
+	return s, nil
+}
+
+func poolMax(c *Config) string {
+	if c.Deopt.NoPoolLimits {
+		return "unlimited (2 idle)"
+	}
+	return fmt.Sprint(c.MaxConns)
+}
+
+// migrate applies the migrations, then reverts the indexes when asked.
+func (s *Service) migrate(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("tasks: connect to the database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var skip []string
+	if s.cfg.Deopt.NoIndexes {
+		skip = append(skip, indexesMigration)
+	}
+	applied, err := MigrateExcept(ctx, conn, skip...)
+	if err != nil {
+		return err
+	}
+	if len(applied) > 0 {
+		s.log.Info("migrations applied", "versions", applied)
+	}
+	if s.cfg.Deopt.NoIndexes {
+		reverted, err := Revert(ctx, conn, indexesMigration)
+		if err != nil {
+			return err
+		}
+		s.log.Warn("running without the indexes on the task lists' and devices' columns (--indexes=false)", "dropped_now", reverted)
+	}
+	return nil
+}
+
+// Handler serves the API (without /healthz and /metrics, which the shared
+// server adds).
+func (s *Service) Handler() http.Handler { return s.handler }
+
+// Ready reports whether the service can take traffic: whether the database
+// answers.
+func (s *Service) Ready(ctx context.Context) error {
+	return s.store.read(ctx, func(q dbtx) error {
+		_, err := q.Exec(ctx, ";")
+		return err
+	})
+}
+
+// Close disconnects WebSockets, delivers the queued notifications until
+// ctx ends, closes the pool and flushes traces.
+func (s *Service) Close(ctx context.Context) error {
+	s.hub.close()
+	err := s.notifier.stop(ctx)
+	s.pool.close()
+	return errors.Join(err, s.tp.Shutdown(ctx))
+}

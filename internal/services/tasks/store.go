@@ -1,0 +1,375 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// User is an account, as the API shows it.
+type User struct {
+	ID        int64     `json:"id"`
+	Email     string    `json:"email"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Device is a user's phone or browser that receives push notifications.
+type Device struct {
+	ID        int64     `json:"id"`
+	Platform  string    `json:"platform"`
+	PushToken string    `json:"push_token"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Task is a user's task.
+type Task struct {
+	ID          int64      `json:"id"`
+	Title       string     `json:"title"`
+	Description string     `json:"description"`
+	Status      string     `json:"status"`
+	Priority    int        `json:"priority"`
+	DueAt       *time.Time `json:"due_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+}
+
+// dbtx is what statements run on: a connection or a transaction.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// store runs the service's statements on the pool, wrapping writes in a
+// transaction when Deopt.DefaultTx asks for it, and running everything in
+// the request's transaction when Deopt.UserTouch opened one.
+type store struct {
+	pool      pool
+	defaultTx bool
+}
+
+// requestTx is the transaction around a whole request (Deopt.UserTouch),
+// with what must run once it commits.
+type requestTx struct {
+	tx    pgx.Tx
+	after []func()
+}
+
+type requestTxKey struct{}
+
+func requestTxFrom(ctx context.Context) *requestTx {
+	rt, _ := ctx.Value(requestTxKey{}).(*requestTx)
+	return rt
+}
+
+func (s *store) run(ctx context.Context, write bool, f func(q dbtx) error) error {
+	if rt := requestTxFrom(ctx); rt != nil {
+		return f(rt.tx)
+	}
+	conn, release, err := s.pool.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("tasks: database connection: %w", err)
+	}
+	defer release()
+	if write && s.defaultTx {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return f(tx) })
+	}
+	return f(conn)
+}
+
+func (s *store) read(ctx context.Context, f func(q dbtx) error) error  { return s.run(ctx, false, f) }
+func (s *store) write(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, true, f) }
+
+// inRequestTx runs f in a transaction that first updates the user's row:
+// the report's bug (Deopt.UserTouch). Statements of f's request run in it;
+// the functions registered with afterCommit run once it committed.
+func (s *store) inRequestTx(ctx context.Context, uid int64, f func(ctx context.Context) error) error {
+	conn, release, err := s.pool.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("tasks: database connection: %w", err)
+	}
+	defer release()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op once committed
+	if _, err := tx.Exec(ctx, `UPDATE users SET last_seen_at = now() WHERE id = $1`, uid); err != nil {
+		return err
+	}
+	rt := &requestTx{tx: tx}
+	herr := f(context.WithValue(ctx, requestTxKey{}, rt))
+	// A client error (404, 422) still commits the touch, as a middleware
+	// that commits whatever the handler did would; other errors roll back.
+	var in *InputError
+	if herr != nil && !errors.Is(herr, ErrNotFound) && !errors.As(herr, &in) {
+		return herr
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	for _, fn := range rt.after {
+		fn()
+	}
+	return herr
+}
+
+// afterCommit runs fn once the request's writes are committed: at once,
+// or when the request transaction commits.
+func afterCommit(ctx context.Context, fn func()) {
+	if rt := requestTxFrom(ctx); rt != nil {
+		rt.after = append(rt.after, fn)
+		return
+	}
+	fn()
+}
+
+// Users.
+
+func (s *store) createUser(ctx context.Context, email, name, hash string) (User, error) {
+	u := User{Email: email, Name: name}
+	err := s.write(ctx, func(q dbtx) error {
+		return q.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ($1, $2, $3) RETURNING id, created_at`,
+			email, name, hash).Scan(&u.ID, &u.CreatedAt)
+	})
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) && pg.Code == "23505" { // unique_violation on email
+		return User{}, ErrEmailTaken
+	}
+	return u, err
+}
+
+// userForLogin returns the user with email and their password hash.
+func (s *store) userForLogin(ctx context.Context, email string) (User, string, error) {
+	var u User
+	var hash string
+	err := s.read(ctx, func(q dbtx) error {
+		return q.QueryRow(ctx, `SELECT id, email, name, created_at, password_hash FROM users WHERE email = $1`, email).
+			Scan(&u.ID, &u.Email, &u.Name, &u.CreatedAt, &hash)
+	})
+	return u, hash, err
+}
+
+func (s *store) noteLogin(ctx context.Context, uid int64) error {
+	return s.write(ctx, func(q dbtx) error {
+		_, err := q.Exec(ctx, `UPDATE users SET last_login_at = now() WHERE id = $1`, uid)
+		return err
+	})
+}
+
+func (s *store) user(ctx context.Context, uid int64) (User, error) {
+	var u User
+	err := s.read(ctx, func(q dbtx) error {
+		return q.QueryRow(ctx, `SELECT id, email, name, created_at FROM users WHERE id = $1`, uid).
+			Scan(&u.ID, &u.Email, &u.Name, &u.CreatedAt)
+	})
+	return u, err
+}
+
+// Devices.
+
+func (s *store) createDevice(ctx context.Context, uid int64, platform, token string) (Device, error) {
+	d := Device{Platform: platform, PushToken: token}
+	err := s.write(ctx, func(q dbtx) error {
+		return q.QueryRow(ctx, `INSERT INTO devices (user_id, platform, push_token) VALUES ($1, $2, $3) RETURNING id, created_at`,
+			uid, platform, token).Scan(&d.ID, &d.CreatedAt)
+	})
+	return d, err
+}
+
+func (s *store) devices(ctx context.Context, uid int64) ([]Device, error) {
+	var out []Device
+	err := s.read(ctx, func(q dbtx) error {
+		rows, err := q.Query(ctx, `SELECT id, platform, push_token, created_at FROM devices WHERE user_id = $1 ORDER BY id`, uid)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var d Device
+			if err := rows.Scan(&d.ID, &d.Platform, &d.PushToken, &d.CreatedAt); err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// devicesOf returns the devices of several users in one query.
+func (s *store) devicesOf(ctx context.Context, uids []int64) (map[int64][]Device, error) {
+	out := make(map[int64][]Device, len(uids))
+	err := s.read(ctx, func(q dbtx) error {
+		rows, err := q.Query(ctx, `SELECT user_id, id, platform, push_token, created_at FROM devices WHERE user_id = ANY($1) ORDER BY id`, uids)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var uid int64
+			var d Device
+			if err := rows.Scan(&uid, &d.ID, &d.Platform, &d.PushToken, &d.CreatedAt); err != nil {
+				return err
+			}
+			out[uid] = append(out[uid], d)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func (s *store) deleteDevice(ctx context.Context, uid, id int64) error {
+	return s.write(ctx, func(q dbtx) error {
+		tag, err := q.Exec(ctx, `DELETE FROM devices WHERE id = $1 AND user_id = $2`, id, uid)
+		if err == nil && tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return err
+	})
+}
+
+// Tasks.
+
+const taskColumns = `id, title, description, status, priority, due_at, created_at, updated_at`
+
+func scanTask(row pgx.Row, t *Task) error {
+	var prio int16
+	err := row.Scan(&t.ID, &t.Title, &t.Description, &t.Status, &prio, &t.DueAt, &t.CreatedAt, &t.UpdatedAt)
+	t.Priority = int(prio)
+	return err
+}
+
+func (s *store) createTask(ctx context.Context, uid int64, in *taskInput) (Task, error) {
+	var t Task
+	err := s.write(ctx, func(q dbtx) error {
+		return scanTask(q.QueryRow(ctx, `INSERT INTO tasks (user_id, title, description, status, priority, due_at)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+taskColumns,
+			uid, *in.Title, deref(in.Description, ""), deref(in.Status, StatusTodo), int16(deref(in.Priority, 0)), in.DueAt.Time), &t)
+	})
+	return t, err
+}
+
+func (s *store) task(ctx context.Context, uid, id int64) (Task, error) {
+	var t Task
+	err := s.read(ctx, func(q dbtx) error {
+		return scanTask(q.QueryRow(ctx, `SELECT `+taskColumns+` FROM tasks WHERE id = $1 AND user_id = $2`, id, uid), &t)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	return t, err
+}
+
+// updateTask changes the fields set in in; one statement whatever is set,
+// so it is prepared once per connection.
+func (s *store) updateTask(ctx context.Context, uid, id int64, in *taskInput) (Task, error) {
+	var t Task
+	var prio *int16
+	if in.Priority != nil {
+		p := int16(*in.Priority)
+		prio = &p
+	}
+	err := s.write(ctx, func(q dbtx) error {
+		return scanTask(q.QueryRow(ctx, `UPDATE tasks SET
+				title = coalesce($3, title),
+				description = coalesce($4, description),
+				status = coalesce($5, status),
+				priority = coalesce($6, priority),
+				due_at = CASE WHEN $7 THEN $8 ELSE due_at END,
+				updated_at = now()
+			WHERE id = $1 AND user_id = $2 RETURNING `+taskColumns,
+			id, uid, in.Title, in.Description, in.Status, prio, in.DueAt.Set, in.DueAt.Time), &t)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = ErrNotFound
+	}
+	return t, err
+}
+
+func (s *store) deleteTask(ctx context.Context, uid, id int64) error {
+	return s.write(ctx, func(q dbtx) error {
+		tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE id = $1 AND user_id = $2`, id, uid)
+		if err == nil && tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		return err
+	})
+}
+
+// listSorts maps the sort parameter to an ORDER BY; id breaks ties so
+// pages do not overlap.
+var listSorts = map[string]string{
+	"created_at":  "created_at, id",
+	"-created_at": "created_at DESC, id DESC",
+	"updated_at":  "updated_at, id",
+	"-updated_at": "updated_at DESC, id DESC",
+	"due_at":      "due_at NULLS LAST, id",
+	"-due_at":     "due_at DESC NULLS LAST, id DESC",
+	"priority":    "priority, id",
+	"-priority":   "priority DESC, id DESC",
+}
+
+// listFilter is a validated list query.
+type listFilter struct {
+	status              string // "" = any
+	priority            int    // -1 = any
+	dueBefore, dueAfter *time.Time
+	sort                string // a key of listSorts
+	limit, offset       int
+}
+
+func (s *store) listTasks(ctx context.Context, uid int64, f listFilter) ([]Task, error) {
+	var sql strings.Builder
+	sql.WriteString(`SELECT ` + taskColumns + ` FROM tasks WHERE user_id = $1`)
+	args := []any{uid}
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		fmt.Fprintf(&sql, " AND %s $%d", cond, len(args))
+	}
+	if f.status != "" {
+		arg("status =", f.status)
+	}
+	if f.priority >= 0 {
+		arg("priority =", int16(f.priority))
+	}
+	if f.dueBefore != nil {
+		arg("due_at <", *f.dueBefore)
+	}
+	if f.dueAfter != nil {
+		arg("due_at >=", *f.dueAfter)
+	}
+	sql.WriteString(" ORDER BY " + listSorts[f.sort])
+	args = append(args, f.limit, f.offset)
+	fmt.Fprintf(&sql, " LIMIT $%d OFFSET $%d", len(args)-1, len(args))
+	out := make([]Task, 0, f.limit)
+	err := s.read(ctx, func(q dbtx) error {
+		rows, err := q.Query(ctx, sql.String(), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var t Task
+			if err := scanTask(rows, &t); err != nil {
+				return err
+			}
+			out = append(out, t)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

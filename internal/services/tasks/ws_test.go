@@ -1,0 +1,106 @@
+package tasks_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/highload-lab/hlab/internal/services/tasks"
+)
+
+// dialWS opens the user's WebSocket and waits until the hub has it.
+func (c *client) dialWS(t *testing.T, viaQuery bool) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(c.e.srv.URL, "http") + "/v1/ws"
+	opts := &websocket.DialOptions{}
+	if viaQuery {
+		url += "?token=" + c.token
+	} else {
+		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + c.token}}
+	}
+	before := c.e.metric("tasks_ws_connections", "")
+	conn, _, err := websocket.Dial(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	t.Cleanup(func() { conn.CloseNow() })
+	eventually(t, "the hub to register the WebSocket", func() bool { return c.e.metric("tasks_ws_connections", "") > before })
+	return conn
+}
+
+func readEvent(t *testing.T, conn *websocket.Conn) tasks.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	typ, b, err := conn.Read(ctx)
+	if err != nil {
+		t.Fatalf("read event: %v", err)
+	}
+	if typ != websocket.MessageText {
+		t.Fatalf("event message type %v", typ)
+	}
+	var ev tasks.Event
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("event %s: %v", b, err)
+	}
+	return ev
+}
+
+// A WebSocket receives the changes of its own user, in order, and never
+// another user's.
+func TestWebSocketOwnUserOnly(t *testing.T) {
+	e := newEnv(t, nil)
+	alice, bob := e.signup("alice@example.com"), e.signup("bob@example.com")
+	aliceWS := alice.dialWS(t, false)
+	alicePhone := alice.dialWS(t, true) // a second device, token in the query
+	bobWS := bob.dialWS(t, false)
+
+	task := alice.createTask(map[string]any{"title": "live"})
+	alice.do("PATCH", fmt.Sprintf("/v1/tasks/%d", task.ID), map[string]any{"status": "doing"})
+	alice.do("DELETE", fmt.Sprintf("/v1/tasks/%d", task.ID), nil)
+	for _, conn := range []*websocket.Conn{aliceWS, alicePhone} {
+		for i, want := range []string{tasks.EventCreated, tasks.EventUpdated, tasks.EventDeleted} {
+			ev := readEvent(t, conn)
+			if ev.Type != want || ev.TaskID != task.ID {
+				t.Fatalf("event %d = %+v, want %s of task %d", i, ev, want, task.ID)
+			}
+			if want == tasks.EventUpdated && (ev.Task == nil || ev.Task.Status != "doing") {
+				t.Fatalf("update event carries %+v, want the updated task", ev.Task)
+			}
+		}
+	}
+	// Events are published before the request that caused them answers,
+	// so had bob's socket been sent alice's, they would come before his own.
+	own := bob.createTask(map[string]any{"title": "bob's"})
+	if ev := readEvent(t, bobWS); ev.TaskID != own.ID || ev.Type != tasks.EventCreated {
+		t.Fatalf("bob's first event = %+v, want his own task %d", ev, own.ID)
+	}
+
+	t.Run("needs a token", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		url := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/v1/ws"
+		_, resp, err := websocket.Dial(ctx, url, nil)
+		if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("dial without a token: %v %v, want 401", err, resp)
+		}
+	})
+
+	t.Run("closed on shutdown", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.svc.Close(ctx)
+		_, _, err := aliceWS.Read(ctx)
+		if websocket.CloseStatus(err) != websocket.StatusGoingAway {
+			t.Fatalf("read after shutdown: %v, want close status going away", err)
+		}
+	})
+}
