@@ -11,6 +11,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/async"
+	"github.com/highload-lab/hlab/internal/lab/crud"
 	"github.com/highload-lab/hlab/internal/lab/databus"
 	"github.com/highload-lab/hlab/internal/lab/nosql"
 	replicaexp "github.com/highload-lab/hlab/internal/lab/replica"
@@ -25,8 +26,9 @@ func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scale.New(),
 		async.New(),
-		replicaexp.New(),
 		nosql.New(),
+		replicaexp.New(),
+		crud.New(),
 		timeouts.New(),
 		databus.New(),
 	}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/lab/crud"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -51,7 +52,8 @@ Stop after --duration or --requests (one of them; default --duration 10s).
 Examples:
   hlab load --connections 10 --duration 30s http://127.0.0.1:8080/handle
   hlab load --rate 1000 --duration 1m --json http://127.0.0.1:8080/ > out.json
-  hlab load --method POST --body '{"a":1}' --header 'Content-Type: application/json' --requests 10000 URL`)
+  hlab load --method POST --body '{"a":1}' --header 'Content-Type: application/json' --requests 10000 URL
+  hlab load --scenario tasks --connections 100 --requests 1000000 http://127.0.0.1:8080`)
 	conns := fs.Int("connections", 0, "closed model: number of connections; open model: max connections in flight (default 1 closed, 1000 open)")
 	rate := fs.Float64("rate", 0, "open model: requests per second (0 = closed model)")
 	dur := fs.Duration("duration", 0, "how long to send load, e.g. 30s, 2m (default 10s unless --requests is set)")
@@ -62,6 +64,8 @@ Examples:
 	fs.Var(&headers, "header", `request header "Key: Value" (repeatable)`)
 	timeout := fs.Duration("timeout", 10*time.Second, "per-request timeout")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
+	scenario := fs.String("scenario", "", `multi-step virtual users instead of one request: "tasks" drives the task API at URL (hlab serve tasks) like report C's k6 script`)
+	accounts := fs.Int("accounts", 0, "--scenario tasks: accounts the virtual users share (default: one per 4 connections)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -113,6 +117,17 @@ Examples:
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	switch *scenario {
+	case "":
+	case "tasks":
+		sc, err := tasksScenario(ctx, target, *accounts, *conns)
+		if err != nil {
+			return fail(st, "load", 1, err)
+		}
+		opts = append(opts, loadgen.WithScenario(sc))
+	default:
+		return fail(st, "load", 2, fmt.Errorf("--scenario %q: the scenarios are: tasks", *scenario))
+	}
 	if tty := terminal(st.Stderr); tty != nil && !*asJSON {
 		opts = append(opts, loadgen.OnProgress(func(p loadgen.Progress) { fmt.Fprint(tty, "\r\033[K"+progressLine(p)) }))
 		defer fmt.Fprint(tty, "\r\033[K")
@@ -134,6 +149,29 @@ Examples:
 		return 1
 	}
 	return 0
+}
+
+// tasksScenario makes report C's virtual users for the task API at base:
+// it creates their accounts (sign-up; existing ones are kept) and signs
+// them in before the load starts, so password hashing is not measured.
+func tasksScenario(ctx context.Context, base string, accounts, conns int) (*crud.Scenario, error) {
+	vus := max(conns, 1)
+	base = strings.TrimSuffix(base, "/")
+	if accounts <= 0 {
+		accounts = max(1, vus/4)
+	}
+	sc := &crud.Scenario{
+		Users:    accounts,
+		Email:    func(i int) string { return fmt.Sprintf("load-user-%d@hlab.test", i) },
+		Password: "hlab-load-password",
+	}
+	if err := sc.SignUp(ctx, base); err != nil {
+		return nil, err
+	}
+	if err := sc.SignIn(ctx, base, vus); err != nil {
+		return nil, err
+	}
+	return sc, nil
 }
 
 // reachable checks, before any load, that the URL parses and its host

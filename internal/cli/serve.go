@@ -25,6 +25,7 @@ import (
 	"github.com/highload-lab/hlab/internal/services/frontend"
 	"github.com/highload-lab/hlab/internal/services/hello"
 	"github.com/highload-lab/hlab/internal/services/pricing"
+	"github.com/highload-lab/hlab/internal/services/tasks"
 	"github.com/highload-lab/hlab/internal/services/work"
 )
 
@@ -51,6 +52,14 @@ var services = map[string]service{
 				c.Logger = logger
 				return activities.Serve(ctx, *addr, nil, c)
 			}
+		},
+	},
+	"tasks": {
+		summary: "report C's task API: auth, task CRUD, WebSocket updates, push notifications, on Postgres (--db)",
+		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
+			var p tasks.Process
+			p.RegisterFlags(fs, "addr")
+			return p.Run
 		},
 	},
 	"hello": {
