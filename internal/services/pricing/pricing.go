@@ -21,9 +21,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/internal/server"
@@ -59,11 +57,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // Service is a running pricing service.
 type Service struct {
-	cfg      Config
-	pool     *pgxpool.Pool
-	store    store
-	rep      *refdata.Replica // nil with FromPostgres
-	requests prometheus.Counter
+	cfg              Config
+	*refdata.Backend // Run, Ready, Close
+	store            store
+	requests         prometheus.Counter
 }
 
 // New opens the pool (and, with DB.Init, creates and seeds the schema)
@@ -87,59 +84,24 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		Name: "pricing_requests_total", Help: "GET /price requests answered, whatever the outcome.",
 	})
 	cfg.Registry.MustRegister(s.requests)
-	pool, err := refdata.OpenPool(ctx, cfg.DB, refdata.NewQueryCounter(cfg.Registry))
+	var set refdata.Set
+	ref := refdata.NewRefTables()
+	if cfg.Source == FromReplica {
+		set = ref
+	}
+	b, err := refdata.OpenBackend(ctx, cfg.DB, set, cfg.Registry, cfg.Logger, ErrDatabase)
 	if err != nil {
 		return nil, err
 	}
-	s.pool = pool
-	if cfg.DB.Init {
-		ictx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := refdata.Init(ictx, pool, cfg.DB.Seed)
-		cancel()
-		if err != nil {
-			pool.Close()
-			return nil, err
-		}
-	}
+	s.Backend = b
+	pool := b.Pool
 	if cfg.Source == FromPostgres {
 		s.store = pgStore{pool: pool}
 		return s, nil
 	}
-	ref := refdata.NewRefTables()
-	if s.rep, err = refdata.NewReplica(cfg.DB, ref, cfg.Registry, cfg.Logger); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	s.store = replicaStore{pool: pool, ref: ref, rep: s.rep}
+	s.store = replicaStore{pool: pool, ref: ref, rep: b.Rep}
 	return s, nil
 }
-
-// Run keeps the replica fresh until ctx ends (with FromPostgres it only
-// waits for ctx).
-func (s *Service) Run(ctx context.Context) {
-	if s.rep == nil {
-		<-ctx.Done()
-		return
-	}
-	s.rep.Run(ctx)
-}
-
-// Ready is nil when the service can answer: the replica is current, or
-// with FromPostgres, the database answers a ping.
-func (s *Service) Ready() error {
-	if s.rep != nil {
-		return s.rep.Ready()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("%w: %w", ErrDatabase, err)
-	}
-	return nil
-}
-
-// Close closes the pool.
-func (s *Service) Close() { s.pool.Close() }
 
 // Handler serves GET /price.
 func (s *Service) Handler() http.Handler {

@@ -1,0 +1,77 @@
+package refdata
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Backend is what a reference-data service (catalog, pricing) reads from:
+// Postgres through a pool and, unless the service reads Postgres
+// directly, a Replica of its tables kept fresh from it. Services embed it
+// for Run, Ready and Close.
+type Backend struct {
+	Pool  *pgxpool.Pool
+	Rep   *Replica // nil: the service reads Postgres
+	errDB error
+}
+
+// OpenBackend opens the pool on db (counting queries on reg), creates and
+// seeds the schema with db.Init, and binds set to a Replica; a nil set
+// means the service reads Postgres. errDB is the service's database error,
+// which a failed readiness ping wraps.
+func OpenBackend(ctx context.Context, db DB, set Set, reg prometheus.Registerer, logger *slog.Logger, errDB error) (*Backend, error) {
+	pool, err := OpenPool(ctx, db, NewQueryCounter(reg))
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{Pool: pool, errDB: errDB}
+	if db.Init {
+		ictx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := Init(ictx, pool, db.Seed)
+		cancel()
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	if set == nil {
+		return b, nil
+	}
+	if b.Rep, err = NewReplica(db, set, reg, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Run keeps the replica fresh until ctx ends (without one it only waits
+// for ctx).
+func (b *Backend) Run(ctx context.Context) {
+	if b.Rep == nil {
+		<-ctx.Done()
+		return
+	}
+	b.Rep.Run(ctx)
+}
+
+// Ready is nil when the service can answer: the replica is current, or
+// without one, the database answers a ping.
+func (b *Backend) Ready() error {
+	if b.Rep != nil {
+		return b.Rep.Ready()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := b.Pool.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: %w", b.errDB, err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (b *Backend) Close() { b.Pool.Close() }
