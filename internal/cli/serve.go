@@ -73,7 +73,7 @@ var services = map[string]service{
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
 			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 			var c pricing.Config
-			c.RegisterFlags(fs)
+			pricing.RegisterFlags(fs, &c)
 			return func(ctx context.Context, logger *slog.Logger) error {
 				c.Logger = logger
 				return pricing.Serve(ctx, *addr, nil, c)
@@ -85,7 +85,7 @@ var services = map[string]service{
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
 			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 			var c catalog.Config
-			c.RegisterFlags(fs)
+			catalog.RegisterFlags(fs, &c)
 			return func(ctx context.Context, logger *slog.Logger) error {
 				c.Logger = logger
 				return catalog.Serve(ctx, *addr, nil, c)

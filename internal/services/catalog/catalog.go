@@ -15,15 +15,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -43,22 +39,12 @@ const (
 	FromPostgres = refdata.FromPostgres
 )
 
-// Config configures the service. Only DB.DSN is required; DB's other
-// fields have the defaults documented on refdata.DB (slot hlab_catalog).
-type Config struct {
-	// Source is FromReplica (default) or FromPostgres.
-	Source Source
-	DB     refdata.DB
-	// Registry receives the service's metrics (default: a new one).
-	Registry prometheus.Registerer
-	// Logger receives the replica's events (default slog.Default()).
-	Logger *slog.Logger
-}
+// Config configures the service (refdata.Config; slot hlab_catalog).
+type Config = refdata.Config
 
 // RegisterFlags adds the service's flags to fs.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Var(&c.Source, "source", "where customers come from: replica (memory, default) or postgres (a query per request)")
-	c.DB.RegisterFlags(fs, "catalog")
+func RegisterFlags(fs *flag.FlagSet, c *Config) {
+	c.RegisterFlags(fs, "catalog", "where customers come from: replica (memory, default) or postgres (a query per request)")
 }
 
 // Service is a running catalog service.
@@ -71,26 +57,13 @@ type Service struct {
 // New opens the pool (and, with DB.Init, creates and seeds the schema)
 // and binds the replica; Run starts the replica.
 func New(ctx context.Context, cfg Config) (*Service, error) {
-	if cfg.Source == "" {
-		cfg.Source = FromReplica
+	cfg, err := cfg.WithDefaults("catalog")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if cfg.Source != FromReplica && cfg.Source != FromPostgres {
-		return nil, fmt.Errorf("%w: source %q: want replica or postgres", ErrConfig, cfg.Source)
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	cfg.DB = cfg.DB.WithDefaults("catalog")
 	s := &Service{cfg: cfg}
-	var set refdata.Set
 	c := refdata.NewCustomers()
-	if cfg.Source == FromReplica {
-		set = c
-	}
-	b, err := refdata.OpenBackend(ctx, cfg.DB, set, cfg.Registry, cfg.Logger, ErrDatabase)
+	b, err := refdata.OpenBackend(ctx, cfg, c, ErrDatabase)
 	if err != nil {
 		return nil, err
 	}
@@ -166,18 +139,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request) {
 
 // Serve runs the service on addr (or ln, when given) until ctx ends.
 func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	s, err := New(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { s.Run(rctx); close(done) }()
-	defer func() { stop(); <-done }()
-	return server.Run(ctx, server.Config{
-		Name: "catalog", Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: s.Ready,
-	}, s.Handler())
+	return refdata.Serve(ctx, "catalog", addr, ln, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
+		return New(ctx, cfg)
+	})
 }

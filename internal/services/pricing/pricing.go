@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -37,22 +35,12 @@ const (
 	FromPostgres = refdata.FromPostgres
 )
 
-// Config configures the service. Only DB.DSN is required; DB's other
-// fields have the defaults documented on refdata.DB (slot hlab_pricing).
-type Config struct {
-	// Source is FromReplica (default) or FromPostgres.
-	Source Source
-	DB     refdata.DB
-	// Registry receives the service's metrics (default: a new one).
-	Registry prometheus.Registerer
-	// Logger receives the replica's events (default slog.Default()).
-	Logger *slog.Logger
-}
+// Config configures the service (refdata.Config; slot hlab_pricing).
+type Config = refdata.Config
 
 // RegisterFlags adds the service's flags to fs.
-func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Var(&c.Source, "source", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)")
-	c.DB.RegisterFlags(fs, "pricing")
+func RegisterFlags(fs *flag.FlagSet, c *Config) {
+	c.RegisterFlags(fs, "pricing", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)")
 }
 
 // Service is a running pricing service.
@@ -66,30 +54,17 @@ type Service struct {
 // New opens the pool (and, with DB.Init, creates and seeds the schema)
 // and binds the replica; Run starts the replica.
 func New(ctx context.Context, cfg Config) (*Service, error) {
-	if cfg.Source == "" {
-		cfg.Source = FromReplica
+	cfg, err := cfg.WithDefaults("pricing")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if cfg.Source != FromReplica && cfg.Source != FromPostgres {
-		return nil, fmt.Errorf("%w: source %q: want replica or postgres", ErrConfig, cfg.Source)
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	cfg.DB = cfg.DB.WithDefaults("pricing")
 	s := &Service{cfg: cfg}
 	s.requests = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pricing_requests_total", Help: "GET /price requests answered, whatever the outcome.",
 	})
 	cfg.Registry.MustRegister(s.requests)
-	var set refdata.Set
 	ref := refdata.NewRefTables()
-	if cfg.Source == FromReplica {
-		set = ref
-	}
-	b, err := refdata.OpenBackend(ctx, cfg.DB, set, cfg.Registry, cfg.Logger, ErrDatabase)
+	b, err := refdata.OpenBackend(ctx, cfg, ref, ErrDatabase)
 	if err != nil {
 		return nil, err
 	}
@@ -154,18 +129,7 @@ func (s *Service) quote(r *http.Request) (Quote, error) {
 
 // Serve runs the service on addr (or ln, when given) until ctx ends.
 func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	s, err := New(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { s.Run(rctx); close(done) }()
-	defer func() { stop(); <-done }()
-	return server.Run(ctx, server.Config{
-		Name: "pricing", Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: s.Ready,
-	}, s.Handler())
+	return refdata.Serve(ctx, "pricing", addr, ln, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
+		return New(ctx, cfg)
+	})
 }

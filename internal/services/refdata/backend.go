@@ -3,11 +3,9 @@ package refdata
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Backend is what a reference-data service (catalog, pricing) reads from:
@@ -20,12 +18,13 @@ type Backend struct {
 	errDB error
 }
 
-// OpenBackend opens the pool on db (counting queries on reg), creates and
-// seeds the schema with db.Init, and binds set to a Replica; a nil set
-// means the service reads Postgres. errDB is the service's database error,
-// which a failed readiness ping wraps.
-func OpenBackend(ctx context.Context, db DB, set Set, reg prometheus.Registerer, logger *slog.Logger, errDB error) (*Backend, error) {
-	pool, err := OpenPool(ctx, db, NewQueryCounter(reg))
+// OpenBackend opens the pool on cfg.DB (counting queries on cfg.Registry),
+// creates and seeds the schema with DB.Init, and, with FromReplica, binds
+// set to a Replica. cfg has its defaults (Config.WithDefaults). errDB is
+// the service's database error, which a failed readiness ping wraps.
+func OpenBackend(ctx context.Context, cfg Config, set Set, errDB error) (*Backend, error) {
+	db := cfg.DB
+	pool, err := OpenPool(ctx, db, NewQueryCounter(cfg.Registry))
 	if err != nil {
 		return nil, err
 	}
@@ -39,10 +38,10 @@ func OpenBackend(ctx context.Context, db DB, set Set, reg prometheus.Registerer,
 			return nil, err
 		}
 	}
-	if set == nil {
+	if cfg.Source == FromPostgres {
 		return b, nil
 	}
-	if b.Rep, err = NewReplica(db, set, reg, logger); err != nil {
+	if b.Rep, err = NewReplica(db, set, cfg.Registry, cfg.Logger); err != nil {
 		pool.Close()
 		return nil, err
 	}

@@ -1,0 +1,81 @@
+package refdata
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/server"
+)
+
+// Config configures a reference-data service (catalog, pricing). Only
+// DB.DSN is required; DB's other fields have the defaults documented on
+// DB (slot hlab_<service>).
+type Config struct {
+	// Source is FromReplica (default) or FromPostgres.
+	Source Source
+	DB     DB
+	// Registry receives the service's metrics (default: a new one).
+	Registry prometheus.Registerer
+	// Logger receives the replica's events (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// RegisterFlags adds --source, described by sourceHelp, and the database
+// flags of service to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet, service, sourceHelp string) {
+	fs.Var(&c.Source, "source", sourceHelp)
+	c.DB.RegisterFlags(fs, service)
+}
+
+// WithDefaults returns c with its zero fields defaulted for service, or
+// an error naming what is wrong.
+func (c Config) WithDefaults(service string) (Config, error) {
+	if c.Source == "" {
+		c.Source = FromReplica
+	}
+	if c.Source != FromReplica && c.Source != FromPostgres {
+		return c, fmt.Errorf("source %q: want replica or postgres", c.Source)
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.DB = c.DB.WithDefaults(service)
+	return c, nil
+}
+
+// Service is what Serve runs: a catalog or pricing service.
+type Service interface {
+	Run(ctx context.Context)
+	Ready() error
+	Close()
+	Handler() http.Handler
+}
+
+// Serve builds a service with newService, on a metrics registry of its
+// own, and serves it as name on addr (or ln, when given) until ctx ends,
+// keeping its replica fresh meanwhile.
+func Serve(ctx context.Context, name, addr string, ln net.Listener, cfg Config, newService func(context.Context, Config) (Service, error)) error {
+	reg := prometheus.NewRegistry()
+	cfg.Registry = reg
+	s, err := newService(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx); close(done) }()
+	defer func() { stop(); <-done }()
+	return server.Run(ctx, server.Config{
+		Name: name, Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: s.Ready,
+	}, s.Handler())
+}
