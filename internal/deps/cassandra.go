@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -71,9 +70,7 @@ type Cassandra struct {
 	timeout time.Duration
 	ownDir  bool
 
-	mu      sync.Mutex
-	proc    *sandbox.Process // nil while down
-	stopped bool
+	srv restartable
 }
 
 const cassandraTempPrefix = "hlab-cassandra-"
@@ -108,6 +105,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		}
 	}
 	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, sb: sb, life: ctx, timeout: cfg.StartTimeout, Dir: cfg.Dir}
+	c.srv = restartable{what: "cassandra", stopTimeout: 30 * time.Second, errStopped: ErrCassandraStopped, launch: c.launch}
 	if c.Dir == "" {
 		sweepCassandraDirs()
 		if c.Dir, err = os.MkdirTemp("", cassandraTempPrefix); err != nil {
@@ -205,9 +203,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		}
 		c.Addr = fmt.Sprintf("127.0.0.1:%d", native)
 		start := time.Now()
-		c.mu.Lock()
-		err = c.start(ctx)
-		c.mu.Unlock()
+		err = c.srv.startServer(ctx)
 		if err == nil {
 			c.Started = time.Since(start)
 			ok = true
@@ -255,28 +251,28 @@ func freePorts(n int) ([]int, error) {
 
 // start starts the JVM and waits for it to answer a CQL query. Callers
 // hold c.mu (or own c alone).
-func (c *Cassandra) start(ctx context.Context) error {
+// launch starts the node and waits until it answers CQL.
+func (c *Cassandra) launch(ctx context.Context) (*sandbox.Process, error) {
 	stdoutPath := filepath.Join(c.Dir, "stdout.log")
 	systemLog := filepath.Join(c.Dir, "system.log")
 	// Errors are looked for in what this start appended to the logs.
 	from := map[string]int64{stdoutPath: fileSize(stdoutPath), systemLog: fileSize(systemLog)}
 	logf, err := os.OpenFile(stdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("deps: cassandra log: %w", err)
+		return nil, fmt.Errorf("deps: cassandra log: %w", err)
 	}
 	defer logf.Close() // the process has its own descriptor
 	spec := c.spec
 	spec.Stdout, spec.Stderr = logf, logf
 	proc, err := c.sb.Start(c.life, spec)
 	if err != nil {
-		return fmt.Errorf("deps: start cassandra: %w", err)
+		return nil, fmt.Errorf("deps: start cassandra: %w", err)
 	}
 	if err := awaitCassandra(ctx, c.Addr, c.timeout, proc.Done()); err != nil {
 		proc.Stop(5 * time.Second)
-		return fmt.Errorf("%w; %s", err, logsSince(from, systemLog, stdoutPath))
+		return nil, fmt.Errorf("%w; %s", err, logsSince(from, systemLog, stdoutPath))
 	}
-	c.proc = proc
-	return nil
+	return proc, nil
 }
 
 // awaitCassandra waits until the node at addr answers a query through
@@ -343,66 +339,21 @@ func (c *Cassandra) Session(keyspace string) (*gocql.Session, error) {
 
 // Proc returns the node's current process (a new one after each
 // StartServer), nil while it is stopped.
-func (c *Cassandra) Proc() *sandbox.Process {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.proc
-}
+func (c *Cassandra) Proc() *sandbox.Process { return c.srv.process() }
 
 // StopServer stops the node (SIGTERM: Cassandra drains and flushes; SIGKILL
 // after 30 s) and keeps its data and ports, for tests of what a service
 // does while its database is down.
-func (c *Cassandra) StopServer() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stopProc()
-}
-
-func (c *Cassandra) stopProc() error {
-	if c.proc == nil {
-		return nil
-	}
-	p := c.proc
-	c.proc = nil
-	if err := p.Stop(30 * time.Second); err != nil {
-		return fmt.Errorf("deps: stop cassandra: %w", err)
-	}
-	return nil
-}
+func (c *Cassandra) StopServer() error { return c.srv.stopServer() }
 
 // StartServer starts the node again on its data and ports (after
 // StopServer, or after it died) and waits until it answers CQL. It does
 // nothing while the node runs.
-func (c *Cassandra) StartServer(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return ErrCassandraStopped
-	}
-	if c.proc != nil {
-		select {
-		case <-c.proc.Done(): // died on its own: start it again
-			c.proc = nil
-		default:
-			return nil
-		}
-	}
-	return c.start(ctx)
-}
+func (c *Cassandra) StartServer(ctx context.Context) error { return c.srv.startServer(ctx) }
 
 // Stop stops the node for good and removes a temporary Dir. It is
 // idempotent.
-func (c *Cassandra) Stop() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return nil
-	}
-	c.stopped = true
-	err := c.stopProc()
-	c.removeDir()
-	return err
-}
+func (c *Cassandra) Stop() error { return c.srv.stop(c.removeDir) }
 
 func (c *Cassandra) removeDir() {
 	if c.ownDir {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/template"
 	"time"
@@ -121,9 +120,7 @@ type realBroker struct {
 	brokers []string
 	timeout time.Duration
 
-	mu      sync.Mutex
-	proc    *sandbox.Process // nil while down
-	stopped bool
+	srv restartable
 }
 
 // startReal fetches the jars if needed, formats the storage of a new
@@ -146,6 +143,8 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	}
 
 	r := &realBroker{sb: sb, life: ctx, timeout: cfg.StartTimeout, dir: cfg.Dir}
+	// SIGTERM is a controlled shutdown: a few seconds for a single node.
+	r.srv = restartable{what: "kafka", stopTimeout: 15 * time.Second, errStopped: ErrKafkaStopped, launch: r.launch}
 	if r.dir == "" {
 		sweepKafkaDirs()
 		if r.dir, err = os.MkdirTemp("", kafkaTempPrefix); err != nil {
@@ -229,7 +228,7 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 			}
 		}
 		r.brokers = []string{fmt.Sprintf("127.0.0.1:%d", port)}
-		err = r.start(ctx)
+		err = r.srv.startServer(ctx)
 		if err == nil {
 			ok = true
 			return &Kafka{
@@ -266,28 +265,28 @@ func (r *realBroker) format(ctx context.Context, java, classpath, logFlag, props
 
 // start starts the JVM and waits for it to answer a metadata request.
 // startBroker calls it holding r.mu; startReal before r is shared.
-func (r *realBroker) start(ctx context.Context) error {
+// launch starts the broker and waits until it answers metadata requests.
+func (r *realBroker) launch(ctx context.Context) (*sandbox.Process, error) {
 	stdoutPath := filepath.Join(r.dir, "stdout.log")
 	serverLog := filepath.Join(r.dir, "server.log")
 	// Errors are looked for in what this start appended to the logs.
 	from := map[string]int64{stdoutPath: fileSize(stdoutPath), serverLog: fileSize(serverLog)}
 	logf, err := os.OpenFile(stdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("deps: kafka log: %w", err)
+		return nil, fmt.Errorf("deps: kafka log: %w", err)
 	}
 	defer logf.Close() // the process has its own descriptor
 	spec := r.spec
 	spec.Stdout, spec.Stderr = logf, logf
 	proc, err := r.sb.Start(r.life, spec)
 	if err != nil {
-		return fmt.Errorf("deps: start kafka: %w", err)
+		return nil, fmt.Errorf("deps: start kafka: %w", err)
 	}
 	if err := awaitKafka(ctx, r.brokers, r.timeout, proc.Done()); err != nil {
 		proc.Stop(5 * time.Second)
-		return fmt.Errorf("%w; %s", err, logsSince(from, serverLog, stdoutPath))
+		return nil, fmt.Errorf("%w; %s", err, logsSince(from, serverLog, stdoutPath))
 	}
-	r.proc = proc
-	return nil
+	return proc, nil
 }
 
 // fileSize returns the size of path, 0 when it does not exist.
@@ -333,61 +332,19 @@ func logsSince(from map[string]int64, paths ...string) string {
 	return strings.Join(parts, "; ")
 }
 
-func (r *realBroker) process() *sandbox.Process {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.proc
-}
+func (r *realBroker) process() *sandbox.Process { return r.srv.process() }
 
 // stopBroker stops the JVM, keeping its directory for startBroker.
-func (r *realBroker) stopBroker() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stopProc()
-}
+func (r *realBroker) stopBroker() error { return r.srv.stopServer() }
 
-func (r *realBroker) stopProc() error {
-	if r.proc == nil {
-		return nil
-	}
-	p := r.proc
-	r.proc = nil
-	// SIGTERM is a controlled shutdown: a few seconds for a single node.
-	if err := p.Stop(15 * time.Second); err != nil {
-		return fmt.Errorf("deps: stop kafka: %w", err)
-	}
-	return nil
-}
-
-func (r *realBroker) startBroker(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return ErrKafkaStopped
-	}
-	if r.proc != nil {
-		select {
-		case <-r.proc.Done(): // died on its own: start it again
-			r.proc = nil
-		default:
-			return nil
-		}
-	}
-	return r.start(ctx)
-}
+func (r *realBroker) startBroker(ctx context.Context) error { return r.srv.startServer(ctx) }
 
 func (r *realBroker) stop() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return nil
-	}
-	r.stopped = true
-	err := r.stopProc()
-	if r.ownDir {
-		os.RemoveAll(r.dir)
-	} else {
-		os.RemoveAll(filepath.Join(r.dir, "data"))
-	}
-	return err
+	return r.srv.stop(func() {
+		if r.ownDir {
+			os.RemoveAll(r.dir)
+		} else {
+			os.RemoveAll(filepath.Join(r.dir, "data"))
+		}
+	})
 }

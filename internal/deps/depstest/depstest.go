@@ -211,17 +211,25 @@ func skipUnwanted(t testing.TB, kind deps.KafkaKind) {
 		t.Skip("depstest: -short: no real kafka broker")
 	}
 	setup, err := deps.CheckKafka(os.Getenv("HLAB_TEST_KAFKA_VERSION"))
-	if err == nil && setup.JavaErr != nil {
-		err = setup.JavaErr
+	skipUnlessJVMRuns(t, "the real kafka broker", err, setup.JavaErr, setup.MavenErr, setup.Cached)
+}
+
+// skipUnlessJVMRuns skips t, or fails it when HLAB_REQUIRE_DEPS is set,
+// when the JVM dependency what cannot run here: its check failed, it has
+// no Java, or its jars are neither cached nor downloadable.
+func skipUnlessJVMRuns(t testing.TB, what string, err, javaErr, mavenErr error, cached bool) {
+	t.Helper()
+	if err == nil && javaErr != nil {
+		err = javaErr
 	}
-	if err == nil && !setup.Cached && setup.MavenErr != nil {
-		err = setup.MavenErr
+	if err == nil && !cached && mavenErr != nil {
+		err = mavenErr
 	}
 	if err != nil {
 		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-			t.Fatalf("depstest: the real kafka broker cannot run here (HLAB_REQUIRE_DEPS is set): %v", err)
+			t.Fatalf("depstest: %s cannot run here (HLAB_REQUIRE_DEPS is set): %v", what, err)
 		}
-		t.Skipf("depstest: the real kafka broker cannot run here: %v", err)
+		t.Skipf("depstest: %s cannot run here: %v", what, err)
 	}
 }
 
@@ -346,18 +354,7 @@ func skipCassandra(t testing.TB) {
 		t.Skip("depstest: HLAB_TEST_CASSANDRA=skip")
 	}
 	setup, err := deps.CheckCassandra()
-	if err == nil && setup.JavaErr != nil {
-		err = setup.JavaErr
-	}
-	if err == nil && !setup.Cached && setup.MavenErr != nil {
-		err = setup.MavenErr
-	}
-	if err != nil {
-		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-			t.Fatalf("depstest: cassandra cannot run here (HLAB_REQUIRE_DEPS is set): %v", err)
-		}
-		t.Skipf("depstest: cassandra cannot run here: %v", err)
-	}
+	skipUnlessJVMRuns(t, "cassandra", err, setup.JavaErr, setup.MavenErr, setup.Cached)
 }
 
 // StopCassandra takes c down (see deps.Cassandra.StopServer) and makes
