@@ -39,17 +39,30 @@ func runLab(args []string, st *State) int {
 Runs the reference reports' experiments on this machine: each starts the
 report's services as child processes under CPU/memory quotas like the
 report's containers (cgroups), drives them with hlab's load generator from
-outside the quota, and prints our figures beside the report's with the
-report's claim and whether it REPRODUCED here. With no NAME it runs every
+outside the quota, and prints our figures beside the report's, with a
+verdict on each of the report's claims. With no NAME it runs every
 experiment. It also writes an HTML report with charts (DIR/index.html).
 
-Experiments:
+Experiments and their claims (the first reruns the report's own setup):
 `+experimentList()+`
-Compare ratios, not absolute figures: the reports ran on other hardware.
-Each row is the median of --repeat runs, with the min-max of RPS.`)
+How a verdict is reached. A claim is a ratio between two rows. Its rows
+run as pairs, back to back, their order alternating (AB, BA, ...), and
+each pair gives a ratio; the verdict reads the 95% confidence interval of
+those ratios: REPRODUCED when the whole interval clears the claim's
+threshold, NOT REPRODUCED when it lies wholly beyond it, INCONCLUSIVE when
+it straddles it. The lab adds pairs until a stricter 99.9% interval
+decides or the experiment's time budget is spent (about 2 min in quick
+mode), so a verdict does not flip with the run. A claim is INVALID when a
+row it uses lost data, answered under 99% of requests (or under its own
+stated bound), had a service die, or ran without its CPU quota. Rates
+count successful requests only. Runs where processes outside the lab took
+over a tenth of a core are marked noisy.
+
+Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	full := fs.Bool("full", false, "use the reports' own durations (slower)")
 	quick := fs.Bool("quick", false, "keep each experiment under about 90 s on 2 cores (the default)")
-	repeat := fs.Int("repeat", 0, "measured runs per row (default 3 quick, 5 full)")
+	repeat := fs.Int("repeat", 0, "measured runs of a row that no claim pairs (default 1 quick, 3 full)")
+	pairs := fs.Int("pairs", 0, "measure exactly N pairs per claim instead of adding pairs until the verdict is decided")
 	jsonPath := fs.String("json", "", "also write the results as JSON to FILE")
 	reportDir := fs.String("report", "lab-report", "directory for the HTML report and service logs")
 	lbKind := fs.String("lb", lab.LBAuto, "load balancer: auto (nginx if installed), nginx, or builtin")
@@ -70,13 +83,16 @@ Each row is the median of --repeat runs, with the min-max of RPS.`)
 	if *repeat < 0 {
 		return fail(st, "lab", 2, fmt.Errorf("--repeat %d: give a positive number of runs", *repeat))
 	}
+	if *pairs < 0 || *pairs == 1 {
+		return fail(st, "lab", 2, fmt.Errorf("--pairs %d: give 2 or more pairs (an interval needs at least two), or 0 for the default", *pairs))
+	}
 	exps, err := lab.Find(all, names)
 	if err != nil {
 		fmt.Fprintf(st.Stderr, "hlab lab: %v\n", err)
 		lab.List(st.Stderr, all)
 		return 2
 	}
-	opts := lab.Options{Mode: lab.Quick, Repeat: *repeat, LB: *lbKind, Kafka: *kafkaKind, WorkDir: filepath.Join(*reportDir, "logs")}
+	opts := lab.Options{Mode: lab.Quick, Repeat: *repeat, Pairs: *pairs, LB: *lbKind, Kafka: *kafkaKind, WorkDir: filepath.Join(*reportDir, "logs")}
 	if *full {
 		opts.Mode = lab.Full
 	}
@@ -107,6 +123,7 @@ Each row is the median of --repeat runs, with the min-max of RPS.`)
 	stop()
 
 	code := 0
+	report.WriteScoreboard(st.Stdout, results)
 	for _, res := range results {
 		report.WriteText(st.Stdout, res)
 		if res.Error != "" {

@@ -21,6 +21,9 @@ type Kafka struct {
 	// Proc is the broker's process: kfake's (hlab serve kfake) or the
 	// JVM's. Neither runs under a quota.
 	Proc *sandbox.Process
+	// JVM is set for the real broker: measurements through it warm up
+	// until throughput stops climbing (Measurement.Steady).
+	JVM  bool
 	stop func()
 }
 
@@ -44,22 +47,14 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, Proc: k.Proc(), stop: func() { k.Stop() }}, nil
+		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, Proc: k.Proc(), JVM: true, stop: func() { k.Stop() }}, nil
 	}
-	var lastErr error
-	for range 3 { // a free port can be taken before kfake binds it
-		port, err := deps.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		svc, err := r.StartService(ctx, "kfake", 0, 0, "--kafka-addr", addr, "--partitions", fmt.Sprint(partitions))
-		if err == nil {
-			return &Kafka{Kind: "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)", Brokers: []string{addr}, Proc: svc.Proc, stop: func() { svc.Stop() }}, nil
-		}
-		lastErr = err
+	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, "--partitions", fmt.Sprint(partitions))
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	return &Kafka{Kind: "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)",
+		Brokers: []string{svc.Ports["--kafka-addr"]}, Proc: svc.Proc, stop: func() { svc.Stop() }}, nil
 }
 
 // Stop stops the broker.

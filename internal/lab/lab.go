@@ -59,9 +59,13 @@ const (
 // Options are the lab's settings shared by every experiment.
 type Options struct {
 	Mode Mode
-	// Repeat is how many measured runs make a row (median, min, max).
-	// Zero means the default: 3 in quick mode, 5 in full mode.
+	// Repeat is how many measured runs make a row that no claim pairs
+	// (median, min, max). Zero means the default: 1 in quick mode, 3 in
+	// full mode.
 	Repeat int
+	// Pairs, when > 0, fixes the rounds of every Paired set (each claim's
+	// pairs) instead of adding rounds until the verdict is decided.
+	Pairs int
 	// LB picks the load balancer: LBAuto, LBNginx or LBBuiltin.
 	LB string
 	// Kafka picks the Kafka of experiments that need one: KafkaFake (""
@@ -72,10 +76,16 @@ type Options struct {
 	Self string
 	// WorkDir holds service logs and generated configs for a run.
 	WorkDir string
+
+	// Short shrinks every run and warm-up to a fifth of a second and drops
+	// the request floor: for tests of the lab's wiring, never for figures.
+	Short bool
 }
 
+const shortRun = 200 * time.Millisecond
+
 // RunDuration is how long one measured run lasts: the report's duration in
-// full mode, at most quick in quick mode.
+// full mode, at most quick in quick mode (and never under MinRun).
 func (o Options) RunDuration(report, quick time.Duration) time.Duration {
 	if o.Mode == Full {
 		return report
@@ -83,9 +93,22 @@ func (o Options) RunDuration(report, quick time.Duration) time.Duration {
 	return min(report, quick)
 }
 
+// MinRun is the shortest measured run: no run is shorter than the
+// duration, nor, where the warm-up's rate tells, too short for the
+// requests (a few hundred requests give a p99 of a handful of them).
+func (o Options) MinRun() (time.Duration, int64) {
+	if o.Short {
+		return shortRun, 0
+	}
+	return 5 * time.Second, 2000
+}
+
 // Warmup is the load sent before measuring a row, so connection set-up,
 // JIT-free but cache- and allocator-warm code and CPU quota accounting settle.
 func (o Options) Warmup() time.Duration {
+	if o.Short {
+		return shortRun
+	}
 	if o.Mode == Full {
 		return 2 * time.Second
 	}
@@ -98,9 +121,19 @@ func (o Options) Repeats() int {
 		return o.Repeat
 	}
 	if o.Mode == Full {
-		return 5
+		return 3
 	}
-	return 3
+	return 1
+}
+
+// PairBudget is the time an experiment's Paired rounds may take by
+// default: about two minutes in quick mode, ten in full mode (where each
+// run lasts as long as the report's).
+func (o Options) PairBudget() time.Duration {
+	if o.Mode == Full {
+		return 10 * time.Minute
+	}
+	return 2 * time.Minute
 }
 
 func (o *Options) setDefaults() error {
@@ -195,12 +228,17 @@ func Find(all []Experiment, names []string) ([]Experiment, error) {
 	return out, nil
 }
 
-// List writes the experiments with their titles and headline claims.
+// List writes the experiments with their titles and claims, the first
+// (the report's own setup) marked.
 func List(w io.Writer, all []Experiment) {
 	for _, e := range all {
 		fmt.Fprintf(w, "  %-10s %s\n", e.Name(), e.Title())
-		if c := e.Claims(); len(c) > 0 {
-			fmt.Fprintf(w, "  %-10s claim: %s\n", "", c[0].Text)
+		for i, c := range e.Claims() {
+			what := "claim"
+			if i == 0 {
+				what = "claim (report's setup)"
+			}
+			fmt.Fprintf(w, "  %-10s %d. %s: %s\n", "", i+1, what, c.Text)
 		}
 	}
 }

@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -9,67 +11,298 @@ import (
 	"github.com/highload-lab/hlab/loadgen"
 )
 
-func row(label string, rps float64) *Row { return &Row{Label: label, RPS: F(rps)} }
-
-func TestClaimEvaluate(t *testing.T) {
-	rows := []*Row{row("one", 100), row("three", 250), {Label: "empty"}}
-	tests := []struct {
-		name       string
-		claim      Claim
-		wantRatio  float64 // 0: no ratio
-		reproduced bool
-	}{
-		{"holds", Claim{Metric: "rps", Numerator: "three", Denominator: "one", AtLeast: 2}, 2.5, true},
-		{"fails", Claim{Metric: "rps", Numerator: "three", Denominator: "one", AtLeast: 3}, 2.5, false},
-		{"at most", Claim{Metric: "rps", Numerator: "one", Denominator: "three", AtMost: 0.5}, 0.4, true},
-		{"missing row", Claim{Metric: "rps", Numerator: "nosuch", Denominator: "one", AtLeast: 1}, 0, false},
-		{"missing figure", Claim{Metric: "rps", Numerator: "empty", Denominator: "one", AtLeast: 1}, 0, false},
+func TestTQuantile(t *testing.T) {
+	// Student's t table values.
+	for _, tt := range []struct{ p, df, want float64 }{
+		{0.975, 1, 12.706}, {0.975, 2, 4.303}, {0.975, 5, 2.571}, {0.975, 30, 2.042},
+		{0.9995, 3, 12.924}, {0.9995, 11, 4.437}, {0.995, 10, 3.169},
+	} {
+		if got := tQuantile(tt.p, tt.df); math.Abs(got-tt.want) > 0.002 {
+			t.Errorf("t(%v, %v) = %.4f, want %.3f", tt.p, tt.df, got, tt.want)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := tt.claim.Evaluate(rows)
-			if tt.wantRatio == 0 {
-				if got.Ratio != nil || got.Why == "" {
-					t.Fatalf("ratio %v why %q: want no ratio and a reason", got.Ratio, got.Why)
-				}
-			} else if got.Ratio == nil || *got.Ratio != tt.wantRatio {
-				t.Fatalf("ratio %v, want %v", got.Ratio, tt.wantRatio)
-			}
-			if got.Reproduced != tt.reproduced {
-				t.Fatalf("reproduced %v, want %v", got.Reproduced, tt.reproduced)
-			}
+}
+
+func TestRatioInterval(t *testing.T) {
+	iv, ok := ratioInterval([]float64{2, 2, 2}, Level)
+	if !ok || iv.est != 2 || iv.lo != 2 || iv.hi != 2 {
+		t.Fatalf("equal ratios: %+v %v; want a point at 2", iv, ok)
+	}
+	iv, ok = ratioInterval([]float64{1.9, 2.1, 2.0, 2.05}, Level)
+	if !ok || !(iv.lo < 2 && iv.hi > 2 && iv.lo > 1.8 && iv.hi < 2.2) {
+		t.Fatalf("interval %+v", iv)
+	}
+	// A/B and B/A mirror each other.
+	inv, _ := ratioInterval([]float64{1 / 1.9, 1 / 2.1, 1 / 2.0, 1 / 2.05}, Level)
+	if math.Abs(inv.lo*iv.hi-1) > 1e-9 || math.Abs(inv.hi*iv.lo-1) > 1e-9 {
+		t.Fatalf("inverse ratios: %+v vs %+v", inv, iv)
+	}
+	for _, bad := range [][]float64{nil, {2}, {2, 0}, {2, math.Inf(1)}} {
+		if _, ok := ratioInterval(bad, Level); ok {
+			t.Errorf("%v gave an interval", bad)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	least := Claim{AtLeast: 2}
+	most := Claim{AtMost: 0.75}
+	for _, tt := range []struct {
+		c      Claim
+		lo, hi float64
+		want   Verdict
+	}{
+		{least, 2.1, 2.9, Reproduced},
+		{least, 1.2, 1.9, NotReproduced},
+		{least, 1.9, 2.1, Inconclusive},
+		{least, 2, 2.5, Inconclusive}, // the lower end must clear the threshold
+		{most, 0.4, 0.7, Reproduced},
+		{most, 0.8, 0.9, NotReproduced},
+		{most, 0.7, 0.8, Inconclusive},
+	} {
+		if got := tt.c.decide(interval{lo: tt.lo, hi: tt.hi}); got != tt.want {
+			t.Errorf("%s on [%v, %v]: %s, want %s", tt.c.threshold(), tt.lo, tt.hi, got, tt.want)
+		}
+	}
+}
+
+// fakeDriver answers rate requests per second of its (virtual) window,
+// each run's rate multiplied by a normal noise of sd; it measures nothing
+// real and takes no time.
+type fakeDriver struct {
+	rate, sd float64
+	rng      *rand.Rand
+	lost     int64
+}
+
+func (f *fakeDriver) Drive(_ context.Context, d time.Duration, window func(bool)) (*Sample, error) {
+	window(true)
+	window(false)
+	n := int64(f.rate * (1 + f.sd*f.rng.NormFloat64()) * d.Seconds())
+	s := &Sample{Model: "closed", Connections: 1, Window: d, Requests: n, Successes: n,
+		Latency: loadgen.Latencies{Mean: time.Millisecond, P99: 2 * time.Millisecond}}
+	if f.lost > 0 {
+		s.Lost = &f.lost
+	}
+	return s, nil
+}
+
+// judgeSynthetic measures a claim "a / b >= 2" on fake rows whose true
+// ratio is truth, with 5% noise on each run, through MeasurePaired's
+// sequential rule and Judge, and returns the verdict.
+func judgeSynthetic(t *testing.T, truth float64, seed uint64) ClaimResult {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	claim := Claim{Text: "a >= 2x b", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2}
+	res := &Result{Env: map[string]string{}}
+	run := &Run{Opts: Options{Mode: Quick, Short: true}, res: res, claims: []Claim{claim}}
+	rows, err := run.MeasurePaired(context.Background(), Paired{Measurements: []Measurement{
+		{Label: "a", Driver: &fakeDriver{rate: 1000 * truth, sd: 0.05, rng: rng}, NoWarmup: true},
+		{Label: "b", Driver: &fakeDriver{rate: 1000, sd: 0.05, rng: rng}, NoWarmup: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Rows = rows
+	Judge(res, []Claim{claim})
+	return res.Claims[0]
+}
+
+// TestVerdictRule: synthetic pairs against a threshold of 2 with 5% noise
+// on each run: a true ratio of 2.5 reproduces, 1.5 does not, 2.0 is
+// inconclusive; and over many seeds the rule keeps its error rates.
+func TestVerdictRule(t *testing.T) {
+	for _, tt := range []struct {
+		truth float64
+		want  Verdict
+	}{{2.5, Reproduced}, {1.5, NotReproduced}, {2.0, Inconclusive}} {
+		c := judgeSynthetic(t, tt.truth, 1)
+		if c.Verdict != tt.want || c.CI == nil || c.Pairs < DefaultMinRounds || len(c.PairRatios) != c.Pairs {
+			t.Errorf("true ratio %v: %s, CI %v over %d pairs; want %s", tt.truth, c.Verdict, c.CI, c.Pairs, tt.want)
+		}
+		if tt.want == Inconclusive && c.Pairs != DefaultMaxRounds {
+			t.Errorf("true ratio at the threshold stopped after %d pairs; want every round tried", c.Pairs)
+		}
+	}
+
+	const trials = 300
+	count := map[float64]map[Verdict]int{}
+	for _, truth := range []float64{2.5, 1.5, 2.0} {
+		count[truth] = map[Verdict]int{}
+		for seed := range uint64(trials) {
+			count[truth][judgeSynthetic(t, truth, 100+seed).Verdict]++
+		}
+	}
+	if n := count[2.5][Reproduced]; n < trials*99/100 {
+		t.Errorf("true 2.5: reproduced %d of %d", n, trials)
+	}
+	if n := count[1.5][NotReproduced]; n < trials*99/100 {
+		t.Errorf("true 1.5: not reproduced %d of %d", n, trials)
+	}
+	// At the threshold, a 95% interval with early stops only at 99.9%
+	// should cover it about 95% of the time.
+	if n := count[2.0][Inconclusive]; n < trials*90/100 {
+		t.Errorf("true 2.0: inconclusive %d of %d (%v); the rule claims more than it measured", n, trials, count[2.0])
+	}
+	t.Logf("verdicts by true ratio: %v", count)
+}
+
+func TestMeasurePairedAlternatesOrder(t *testing.T) {
+	var order []string
+	rec := func(label string) Driver {
+		return driverFunc(func(ctx context.Context, d time.Duration, w func(bool)) (*Sample, error) {
+			order = append(order, label)
+			w(true)
+			w(false)
+			return &Sample{Window: time.Second, Requests: 10, Successes: 10}, nil
 		})
 	}
-}
-
-func TestJudgeNeedsEveryClaim(t *testing.T) {
-	res := &Result{Rows: []*Row{row("a", 100), row("b", 300)}}
-	Judge(res, []Claim{
-		{Text: "first", Metric: "rps", Numerator: "b", Denominator: "a", AtLeast: 2},
-		{Text: "second", Metric: "rps", Numerator: "b", Denominator: "a", AtLeast: 4},
-	})
-	if res.Reproduced || res.Claim != "first" || *res.Ratio != 3 || len(res.Claims) != 2 {
-		t.Fatalf("got reproduced %v claim %q ratio %v claims %d", res.Reproduced, res.Claim, *res.Ratio, len(res.Claims))
+	run := &Run{Opts: Options{Short: true, Pairs: 4}, res: &Result{Env: map[string]string{}}}
+	rows, err := run.MeasurePaired(context.Background(), Paired{Measurements: []Measurement{
+		{Label: "a", Driver: rec("a"), NoWarmup: true}, {Label: "b", Driver: rec("b"), NoWarmup: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	Judge(res, []Claim{{Text: "first", Metric: "rps", Numerator: "b", Denominator: "a", AtLeast: 2}})
-	if !res.Reproduced || res.Claims != nil || len(res.Verdicts) != 1 {
-		t.Fatalf("one claim: reproduced %v claims %v verdicts %d", res.Reproduced, res.Claims, len(res.Verdicts))
+	if got := strings.Join(order, ""); got != "abbaabba" {
+		t.Errorf("order %s, want abbaabba", got)
+	}
+	if len(rows[0].PerRun) != 4 || rows[0].PerRun[3].Round != 4 || rows[0].Runs != 4 {
+		t.Errorf("per run %+v", rows[0].PerRun)
 	}
 }
 
-func TestAggregateTakesMedians(t *testing.T) {
-	mk := func(rps float64, p99 time.Duration) runFigures {
-		return runFigures{res: &loadgen.Result{RPS: rps, Requests: 10, Latency: loadgen.Latencies{P99: p99}, StatusCodes: map[int]int64{200: 10}}, cpu: 0.2}
+type driverFunc func(context.Context, time.Duration, func(bool)) (*Sample, error)
+
+func (f driverFunc) Drive(ctx context.Context, d time.Duration, w func(bool)) (*Sample, error) {
+	return f(ctx, d, w)
+}
+
+func TestPlanCores(t *testing.T) {
+	// scale's processes: four instances at 0.2 CPU and nginx without a quota.
+	demands := []float64{0.2, 0.2, 0.2, 0.2, 0}
+	for _, tt := range []struct {
+		cores  int
+		ok     bool
+		gen    []int
+		own    [][]int
+		shared []int
+	}{
+		{cores: 2},
+		{cores: 4},
+		{cores: 8, ok: true, gen: []int{0, 1}, own: [][]int{{2}, {3}, {4}, {5}, nil}, shared: []int{6, 7}},
+		{cores: 16, ok: true, gen: []int{0, 1, 2, 3}, own: [][]int{{4}, {5}, {6}, {7}, nil}, shared: []int{8, 9, 10, 11, 12, 13, 14, 15}},
+	} {
+		p := planCores(tt.cores, demands)
+		if p.OK != tt.ok {
+			t.Errorf("%d cores: ok %v (%s), want %v", tt.cores, p.OK, p.Why, tt.ok)
+			continue
+		}
+		if !p.OK {
+			if !strings.Contains(p.Why, "share") {
+				t.Errorf("%d cores: why %q does not say they share", tt.cores, p.Why)
+			}
+			continue
+		}
+		if !equalInts(p.Generator, tt.gen) || !equalInts(p.Shared, tt.shared) {
+			t.Errorf("%d cores: generator %v shared %v, want %v %v", tt.cores, p.Generator, p.Shared, tt.gen, tt.shared)
+		}
+		for i := range tt.own {
+			if !equalInts(p.Own[i], tt.own[i]) {
+				t.Errorf("%d cores: process %d on %v, want %v", tt.cores, i, p.Own[i], tt.own[i])
+			}
+		}
+		// No core is given twice.
+		seen := map[int]bool{}
+		for _, set := range append([][]int{p.Generator, p.Shared}, p.Own...) {
+			for _, c := range set {
+				if seen[c] {
+					t.Errorf("%d cores: core %d given twice", tt.cores, c)
+				}
+				seen[c] = true
+			}
+		}
 	}
-	r := aggregate("x", []runFigures{mk(100, 3*time.Millisecond), mk(300, time.Millisecond), mk(200, 2*time.Millisecond)})
+	// A process with more than a core's quota gets its ceiling.
+	if p := planCores(4, []float64{1.5}); !p.OK || len(p.Own[0]) != 2 || len(p.Generator) != 2 {
+		t.Errorf("4 cores, one process at 1.5 CPU: %+v", p)
+	}
+	// Two cores fit one service and the generator, nothing more.
+	if p := planCores(2, []float64{1}); !p.OK || !equalInts(p.Generator, []int{0}) || !equalInts(p.Own[0], []int{1}) {
+		t.Errorf("2 cores, one service: %+v", p)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAggregateTakesMediansOfGoodput(t *testing.T) {
+	mk := func(ok, failed int64, p99 time.Duration) runFigures {
+		return runFigures{sample: &Sample{Window: time.Second, Requests: ok + failed, Successes: ok,
+			Latency: loadgen.Latencies{P99: p99}, StatusCodes: map[string]int64{"200": ok, "500": failed}}, cpu: 0.2}
+	}
+	r := aggregate("x", []runFigures{mk(100, 0, 3*time.Millisecond), mk(300, 100, time.Millisecond), mk(200, 0, 2*time.Millisecond)})
 	if *r.RPS != 200 || *r.RPSMin != 100 || *r.RPSMax != 300 || *r.P99MS != 2 || r.Runs != 3 {
 		t.Fatalf("rps %v (%v-%v) p99 %v runs %d", *r.RPS, *r.RPSMin, *r.RPSMax, *r.P99MS, r.Runs)
 	}
-	if r.Requests != 30 || r.StatusCodes["200"] != 30 {
+	if r.Requests != 700 || r.StatusCodes["200"] != 600 || r.StatusCodes["500"] != 100 {
 		t.Fatalf("requests %d codes %v: want the sums over runs", r.Requests, r.StatusCodes)
 	}
 	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
 		t.Fatalf("median of an even count = %v", got)
+	}
+}
+
+func TestIntegrityFailures(t *testing.T) {
+	one := int64(1)
+	for _, tt := range []struct {
+		name string
+		row  Row
+		want string
+	}{
+		{"clean", Row{SuccessRatio: F(1)}, ""},
+		{"lost", Row{Lost: &one}, "lost 1"},
+		{"acked vs stored", Row{Acked: &one, Stored: new(int64)}, "stored 0"},
+		{"failed requests", Row{SuccessRatio: F(0.95)}, "below its bound of 99.00%"},
+		{"own bound", Row{SuccessRatio: F(0.95), SuccessBound: 0.9}, ""},
+		{"died", Row{Died: "app-3 (signal: killed)"}, "die"},
+		{"no quota", Row{QuotaMissing: "app-3 asked for 0.2 CPU"}, "without its CPU quota"},
+	} {
+		got := strings.Join(tt.row.IntegrityFailures(), "; ")
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestJudgeInvalidWhenTheExperimentFailed(t *testing.T) {
+	pair := func(label string, v float64) *Row {
+		r := &Row{Label: label, RPS: F(v)}
+		for i := 1; i <= 3; i++ {
+			r.PerRun = append(r.PerRun, RunValues{Round: i, Values: map[string]float64{"rps": v * (1 + 0.01*float64(i))}})
+		}
+		return r
+	}
+	res := &Result{Rows: []*Row{pair("a", 300), pair("b", 100)}}
+	claims := []Claim{{Text: "first", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2},
+		{Text: "second", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 4}}
+	Judge(res, claims)
+	if res.Verdict != Reproduced || !res.Reproduced || res.Claims[1].Verdict != NotReproduced || len(res.Claims) != 2 {
+		t.Fatalf("verdicts %s, %s", res.Claims[0].Verdict, res.Claims[1].Verdict)
+	}
+	res.Error = "the gateway did not start"
+	Judge(res, claims)
+	if res.Verdict != Invalid || res.Reproduced || !strings.Contains(res.Claims[0].Why, "did not finish") {
+		t.Fatalf("after an error: %s (%s)", res.Verdict, res.Claims[0].Why)
 	}
 }
 
@@ -103,8 +336,11 @@ func TestOptionsDurations(t *testing.T) {
 	if q.RunDuration(5*time.Second, 3*time.Second) != 3*time.Second || f.RunDuration(5*time.Second, 3*time.Second) != 5*time.Second {
 		t.Fatal("RunDuration: quick caps, full uses the report's")
 	}
-	if q.Repeats() != 3 || f.Repeats() != 5 || (Options{Repeat: 7}).Repeats() != 7 {
+	if q.Repeats() != 1 || f.Repeats() != 3 || (Options{Repeat: 7}).Repeats() != 7 {
 		t.Fatal("Repeats defaults")
+	}
+	if d, n := q.MinRun(); d != 5*time.Second || n != 2000 {
+		t.Fatalf("MinRun %v %d: no quick run shorter than 5 s or 2,000 requests", d, n)
 	}
 	bad := Options{LB: "haproxy"}
 	if err := bad.setDefaults(); err == nil {

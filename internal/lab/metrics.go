@@ -1,24 +1,27 @@
 package lab
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Counter is a Prometheus counter of a service under test, read before and
 // after each measured run: its increase, summed over the runs, goes to
-// Row.Figures[Key]. Every series of the metric is summed (labels ignored).
+// Row.Figures[Key]. The series of the metric whose labels include Labels
+// are summed (all of them when Labels is empty).
 type Counter struct {
-	Key  string // the figure's name in Row.Figures
-	URL  string // the service's /metrics
-	Name string // the metric, e.g. "backend_requests_total"
+	Key    string // the figure's name in Row.Figures
+	URL    string // the service's /metrics
+	Name   string // the metric, e.g. "backend_requests_total"
+	Labels map[string]string
 }
 
 // Go runtime metrics the heap sampler reads (client_golang's Go collector).
@@ -35,9 +38,82 @@ var metricsClient = &http.Client{
 	Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true},
 }
 
-// Scrape reads the Prometheus text exposition at url and returns, per
-// metric name, the sum of its series' values.
-func Scrape(ctx context.Context, url string) (map[string]float64, error) {
+// Metrics are one scrape of a Prometheus text exposition.
+type Metrics map[string]*dto.MetricFamily
+
+// Sum returns the sum of the series of metric name whose labels include
+// labels (every series when labels is empty); 0 when there is none. A
+// histogram's or a summary's _sum and _count are metrics of their own
+// here, as the text format names them.
+func (m Metrics) Sum(name string, labels map[string]string) float64 {
+	var total float64
+	fam, suffix := m[name], ""
+	if fam == nil {
+		for _, sfx := range []string{"_sum", "_count"} {
+			if base, ok := cutSuffix(name, sfx); ok && m[base] != nil {
+				fam, suffix = m[base], sfx
+			}
+		}
+	}
+	if fam == nil {
+		return 0
+	}
+	for _, metric := range fam.GetMetric() {
+		if !hasLabels(metric, labels) {
+			continue
+		}
+		total += value(metric, suffix)
+	}
+	return total
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
+		return s[:len(s)-len(suffix)], true
+	}
+	return s, false
+}
+
+func hasLabels(metric *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, lp := range metric.GetLabel() {
+			if lp.GetName() == k && lp.GetValue() == v {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// value is a series' value: the counter, gauge or untyped value, or a
+// histogram's or summary's _sum or _count.
+func value(m *dto.Metric, suffix string) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue()
+	case m.Histogram != nil && suffix == "_sum":
+		return m.GetHistogram().GetSampleSum()
+	case m.Histogram != nil && suffix == "_count":
+		return float64(m.GetHistogram().GetSampleCount())
+	case m.Summary != nil && suffix == "_sum":
+		return m.GetSummary().GetSampleSum()
+	case m.Summary != nil && suffix == "_count":
+		return float64(m.GetSummary().GetSampleCount())
+	}
+	return 0
+}
+
+// ScrapeMetrics reads the Prometheus text exposition at url.
+func ScrapeMetrics(ctx context.Context, url string) (Metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lab: scrape %s: %w", url, err)
@@ -50,73 +126,57 @@ func Scrape(ctx context.Context, url string) (map[string]float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("lab: scrape %s: status %d", url, resp.StatusCode)
 	}
-	return parseMetrics(io.LimitReader(resp.Body, 16<<20))
+	m, err := parseMetrics(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("lab: scrape %s: %w", url, err)
+	}
+	return m, nil
 }
 
-// parseMetrics sums the samples of a text exposition by metric name.
-func parseMetrics(r io.Reader) (map[string]float64, error) {
+// Scrape reads the Prometheus text exposition at url and returns, per
+// metric name, the sum of its series' values (a histogram's or summary's
+// as name_sum and name_count).
+func Scrape(ctx context.Context, url string) (map[string]float64, error) {
+	m, err := ScrapeMetrics(ctx, url)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
+	for name, fam := range m {
+		switch fam.GetType() {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_SUMMARY, dto.MetricType_GAUGE_HISTOGRAM:
+			out[name+"_sum"] = m.Sum(name+"_sum", nil)
+			out[name+"_count"] = m.Sum(name+"_count", nil)
+		default:
+			out[name] = m.Sum(name, nil)
 		}
-		name, rest := line, ""
-		if i := strings.IndexAny(line, "{ \t"); i >= 0 {
-			name, rest = line[:i], line[i:]
-		}
-		if strings.HasPrefix(rest, "{") {
-			end := labelsEnd(rest)
-			if end < 0 {
-				return nil, fmt.Errorf("lab: metrics line %q: unterminated labels", line)
-			}
-			rest = rest[end+1:]
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("lab: metrics line %q: no value", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("lab: metrics line %q: %w", line, err)
-		}
-		out[name] += v
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
-// labelsEnd returns the index of the '}' closing the label set that s
-// starts with, skipping quoted values; -1 if there is none.
-func labelsEnd(s string) int {
-	quoted := false
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case quoted && c == '\\':
-			i++
-		case c == '"':
-			quoted = !quoted
-		case !quoted && c == '}':
-			return i
-		}
+// parseMetrics parses a text exposition with prometheus/common's parser.
+func parseMetrics(r io.Reader) (Metrics, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("lab: metrics: %w", err)
 	}
-	return -1
+	return Metrics(fams), nil
 }
 
 func readCounters(ctx context.Context, cs []Counter) (map[string]float64, error) {
 	out := map[string]float64{}
-	cache := map[string]map[string]float64{}
+	cache := map[string]Metrics{}
 	for _, c := range cs {
 		m, ok := cache[c.URL]
 		if !ok {
 			var err error
-			if m, err = Scrape(ctx, c.URL); err != nil {
+			if m, err = ScrapeMetrics(ctx, c.URL); err != nil {
 				return nil, err
 			}
 			cache[c.URL] = m
 		}
-		out[c.Key] = m[c.Name]
+		out[c.Key] = m.Sum(c.Name, c.Labels)
 	}
 	return out, nil
 }
@@ -165,7 +225,7 @@ func (s *heapSampler) sample() {
 	var heap, gor float64
 	for _, u := range s.urls {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		m, err := Scrape(ctx, u)
+		m, err := ScrapeMetrics(ctx, u)
 		cancel()
 		if err != nil {
 			s.mu.Lock()
@@ -173,8 +233,8 @@ func (s *heapSampler) sample() {
 			s.mu.Unlock()
 			return
 		}
-		heap += m[heapMetric]
-		gor += m[goroutinesMetric]
+		heap += m.Sum(heapMetric, nil)
+		gor += m.Sum(goroutinesMetric, nil)
 	}
 	s.mu.Lock()
 	s.heap = append(s.heap, heap/(1<<20))

@@ -19,18 +19,31 @@ func TestParseMetrics(t *testing.T) {
 go_goroutines 42
 go_memstats_heap_alloc_bytes 1.048576e+06
 http_requests_total{code="200",path="GET /"} 10
-http_requests_total{code="504",path="GET /"} 5
+http_requests_total{path="GET /",code="504"} 5
 odd_total{label="with } and \" inside"} 2 1700000000000
+# TYPE lat_seconds histogram
+lat_seconds_bucket{le="1"} 2
+lat_seconds_bucket{le="+Inf"} 3
+lat_seconds_sum 1.5
+lat_seconds_count 3
 `
 	got, err := parseMetrics(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]float64{"go_goroutines": 42, "go_memstats_heap_alloc_bytes": 1 << 20, "http_requests_total": 15, "odd_total": 2}
+	want := map[string]float64{"go_goroutines": 42, "go_memstats_heap_alloc_bytes": 1 << 20, "http_requests_total": 15, "odd_total": 2,
+		"lat_seconds_sum": 1.5, "lat_seconds_count": 3}
 	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
+		if g := got.Sum(k, nil); g != v {
+			t.Errorf("%s = %v, want %v", k, g, v)
 		}
+	}
+	// Labels pick series, in whatever order they are written.
+	if g := got.Sum("http_requests_total", map[string]string{"code": "504"}); g != 5 {
+		t.Errorf("code 504: %v, want 5", g)
+	}
+	if g := got.Sum("http_requests_total", map[string]string{"path": "GET /", "code": "200"}); g != 10 {
+		t.Errorf("code 200: %v, want 10", g)
 	}
 	for _, bad := range []string{"x{a=\"1\" 3\n", "x\n", "x abc\n"} {
 		if _, err := parseMetrics(strings.NewReader(bad)); err == nil {
@@ -76,7 +89,7 @@ func TestMeasureCutWindowAndMetrics(t *testing.T) {
 	defer srv.Close()
 	defer close(stop)
 
-	run := &Run{res: &Result{Env: map[string]string{}}}
+	run := &Run{Opts: Options{Short: true}, res: &Result{Env: map[string]string{}}}
 	start := time.Now()
 	row, err := run.Measure(context.Background(), Measurement{
 		Label: "cut", URL: srv.URL + "/", Duration: 600 * time.Millisecond, Repeat: 1, NoWarmup: true,
@@ -108,7 +121,7 @@ func TestMeasureCutWindowAndMetrics(t *testing.T) {
 func TestMeasureWindowNeverOpened(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
 	defer srv.Close()
-	run := &Run{res: &Result{Env: map[string]string{}}}
+	run := &Run{Opts: Options{Short: true}, res: &Result{Env: map[string]string{}}}
 	_, err := run.Measure(context.Background(), Measurement{
 		Label: "late window", URL: srv.URL + "/", Duration: 100 * time.Millisecond, Repeat: 1, NoWarmup: true,
 		SampleFrom: time.Minute,

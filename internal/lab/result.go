@@ -3,29 +3,47 @@ package lab
 import (
 	"math"
 	"slices"
-	"strconv"
-
-	"github.com/highload-lab/hlab/loadgen"
 )
 
 // Result is what one experiment measured: the JSON contract's
 // "experiments" entry.
 type Result struct {
-	Name       string   `json:"name"`
-	Title      string   `json:"title"`
+	Name  string `json:"name"`
+	Title string `json:"title"`
+	// Claim, Ratio, Verdict and Reproduced mirror the first claim: the
+	// report's own setup.
 	Claim      string   `json:"claim"`
 	Ratio      *float64 `json:"ratio"`
+	Verdict    Verdict  `json:"verdict"`
 	Reproduced bool     `json:"reproduced"`
-	// Claims lists every verdict when there are several (the contract's
-	// "claims"); Verdicts always holds them, for rendering.
-	Claims   []ClaimResult     `json:"claims,omitempty"`
-	Verdicts []ClaimResult     `json:"-"`
-	Env      map[string]string `json:"env"`
-	Rows     []*Row            `json:"rows"`
-	Notes    []string          `json:"notes,omitempty"`
-	Error    string            `json:"error,omitempty"`
-	Mode     Mode              `json:"mode"`
-	Seconds  float64           `json:"seconds"`
+	// Claims lists every claim's verdict, the first one's included.
+	Claims []ClaimResult     `json:"claims"`
+	Checks []Check           `json:"checks,omitempty"`
+	Env    map[string]string `json:"env"`
+	Rows   []*Row            `json:"rows"`
+	Notes  []string          `json:"notes,omitempty"`
+	// NotRerun lists the report's figures this run did not rerun, each
+	// with its reason, so that nothing is skipped silently.
+	NotRerun []NotRerun `json:"not_rerun,omitempty"`
+	Error    string     `json:"error,omitempty"`
+	Mode     Mode       `json:"mode"`
+	Seconds  float64    `json:"seconds"`
+}
+
+// Check is something an experiment verifies that is not a claim of the
+// report (it holds by construction, or the report states it as a fact):
+// shown with the figures, never judged with an interval.
+type Check struct {
+	Text  string `json:"check"`
+	Holds bool   `json:"holds"`
+	// Detail gives the figures the check read.
+	Detail string `json:"detail"`
+}
+
+// NotRerun is a figure of the report the experiment does not rerun here.
+type NotRerun struct {
+	Figure string `json:"figure"`
+	Why    string `json:"why"`
 }
 
 // Ref holds the reference report's figures for a row; nil fields are
@@ -46,7 +64,9 @@ type Ref struct {
 // Row is one setup's measurement: medians over Runs measured runs, with the
 // spread of RPS. A nil figure was not measured; it is never invented.
 type Row struct {
-	Label        string   `json:"label"`
+	Label string `json:"label"`
+	// RPS counts successful requests only (goodput): requests that fail
+	// fast cannot raise it.
 	RPS          *float64 `json:"rps"`
 	MeanMS       *float64 `json:"mean_ms"`
 	P50MS        *float64 `json:"p50_ms"`
@@ -93,7 +113,46 @@ type Row struct {
 	// increases over the runs, ratios derived from them); Row.Figure and
 	// so claims can use them by name.
 	Figures map[string]float64 `json:"figures,omitempty"`
+
+	// Integrity (see IntegrityFailures). Lost counts acknowledged
+	// messages or writes that were not delivered, where the row verifies
+	// delivery (nil: not verified). SuccessBound is the share of requests
+	// the row must answer successfully (DefaultSuccessBound unless the
+	// experiment states the row's own, for a baseline that fails by
+	// design). Died names a service that died during the row; QuotaMissing
+	// a service that ran without the CPU quota it asked for.
+	Lost         *int64  `json:"lost,omitempty"`
+	SuccessBound float64 `json:"success_bound"`
+	Died         string  `json:"died,omitempty"`
+	QuotaMissing string  `json:"quota_missing,omitempty"`
+
+	// Noise: the CPU that processes outside the lab used while the row
+	// ran (cores; the largest over its runs), the 1-minute load average at
+	// the end of its last run, and whether outside CPU exceeded
+	// NoisyCPU in any run.
+	OutsideCPU *float64 `json:"outside_cpu"`
+	LoadAvg    *float64 `json:"load_avg"`
+	Noisy      bool     `json:"noisy"`
+	// Placement says whether the row's processes had cores of their own
+	// ("own cores") or shared the machine's ("shared"); see Plan.
+	Placement string `json:"placement,omitempty"`
+
+	// PerRun keeps each measured run's figures when the row was measured
+	// in rounds with others (Paired): claims pair runs of one round.
+	PerRun []RunValues `json:"per_run,omitempty"`
 }
+
+// RunValues are one run's figures, by the names Row.Figure knows.
+type RunValues struct {
+	Round      int                `json:"round"`
+	Values     map[string]float64 `json:"values"`
+	OutsideCPU float64            `json:"outside_cpu"`
+	Noisy      bool               `json:"noisy,omitempty"`
+}
+
+// NoisyCPU is the outside CPU (cores) above which a run is marked noisy:
+// a tenth of a core taken by something other than the lab.
+const NoisyCPU = 0.1
 
 // Percentile is one point of a latency distribution.
 type Percentile struct {
@@ -104,22 +163,28 @@ type Percentile struct {
 // F returns a pointer to v, for optional figures.
 func F(v float64) *float64 { return &v }
 
-// run is one measured run's figures.
+// runFigures is one measured run's figures.
 type runFigures struct {
-	res   *loadgen.Result
-	cpu   float64
-	rss   float64
-	rssMx float64
-	thr   int64
+	sample *Sample
+	cpu    float64
+	rss    float64
+	rssMx  float64
+	thr    int64
 
 	heap     *heapFigures       // nil when not sampled
 	counters map[string]float64 // increases over the run, by Counter.Key
+
+	outside float64  // cores used outside the lab during the run
+	loadAvg *float64 // 1-minute load average at its end
+	round   int      // the round of a Paired set, else 0
 }
+
+func (f runFigures) noisy() bool { return f.outside > NoisyCPU }
 
 func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }
 
 // aggregate makes a row of measured runs: each figure is the median over
-// runs, RPS also with its min and max.
+// runs, RPS (goodput) also with its min and max.
 func aggregate(label string, runs []runFigures) *Row {
 	row := &Row{Label: label, Runs: len(runs), Errors: map[string]int64{}, StatusCodes: map[string]int64{}}
 	if len(runs) == 0 {
@@ -132,15 +197,18 @@ func aggregate(label string, runs []runFigures) *Row {
 		}
 		return F(median(vals))
 	}
-	row.RPS = med(func(r runFigures) float64 { return r.res.RPS })
-	row.MeanMS = med(func(r runFigures) float64 { return ms(r.res.Latency.Mean) })
-	row.P50MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P50) })
-	row.P90MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P90) })
-	row.P95MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P95) })
-	row.P99MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P99) })
-	row.P999MS = med(func(r runFigures) float64 { return ms(r.res.Latency.P999) })
-	row.MaxMS = med(func(r runFigures) float64 { return ms(r.res.Latency.Max) })
-	row.SuccessRatio = med(func(r runFigures) float64 { return r.res.SuccessRatio })
+	row.RPS = med(func(r runFigures) float64 { return r.sample.Goodput() })
+	if !slices.ContainsFunc(runs, func(r runFigures) bool { return r.sample.Requests == 0 }) {
+		// Latency of nothing is not a figure.
+		row.MeanMS = med(func(r runFigures) float64 { return ms(r.sample.Latency.Mean) })
+		row.P50MS = med(func(r runFigures) float64 { return ms(r.sample.Latency.P50) })
+		row.P90MS = med(func(r runFigures) float64 { return ms(r.sample.Latency.P90) })
+		row.P95MS = med(func(r runFigures) float64 { return ms(r.sample.Latency.P95) })
+		row.P99MS = med(func(r runFigures) float64 { return ms(r.sample.Latency.P99) })
+		row.P999MS = med(func(r runFigures) float64 { return ms(r.sample.Latency.P999) })
+		row.MaxMS = med(func(r runFigures) float64 { return ms(r.sample.Latency.Max) })
+	}
+	row.SuccessRatio = med(func(r runFigures) float64 { return r.sample.SuccessRatio() })
 	row.CPUAvg = med(func(r runFigures) float64 { return r.cpu })
 	row.RSSMBAvg = med(func(r runFigures) float64 { return r.rss })
 	row.RSSMBMax = med(func(r runFigures) float64 { return r.rssMx })
@@ -150,6 +218,7 @@ func aggregate(label string, runs []runFigures) *Row {
 		row.GoroutinesAvg = med(func(r runFigures) float64 { return r.heap.gorAvg })
 		row.GoroutinesMax = med(func(r runFigures) float64 { return r.heap.gorMax })
 	}
+	// Counter increases and a driver's own figures: summed and medians.
 	for _, r := range runs {
 		for k, v := range r.counters {
 			if row.Figures == nil {
@@ -158,42 +227,58 @@ func aggregate(label string, runs []runFigures) *Row {
 			row.Figures[k] += v
 		}
 	}
+	driverFigs := map[string][]float64{}
+	for _, r := range runs {
+		for k, v := range r.sample.Figures {
+			driverFigs[k] = append(driverFigs[k], v)
+		}
+	}
+	for k, v := range driverFigs {
+		if row.Figures == nil {
+			row.Figures = map[string]float64{}
+		}
+		row.Figures[k] = median(v)
+	}
 	rps := make([]float64, len(runs))
 	p99 := make([]float64, len(runs))
 	for i, r := range runs {
-		rps[i] = r.res.RPS
-		p99[i] = ms(r.res.Latency.P99)
-		row.Requests += r.res.Requests
-		row.Late += r.res.Missed.Late
+		s := r.sample
+		rps[i] = s.Goodput()
+		p99[i] = ms(s.Latency.P99)
+		row.Requests += s.Requests
+		row.Late += s.Late
 		row.Throttled += r.thr
-		for k, v := range r.res.Errors {
+		for k, v := range s.Errors {
 			row.Errors[k] += v
 		}
-		for code, v := range r.res.StatusCodes {
-			row.StatusCodes[strconv.Itoa(code)] += v
+		for code, v := range s.StatusCodes {
+			row.StatusCodes[code] += v
 		}
+		if s.Lost != nil {
+			if row.Lost == nil {
+				row.Lost = new(int64)
+			}
+			*row.Lost += *s.Lost
+		}
+		if row.OutsideCPU == nil || r.outside > *row.OutsideCPU {
+			row.OutsideCPU = F(r.outside)
+		}
+		if r.loadAvg != nil {
+			row.LoadAvg = F(*r.loadAvg)
+		}
+		row.Noisy = row.Noisy || r.noisy()
 	}
 	row.RPSMin, row.RPSMax = F(slices.Min(rps)), F(slices.Max(rps))
 	row.P99MSMin, row.P99MSMax = F(slices.Min(p99)), F(slices.Max(p99))
-	// The chart shows the run whose RPS is the median.
+	// The chart shows the run whose goodput is the median.
 	mid := runs[0]
 	for _, r := range runs {
-		if math.Abs(r.res.RPS-*row.RPS) < math.Abs(mid.res.RPS-*row.RPS) {
+		if math.Abs(r.sample.Goodput()-*row.RPS) < math.Abs(mid.sample.Goodput()-*row.RPS) {
 			mid = r
 		}
 	}
-	for _, p := range mid.res.Percentiles() {
-		row.Percentiles = append(row.Percentiles, Percentile{Q: p.Percentile, MS: ms(p.Latency)})
-	}
+	row.Percentiles = mid.sample.Percentiles
+	first := runs[0].sample
+	row.Model, row.Connections, row.Rate = first.Model, first.Connections, first.Rate
 	return row
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }

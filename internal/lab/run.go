@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
-	"github.com/highload-lab/hlab/loadgen"
 )
 
 // Run is one experiment's run: its options, the sandbox its services run
@@ -21,10 +22,17 @@ type Run struct {
 	Sandbox  *sandbox.Sandbox
 	Progress *Progress
 
-	name string
-	dir  string // logs and configs of this experiment
-	res  *Result
-	seq  int
+	name   string
+	dir    string // logs and configs of this experiment
+	res    *Result
+	seq    int
+	claims []Claim // the experiment's, for MeasurePaired's stopping rule
+
+	mu       sync.Mutex
+	warmRate map[string]float64 // label -> successful requests/s at the end of its warm-up
+	warmNote map[string]string  // label -> what a Steady warm-up found
+	pinned   bool               // processes run on cores of their own (place)
+	placed   string             // how the last measurement's processes were placed
 }
 
 // SetEnv records a fact about the environment: a dependency's kind and
@@ -33,6 +41,18 @@ func (r *Run) SetEnv(key, value string) { r.res.Env[key] = value }
 
 // AddRow appends a measured row.
 func (r *Run) AddRow(row *Row) { r.res.Rows = append(r.res.Rows, row) }
+
+// Check records something the experiment verifies that is not a claim
+// (Result.Checks).
+func (r *Run) Check(text string, holds bool, detail string) {
+	r.res.Checks = append(r.res.Checks, Check{Text: text, Holds: holds, Detail: detail})
+}
+
+// NotRerun records a figure of the report this run does not rerun, and
+// why (Result.NotRerun).
+func (r *Run) NotRerun(figure, why string) {
+	r.res.NotRerun = append(r.res.NotRerun, NotRerun{Figure: figure, Why: why})
+}
 
 // Note records something a reader of the result should know.
 func (r *Run) Note(format string, args ...any) {
@@ -44,8 +64,11 @@ func (r *Run) Note(format string, args ...any) {
 // Service is a running "hlab serve" process.
 type Service struct {
 	Name string
-	Addr string // host:port
+	Addr string // host:port of its HTTP server (--addr)
 	Proc *sandbox.Process
+	// Ports are the addresses given to the service's other port flags
+	// (StartServicePorts), by flag: "--grpc-addr" -> "127.0.0.1:PORT".
+	Ports map[string]string
 }
 
 // URL returns the service's URL for path.
@@ -58,15 +81,32 @@ func (s *Service) Stop() error { return s.Proc.Stop(5 * time.Second) }
 // the given CPU quota (fraction of a core; 0 = none) and memory limit (MB;
 // 0 = none), and waits until its /healthz answers.
 func (r *Run) StartService(ctx context.Context, name string, cpu float64, memMB int, args ...string) (*Service, error) {
+	return r.StartServicePorts(ctx, name, cpu, memMB, nil, args...)
+}
+
+// StartServicePorts is StartService for a service that listens on more
+// ports than --addr: each flag of portFlags ("--grpc-addr") gets a free
+// 127.0.0.1 port too (Service.Ports). A port can be taken between its
+// choice and the bind: the whole start is tried up to three times, with
+// new ports each time.
+func (r *Run) StartServicePorts(ctx context.Context, name string, cpu float64, memMB int, portFlags []string, args ...string) (*Service, error) {
 	r.seq++
 	label := fmt.Sprintf("%s-%d", name, r.seq)
 	var lastErr error
-	for range 3 { // a free port can be taken before the service binds it
-		port, err := deps.FreePort()
-		if err != nil {
-			return nil, err
+	for range 3 {
+		addrs := map[string]string{}
+		for _, flag := range append([]string{"--addr"}, portFlags...) {
+			port, err := deps.FreePort()
+			if err != nil {
+				return nil, err
+			}
+			addrs[flag] = fmt.Sprintf("127.0.0.1:%d", port)
 		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		argv := []string{"serve", name}
+		for _, flag := range append([]string{"--addr"}, portFlags...) {
+			argv = append(argv, flag, addrs[flag])
+		}
+		addr := addrs["--addr"]
 		logPath := filepath.Join(r.dir, label+".log")
 		logf, err := os.Create(logPath)
 		if err != nil {
@@ -74,7 +114,7 @@ func (r *Run) StartService(ctx context.Context, name string, cpu float64, memMB 
 		}
 		proc, err := r.Sandbox.Start(ctx, sandbox.Spec{
 			Name: label, Path: r.Opts.Self,
-			Args: append([]string{"serve", name, "--addr", addr}, args...),
+			Args: append(argv, args...),
 			CPU:  cpu, MemoryMB: memMB,
 			Stdout: logf, Stderr: logf,
 		})
@@ -85,7 +125,8 @@ func (r *Run) StartService(ctx context.Context, name string, cpu float64, memMB 
 		err = deps.AwaitHTTP(ctx, "http://"+addr+"/healthz", 15*time.Second, proc.Done())
 		logf.Close()
 		if err == nil {
-			return &Service{Name: label, Addr: addr, Proc: proc}, nil
+			delete(addrs, "--addr")
+			return &Service{Name: label, Addr: addr, Proc: proc, Ports: addrs}, nil
 		}
 		proc.Stop(2 * time.Second)
 		lastErr = fmt.Errorf("lab: %s did not start: %w (log: %s)", label, err, logPath)
@@ -94,6 +135,25 @@ func (r *Run) StartService(ctx context.Context, name string, cpu float64, memMB 
 		}
 	}
 	return nil, lastErr
+}
+
+// Gateway is a running databus gateway (hlab serve databus).
+type Gateway struct {
+	*Service
+	GRPC string // its gRPC address, host:port
+}
+
+// StartGateway starts the databus gateway in front of brokers under the
+// given quota (0: none), with args added (e.g. "--echo").
+func (r *Run) StartGateway(ctx context.Context, brokers []string, cpu float64, memMB int, args ...string) (*Gateway, error) {
+	if len(brokers) > 0 {
+		args = append([]string{"--brokers", strings.Join(brokers, ",")}, args...)
+	}
+	svc, err := r.StartServicePorts(ctx, "databus", cpu, memMB, []string{"--grpc-addr"}, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Gateway{Service: svc, GRPC: svc.Ports["--grpc-addr"]}, nil
 }
 
 // LB is a running load balancer in front of services.
@@ -137,199 +197,6 @@ func (r *Run) StartLB(ctx context.Context, upstreams []string) (*LB, error) {
 	return &LB{Kind: "builtin (embedded default)", Addr: svc.Addr, Proc: svc.Proc}, nil
 }
 
-// Measurement is one row to measure.
-type Measurement struct {
-	Label string
-	URL   string
-	// Procs are the processes whose CPU and memory the row reports (summed):
-	// the services under test, not the load balancer or the generator.
-	Procs []*sandbox.Process
-	Ref   *Ref
-	// Load sets the model: loadgen.Connections(n) for closed, plus
-	// loadgen.Rate(r) for open. Duration is set by Measure.
-	Load []loadgen.Option
-	// Duration of each measured run.
-	Duration time.Duration
-	// Repeat overrides Opts.Repeats() when > 0.
-	Repeat int
-	// NoWarmup skips the warm-up (the caller warmed up already).
-	NoWarmup bool
-
-	// The fields below are for targets that stall for seconds (report E's
-	// slow dependency); their zero values keep the behaviour above.
-
-	// Cut ends each run at Duration, abandoning the requests still in
-	// flight instead of waiting for them: RPS is then the answers completed
-	// within Duration per second of it. A closed-model run against a
-	// dependency that stalls 10 s would otherwise end with seconds of
-	// connections waiting for stragglers, counted as run time.
-	Cut bool
-	// SampleFrom and SampleTo bound, as offsets from the start of each run,
-	// the window in which CPU, RSS and Metrics are sampled: the steady
-	// state, without the ramp-up or the drain. Zero: from the start; to
-	// the end of the run, drain included.
-	SampleFrom, SampleTo time.Duration
-	// Metrics are the /metrics URLs of Go services whose heap
-	// (go_memstats_heap_alloc_bytes) and goroutines are sampled every
-	// 100 ms in the window, summed over services: Row.HeapMB*, Row.Goroutines*.
-	Metrics []string
-	// Counters are read before and after each run (drain included); their
-	// increase, summed over runs, goes to Row.Figures.
-	Counters []Counter
-}
-
-// Measure warms up, then runs the load Repeat times, sampling Procs, and
-// returns the row: medians with the spread of RPS.
-func (r *Run) Measure(ctx context.Context, m Measurement) (*Row, error) {
-	n := m.Repeat
-	if n <= 0 {
-		n = r.Opts.Repeats()
-	}
-	if !m.NoWarmup {
-		r.Progress.Step(m.Label+": warm-up", r.Opts.Warmup())
-		if _, err := loadgen.Run(ctx, m.URL, append(m.Load, loadgen.Duration(r.Opts.Warmup()))...); err != nil {
-			return nil, fmt.Errorf("lab: %s warm-up: %w", m.Label, err)
-		}
-	}
-	var runs []runFigures
-	for i := range n {
-		r.Progress.Step(fmt.Sprintf("%s: run %d/%d", m.Label, i+1, n), m.Duration)
-		fig, err := r.measureOnce(ctx, m)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, fig)
-	}
-	row := aggregate(m.Label, runs)
-	row.Ref = m.Ref
-	res := runs[0].res
-	row.Model, row.Connections, row.Rate = res.Model, res.Connections, res.Rate
-	return row, nil
-}
-
-func (r *Run) measureOnce(ctx context.Context, m Measurement) (runFigures, error) {
-	var fig runFigures
-	before, err := readCounters(ctx, m.Counters)
-	if err != nil {
-		return fig, fmt.Errorf("lab: %s: counters before the run: %w", m.Label, err)
-	}
-	win := startWindow(ctx, m)
-	runCtx := ctx
-	if m.Cut {
-		cutCtx, cut := context.WithCancel(ctx)
-		t := time.AfterFunc(m.Duration, cut)
-		defer t.Stop()
-		defer cut()
-		runCtx = cutCtx
-	}
-	res, err := loadgen.Run(runCtx, m.URL, append(m.Load, loadgen.Duration(m.Duration))...)
-	if !win.finish(&fig) && err == nil && ctx.Err() == nil {
-		return fig, fmt.Errorf("lab: %s: the run ended before its sampling window opened at %v", m.Label, m.SampleFrom)
-	}
-	if err != nil {
-		return fig, fmt.Errorf("lab: %s: %w", m.Label, err)
-	}
-	for _, p := range m.Procs {
-		select {
-		case <-p.Done():
-			return fig, fmt.Errorf("lab: %s: %s died during the run: %v", m.Label, p.Name(), p.ExitErr())
-		default:
-		}
-	}
-	if len(m.Counters) > 0 {
-		after, err := readCounters(ctx, m.Counters)
-		if err != nil {
-			return fig, fmt.Errorf("lab: %s: counters after the run: %w", m.Label, err)
-		}
-		fig.counters = map[string]float64{}
-		for k, v := range after {
-			fig.counters[k] = v - before[k]
-		}
-	}
-	fig.res = res
-	return fig, nil
-}
-
-// window samples the processes and metrics of a measurement between
-// SampleFrom and SampleTo (or the end of the run).
-type window struct {
-	stop, done chan struct{}
-	meters     []*sandbox.Meter
-	heap       *heapSampler
-
-	// Written by the window's goroutine before done closes.
-	usage   []sandbox.Usage
-	heapFig *heapFigures
-	opened  bool
-}
-
-func startWindow(ctx context.Context, m Measurement) *window {
-	w := &window{stop: make(chan struct{}), done: make(chan struct{})}
-	begin := time.Now()
-	open := func() {
-		for _, p := range m.Procs {
-			w.meters = append(w.meters, p.Measure())
-		}
-		if len(m.Metrics) > 0 {
-			w.heap = startHeapSampler(m.Metrics)
-		}
-		w.opened = true
-	}
-	if m.SampleFrom <= 0 {
-		open() // before the load starts, as a plain run always did
-	}
-	go func() {
-		defer close(w.done)
-		if !w.opened {
-			t := time.NewTimer(m.SampleFrom)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				open()
-			case <-w.stop:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-		if m.SampleTo > 0 {
-			t := time.NewTimer(time.Until(begin.Add(m.SampleTo)))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-w.stop:
-			}
-		} else {
-			<-w.stop
-		}
-		for _, mt := range w.meters {
-			w.usage = append(w.usage, mt.Stop())
-		}
-		if w.heap != nil {
-			f := w.heap.Stop()
-			w.heapFig = &f
-		}
-	}()
-	return w
-}
-
-// finish closes the window (if still open) and adds what it sampled to
-// fig; it reports whether the window opened at all.
-func (w *window) finish(fig *runFigures) bool {
-	close(w.stop)
-	<-w.done
-	for _, u := range w.usage {
-		fig.cpu += u.CPUAvg
-		fig.rss += u.RSSMBAvg
-		fig.rssMx += u.RSSMBMax
-		fig.thr += u.Throttled
-	}
-	if w.heapFig != nil && w.heapFig.samples > 0 {
-		fig.heap = w.heapFig
-	}
-	return w.opened
-}
-
 // RunAll runs exps one after another and returns their results. An
 // experiment that fails is reported in its Result and the others still run;
 // a cancelled ctx stops the run.
@@ -352,42 +219,67 @@ func RunAll(ctx context.Context, exps []Experiment, opts Options, sb *sandbox.Sa
 
 func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox, prog *Progress) *Result {
 	res := &Result{Name: e.Name(), Title: e.Title(), Env: map[string]string{}, Rows: []*Row{}, Mode: opts.Mode}
-	run := &Run{Opts: opts, Sandbox: sb, Progress: prog, name: e.Name(), res: res, dir: filepath.Join(opts.WorkDir, e.Name())}
+	run := &Run{Opts: opts, Sandbox: sb, Progress: prog, name: e.Name(), res: res, dir: filepath.Join(opts.WorkDir, e.Name()),
+		claims: e.Claims(), warmRate: map[string]float64{}, warmNote: map[string]string{}}
 	start := time.Now()
+	loadStart := loadAverage()
 	prog.Begin(e.Name(), e.Estimate(opts))
 	err := os.MkdirAll(run.dir, 0o755)
 	if err == nil {
 		err = e.Run(ctx, run)
 	}
-	res.Seconds = time.Since(start).Seconds()
-	Judge(res, e.Claims())
-	summary := verdictWord(res)
-	if res.Ratio != nil {
-		summary += fmt.Sprintf(" (ratio %.2f)", *res.Ratio)
+	if run.pinned { // the next experiment places its own processes
+		sandbox.SetCPUs(os.Getpid(), nil)
 	}
+	res.Seconds = time.Since(start).Seconds()
+	// Other processes on the machine skew every figure: say how busy it was.
+	res.Env["load_average"] = fmt.Sprintf("%s at the start, %s at the end (1 min; %d CPUs)", loadText(loadStart), loadText(loadAverage()), runtime.NumCPU())
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			err = errors.New("interrupted")
 		}
 		res.Error = err.Error()
-		summary = "FAILED: " + res.Error
+	}
+	Judge(res, run.claims)
+	summary := summarize(res)
+	if res.Error != "" {
+		summary = "FAILED: " + res.Error + "; " + summary
 	}
 	prog.End(summary)
 	return res
 }
 
-// verdictWord is what the lab prints for a result's claims.
-func verdictWord(res *Result) string {
-	if res.Reproduced {
-		return "REPRODUCED"
+func loadText(v *float64) string {
+	if v == nil {
+		return "?"
 	}
-	return "NOT REPRODUCED"
+	return fmt.Sprintf("%.2f", *v)
 }
 
-// Verdict is the word printed for res: REPRODUCED, NOT REPRODUCED or FAILED.
-func Verdict(res *Result) string {
+// summarize is one line of every claim's verdict.
+func summarize(res *Result) string {
+	var parts []string
+	for _, c := range res.Claims {
+		s := c.Verdict.Word()
+		if c.CI != nil {
+			s += fmt.Sprintf(" %.2f [%.2f, %.2f]", *c.Ratio, c.CI[0], c.CI[1])
+		} else if c.Ratio != nil {
+			s += fmt.Sprintf(" %.2f", *c.Ratio)
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "no claims"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// VerdictWord is the word printed for res: FAILED when the experiment did not
+// finish, else its first claim's verdict (REPRODUCED, NOT REPRODUCED,
+// INCONCLUSIVE or INVALID).
+func VerdictWord(res *Result) string {
 	if res.Error != "" {
 		return "FAILED"
 	}
-	return verdictWord(res)
+	return res.Verdict.Word()
 }

@@ -49,20 +49,19 @@ func (r *Run) MaxRate(ctx context.Context, s Sweep) (*Row, error) {
 	for i := range s.Probes {
 		r.Progress.Step(fmt.Sprintf("%s: probe %d/%d at %.0f req/s", s.Label, i+1, s.Probes, rate), s.Duration)
 		fig, err := r.measureOnce(ctx, Measurement{
-			Label: s.Label, URL: s.URL, Procs: s.Procs, Duration: s.Duration,
+			Label: s.Label, URL: s.URL, Procs: s.Procs,
 			Load: []loadgen.Option{loadgen.Rate(rate), loadgen.Connections(s.Connections)},
-		})
+		}, s.Duration)
 		if err != nil {
 			return nil, err
 		}
-		p99 := fig.res.Latency.P99
-		ok := p99 < s.MaxP99 && fig.res.SuccessRatio >= 0.99
+		p99 := fig.sample.Latency.P99
+		ok := p99 < s.MaxP99 && fig.sample.SuccessRatio() >= DefaultSuccessBound
 		verdict := "fail"
 		if ok {
 			verdict = "ok"
 			lo = rate
 			best = aggregate(s.Label, []runFigures{fig})
-			best.Model, best.Connections, best.Rate = fig.res.Model, fig.res.Connections, rate
 		} else {
 			hi = rate
 		}

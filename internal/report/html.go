@@ -40,7 +40,15 @@ func WriteHTML(dir string, doc Document) (string, error) {
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"num":     num,
 	"pct":     func(v *float64) string { return num(scale(v, 100)) },
-	"verdict": lab.Verdict,
+	"verdict": lab.VerdictWord,
+	"word":    func(v lab.Verdict) string { return v.Word() },
+	"vclass":  func(v lab.Verdict) string { return strings.ReplaceAll(string(v), "_", "-") },
+	"ci":      ciText,
+	"detail":  claimDetail,
+	"setup":   func(i int, text string) string { return claimText(i, text) },
+	"inc":     func(i int) int { return i + 1 },
+	"holds":   holds,
+	"gates":   func(r *lab.Row) []string { return r.IntegrityFailures() },
 	"rpsChart": func(res *lab.Result) template.HTML {
 		return template.HTML(rpsChart(res))
 	},
@@ -63,7 +71,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 	"lower": strings.ToLower,
 	"class": func(res *lab.Result) string {
-		return strings.ReplaceAll(strings.ToLower(lab.Verdict(res)), " ", "-")
+		return strings.ReplaceAll(strings.ToLower(lab.VerdictWord(res)), " ", "-")
 	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Highload Lab report</title>
@@ -73,23 +81,32 @@ h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:1em 0;font-variant-numeric:tabular-nums}
 th,td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}th:first-child,td:first-child{text-align:left}
 th{background:#f6f6f6}.ref{color:#777}.verdict{font-weight:bold;padding:.2em .5em;border-radius:4px}
-.reproduced{background:#d9f2d9;color:#145214}.not-reproduced{background:#fde2c8;color:#7a3b00}.failed{background:#f8d0d0;color:#7a0000}
+.reproduced{background:#d9f2d9;color:#145214}.not-reproduced{background:#fde2c8;color:#7a3b00}.failed,.invalid{background:#f8d0d0;color:#7a0000}.inconclusive{background:#e8e8f4;color:#333366}
+.noisy{color:#8a6d00}.gate{color:#7a0000;font-weight:bold}
 .env,.note{color:#555}.charts{display:flex;flex-wrap:wrap;gap:1em}.small{display:flex;flex-wrap:wrap;gap:.5em}
 svg text{font:11px system-ui,sans-serif}
 </style></head><body>
 <h1>Highload Lab report</h1>
 <p class="env">{{.Generated}} · {{.Machine.CPUs}} CPUs ({{.Machine.CPUModel}}) · CPU quota: <b>{{.Machine.CPUQuota}}</b> · {{.Machine.Go}} · {{.Machine.OS}}</p>
+<h2 id="scoreboard">Scoreboard</h2>
+<p class="note">Each verdict reads the 95% confidence interval of a ratio over pairs of runs measured back to back (their order alternating), against the claim's threshold: REPRODUCED when the whole interval clears it, NOT REPRODUCED when it lies wholly beyond, INCONCLUSIVE when it straddles, INVALID when an integrity gate failed (data lost, requests failed, a service died, no quota). The first claim of each experiment reruns the report's own setup.</p>
+<table><tr><th>experiment</th><th>#</th><th>verdict</th><th>ratio</th><th>interval</th><th>needs</th><th>pairs</th><th class="ref">report</th><th>claim</th></tr>
+{{range $e := .Experiments}}{{range $i, $c := .Claims}}<tr><td><a href="#{{$e.Name}}">{{$e.Name}}</a></td><td>{{inc $i}}</td><td><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span></td><td>{{num $c.Ratio}}</td><td>{{ci $c.CI}}</td><td>{{$c.Threshold}}</td><td>{{$c.Pairs}}{{if $c.NoisyPairs}} <span class="noisy">({{$c.NoisyPairs}} noisy)</span>{{end}}</td><td class="ref">{{$c.Report}}</td><td style="text-align:left">{{setup $i $c.Claim}}</td></tr>
+{{end}}{{if not .Claims}}<tr><td>{{$e.Name}}</td><td>-</td><td><span class="verdict failed">{{verdict $e}}</span></td><td colspan="6">{{$e.Error}}</td></tr>{{end}}{{end}}</table>
+{{range $e := .Experiments}}{{range .Claims}}{{if eq .Verdict "invalid"}}<p class="gate">{{$e.Name}}: INVALID: {{.Why}}</p>{{end}}{{end}}{{range .Checks}}<p class="note">{{$e.Name}}: check: {{.Text}}: <b>{{holds .Holds}}</b> ({{.Detail}})</p>{{end}}{{range .NotRerun}}<p class="note">{{$e.Name}}: not rerun: {{.Figure}}: {{.Why}}</p>{{end}}{{end}}
 {{range .Experiments}}
 <h2 id="{{.Name}}">{{.Name}}: {{.Title}}</h2>
 <p><span class="verdict {{class .}}">{{verdict .}}</span>
 {{if .Ratio}} measured ratio <b>{{num .Ratio}}</b>{{end}} · {{.Claim}}</p>
-{{if .Claims}}{{range .Claims}}<p>claim: {{.Claim}}: ratio {{num .Ratio}} (needs {{.Threshold}}){{if .Reproduced}} REPRODUCED{{else}} NOT REPRODUCED{{end}}</p>{{end}}{{end}}
+{{range $i, $c := .Claims}}<p>claim {{inc $i}}: {{setup $i $c.Claim}}<br><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span> {{detail $c}}</p>{{end}}
 {{if .Error}}<p class="verdict failed">FAILED: {{.Error}}</p>{{end}}
 <p class="env">mode {{.Mode}} · {{printf "%.0f" .Seconds}} s · {{env .Env}}</p>
-<table><tr><th>setup</th><th>rps</th><th>min–max</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>ok %</th><th>cpu</th><th>rss MB</th><th>runs</th><th class="ref">report rps</th><th class="ref">report mean ms</th></tr>
-{{range .Rows}}<tr><td>{{.Label}}</td><td>{{num .RPS}}</td><td>{{if gt .Runs 1}}{{num .RPSMin}}–{{num .RPSMax}}{{end}}</td><td>{{num .MeanMS}}</td><td>{{num .P50MS}}</td><td>{{num .P99MS}}</td><td>{{num .P999MS}}</td><td>{{pct .SuccessRatio}}</td><td>{{num .CPUAvg}}</td><td>{{num .RSSMBAvg}}</td><td>{{.Runs}}</td><td class="ref">{{ref . "rps"}}</td><td class="ref">{{ref . "mean_ms"}}</td></tr>
+<table><tr><th>setup</th><th>rps (ok only)</th><th>min–max</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>ok %</th><th>cpu</th><th>rss MB</th><th>runs</th><th class="ref">report rps</th><th class="ref">report mean ms</th></tr>
+{{range .Rows}}<tr><td>{{.Label}}{{if .Noisy}} <span class="noisy">[noisy]</span>{{end}}{{if gates .}} <span class="gate">[INTEGRITY]</span>{{end}}</td><td>{{num .RPS}}</td><td>{{if gt .Runs 1}}{{num .RPSMin}}–{{num .RPSMax}}{{end}}</td><td>{{num .MeanMS}}</td><td>{{num .P50MS}}</td><td>{{num .P99MS}}</td><td>{{num .P999MS}}</td><td>{{pct .SuccessRatio}}</td><td>{{num .CPUAvg}}</td><td>{{num .RSSMBAvg}}</td><td>{{.Runs}}</td><td class="ref">{{ref . "rps"}}</td><td class="ref">{{ref . "mean_ms"}}</td></tr>
 {{end}}</table>
-{{range .Rows}}{{if .Note}}<p class="note">{{.Label}}: {{.Note}}</p>{{end}}{{end}}
+{{range .Rows}}{{$r := .}}{{range gates .}}<p class="gate">INTEGRITY: {{$r.Label}}: {{.}}</p>{{end}}{{if .Noisy}}<p class="noisy">noisy: {{.Label}}: up to {{num .OutsideCPU}} cores used outside the lab in a run (load average {{num .LoadAvg}})</p>{{end}}{{if .Note}}<p class="note">{{.Label}}: {{.Note}}</p>{{end}}{{end}}
+{{range .Checks}}<p class="note">check: {{.Text}}: <b>{{holds .Holds}}</b> ({{.Detail}})</p>{{end}}
+{{range .NotRerun}}<p class="note">not rerun: {{.Figure}}: {{.Why}}</p>{{end}}
 {{range .Notes}}<p class="note">note: {{.}}</p>{{end}}
 <div class="charts">{{rpsChart .}}{{latencyChart "latency by percentile, all setups" .Rows 520 300}}</div>
 <h3>latency percentiles per setup</h3>

@@ -26,10 +26,19 @@ func sample() *lab.Result {
 		SuccessRatio: f(1), Runs: 3, RPSMin: f(1330), RPSMax: f(1516), Ref: &lab.Ref{RPS: f(450), MeanMS: f(9.09)},
 		Errors:      map[string]int64{"timeout": 2},
 		Percentiles: []lab.Percentile{{Q: 50, MS: 0.4}, {Q: 90, MS: 0.9}, {Q: 99, MS: 3.9}, {Q: 100, MS: 12}}}
+	for i, v := range []float64{618, 645, 648} {
+		one.PerRun = append(one.PerRun, lab.RunValues{Round: i + 1, Values: map[string]float64{"rps": v}})
+	}
+	for i, v := range []float64{1330, 1460, 1516} {
+		three.PerRun = append(three.PerRun, lab.RunValues{Round: i + 1, Values: map[string]float64{"rps": v}, Noisy: i == 2, OutsideCPU: 0.3})
+	}
+	three.Noisy, three.OutsideCPU, three.LoadAvg = true, f(0.3), f(1.2)
 	missing := &lab.Row{Label: "sweep with no passing rate", Note: "no rate met the objective"}
 	res := &lab.Result{Name: "scale", Title: "stateless scaling", Env: map[string]string{"lb": "nginx 1.22.1"},
 		Rows: []*lab.Row{one, three, missing}, Mode: lab.Quick}
-	c := lab.Claim{Text: "three >= 2x one", Metric: "rps", Numerator: three.Label, Denominator: one.Label, AtLeast: 2}
+	c := lab.Claim{Text: "three >= 2x one", Metric: "rps", Numerator: three.Label, Denominator: one.Label, AtLeast: 2, Report: "450 / 169 = 2.66"}
+	res.Checks = []lab.Check{{Text: "a check", Holds: true, Detail: "8 vs 1"}}
+	res.NotRerun = []lab.NotRerun{{Figure: "a figure", Why: "a reason"}}
 	lab.Judge(res, []lab.Claim{c})
 	return res
 }
@@ -58,7 +67,8 @@ func TestWriteText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"measured ratio 2.26", "REPRODUCED", "645", "169", "errors in \"three instances + LB, 1 connection\": timeout 2"} {
+	for _, want := range []string{"ratio 2.25, 95% interval [2.03, 2.50]", "REPRODUCED", "645", "169", "errors in \"three instances + LB, 1 connection\": timeout 2",
+		"3 pairs: 2.15 2.26 2.34 (1 with a noisy run)", "[noisy]", "check: a check: HOLDS (8 vs 1)", "not rerun: a figure: a reason", "report: 450 / 169 = 2.66"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -86,14 +96,23 @@ func TestJSONContract(t *testing.T) {
 		}
 	}
 	exp := doc.Experiments[0]
-	for _, k := range []string{"name", "claim", "ratio", "reproduced", "env", "rows"} {
+	for _, k := range []string{"name", "claim", "ratio", "reproduced", "verdict", "claims", "env", "rows", "checks", "not_rerun"} {
 		if _, ok := exp[k]; !ok {
 			t.Errorf("experiment lacks %q", k)
 		}
 	}
+	claim := exp["claims"].([]any)[0].(map[string]any)
+	for _, k := range []string{"claim", "ratio", "reproduced", "verdict", "ci", "ci_level", "pairs", "pair_ratios", "noisy_pairs", "threshold"} {
+		if _, ok := claim[k]; !ok {
+			t.Errorf("claim lacks %q", k)
+		}
+	}
+	if claim["verdict"] != "reproduced" || claim["pairs"] != 3.0 || len(claim["ci"].([]any)) != 2 {
+		t.Errorf("claim = %v", claim)
+	}
 	rows := exp["rows"].([]any)
 	first := rows[0].(map[string]any)
-	for _, k := range []string{"label", "rps", "mean_ms", "p50_ms", "p99_ms", "success_ratio", "rss_mb_avg", "rss_mb_max", "cpu_avg", "runs", "rps_min", "rps_max", "ref"} {
+	for _, k := range []string{"label", "rps", "mean_ms", "p50_ms", "p99_ms", "success_ratio", "rss_mb_avg", "rss_mb_max", "cpu_avg", "runs", "rps_min", "rps_max", "ref", "success_bound", "outside_cpu", "load_avg", "noisy", "per_run"} {
 		if _, ok := first[k]; !ok {
 			t.Errorf("row lacks %q", k)
 		}
@@ -116,7 +135,7 @@ func TestWriteHTML(t *testing.T) {
 	}
 	b, _ := os.ReadFile(path)
 	page := string(b)
-	for _, want := range []string{"<svg", "requests/s per setup", "latency by percentile", "REPRODUCED", "one instance, 1 connection"} {
+	for _, want := range []string{"<svg", "requests/s per setup", "latency by percentile", "REPRODUCED", "one instance, 1 connection", "Scoreboard", "95% interval [", "[noisy]", "not rerun: a figure"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

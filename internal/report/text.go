@@ -13,13 +13,74 @@ import (
 	"github.com/highload-lab/hlab/internal/lab"
 )
 
-// WriteText writes res as a table: our figures, then the report's.
+// WriteScoreboard writes one line per claim of every result (its
+// verdict, ratio, interval, threshold and pairs), the checks, and the
+// report figures each experiment did not rerun with the reason: the
+// summary a reader sees first.
+func WriteScoreboard(w io.Writer, results []*lab.Result) error {
+	fmt.Fprintf(w, "\nScoreboard: each verdict reads the %.0f%% confidence interval of a ratio over pairs of runs measured back to back, against the claim's threshold (INVALID: an integrity gate failed).\n", lab.Level*100)
+	cells := [][]string{{"experiment", "#", "verdict", "ratio", "interval", "needs", "pairs", "report", "claim"}}
+	for _, res := range results {
+		for i, c := range res.Claims {
+			pairs := fmt.Sprint(c.Pairs)
+			if c.NoisyPairs > 0 {
+				pairs += fmt.Sprintf(" (%d noisy)", c.NoisyPairs)
+			}
+			cells = append(cells, []string{res.Name, fmt.Sprint(i + 1), c.Verdict.Word(), num(c.Ratio), ciText(c.CI), c.Threshold, pairs, c.Report, claimText(i, c.Claim)})
+		}
+		if len(res.Claims) == 0 {
+			cells = append(cells, []string{res.Name, "-", lab.VerdictWord(res), "", "", "", "", "", res.Error})
+		}
+	}
+	if err := writeColumns(w, cells); err != nil {
+		return err
+	}
+	for _, res := range results {
+		for _, c := range res.Claims {
+			if c.Why != "" && c.Verdict == lab.Invalid {
+				fmt.Fprintf(w, "  %s: INVALID: %s\n", res.Name, c.Why)
+			}
+		}
+		for _, c := range res.Checks {
+			fmt.Fprintf(w, "  %s: check: %s: %s (%s)\n", res.Name, c.Text, holds(c.Holds), c.Detail)
+		}
+		for _, n := range res.NotRerun {
+			fmt.Fprintf(w, "  %s: not rerun: %s: %s\n", res.Name, n.Figure, n.Why)
+		}
+	}
+	return nil
+}
+
+func claimText(i int, text string) string {
+	if i == 0 {
+		return "(report's setup) " + text
+	}
+	return text
+}
+
+func holds(ok bool) string {
+	if ok {
+		return "HOLDS"
+	}
+	return "DOES NOT HOLD"
+}
+
+func ciText(ci []float64) string {
+	if len(ci) != 2 {
+		return "-"
+	}
+	return "[" + num(&ci[0]) + ", " + num(&ci[1]) + "]"
+}
+
+// WriteText writes res as a table, our figures then the report's, with
+// each row's integrity failures and noise, and each claim's verdict with
+// its interval and pairs.
 func WriteText(w io.Writer, res *lab.Result) error {
 	fmt.Fprintf(w, "\n%s: %s\n", res.Name, res.Title)
 	if len(res.Env) > 0 {
 		fmt.Fprintf(w, "env: %s\n", envLine(res.Env))
 	}
-	cells := [][]string{{"setup", "rps", "min-max", "mean ms", "p50 ms", "p99 ms", "ok %", "cpu", "rss MB", "|", "report rps", "report mean ms"}}
+	cells := [][]string{{"setup", "rps", "min-max", "mean ms", "p50 ms", "p99 ms", "ok %", "cpu", "rss MB", "runs", "|", "report rps", "report mean ms"}}
 	for _, r := range res.Rows {
 		spread := ""
 		if r.Runs > 1 && r.RPSMin != nil && r.RPSMax != nil {
@@ -33,13 +94,27 @@ func WriteText(w io.Writer, res *lab.Result) error {
 		if r.SuccessRatio != nil {
 			ok = lab.F(*r.SuccessRatio * 100)
 		}
-		cells = append(cells, []string{r.Label, num(r.RPS), spread, num(r.MeanMS), num(r.P50MS), num(r.P99MS),
-			num(ok), num(r.CPUAvg), num(r.RSSMBAvg), "|", num(refRPS), num(refMean)})
+		label := r.Label
+		if r.Noisy {
+			label += " [noisy]"
+		}
+		if len(r.IntegrityFailures()) > 0 {
+			label += " [INTEGRITY]"
+		}
+		cells = append(cells, []string{label, num(r.RPS), spread, num(r.MeanMS), num(r.P50MS), num(r.P99MS),
+			num(ok), num(r.CPUAvg), num(r.RSSMBAvg), fmt.Sprint(r.Runs), "|", num(refRPS), num(refMean)})
 	}
 	if err := writeColumns(w, cells); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, "rps counts successful requests only; [noisy]: processes outside the lab used more than a tenth of a core during a run")
 	for _, r := range res.Rows {
+		for _, f := range r.IntegrityFailures() {
+			fmt.Fprintf(w, "INTEGRITY: %q %s\n", r.Label, f)
+		}
+		if r.Noisy && r.OutsideCPU != nil {
+			fmt.Fprintf(w, "noisy: %q: up to %.2f cores used outside the lab in a run (load average %s)\n", r.Label, *r.OutsideCPU, num(r.LoadAvg))
+		}
 		if len(r.Errors) > 0 {
 			fmt.Fprintf(w, "errors in %q: %s\n", r.Label, countsLine(r.Errors))
 		}
@@ -50,26 +125,51 @@ func WriteText(w io.Writer, res *lab.Result) error {
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
-	for _, c := range res.Verdicts {
-		verdict := "NOT REPRODUCED"
-		if c.Reproduced {
-			verdict = "REPRODUCED"
-		}
-		fmt.Fprintf(w, "claim: %s\n", c.Claim)
-		if c.Ratio != nil {
-			fmt.Fprintf(w, "  measured ratio %.2f", *c.Ratio)
-			if c.Numerator != "" {
-				fmt.Fprintf(w, " (%s: %q / %q, needs %s)", c.Metric, c.Numerator, c.Denominator, c.Threshold)
-			}
-			fmt.Fprintf(w, ": %s\n", verdict)
-		} else {
-			fmt.Fprintf(w, "  no ratio (%s): %s\n", c.Why, verdict)
-		}
+	for _, c := range res.Checks {
+		fmt.Fprintf(w, "check: %s: %s (%s)\n", c.Text, holds(c.Holds), c.Detail)
+	}
+	for _, n := range res.NotRerun {
+		fmt.Fprintf(w, "not rerun: %s: %s\n", n.Figure, n.Why)
+	}
+	for i, c := range res.Claims {
+		fmt.Fprintf(w, "claim %d: %s\n", i+1, claimText(i, c.Claim))
+		fmt.Fprintf(w, "  %s: %s\n", c.Verdict.Word(), claimDetail(c))
 	}
 	if res.Error != "" {
 		fmt.Fprintf(w, "FAILED: %s\n", res.Error)
 	}
 	return nil
+}
+
+// claimDetail is a claim's figures in a sentence.
+func claimDetail(c lab.ClaimResult) string {
+	var parts []string
+	if c.Ratio != nil {
+		s := fmt.Sprintf("ratio %.2f", *c.Ratio)
+		if c.CI != nil {
+			s += fmt.Sprintf(", %.0f%% interval [%.2f, %.2f]", c.CILevel*100, c.CI[0], c.CI[1])
+		}
+		parts = append(parts, s)
+	}
+	parts = append(parts, fmt.Sprintf("needs %s (%s: %q / %q)", c.Threshold, c.Metric, c.Numerator, c.Denominator))
+	if c.Pairs > 0 {
+		rs := make([]string, len(c.PairRatios))
+		for i, r := range c.PairRatios {
+			rs[i] = fmt.Sprintf("%.2f", r)
+		}
+		s := fmt.Sprintf("%d pairs: %s", c.Pairs, strings.Join(rs, " "))
+		if c.NoisyPairs > 0 {
+			s += fmt.Sprintf(" (%d with a noisy run)", c.NoisyPairs)
+		}
+		parts = append(parts, s)
+	}
+	if c.Report != "" {
+		parts = append(parts, "report: "+c.Report)
+	}
+	if c.Why != "" {
+		parts = append(parts, c.Why)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // writeColumns writes cells as aligned columns: the first left-aligned,

@@ -6,9 +6,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Process is a process started by Sandbox.Start. Its methods are safe for
@@ -20,6 +24,7 @@ type Process struct {
 	cmd   *exec.Cmd
 	group *group // nil with None
 	samp  *sampler
+	cpu   float64 // Spec.CPU: the quota asked for
 
 	stopSignal syscall.Signal // what Stop sends first
 
@@ -47,6 +52,12 @@ func (p *Process) PID() int { return p.pid }
 
 // Name returns Spec.Name.
 func (p *Process) Name() string { return p.name }
+
+// CPUQuota returns the CPU quota the process asked for (Spec.CPU; 0: none)
+// and whether it is enforced: false when the sandbox's Mechanism is None.
+func (p *Process) CPUQuota() (cores float64, enforced bool) {
+	return p.cpu, p.cpu > 0 && p.group != nil
+}
 
 // Done returns a channel that is closed when the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
@@ -247,4 +258,46 @@ func (p *Process) killTree() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// SetCPUs restricts the process, everything it started, and every thread
+// of them, to the given CPUs (nil: every CPU of the machine). Threads
+// and processes started later inherit the set from their creator.
+func (p *Process) SetCPUs(cpus []int) error {
+	var errs []error
+	for _, k := range p.samp.liveMembers() {
+		if err := SetCPUs(k.pid, cpus); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SetCPUs restricts every thread of process pid to cpus (nil: all of the
+// machine's).
+func SetCPUs(pid int, cpus []int) error {
+	var set unix.CPUSet
+	if cpus == nil {
+		for i := range runtime.NumCPU() {
+			set.Set(i)
+		}
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return fmt.Errorf("sandbox: threads of %d: %w", pid, err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		// A thread that exited meanwhile is no error.
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("sandbox: CPU affinity of thread %d of %d: %w", tid, pid, err)
+		}
+	}
+	return nil
 }

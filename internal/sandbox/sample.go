@@ -414,3 +414,49 @@ func (m *Meter) Stop() Usage {
 	m.usage = u
 	return u
 }
+
+// cpuNow reads the process's cumulative CPU seconds now (its last
+// reading once it has exited).
+func (s *sampler) cpuNow() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return s.prev.cpu
+	}
+	return s.src.read().cpu
+}
+
+// CPUReading is the cumulative CPU time of every process a Sandbox runs,
+// at one moment (ReadCPU).
+type CPUReading struct {
+	byProc map[*Process]float64
+}
+
+// ReadCPU reads, now, the CPU time every running process of the sandbox
+// (each with what it started) has used: with Since, what the lab's
+// services spent over a window, to tell it from what the rest of the
+// machine spent.
+func (s *Sandbox) ReadCPU() CPUReading {
+	s.mu.Lock()
+	procs := make([]*Process, 0, len(s.procs))
+	for p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	r := CPUReading{byProc: make(map[*Process]float64, len(procs))}
+	for _, p := range procs {
+		r.byProc[p] = p.samp.cpuNow()
+	}
+	return r
+}
+
+// Since returns the CPU seconds used between prev and r by the processes
+// r read; one started after prev counts from its start, one stopped
+// before r does not count at all.
+func (r CPUReading) Since(prev CPUReading) float64 {
+	var sum float64
+	for p, v := range r.byProc {
+		sum += max(0, v-prev.byProc[p])
+	}
+	return sum
+}

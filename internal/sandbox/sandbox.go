@@ -92,6 +92,11 @@ func New() (*Sandbox, error) {
 	return newSandbox(cg, reason), nil
 }
 
+// Unlimited returns a Sandbox that enforces no limits (Mechanism None,
+// with reason as its Reason), as New does on a machine without usable
+// cgroups: its processes are still sampled, stopped and cleaned up.
+func Unlimited(reason string) *Sandbox { return newSandbox(nil, reason) }
+
 func newSandbox(cg *cgroups, reason string) *Sandbox {
 	s := &Sandbox{cg: cg, procs: make(map[*Process]struct{})}
 	if cg == nil {
@@ -146,6 +151,7 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (*Process, error) {
 	p := &Process{
 		sb:         s,
 		name:       spec.Name,
+		cpu:        spec.CPU,
 		stopSignal: stopSig,
 		done:       make(chan struct{}),
 		stopped:    make(chan struct{}),
@@ -215,6 +221,17 @@ func (s *Sandbox) Start(ctx context.Context, spec Spec) (*Process, error) {
 	}
 	s.procs[p] = struct{}{}
 	return p, nil
+}
+
+// Processes returns the processes started and not yet stopped.
+func (s *Sandbox) Processes() []*Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Process, 0, len(s.procs))
+	for p := range s.procs {
+		out = append(out, p)
+	}
+	return out
 }
 
 func (s *Sandbox) forget(p *Process) {

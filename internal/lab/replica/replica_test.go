@@ -101,20 +101,11 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 }
 
-func TestMedianRun(t *testing.T) {
-	run := func(rps, p99, q, cpu float64) *lab.Row {
-		return &lab.Row{RPS: lab.F(rps), P99MS: lab.F(p99), Requests: int64(rps), Runs: 1,
-			Errors: map[string]int64{"timeout": 1}, StatusCodes: map[string]int64{"200": int64(rps)},
-			Figures: map[string]float64{"db_queries": q, "postgres_cpu": cpu}}
-	}
-	r := medianRun("x", []*lab.Row{run(300, 9, 2400, 0.9), run(100, 5, 800, 0.3), run(200, 7, 1600, 0.6)}, map[string]bool{"db_queries": true})
-	if r.Label != "x" || r.Runs != 3 || *r.RPS != 200 || *r.P99MS != 7 || *r.RPSMin != 100 || *r.RPSMax != 300 || *r.P99MSMax != 9 {
-		t.Fatalf("median row: %+v", r)
-	}
-	if r.Requests != 600 || r.Errors["timeout"] != 3 || r.StatusCodes["200"] != 600 {
-		t.Errorf("counts not summed: %d requests, %v, %v", r.Requests, r.Errors, r.StatusCodes)
-	}
-	if r.Figures["db_queries"] != 4800 || math.Abs(r.Figures["postgres_cpu"]-0.6) > 1e-9 {
-		t.Errorf("figures: %v (queries summed, CPU averaged)", r.Figures)
+func TestCoresAveragedOverRuns(t *testing.T) {
+	c := cores{postgres: 0.9 + 0.3, loadgen: 0.4, machine: 3, runs: 2}
+	row := &lab.Row{}
+	c.set(row)
+	if math.Abs(row.Figures["postgres_cpu"]-0.6) > 1e-9 || row.Figures["loadgen_cpu"] != 0.2 || row.Figures["machine_cpu"] != 1.5 {
+		t.Errorf("figures %v: want each averaged over the runs", row.Figures)
 	}
 }

@@ -48,22 +48,25 @@ func (*Experiment) Claims() []lab.Claim {
 		Metric:    "rps",
 		Numerator: threeC1, Denominator: oneC1,
 		AtLeast: 2,
+		Report:  "450 / 169 = 2.66",
 	}}
 }
 
-// timing returns the per-run duration, the sweep's probe duration and count.
+// timing returns the per-run duration (the report's wrk ran 5 s), the
+// sweep's probe duration and count (--full only).
 func timing(o lab.Options) (run, probe time.Duration, probes int) {
 	if o.Mode == lab.Full {
-		return o.RunDuration(5*time.Second, 0), 5 * time.Second, 8
+		return 5 * time.Second, 5 * time.Second, 8
 	}
-	return o.RunDuration(5*time.Second, 3*time.Second), 2 * time.Second, 6
+	return 5 * time.Second, 5 * time.Second, 0
 }
 
 func (*Experiment) Estimate(o lab.Options) time.Duration {
 	run, probe, probes := timing(o)
-	closed := 4 * (o.Warmup() + time.Duration(o.Repeats())*run)
+	pairs := 2 * 5 * (run + 300*time.Millisecond) // about five pairs decide it
+	others := 2 * (o.Warmup() + time.Duration(o.Repeats())*run)
 	sweeps := 2 * time.Duration(probes) * probe
-	return closed + sweeps + 5*time.Second // start-up of services and the LB
+	return 2*o.Warmup() + pairs + others + sweeps + 5*time.Second // start-up of services and the LB
 }
 
 func ref(rps, meanMS float64) *lab.Ref { return &lab.Ref{RPS: lab.F(rps), MeanMS: lab.F(meanMS)} }
@@ -74,48 +77,17 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	run.SetEnv("quota", string(run.Sandbox.Mechanism()))
 	run.SetEnv("load", "hlab load, closed model (wrk -tN -cN); open model for the sweep")
 	run.SetEnv("workload", "GET /handle: 1001 x json.Marshal of a random 10-letter string")
+	run.SetEnv("method", "one instance and three behind the load balancer run at once; the claim's rows (1 connection) run as pairs, their order alternating")
 
-	closed := func(label, url string, procs []*sandbox.Process, conns int, r *lab.Ref) (*lab.Row, error) {
-		return run.Measure(ctx, lab.Measurement{
-			Label: label, URL: url, Procs: procs, Ref: r, Duration: runDur,
-			Load: []loadgen.Option{loadgen.Connections(conns)},
-		})
-	}
-	sweep := func(label, url string, procs []*sandbox.Process, start float64) (*lab.Row, error) {
-		return run.MaxRate(ctx, lab.Sweep{
-			Label: label, URL: url, Procs: procs, MaxP99: maxP99,
-			Start: start, Probes: probes, Duration: probeDur,
-		})
-	}
-
-	// One instance, addressed directly as in the report.
+	// One instance, addressed directly as in the report, and three behind
+	// the load balancer, which runs unconstrained.
 	one, err := run.StartService(ctx, "work", instanceCPU, instanceMemMB)
 	if err != nil {
 		return err
 	}
 	defer one.Stop()
-	procs := []*sandbox.Process{one.Proc}
-	// Rows are added as they are measured, so a failure later keeps them.
-	r1, err := closed(oneC1, one.URL("/handle"), procs, 1, ref(169, 22.55))
-	if err != nil {
-		return err
-	}
-	run.AddRow(r1)
-	r3, err := closed(oneC3, one.URL("/handle"), procs, 3, ref(74, 45.85))
-	if err != nil {
-		return err
-	}
-	run.AddRow(r3)
-	oneSweep, err := sweep("one instance, open model: max rate with p99 < 100 ms", one.URL("/handle"), procs, 0.8*max(*r1.RPS, *r3.RPS))
-	if err != nil {
-		return err
-	}
-	run.AddRow(oneSweep)
-	one.Stop()
-
-	// Three instances behind the load balancer, which runs unconstrained.
 	var upstreams []string
-	procs = nil
+	var procs []*sandbox.Process
 	for range 3 {
 		s, err := run.StartService(ctx, "work", instanceCPU, instanceMemMB)
 		if err != nil {
@@ -131,17 +103,51 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}
 	defer lb.Stop()
 	run.SetEnv("lb", lb.Kind)
-	t1, err := closed(threeC1, lb.URL("/handle"), procs, 1, ref(450, 9.09))
+	oneProcs := []*sandbox.Process{one.Proc}
+
+	closed := func(label, url string, procs []*sandbox.Process, conns int, r *lab.Ref) lab.Measurement {
+		return lab.Measurement{
+			Label: label, URL: url, Procs: procs, Ref: r, Duration: runDur,
+			Load: []loadgen.Option{loadgen.Connections(conns)},
+		}
+	}
+	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{
+		closed(oneC1, one.URL("/handle"), oneProcs, 1, ref(169, 22.55)),
+		closed(threeC1, lb.URL("/handle"), procs, 1, ref(450, 9.09)),
+	}})
 	if err != nil {
 		return err
 	}
-	run.AddRow(t1)
-	t3, err := closed(threeC3, lb.URL("/handle"), procs, 3, ref(325, 22.41))
+	// Rows are added as they are measured, so a failure later keeps them.
+	for _, r := range rows {
+		run.AddRow(r)
+	}
+	r3, err := run.Measure(ctx, closed(oneC3, one.URL("/handle"), oneProcs, 3, ref(74, 45.85)))
+	if err != nil {
+		return err
+	}
+	run.AddRow(r3)
+	t3, err := run.Measure(ctx, closed(threeC3, lb.URL("/handle"), procs, 3, ref(325, 22.41)))
 	if err != nil {
 		return err
 	}
 	run.AddRow(t3)
-	threeSweep, err := sweep("three instances + LB, open model: max rate with p99 < 100 ms", lb.URL("/handle"), procs, 0.8*max(*t1.RPS, *t3.RPS))
+	if probes == 0 {
+		run.Note("the open-model sweeps (the highest rate whose p99 stays under %v) run in --full", maxP99)
+		return nil
+	}
+	sweep := func(label, url string, procs []*sandbox.Process, start float64) (*lab.Row, error) {
+		return run.MaxRate(ctx, lab.Sweep{
+			Label: label, URL: url, Procs: procs, MaxP99: maxP99,
+			Start: start, Probes: probes, Duration: probeDur,
+		})
+	}
+	oneSweep, err := sweep("one instance, open model: max rate with p99 < 100 ms", one.URL("/handle"), oneProcs, 0.8*max(*rows[0].RPS, *r3.RPS))
+	if err != nil {
+		return err
+	}
+	run.AddRow(oneSweep)
+	threeSweep, err := sweep("three instances + LB, open model: max rate with p99 < 100 ms", lb.URL("/handle"), procs, 0.8*max(*rows[1].RPS, *t3.RPS))
 	if err != nil {
 		return err
 	}

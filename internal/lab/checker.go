@@ -1,0 +1,111 @@
+package lab
+
+import (
+	"context"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/loadgen"
+)
+
+// Checker drives the databus gateway with its checker (internal/checker):
+// one checker run per measured run, the streams opened before the window
+// and the delivery verified after it. A message the gateway acked is a
+// success; acked and never received by a consumer group is lost
+// (Sample.Lost) when the run has consumers.
+type Checker struct {
+	// Config is the checker's run; its Duration is the runner's and its
+	// OnWindow the runner's window. Its own Warmup (default here half a
+	// second) runs inside each run, after the streams open: the ramp of
+	// fresh streams stays out of the window.
+	Config checker.Config
+	// Metrics, when set, is the gateway's /metrics: the Produce requests
+	// it sent Kafka in the window give the figures
+	// kafka_produce_requests_per_s and kafka_produce_requests_per_msg.
+	Metrics string
+}
+
+// checkerWarmup is each checker run's own warm-up.
+const checkerWarmup = 500 * time.Millisecond
+
+// produceSeries is the gateway's count of Produce requests to Kafka.
+var produceSeries = Counter{Name: "databus_kafka_requests_total", Labels: map[string]string{"api": "Produce"}}
+
+// Drive runs the checker for d.
+func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) (*Sample, error) {
+	cfg := c.Config
+	cfg.Duration = d
+	if cfg.Warmup == 0 {
+		cfg.Warmup = checkerWarmup
+	}
+	produceFrom, produced := -1.0, -1.0
+	readProduce := func() float64 {
+		if c.Metrics == "" {
+			return -1
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := ScrapeMetrics(ctx, c.Metrics)
+		if err != nil {
+			return -1
+		}
+		return m.Sum(produceSeries.Name, produceSeries.Labels)
+	}
+	cfg.OnWindow = func(open bool) {
+		if open {
+			produceFrom = readProduce()
+			window(true)
+			return
+		}
+		window(false)
+		if to := readProduce(); to >= 0 && produceFrom >= 0 {
+			produced = to - produceFrom
+		}
+	}
+	res, err := checker.Run(ctx, cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return checkerSample(res, produced), nil
+}
+
+// checkerSample converts a checker's result; produced is the Produce
+// requests the gateway sent Kafka in the window (-1: unknown).
+func checkerSample(res *checker.Result, produced float64) *Sample {
+	win := time.Duration(res.DurationS * float64(time.Second))
+	ok := int64(res.MsgsPerSec*res.DurationS + 0.5)
+	s := &Sample{Model: "closed", Connections: res.Streams, Window: win, Successes: ok, Requests: ok,
+		StatusCodes: map[string]int64{}, Errors: map[string]int64{}, Figures: map[string]float64{"batches_per_s": res.BatchesPerSec}}
+	if res.Failed > 0 && res.Acked > 0 {
+		// Failures are counted over the whole run: scale them to the window.
+		s.Requests = int64(float64(ok) * float64(res.Acked+res.Failed) / float64(res.Acked))
+	}
+	for k, v := range res.Errors {
+		s.Errors[k] += v
+	}
+	l := res.PublishLatency
+	dur := func(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+	s.Latency = loadgen.Latencies{Mean: dur(l.Mean), P50: dur(l.P50), P90: dur(l.P90), P99: dur(l.P99), P999: dur(l.P999), Max: dur(l.Max)}
+	s.Percentiles = []Percentile{{Q: 50, MS: l.P50}, {Q: 90, MS: l.P90}, {Q: 99, MS: l.P99}, {Q: 99.9, MS: l.P999}, {Q: 100, MS: l.Max}}
+	if d := res.Delivery; d != nil {
+		lost := d.Lost
+		s.Lost = &lost
+		s.Figures["duplicates"] = float64(d.Duplicates)
+		s.Figures["received_per_s"] = d.ReceivedPerSec
+		s.Figures["cycles_per_s"] = d.CyclesPerSec
+		s.Figures["received"] = float64(d.Received)
+	}
+	if e := res.E2ELatency; e != nil && e.Count > 0 {
+		s.Figures["e2e_p50_ms"], s.Figures["e2e_p99_ms"], s.Figures["e2e_p999_ms"] = e.P50, e.P99, e.P999
+	}
+	if produced > 0 && res.DurationS > 0 {
+		// The load on Kafka: what aggregation is for.
+		s.Figures["kafka_produce_requests_per_s"] = produced / res.DurationS
+		if ok > 0 {
+			s.Figures["kafka_produce_requests_per_msg"] = produced / float64(ok)
+		}
+	}
+	return s
+}
+
+var _ Driver = Checker{}
