@@ -113,7 +113,7 @@ var services = map[string]service{
 		},
 	},
 	"app": {
-		summary: "report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka) or databus (the gateway)",
+		summary: "report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka, buffered), kafka-ack (Kafka, acknowledged) or databus (the gateway)",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
 			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 			var c app.Config

@@ -9,6 +9,11 @@
 //   - Async: the event is produced to Kafka with franz-go and the app
 //     answers once the record is buffered; a consumer (hlab serve
 //     eventlog --consume) does the log work later. The report's "after".
+//   - KafkaAck: the event is produced to Kafka with franz-go and the app
+//     answers once Kafka acknowledged it, within Timeout. Report A2's
+//     "async" handler as it really was: it waited for kafka-go's
+//     conn.WriteMessages on the leader, so Kafka's round trip is on the
+//     request path.
 //   - Databus: the event is published through the databus gateway
 //     (report D: all Kafka logic in a server, clients only speak gRPC)
 //     and the app answers once Kafka stored it.
@@ -29,17 +34,40 @@
 // a shutdown's flush deadline passes: both are counted
 // (app_events_lost_total) and logged.
 //
+// # Guarantees (kafka-ack)
+//
+// An event the app answered 200 for is stored in Kafka: the answer waits
+// for Kafka's acknowledgement of that event (acks from all in-sync
+// replicas, as franz-go's idempotent producer asks; with replication 1,
+// the leader's, as kafka-go's conn had), so no answered event lives only
+// in the app's memory and none is lost when the app dies. When Kafka does
+// not acknowledge within Config.Timeout (it is down, or slow) or refuses
+// the event, the request fails with 503 (ErrTimeout, KafkaError; with
+// Config.Drop, 200 counted as dropped). A 503 does not prove the event
+// absent. franz-go's idempotent producer cannot fail a record while a
+// produce request for its partition is unanswered (Kafka may have stored
+// it), so when Kafka stalls mid-request, the records of requests that
+// timed out stay in the client (at most franz-go's MaxBufferedRecords,
+// 50000) and are stored, uncounted, once Kafka answers again; a client
+// that retries after a 503 may record its event twice, under two ids.
+// While Kafka stalls, a request can also fail before its own Timeout
+// when the record ahead of it in the partition's batch timed out
+// (franz-go fails a partition's buffered records together).
+//
 // # Metrics
 //
 // app_events_recorded_total (answered 200 with the event recorded: stored
-// in sync and databus modes, buffered in async), app_events_failed_total
-// (answered 503), app_events_dropped_total (answered 200 without it),
-// app_events_delivered_total (stored by the event log, Kafka or the
-// gateway), app_events_lost_total, app_events_pending (accepted, waiting
-// for Kafka), app_event_errors_total{kind} (see Kind; Kafka's final
-// refusals as delivery_KIND), app_kafka_errors_total{op,kind} (the
-// producer's broker errors while it retries: connect, write, read),
-// app_kafka_unreachable (0 or 1) and app_inflight_requests.
+// in sync, kafka-ack and databus modes, buffered in async),
+// app_events_failed_total (answered 503), app_events_dropped_total
+// (answered 200 without it), app_events_delivered_total (stored by the
+// event log, Kafka or the gateway), app_events_lost_total (async),
+// app_events_pending (async: accepted, waiting for Kafka),
+// app_event_errors_total{kind} (see Kind; in async mode Kafka's final
+// refusals of accepted events as delivery_KIND, in kafka-ack mode its
+// refusals of a request's event as rejected_KIND),
+// app_kafka_errors_total{op,kind} (the producer's broker errors while it
+// retries: connect, write, read), app_kafka_unreachable (async: 0 or 1)
+// and app_inflight_requests.
 package app
 
 import (
@@ -67,13 +95,14 @@ type Mode string
 
 // Modes.
 const (
-	Sync    Mode = "sync"
-	Async   Mode = "async"
-	Databus Mode = "databus"
+	Sync     Mode = "sync"
+	Async    Mode = "async"
+	KafkaAck Mode = "kafka-ack"
+	Databus  Mode = "databus"
 )
 
 // Modes lists every mode.
-var Modes = []Mode{Sync, Async, Databus}
+var Modes = []Mode{Sync, Async, KafkaAck, Databus}
 
 // Defaults of Config's zero fields.
 const (
@@ -100,14 +129,16 @@ type Config struct {
 	// EventLog is the event log's base URL, e.g. http://127.0.0.1:8081
 	// (sync: the app POSTs to EventLog + "/events").
 	EventLog string
-	// Brokers are Kafka's seed brokers (async).
+	// Brokers are Kafka's seed brokers (async, kafka-ack).
 	Brokers []string
-	// Topic receives the events (async and databus; default "events").
+	// Topic receives the events (async, kafka-ack and databus; default
+	// "events").
 	Topic string
 	// Databus is the gateway's gRPC address, host:port (databus).
 	Databus string
-	// Timeout bounds recording one event in sync and databus modes
-	// (default 2 s): the POST or the publish, connecting included.
+	// Timeout bounds recording one event in sync, kafka-ack and databus
+	// modes (default 2 s): the POST, Kafka's acknowledgement or the
+	// publish, connecting included.
 	Timeout time.Duration
 	// ConnectTimeout bounds connecting to the event log or to a Kafka
 	// broker (default 1 s).
@@ -167,18 +198,27 @@ func (c Config) normalized() (Config, error) {
 		if c.EventLog == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return c, fmt.Errorf("app: sync mode needs the event log's URL (--eventlog http://host:port), got %q", c.EventLog)
 		}
-	case Async:
+	case Async, KafkaAck:
 		if len(c.Brokers) == 0 {
-			return c, fmt.Errorf("app: async mode needs Kafka's brokers (--brokers host:port)")
+			return c, fmt.Errorf("app: %s mode needs Kafka's brokers (--brokers host:port)", c.Mode)
 		}
 	case Databus:
 		if _, _, err := net.SplitHostPort(c.Databus); err != nil {
 			return c, fmt.Errorf("app: databus mode needs the gateway's gRPC address (--databus host:port), got %q", c.Databus)
 		}
 	default:
-		return c, fmt.Errorf("app: unknown mode %q: use sync, async or databus", c.Mode)
+		return c, fmt.Errorf("app: unknown mode %q: use %s", c.Mode, modeList())
 	}
 	return c, nil
+}
+
+// modeList is "sync, async, kafka-ack or databus".
+func modeList() string {
+	names := make([]string, len(Modes))
+	for i, m := range Modes {
+		names[i] = string(m)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // recorder records events one way.
@@ -214,7 +254,7 @@ func newMetrics(reg prometheus.Registerer, mode Mode) *metrics {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
 	}
 	m := &metrics{
-		recorded:  counter("app_events_recorded_total", "Requests answered 200 with their event recorded (sync, databus: stored; async: buffered for Kafka)."),
+		recorded:  counter("app_events_recorded_total", "Requests answered 200 with their event recorded (sync, kafka-ack, databus: stored; async: buffered for Kafka)."),
 		failed:    counter("app_events_failed_total", "Requests answered 503 because their event could not be recorded."),
 		dropped:   counter("app_events_dropped_total", "Requests answered 200 without their event (--drop), the event counted here."),
 		delivered: counter("app_events_delivered_total", "Events stored by their destination (the event log, Kafka, the gateway)."),
@@ -233,8 +273,8 @@ func newMetrics(reg prometheus.Registerer, mode Mode) *metrics {
 	return m
 }
 
-// New makes the app. In async and databus modes it connects in the
-// background; Ready says when it can record.
+// New makes the app. In async, kafka-ack and databus modes it connects in
+// the background; Ready says when it can record.
 func New(cfg Config) (*App, error) {
 	cfg, err := cfg.normalized()
 	if err != nil {
@@ -246,6 +286,8 @@ func New(cfg Config) (*App, error) {
 		a.rec = newSyncRecorder(cfg)
 	case Async:
 		a.rec, err = newKafkaRecorder(cfg, a.m)
+	case KafkaAck:
+		a.rec, err = newKafkaAckRecorder(cfg, a.m)
 	case Databus:
 		a.rec, err = newDatabusRecorder(cfg)
 	}
@@ -255,8 +297,9 @@ func New(cfg Config) (*App, error) {
 	return a, nil
 }
 
-// Ready reports whether the app can record events (async: Kafka answered
-// and the topic exists; databus: the publish stream is open).
+// Ready reports whether the app can record events (async, kafka-ack:
+// Kafka answered and the topic exists; databus: the publish stream is
+// open).
 func (a *App) Ready() error { return a.rec.ready() }
 
 // Close stores what is pending (within Config.FlushTimeout) and releases
@@ -299,7 +342,7 @@ func (a *App) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.m.recorded.Inc()
-	if a.cfg.Mode != Async { // async counts deliveries when Kafka acks
+	if a.cfg.Mode != Async { // async counts deliveries when Kafka acks; the others stored it already
 		a.m.delivered.Inc()
 	}
 	w.Header().Set(eventlog.IDHeader, ev.ID)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -31,9 +33,11 @@ func TestConfigValidation(t *testing.T) {
 		{"sync without event log", Config{}, "--eventlog"},
 		{"sync with a bad URL", Config{EventLog: "127.0.0.1:80"}, "--eventlog"},
 		{"async without brokers", Config{Mode: Async}, "--brokers"},
+		{"kafka-ack without brokers", Config{Mode: KafkaAck}, "app: kafka-ack mode needs Kafka's brokers (--brokers"},
 		{"databus without address", Config{Mode: Databus}, "--databus"},
-		{"unknown mode", Config{Mode: "carrier-pigeon"}, "unknown mode"},
+		{"unknown mode", Config{Mode: "carrier-pigeon"}, `unknown mode "carrier-pigeon": use sync, async, kafka-ack or databus`},
 		{"sync", Config{EventLog: "http://127.0.0.1:1"}, ""},
+		{"kafka-ack", Config{Mode: KafkaAck, Brokers: []string{"127.0.0.1:9092"}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,6 +69,11 @@ func TestKind(t *testing.T) {
 		{fmt.Errorf("%w: x", ErrUnreachable), "unreachable"},
 		{&StatusError{Code: 500}, "status_500"},
 		{&GatewayError{Code: codes.NotFound, Err: errors.New("no topic")}, "rejected_notfound"},
+		{&KafkaError{Err: kerr.MessageTooLarge}, "rejected_message_too_large"},
+		{produceError(kerr.UnknownTopicOrPartition, time.Second), "rejected_unknown_topic_or_partition"},
+		{produceError(context.DeadlineExceeded, time.Second), "timeout"},
+		{produceError(kgo.ErrRecordTimeout, time.Second), "timeout"},
+		{produceError(kgo.ErrClientClosed, time.Second), "other"},
 		{ErrTooManyInflight, "too_many_inflight"},
 		{fmt.Errorf("%w: %w", ErrClientGone, ErrTimeout), "client_gone"},
 		{errors.New("boom"), "other"},
@@ -74,6 +83,9 @@ func TestKind(t *testing.T) {
 		if got := Kind(tt.err); got != tt.want {
 			t.Errorf("Kind(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+	if err := produceError(nil, time.Second); err != nil {
+		t.Errorf("an acknowledged produce is %v, want nil", err)
 	}
 	if got := Kind(gatewayError(context.Background(), status.Error(codes.Unavailable, "kafka down"))); got != "unreachable" {
 		t.Errorf("a gateway's Unavailable is %q, want unreachable", got)

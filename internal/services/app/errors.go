@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -22,17 +25,20 @@ var (
 	// not yet stored by Kafka; the event is not buffered.
 	ErrBufferFull = errors.New("app: the event buffer is full: Kafka is not keeping up")
 	// ErrKafkaUnreachable: async mode, Kafka has stored nothing for
-	// Config.KafkaDeadline while events wait, or the topic was not
-	// found yet at start; the event is not buffered.
+	// Config.KafkaDeadline while events wait; or async and kafka-ack
+	// modes, the topic was not found yet at start. The event is not
+	// produced.
 	ErrKafkaUnreachable = errors.New("app: kafka is unreachable: events cannot be recorded")
-	// ErrTimeout: sync or databus mode, the event log or the gateway did
-	// not answer within Config.Timeout.
+	// ErrTimeout: sync, databus or kafka-ack mode, the event log, the
+	// gateway or Kafka did not answer within Config.Timeout. In
+	// kafka-ack mode the event may still be stored later.
 	ErrTimeout = errors.New("app: recording the event timed out")
 	// ErrUnreachable: sync or databus mode, the event log or the gateway
 	// refused or dropped the connection.
 	ErrUnreachable = errors.New("app: the event's destination is unreachable")
-	// ErrRejected: the event log answered a status other than 200, or the
-	// gateway refused the publish.
+	// ErrRejected: the event log answered a status other than 200, the
+	// gateway refused the publish, or Kafka refused the event
+	// (kafka-ack).
 	ErrRejected = errors.New("app: the event was refused")
 	// ErrTooManyInflight: Config.MaxInflight requests are being served;
 	// the request is refused before any work.
@@ -57,12 +63,13 @@ func (e *StatusError) Unwrap() error { return ErrRejected }
 // Kind names an error of recording an event, for the X-Failure header and
 // metric labels: "buffer_full", "kafka_unreachable", "timeout",
 // "unreachable", "status_NNN" (the event log's status), "rejected_CODE"
-// (the gateway's gRPC code), "too_many_inflight", "client_gone", or
-// "other".
+// (the gateway's gRPC code, or Kafka's error code in kafka-ack mode),
+// "too_many_inflight", "client_gone", or "other".
 func Kind(err error) string {
 	var (
 		se *StatusError
 		ge *GatewayError
+		ke *KafkaError
 	)
 	switch {
 	case err == nil:
@@ -83,6 +90,8 @@ func Kind(err error) string {
 		return fmt.Sprintf("status_%d", se.Code)
 	case errors.As(err, &ge):
 		return "rejected_" + strings.ToLower(ge.Code.String())
+	case errors.As(err, &ke):
+		return "rejected_" + eventlog.ErrorKind(ke.Err)
 	case errors.Is(err, ErrRejected):
 		return "rejected"
 	}
@@ -124,4 +133,32 @@ func gatewayError(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: the databus gateway: %v", ErrUnreachable, err)
 	}
 	return &GatewayError{Code: code, Err: err}
+}
+
+// KafkaError is an event Kafka refused in kafka-ack mode, with Kafka's
+// error (a *kerr.Error: MESSAGE_TOO_LARGE, or UNKNOWN_TOPIC_OR_PARTITION
+// once the topic is gone); it wraps ErrRejected and that error.
+type KafkaError struct {
+	Err error
+}
+
+func (e *KafkaError) Error() string {
+	return fmt.Sprintf("app: kafka refused the event: %v", e.Err)
+}
+
+func (e *KafkaError) Unwrap() []error { return []error{ErrRejected, e.Err} }
+
+// produceError maps franz-go's answer to a produce in kafka-ack mode to
+// the errors above (nil stays nil: Kafka stored the event).
+func produceError(err error, timeout time.Duration) error {
+	var ke *kerr.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, kgo.ErrRecordTimeout):
+		return fmt.Errorf("%w: kafka did not acknowledge the event within %v: %v", ErrTimeout, timeout, err)
+	case errors.As(err, &ke):
+		return &KafkaError{Err: err}
+	}
+	return fmt.Errorf("app: producing the event to kafka: %w", err)
 }

@@ -4,18 +4,18 @@ import "flag"
 
 // RegisterFlags adds the app's flags to fs ("hlab serve app").
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Func("mode", "how an event is recorded: sync (POST to --eventlog), async (produce to Kafka, --brokers) or databus (publish through the gateway, --databus) (default sync)", func(v string) error {
+	fs.Func("mode", "how an event is recorded: sync (POST to --eventlog), async (produce to Kafka, --brokers, answer once buffered), kafka-ack (produce to Kafka, --brokers, answer once Kafka acknowledged it) or databus (publish through the gateway, --databus) (default sync)", func(v string) error {
 		c.Mode = Mode(v)
 		return nil
 	})
 	fs.StringVar(&c.EventLog, "eventlog", "", "sync: the event log's base URL, e.g. http://127.0.0.1:8081")
-	fs.Func("brokers", "async: Kafka seed brokers, host:port,...", func(v string) error {
+	fs.Func("brokers", "async, kafka-ack: Kafka seed brokers, host:port,...", func(v string) error {
 		c.Brokers = append(c.Brokers, splitList(v)...)
 		return nil
 	})
-	fs.StringVar(&c.Topic, "topic", "events", "async, databus: topic of the events (must exist)")
+	fs.StringVar(&c.Topic, "topic", "events", "async, kafka-ack, databus: topic of the events (must exist)")
 	fs.StringVar(&c.Databus, "databus", "", "databus: the gateway's gRPC address, host:port")
-	fs.DurationVar(&c.Timeout, "timeout", DefaultTimeout, "sync, databus: bound on recording one event")
+	fs.DurationVar(&c.Timeout, "timeout", DefaultTimeout, "sync, kafka-ack, databus: bound on recording one event (kafka-ack: on Kafka's acknowledgement)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to the event log or a Kafka broker")
 	fs.IntVar(&c.Buffer, "buffer", DefaultBuffer, "async: accepted events waiting for Kafka at most; more are refused with 503")
 	fs.DurationVar(&c.KafkaDeadline, "kafka-deadline", DefaultKafkaDeadline, "async: when events wait and Kafka stored none for this long, refuse requests with 503 until it stores again")
