@@ -14,33 +14,45 @@ import (
 )
 
 // WriteScoreboard writes one line per claim of every result (its
-// verdict, ratio, interval, threshold and pairs), the checks, and the
-// report figures each experiment did not rerun with the reason: the
-// summary a reader sees first.
+// verdict, ratio, interval, threshold and pairs, then the claim and the
+// report's figure), the checks, and the report figures each experiment
+// did not rerun with the reason: the summary a reader sees first.
 func WriteScoreboard(w io.Writer, results []*lab.Result) error {
 	fmt.Fprintf(w, "\nScoreboard: each verdict reads the %.0f%% confidence interval of a ratio over pairs of runs measured back to back, against the claim's threshold (INVALID: an integrity gate failed).\n", lab.Level*100)
-	cells := [][]string{{"experiment", "#", "verdict", "ratio", "interval", "needs", "pairs", "report", "claim"}}
+	cells := [][]string{{"experiment", "verdict", "ratio", "interval", "needs", "pairs"}}
+	var texts []string
 	for _, res := range results {
 		for i, c := range res.Claims {
 			pairs := fmt.Sprint(c.Pairs)
 			if c.NoisyPairs > 0 {
 				pairs += fmt.Sprintf(" (%d noisy)", c.NoisyPairs)
 			}
-			cells = append(cells, []string{res.Name, fmt.Sprint(i + 1), c.Verdict.Word(), num(c.Ratio), ciText(c.CI), c.Threshold, pairs, c.Report, claimText(i, c.Claim)})
+			cells = append(cells, []string{fmt.Sprintf("%s #%d", res.Name, i+1), c.Verdict.Word(), num(c.Ratio), ciText(c.CI), c.Threshold, pairs})
+			text := claimText(i, c.Claim)
+			if c.Report != "" {
+				text += "; report: " + c.Report
+			}
+			if c.Verdict == lab.Invalid && c.Why != "" {
+				text += "; INVALID: " + c.Why
+			}
+			texts = append(texts, text)
 		}
 		if len(res.Claims) == 0 {
-			cells = append(cells, []string{res.Name, "-", lab.VerdictWord(res), "", "", "", "", "", res.Error})
+			cells = append(cells, []string{res.Name, lab.VerdictWord(res), "", "", "", ""})
+			texts = append(texts, res.Error)
 		}
 	}
-	if err := writeColumns(w, cells); err != nil {
+	var b strings.Builder
+	if err := writeColumns(&b, cells); err != nil {
 		return err
 	}
-	for _, res := range results {
-		for _, c := range res.Claims {
-			if c.Why != "" && c.Verdict == lab.Invalid {
-				fmt.Fprintf(w, "  %s: INVALID: %s\n", res.Name, c.Why)
-			}
+	for i, line := range strings.SplitAfter(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		io.WriteString(w, strings.TrimSuffix(line, "\n")+"\n")
+		if i > 0 && texts[i-1] != "" {
+			fmt.Fprintf(w, "    %s\n", texts[i-1])
 		}
+	}
+	for _, res := range results {
 		for _, c := range res.Checks {
 			fmt.Fprintf(w, "  %s: check: %s: %s (%s)\n", res.Name, c.Text, holds(c.Holds), c.Detail)
 		}
