@@ -35,29 +35,54 @@ func (h *hier) parent() string { return filepath.Join(h.base, parentName) }
 // cgroups is a detected, usable cgroup setup.
 type cgroups struct {
 	mech     Mechanism
-	cpu, mem *hier    // v2: the same hier
-	need     []string // v2: controllers to enable in subtree_control
+	cpu, mem *hier // v2: the same hier
+	// acct is v1's cpuacct hierarchy when it is mounted apart from cpu
+	// (nil otherwise): its cpuacct.usage counts the CPU of every process
+	// that was ever in a group, those that exited included (a database's
+	// short-lived backends), where sampling /proc misses them.
+	acct *hier
+	need []string // v2: controllers to enable in subtree_control
 }
 
 func (c *cgroups) hiers() []*hier {
-	if c.cpu == c.mem {
-		return []*hier{c.cpu}
+	hs := []*hier{c.cpu}
+	if c.mem != c.cpu {
+		hs = append(hs, c.mem)
 	}
-	return []*hier{c.cpu, c.mem}
+	if c.acct != nil {
+		hs = append(hs, c.acct)
+	}
+	return hs
 }
 
 // group is the cgroup of one process: a directory per hierarchy.
 type group struct {
 	c        *cgroups
 	cpu, mem string // directories; equal on v2
+	acct     string // the cpuacct directory, or ""
 	memMB    int
 }
 
 func (g *group) dirs() []string {
-	if g.cpu == g.mem {
-		return []string{g.cpu}
+	ds := []string{g.cpu}
+	if g.mem != g.cpu {
+		ds = append(ds, g.mem)
 	}
-	return []string{g.cpu, g.mem}
+	if g.acct != "" {
+		ds = append(ds, g.acct)
+	}
+	return ds
+}
+
+// dirOf returns g's directory in hierarchy h.
+func (g *group) dirOf(h *hier) string {
+	switch h {
+	case g.c.mem:
+		return g.mem
+	case g.c.acct:
+		return g.acct
+	}
+	return g.cpu
 }
 
 // ownerStart is this process's start time (clock ticks since boot). With
@@ -154,6 +179,10 @@ func detect() (*cgroups, string) {
 	switch {
 	case cpu != nil && mem != nil:
 		c := &cgroups{mech: CgroupV1, cpu: cpu, mem: mem}
+		if acct := findHier(mounts, own, "cgroup", "cpuacct"); acct != nil && acct.mount != cpu.mount &&
+			syscall.Access(acct.base, 2 /* W_OK */) == nil {
+			c.acct = acct
+		}
 		reason := c.setup()
 		if reason == "" {
 			return c, ""
@@ -288,6 +317,9 @@ func (c *cgroups) create(spec *Spec) (*group, error) {
 		}
 		if h == c.mem {
 			g.mem = dir
+		}
+		if h == c.acct {
+			g.acct = dir
 		}
 	}
 	if err := g.setLimits(spec); err != nil {

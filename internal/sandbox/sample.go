@@ -82,10 +82,15 @@ func newSource(pid int, g *group) *source {
 	}
 	s.procs = filepath.Join(g.cpu, "cgroup.procs")
 	s.cpuStat = filepath.Join(g.cpu, "cpu.stat")
-	if g.c.mech == CgroupV2 {
+	switch {
+	case g.c.mech == CgroupV2:
 		s.usage, s.usageKey, s.usageScale = s.cpuStat, "usage_usec", 1e-6
-	} else if _, ok := readCounter(filepath.Join(g.cpu, "cpuacct.usage")); ok {
-		s.usage, s.usageScale = filepath.Join(g.cpu, "cpuacct.usage"), 1e-9
+	case g.acct != "":
+		s.usage, s.usageScale = filepath.Join(g.acct, "cpuacct.usage"), 1e-9
+	default:
+		if _, ok := readCounter(filepath.Join(g.cpu, "cpuacct.usage")); ok {
+			s.usage, s.usageScale = filepath.Join(g.cpu, "cpuacct.usage"), 1e-9
+		}
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -523,4 +524,46 @@ func TestUserAndStopSignal(t *testing.T) {
 	if _, err := sb.Start(context.Background(), Spec{Name: "x", Path: "/bin/true", User: "no-such-user-hlab"}); !errors.Is(err, ErrInvalidSpec) {
 		t.Errorf("unknown user: %v, want ErrInvalidSpec", err)
 	}
+}
+
+// TestExitedChildrenCounted: the CPU of children that start, work and
+// exit between two samples (a database's short-lived backends) is in the
+// process's usage when the cgroups count it (v2, or v1's cpuacct).
+func TestExitedChildrenCounted(t *testing.T) {
+	s := newSandboxT(t)
+	requireLimits(t, s)
+	if s.cg.mech == CgroupV1 && s.cg.acct == nil {
+		t.Skip("cgroup v1 without a separate cpuacct hierarchy: counted from /proc, where exited children are missed")
+	}
+	out := &syncBuffer{}
+	// 40 children of some 20 ms of work each; "times" then prints the CPU
+	// the shell's children used, as the kernel counted it.
+	script := `for i in $(seq 40); do sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done'; done; times; echo done; sleep 60`
+	p, err := s.Start(context.Background(), Spec{Name: "forker", Path: "/bin/sh", Args: []string{"-c", script}, Stdout: out, Stderr: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	waitOutput(t, out, "done")
+	used := p.samp.cpuNow() // cumulative since the start
+	// The second line of "times" holds the children's user and system
+	// time, e.g. "0m0.550000s 0m0.120000s".
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) < 3 {
+		t.Fatalf("output %q", out.String())
+	}
+	var children float64
+	for _, f := range strings.Fields(lines[len(lines)-2]) {
+		var m, sec float64
+		if _, err := fmt.Sscanf(f, "%fm%fs", &m, &sec); err == nil {
+			children += 60*m + sec
+		}
+	}
+	if children < 0.1 {
+		t.Fatalf("the children used %.3f s of CPU (%q): too little to tell", children, lines[len(lines)-2])
+	}
+	if used < 0.9*children {
+		t.Errorf("the sandbox counted %.3f s of CPU, the children used %.3f s", used, children)
+	}
+	t.Logf("counted %.3f s, children %.3f s", used, children)
 }

@@ -106,11 +106,7 @@ func startMovedThread(mk func() *exec.Cmd, g *group) (*exec.Cmd, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: this thread has no %s cgroup", ErrCgroup, h.ctrl)
 		}
-		dir := g.cpu
-		if h == g.c.mem {
-			dir = g.mem
-		}
-		moves = append(moves, move{home: h.dir(path), dir: dir})
+		moves = append(moves, move{home: h.dir(path), dir: g.dirOf(h)})
 	}
 	var cmd *exec.Cmd
 	var moved int
