@@ -35,7 +35,7 @@ func experiments() []lab.Experiment {
 }
 
 func runLab(args []string, st *State) int {
-	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--repeat N] [--json FILE] [--report DIR]", `
+	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--pairs N] [--repeat N] [--json FILE] [--report DIR]", `
 Runs the reference reports' experiments on this machine: each starts the
 report's services as child processes under CPU/memory quotas like the
 report's containers (cgroups), drives them with hlab's load generator from
@@ -51,12 +51,12 @@ each pair gives a ratio; the verdict reads the 95% confidence interval of
 those ratios: REPRODUCED when the whole interval clears the claim's
 threshold, NOT REPRODUCED when it lies wholly beyond it, INCONCLUSIVE when
 it straddles it. The lab adds pairs until a stricter 99.9% interval
-decides or the experiment's time budget is spent (about 2 min in quick
-mode), so a verdict does not flip with the run. A claim is INVALID when a
-row it uses lost data, answered under 99% of requests (or under its own
-stated bound), had a service die, or ran without its CPU quota. Rates
-count successful requests only. Runs where processes outside the lab took
-over a tenth of a core are marked noisy.
+decides or the time budget is spent (a minute and a half per set of
+rows in quick mode), so a verdict does not flip with the run. A claim is
+INVALID when a row it uses lost data, answered under 99% of requests (or
+under its own stated bound), had a service die, or ran without its CPU
+quota. Rates count successful requests only. Runs where processes
+outside the lab took over a tenth of a core are marked noisy.
 
 Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	full := fs.Bool("full", false, "use the reports' own durations (slower)")

@@ -126,14 +126,16 @@ func (o Options) Repeats() int {
 	return 1
 }
 
-// PairBudget is the time an experiment's Paired rounds may take by
-// default: about two minutes in quick mode, ten in full mode (where each
-// run lasts as long as the report's).
+// PairBudget is the time a set of Paired rounds may take by default:
+// a minute and a half in quick mode (an experiment's whole run then
+// stays about 2 to 3 minutes on 2 cores), ten in full mode (where each
+// run lasts as long as the report's). At least DefaultMinRounds run
+// whatever it says.
 func (o Options) PairBudget() time.Duration {
 	if o.Mode == Full {
 		return 10 * time.Minute
 	}
-	return 2 * time.Minute
+	return 90 * time.Second
 }
 
 func (o *Options) setDefaults() error {

@@ -32,11 +32,13 @@ func (o Options) steady() steady {
 	return steady{window: 3 * time.Second, min: 9 * time.Second, max: time.Minute, minRequests: 30_000}
 }
 
-// WarmUp warms the measurements up at once (warming is not measured), each
-// as its Steady field says, and records each one's rate for the length of
+// WarmUp warms the measurements up (warming is not measured), each as
+// its Steady field says, and records each one's rate for the length of
 // its runs and what its warm-up found in its row's note. The measuring
-// methods then skip their warm-up. On a machine with few cores, warming
-// several JVMs at once costs less time than one after another.
+// methods then skip their warm-up. Steady warm-ups run at once: on a
+// machine with few cores, warming several JVMs together costs less time
+// than one after another. The others run one after another, so that each
+// one's rate, which sets how long its runs last, is its own.
 func (r *Run) WarmUp(ctx context.Context, ms ...Measurement) error {
 	var (
 		mu    sync.Mutex
@@ -44,6 +46,9 @@ func (r *Run) WarmUp(ctx context.Context, ms ...Measurement) error {
 		first error
 	)
 	for _, m := range ms {
+		if !m.Steady {
+			continue
+		}
 		wg.Go(func() {
 			if _, err := r.warmOne(ctx, m); err != nil {
 				mu.Lock()
@@ -53,7 +58,18 @@ func (r *Run) WarmUp(ctx context.Context, ms ...Measurement) error {
 		})
 	}
 	wg.Wait()
-	return first
+	if first != nil {
+		return first
+	}
+	for _, m := range ms {
+		if m.Steady {
+			continue
+		}
+		if _, err := r.warmOne(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func cmpErr(a, b error) error {
