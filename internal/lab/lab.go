@@ -77,8 +77,9 @@ type Options struct {
 	// WorkDir holds service logs and generated configs for a run.
 	WorkDir string
 
-	// Short shrinks every run and warm-up to a fifth of a second and drops
-	// the request floor: for tests of the lab's wiring, never for figures.
+	// Short shrinks every run (to its sampling window's end, if later)
+	// and warm-up to a fifth of a second and drops the request floor: for
+	// tests of the lab's wiring, never for figures.
 	Short bool
 }
 

@@ -20,7 +20,7 @@ const userHZ = 100
 // everything else: other builds, a noisy neighbour, a stolen vCPU.
 type noiseProbe struct {
 	t       time.Time
-	busy    float64 // machine: user + nice + system + steal, seconds
+	busy    float64 // machine: user + nice + system + irq + softirq + steal, seconds
 	self    float64 // the lab's process, all threads, seconds
 	sandbox sandbox.CPUReading
 	ok      bool
@@ -47,9 +47,11 @@ func probeNoise(sb *sandbox.Sandbox) noiseProbe {
 func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 
 // outsideSince returns the cores used outside the lab between from and
-// p, averaged over the interval, and whether it could tell. Interrupt
-// and softirq time are left out on both sides: the kernel spends them on
-// the lab's own network traffic and charges them to no process.
+// p, averaged over the interval, and whether it could tell. The kernel
+// charges a process, tick by tick, for the interrupts it serves while it
+// runs (the lab's own network traffic), where /proc/stat files them as
+// irq and softirq: the machine's side counts them too, so that the lab's
+// own traffic does not read as someone else's CPU.
 func (p noiseProbe) outsideSince(from noiseProbe) (float64, bool) {
 	wall := p.t.Sub(from.t).Seconds()
 	if !p.ok || !from.ok || wall <= 0 {
@@ -60,8 +62,8 @@ func (p noiseProbe) outsideSince(from noiseProbe) (float64, bool) {
 }
 
 // machineBusy reads the machine's busy CPU time from /proc/stat's first
-// line: user, nice, system and steal (time the hypervisor gave to
-// another guest), in seconds.
+// line: user, nice, system, irq, softirq and steal (time the hypervisor
+// gave to another guest), in seconds.
 func machineBusy() (float64, bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -73,7 +75,7 @@ func machineBusy() (float64, bool) {
 		return 0, false
 	}
 	var sum float64
-	for _, i := range []int{1, 2, 3, 8} { // user nice system ... steal
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system idle iowait irq softirq steal
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
 			return 0, false

@@ -147,3 +147,31 @@ func TestWriteHTML(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidRendered: a claim an integrity gate failed shows as INVALID,
+// with its reason, in the scoreboard and the experiment, text and HTML.
+func TestInvalidRendered(t *testing.T) {
+	res := sample()
+	lost := int64(3)
+	res.Rows[1].Lost = &lost
+	lab.Judge(res, []lab.Claim{{Text: "three >= 2x one", Metric: "rps", Numerator: res.Rows[1].Label, Denominator: res.Rows[0].Label, AtLeast: 2}})
+	var text bytes.Buffer
+	WriteScoreboard(&text, []*lab.Result{res})
+	WriteText(&text, res)
+	dir := t.TempDir()
+	path, err := WriteHTML(dir, Document{Experiments: []*lab.Result{res}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(path)
+	for name, out := range map[string]string{"text": text.String(), "HTML": string(page)} {
+		for _, want := range []string{"INVALID", "lost 3 acknowledged messages or writes", "INTEGRITY"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+	}
+	if !strings.Contains(string(page), `class="gate">gate`) && !strings.Contains(string(page), `class="gate">scale: INVALID`) {
+		t.Errorf("the HTML scoreboard does not list the invalid claim's reason")
+	}
+}

@@ -160,7 +160,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	defer pg.Stop()
 	// Two copies of the data: the services with indexes share one, those
 	// without the other, so that every configuration runs at once and the
-	// rows can take turns.
+	// claim's rows can run in rounds.
 	run.Progress.Step(fmt.Sprintf("postgres: seed 2 x %d users, %d tasks", seedUsers, seedUsers*seedTasks), 2*seedTime(seedUsers))
 	seedStart := time.Now()
 	dbs := map[bool]*pgx.Conn{} // by "with indexes"
@@ -201,7 +201,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	run.SetEnv("load", fmt.Sprintf("hlab load's tasks scenario: %d VUs on %d accounts (%d devices each), sign in once, "+
 		"then create, update, get, 4-5 lists, delete: %.0f%% reads; closed model unless the row says open",
 		vus, vus/devicesPerUser, devicesPerUser, 100*ReadShare()))
-	run.SetEnv("method", "every configuration runs at once (idle when not measured); the closed-model rows take turns, run by run, so a burst of load from elsewhere on the machine weighs on all alike")
+	run.SetEnv("method", "every configuration runs at once (idle when not measured); the claim's rows (all on, all off) run in rounds, their order alternating, so a burst of load from elsewhere on the machine weighs on both alike; the other rows one after another")
 	run.SetEnv("webhook", "in-process sink in the lab (answers 204 at once)")
 	run.SetEnv("websockets", fmt.Sprintf("%d per service, one per account, read by the lab", vus/devicesPerUser))
 	run.SetEnv("tracing", "1% sampled, no exporter (trace ids in logs)")
