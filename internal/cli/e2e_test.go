@@ -128,7 +128,7 @@ func TestLabInterruptLeavesNothing(t *testing.T) {
 	// workers are grandchildren of the lab): the hardest state to clean up.
 	sc := bufio.NewScanner(stderr)
 	deadline := time.Now().Add(120 * time.Second)
-	for sc.Scan() && !strings.Contains(sc.Text(), "three instances + LB, 1 connection: run 1/") {
+	for sc.Scan() && !strings.Contains(sc.Text(), "three instances + LB, 1 connection: round 1 ") {
 		if time.Now().After(deadline) {
 			t.Fatal("the lab did not reach its first measured run")
 		}

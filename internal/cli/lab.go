@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -56,7 +57,9 @@ rows in quick mode), so a verdict does not flip with the run. A claim is
 INVALID when a row it uses lost data, answered under 99% of requests (or
 under its own stated bound), had a service die, or ran without its CPU
 quota. Rates count successful requests only. Runs where processes
-outside the lab took over a tenth of a core are marked noisy.
+outside the lab took over a tenth of a core are marked noisy. The exit
+status is 1 when an experiment failed or a claim is INVALID, 0 otherwise
+(a claim that did not hold is a result).
 
 Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	full := fs.Bool("full", false, "use the reports' own durations (slower)")
@@ -126,7 +129,9 @@ Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	report.WriteScoreboard(st.Stdout, results)
 	for _, res := range results {
 		report.WriteText(st.Stdout, res)
-		if res.Error != "" {
+		// A claim that did not hold is a result; a run that did not finish
+		// or lost data is not: exit 1.
+		if res.Error != "" || slices.ContainsFunc(res.Claims, func(c lab.ClaimResult) bool { return c.Verdict == lab.Invalid }) {
 			code = 1
 		}
 	}
