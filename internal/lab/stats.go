@@ -107,36 +107,24 @@ func regIncBeta(a, b, x float64) float64 {
 
 func betaCF(a, b, x float64) float64 {
 	const tiny = 1e-300
-	c, d := 1.0, 1-(a+b)*x/(a+1)
-	if math.Abs(d) < tiny {
-		d = tiny
+	nonzero := func(v float64) float64 {
+		if math.Abs(v) < tiny {
+			return tiny
+		}
+		return v
 	}
-	d = 1 / d
+	c, d := 1.0, 1/nonzero(1-(a+b)*x/(a+1))
 	h := d
+	// step applies one term of the fraction and returns its factor.
+	step := func(aa float64) float64 {
+		d = 1 / nonzero(1+aa*d)
+		c = nonzero(1 + aa/c)
+		return d * c
+	}
 	for m := 1.0; m <= 300; m++ {
 		m2 := 2 * m
-		aa := m * (b - m) * x / ((a + m2 - 1) * (a + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		h *= d * c
-		aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		del := d * c
+		h *= step(m * (b - m) * x / ((a + m2 - 1) * (a + m2)))
+		del := step(-(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)))
 		h *= del
 		if math.Abs(del-1) < 1e-14 {
 			break
