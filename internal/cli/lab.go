@@ -99,8 +99,7 @@ Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	if *full {
 		opts.Mode = lab.Full
 	}
-	os.RemoveAll(opts.WorkDir)
-	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+	if err := freshLogs(opts.WorkDir); err != nil {
 		return fail(st, "lab", 1, err)
 	}
 
@@ -116,10 +115,7 @@ Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	fmt.Fprintf(st.Stderr, "hlab lab: %d experiment(s), %s mode, %d CPUs, quota %s, %s; logs in %s\n",
 		len(exps), opts.Mode, machine.CPUs, machine.CPUQuota, machine.Go, opts.WorkDir)
 
-	// Ctrl-C or SIGTERM cancels the run; the deferred Close then stops every
-	// child and removes every cgroup. A second signal kills hlab at once,
-	// and the children follow it (they die with their parent).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible()
 	defer stop()
 	prog := lab.NewProgress(st.Stderr, terminal(st.Stderr) != nil)
 	results, runErr := lab.RunAll(ctx, exps, opts, sb, prog)
@@ -153,6 +149,58 @@ Compare ratios, not absolute figures: the reports ran on other hardware.`)
 		return fail(st, "lab", 130, runErr)
 	}
 	return code
+}
+
+// interruptible returns a context that Ctrl-C or SIGTERM cancels: the run
+// stops and the deferred sandbox Close stops every child and removes
+// every cgroup. A second signal kills hlab at once, and the children
+// follow it (they die with their parent; the next run sweeps the cgroups).
+func interruptible() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // the next signal takes its default action: exit at once
+	}()
+	return ctx, stop
+}
+
+// logsMark marks a logs directory as the lab's own, so that a later run
+// may empty it.
+const logsMark = ".hlab-lab-logs"
+
+// freshLogs empties dir for this run's logs, or makes it. It refuses a
+// dir the lab did not make (--report . must not delete ./logs).
+func freshLogs(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		if !labLogs(dir) {
+			return fmt.Errorf("%s exists and was not made by hlab lab, so it is left alone: give another --report DIR, or move it away", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("emptying the last run's logs: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, logsMark), []byte("service logs of the last hlab lab run; the next run empties this directory\n"), 0o644)
+}
+
+// labLogs reports whether dir holds a lab run's logs: it carries the
+// mark, or (from before the mark) holds nothing but experiments' folders.
+func labLogs(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, logsMark)); err == nil {
+		return true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := lab.Find(experiments(), []string{e.Name()}); err != nil || !e.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 func experimentList() string {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -107,13 +106,10 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, sb: sb, life: ctx, timeout: cfg.StartTimeout, Dir: cfg.Dir}
 	c.srv = restartable{what: "cassandra", stopTimeout: 30 * time.Second, errStopped: ErrCassandraStopped, launch: c.launch}
 	if c.Dir == "" {
-		sweepCassandraDirs()
-		if c.Dir, err = os.MkdirTemp("", cassandraTempPrefix); err != nil {
+		if c.Dir, err = ownedTempDir(cassandraTempPrefix); err != nil {
 			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
 		}
 		c.ownDir = true
-		// Marks the directory as ours while we live (see sweepCassandraDirs).
-		os.WriteFile(filepath.Join(c.Dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	} else {
 		if c.Dir, err = filepath.Abs(c.Dir); err == nil {
 			err = os.MkdirAll(c.Dir, 0o755)
@@ -358,24 +354,6 @@ func (c *Cassandra) Stop() error { return c.srv.stop(c.removeDir) }
 func (c *Cassandra) removeDir() {
 	if c.ownDir {
 		os.RemoveAll(c.Dir)
-	}
-}
-
-// sweepCassandraDirs removes the temporary directories (and data) of
-// nodes whose owner died without Stop, e.g. a test binary killed by its
-// timeout: the sandbox kills such a node, but cannot remove its files.
-func sweepCassandraDirs() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), cassandraTempPrefix+"*"))
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
-		if err != nil {
-			continue // not ours to judge
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue
-		}
-		os.RemoveAll(d)
 	}
 }
 

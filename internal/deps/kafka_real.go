@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/template"
 	"time"
 
@@ -91,24 +90,6 @@ func kafkaUUID() string {
 
 const kafkaTempPrefix = "hlab-kafka-"
 
-// sweepKafkaDirs removes the temporary directories (and data) of brokers
-// whose owner died without Stop, e.g. a test binary killed by its
-// timeout: the sandbox kills such a broker, but cannot remove its files.
-func sweepKafkaDirs() {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), kafkaTempPrefix+"*"))
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
-		if err != nil {
-			continue // not ours to judge
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
-			continue
-		}
-		os.RemoveAll(d)
-	}
-}
-
 // realBroker is the JVM behind a real Kafka, with what it takes to start
 // it again after StopBroker.
 type realBroker struct {
@@ -146,13 +127,10 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	// SIGTERM is a controlled shutdown: a few seconds for a single node.
 	r.srv = restartable{what: "kafka", stopTimeout: 15 * time.Second, errStopped: ErrKafkaStopped, launch: r.launch}
 	if r.dir == "" {
-		sweepKafkaDirs()
-		if r.dir, err = os.MkdirTemp("", kafkaTempPrefix); err != nil {
+		if r.dir, err = ownedTempDir(kafkaTempPrefix); err != nil {
 			return nil, fmt.Errorf("deps: kafka dir: %w", err)
 		}
 		r.ownDir = true
-		// Marks the directory as ours while we live (see sweepKafkaDirs).
-		os.WriteFile(filepath.Join(r.dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	} else {
 		if r.dir, err = filepath.Abs(r.dir); err == nil {
 			err = os.MkdirAll(r.dir, 0o755)

@@ -2,8 +2,11 @@ package deps
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -70,12 +73,17 @@ type PostgresConfig struct {
 }
 
 // Postgres is a running PostgreSQL cluster on 127.0.0.1. The superuser is
-// "postgres" with trust authentication on the loopback interface only.
+// "postgres" with a random password (scram-sha-256, as the official
+// docker image sets it up), on the loopback interface and a Unix socket in
+// Dir: another user of the machine cannot connect without it. DSN carries
+// the password.
 type Postgres struct {
 	Version string // "15.18"
 	Kind    string // "postgres 15.18", for a run's environment record
 	Addr    string // 127.0.0.1:port
 	Dir     string
+	// Password is the superuser's, generated for this cluster.
+	Password string
 	// Settings are the server settings that ran (durability among them),
 	// for a run's environment record.
 	Settings map[string]string
@@ -105,12 +113,17 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 	}
 	p := &Postgres{Version: version, Kind: "postgres " + version, sb: sb, cfg: cfg, binDir: binDir}
 	if cfg.Dir == "" {
-		dir, err := os.MkdirTemp("", "hlab-postgres-")
+		dir, err := ownedTempDir(postgresTempPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("deps: postgres dir: %w", err)
 		}
 		cfg.Dir, p.tempDir = dir, true
 	}
+	pw := make([]byte, 16)
+	if _, err := rand.Read(pw); err != nil {
+		return nil, fmt.Errorf("deps: postgres password: %w", err)
+	}
+	p.Password = hex.EncodeToString(pw)
 	if p.Dir, err = filepath.Abs(cfg.Dir); err != nil {
 		return nil, err
 	}
@@ -149,9 +162,13 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 	return p, nil
 }
 
-// DSN returns a connection string for database db.
+// postgresTempPrefix names the temporary directories of clusters.
+const postgresTempPrefix = "hlab-postgres-"
+
+// DSN returns a connection string for database db, with the password.
 func (p *Postgres) DSN(db string) string {
-	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", p.Addr, db)
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", p.Password), Host: p.Addr, Path: "/" + db, RawQuery: "sslmode=disable"}
+	return u.String()
 }
 
 // CreateDatabase creates database name (an error if it exists).
@@ -254,10 +271,21 @@ func (p *Postgres) initdb(ctx context.Context) error {
 	if err := os.Chown(p.Dir, uid, gid); err != nil {
 		return fmt.Errorf("deps: postgres dir: %w", err)
 	}
+	// The password goes to initdb in a file only the postgres user reads,
+	// removed once the cluster exists.
+	pwfile := filepath.Join(p.Dir, "pwfile")
+	if err := os.WriteFile(pwfile, []byte(p.Password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("deps: postgres password file: %w", err)
+	}
+	defer os.Remove(pwfile)
+	if err := os.Chown(pwfile, uid, gid); err != nil {
+		return fmt.Errorf("deps: postgres password file: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(p.binDir, "initdb"),
-		"-D", filepath.Join(p.Dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+		"-D", filepath.Join(p.Dir, "data"), "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile,
+		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	cmd.Dir = p.Dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
