@@ -69,6 +69,9 @@ type Service struct {
 	// Ports are the addresses given to the service's other port flags
 	// (StartServicePorts), by flag: "--grpc-addr" -> "127.0.0.1:PORT".
 	Ports map[string]string
+
+	run  *Run
+	spec sandbox.Spec // what started it, for Restart
 }
 
 // URL returns the service's URL for path.
@@ -108,33 +111,56 @@ func (r *Run) StartServicePorts(ctx context.Context, name string, cpu float64, m
 		}
 		addr := addrs["--addr"]
 		logPath := filepath.Join(r.dir, label+".log")
-		logf, err := os.Create(logPath)
-		if err != nil {
-			return nil, fmt.Errorf("lab: service log: %w", err)
-		}
-		proc, err := r.Sandbox.Start(ctx, sandbox.Spec{
+		spec := sandbox.Spec{
 			Name: label, Path: r.Opts.Self,
 			Args: append(argv, args...),
 			CPU:  cpu, MemoryMB: memMB,
-			Stdout: logf, Stderr: logf,
-		})
-		if err != nil {
-			logf.Close()
-			return nil, fmt.Errorf("lab: start %s: %w", label, err)
 		}
-		err = deps.AwaitHTTP(ctx, "http://"+addr+"/healthz", 15*time.Second, proc.Done())
-		logf.Close()
+		svc := &Service{Name: label, Addr: addr, Ports: addrs, run: r, spec: spec}
+		err := svc.start(ctx, logPath, os.O_TRUNC)
 		if err == nil {
 			delete(addrs, "--addr")
-			return &Service{Name: label, Addr: addr, Proc: proc, Ports: addrs}, nil
+			return svc, nil
 		}
-		proc.Stop(2 * time.Second)
-		lastErr = fmt.Errorf("lab: %s did not start: %w (log: %s)", label, err, logPath)
+		lastErr = err
 		if ctx.Err() != nil {
 			break
 		}
 	}
 	return nil, lastErr
+}
+
+// start starts s's process from its spec, its output going to logPath
+// (truncated or appended to, by flag), and waits until /healthz answers.
+func (s *Service) start(ctx context.Context, logPath string, flag int) error {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|flag, 0o644)
+	if err != nil {
+		return fmt.Errorf("lab: service log: %w", err)
+	}
+	defer logf.Close()
+	spec := s.spec
+	spec.Stdout, spec.Stderr = logf, logf
+	proc, err := s.run.Sandbox.Start(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("lab: start %s: %w", s.Name, err)
+	}
+	if err := deps.AwaitHTTP(ctx, "http://"+s.Addr+"/healthz", 15*time.Second, proc.Done()); err != nil {
+		proc.Stop(2 * time.Second)
+		return fmt.Errorf("lab: %s did not start: %w (log: %s)", s.Name, err, logPath)
+	}
+	s.Proc = proc
+	return nil
+}
+
+// Kill kills the service with SIGKILL, as a crash would.
+func (s *Service) Kill() error { return s.Proc.Kill() }
+
+// Restart starts the service again with the same command line, on the
+// same addresses (after Kill, or after it died), and waits until it
+// answers; its log goes on in the same file.
+func (s *Service) Restart(ctx context.Context) error {
+	s.Proc.Stop(time.Second)
+	return s.start(ctx, filepath.Join(s.run.dir, s.Name+".log"), os.O_APPEND)
 }
 
 // Gateway is a running databus gateway (hlab serve databus).

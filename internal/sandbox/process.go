@@ -181,6 +181,18 @@ func (p *Process) Stop(grace time.Duration) error {
 	return p.stopErr
 }
 
+// Kill kills the process and everything it started with SIGKILL at once,
+// as a crash or the OOM killer would (no SIGTERM, no chance to clean up),
+// then cleans up as Stop does. Fault tests and experiments use it.
+func (p *Process) Kill() error {
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+	}
+	return p.Stop(0)
+}
+
 func (p *Process) stop(grace time.Duration) error {
 	if p.group == nil {
 		// Note what runs now: once the process exits, its orphans are

@@ -567,3 +567,26 @@ func TestExitedChildrenCounted(t *testing.T) {
 	}
 	t.Logf("counted %.3f s, children %.3f s", used, children)
 }
+
+// TestKillIsSIGKILL: Kill ends a process that ignores SIGTERM at once,
+// by SIGKILL, as a crash would, and cleans up as Stop does.
+func TestKillIsSIGKILL(t *testing.T) {
+	s := newSandboxT(t)
+	out := &syncBuffer{}
+	p, err := s.Start(context.Background(), Spec{Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", `trap "" TERM; echo ready; while :; do sleep 1; done`}, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOutput(t, out, "ready")
+	start := time.Now()
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Kill took %v: it waited for a grace period", took)
+	}
+	var ee *exec.ExitError
+	if err := p.ExitErr(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("exit %v, want death by SIGKILL", err)
+	}
+}
