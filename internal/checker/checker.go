@@ -8,8 +8,11 @@
 // percentiles, errors by gRPC status, and it verifies delivery: every
 // message carries its run, stream, sequence number and send time in a
 // header; every message Kafka acknowledged to a publisher must be received
-// by every consumer group at least once. Messages acked and never received
-// are lost (the run fails); receiving one twice is a duplicate (allowed:
+// by every consumer group at least once. A message counts as received
+// only once the member that got it acked it: one that arrived and was
+// never acked must arrive again, and if it does not (a gateway that
+// committed past it) it is lost. Messages acked and never received are
+// lost (the run fails); receiving one twice is a duplicate (allowed:
 // delivery is at least once, and counted).
 //
 // Each stream gets a gRPC connection of its own by default (the report's

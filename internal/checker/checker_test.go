@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -308,4 +309,132 @@ func TestMainUsageAndJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eagerCommitter is a stream interceptor that gives the gateway the bug
+// the checker must catch on the subscribe side: it acks the first batch
+// of messages the gateway delivers, on the member's behalf, as it is sent
+// (so the gateway commits past it), and then ends that stream before the
+// member could ack. Those messages are never delivered again: the member
+// received them, but no member ever processed them.
+type eagerCommitter struct {
+	fired atomic.Bool
+	acked atomic.Int64 // messages acked on the member's behalf
+}
+
+func (c *eagerCommitter) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !strings.HasSuffix(info.FullMethod, "/Subscribe") {
+		return handler(srv, ss)
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	s := &eagerStream{ServerStream: ss, c: c, ctx: ctx, cancel: cancel, inject: make(chan []*databusv1.Ack, 1), pump: make(chan pumped)}
+	go s.pumpAcks()
+	return handler(srv, s)
+}
+
+type pumped struct {
+	acks []*databusv1.Ack
+	err  error
+}
+
+type eagerStream struct {
+	grpc.ServerStream
+	c      *eagerCommitter
+	ctx    context.Context
+	cancel context.CancelFunc
+	inject chan []*databusv1.Ack
+	pump   chan pumped
+}
+
+func (s *eagerStream) Context() context.Context { return s.ctx }
+
+// pumpAcks reads the member's acks, so RecvMsg can also return injected
+// ones.
+func (s *eagerStream) pumpAcks() {
+	for {
+		var req databusv1.SubscribeRequest
+		err := s.ServerStream.RecvMsg(&req)
+		select {
+		case s.pump <- pumped{req.Acks, err}:
+		case <-s.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *eagerStream) SendMsg(m any) error {
+	err := s.ServerStream.SendMsg(m)
+	resp, ok := m.(*databusv1.SubscribeResponse)
+	if err != nil || !ok || len(resp.Messages) == 0 || !s.c.fired.CompareAndSwap(false, true) {
+		return err
+	}
+	acks := make([]*databusv1.Ack, len(resp.Messages))
+	for i, msg := range resp.Messages {
+		acks[i] = &databusv1.Ack{Partition: msg.Partition, Offset: msg.Offset}
+	}
+	s.c.acked.Store(int64(len(acks)))
+	s.inject <- acks
+	s.cancel() // the stream ends once the gateway took the acks
+	return nil
+}
+
+func (s *eagerStream) RecvMsg(m any) error {
+	req := m.(*databusv1.SubscribeRequest)
+	select {
+	case acks := <-s.inject:
+		req.Acks = acks
+		return nil
+	default:
+	}
+	select {
+	case acks := <-s.inject:
+		req.Acks = acks
+		return nil
+	case p := <-s.pump:
+		req.Acks = p.acks
+		return p.err
+	case <-s.ctx.Done():
+		select {
+		case acks := <-s.inject:
+			req.Acks = acks
+			return nil
+		default:
+			return io.EOF
+		}
+	}
+}
+
+// TestCommitPastUnackedIsReportedLost: the verification catches a gateway
+// that commits messages its member never acked. The checker used to count
+// a message as received when it arrived, before its ack, so these came
+// out as delivered.
+func TestCommitPastUnackedIsReportedLost(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	c := &eagerCommitter{}
+	addr := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond}, grpc.StreamInterceptor(c.intercept))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// Consumers start after publishing, so the first batch is a full one;
+	// each batch is processed for a second, long after the gateway ended
+	// the stream it came on, so its ack fails.
+	res, err := checker.Run(ctx, checker.Config{
+		Target: addr, Topic: newTopic(t, k), Scenario: checker.Ticker, Streams: 5, Interval: 100 * time.Millisecond,
+		Warmup: -1, Duration: 500 * time.Millisecond, Groups: 1, Members: 1, SubBatch: 10,
+		ProcessDelay: time.Second, Consume: checker.After, DrainTimeout: 20 * time.Second,
+	}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := c.acked.Load()
+	if acked == 0 {
+		t.Fatal("the interceptor acked nothing on the member's behalf")
+	}
+	if res.OK() || res.Delivery.Lost != acked {
+		t.Fatalf("OK %v with %d lost: want the %d messages committed without the member's ack", res.OK(), res.Delivery.Lost, acked)
+	}
+	t.Logf("%d of %d acked messages lost, as they should be; %d received and acked", res.Delivery.Lost, res.Delivery.Acked, res.Delivery.Received)
 }

@@ -50,7 +50,8 @@ type Delivery struct {
 	Consume ConsumeMode `json:"consume"`
 	// Acked messages each group had to receive.
 	Acked int64 `json:"acked"`
-	// Lost sums, over groups, acked messages a group never received.
+	// Lost sums, over groups, acked messages a group never received (a
+	// message is received once the member that got it acked it).
 	Lost int64 `json:"lost"`
 	// Duplicates sums, over groups, messages received more than once.
 	Duplicates int64 `json:"duplicates"`
@@ -59,7 +60,8 @@ type Delivery struct {
 	UnackedReceived int64 `json:"unacked_received"`
 	// Other messages in the topic, from earlier runs, skipped.
 	Others int64 `json:"others_skipped"`
-	// Received counts every receipt (all groups, duplicates included);
+	// Received counts every receipt the member acked (all groups,
+	// duplicates included);
 	// ReceivedPerSec divides it by the consuming time (concurrent: the
 	// whole run; after: from the consumers' start until every group had
 	// everything or the drain timed out).
