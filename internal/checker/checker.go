@@ -63,6 +63,19 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 			return nil, err
 		}
 	}
+	var gw *gatewayProc
+	if cfg.GatewayCmd != "" {
+		var err error
+		if gw, err = startGateway(ctx, &cfg); err != nil {
+			return nil, err
+		}
+		defer gw.stop()
+		progress("gateway started (pid %d): %s", gw.p.PID(), cfg.GatewayCmd)
+	}
+	// A fault the run cannot go on after (a killed gateway that does not
+	// come back) ends it with that cause.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	run := rand.Uint64()
 	errs := &errorCounts{}
 	led := newLedger(cfg.Streams, cfg.Groups)
@@ -127,6 +140,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	progress("%s: %d stream(s), batch %d, %d in flight, aggregation %v: warm-up %v, then %v measured",
 		cfg.Scenario, cfg.Streams, cfg.Batch, cfg.Inflight, cfg.Aggregation, cfg.Warmup, cfg.Duration)
+	inj := startInjector(ctx, &cfg, gw, begin, win.end, progress, fail)
 	if cfg.OnWindow != nil {
 		done := make(chan struct{})
 		opener := time.AfterFunc(time.Until(win.start), func() { cfg.OnWindow(true); close(done) })
@@ -140,6 +154,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	} else {
 		pubs.publish(ctx, begin, win)
 	}
+	res.Faults = inj.stop()
 	publishEnd := time.Now()
 	res.publishFigures(pubs, cfg.Duration)
 
@@ -166,7 +181,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	res.Errors = errs.snapshot()
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return res, context.Cause(ctx)
 	}
 	return res, nil
 }
