@@ -46,7 +46,7 @@ Examples:
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
       --scenario throughput --streams 10 --groups 2 --members 3
   databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --duration 30s \
-      --kill-every 5s --drain-timeout 60s \
+      --kill-every 10s --drain-timeout 60s \
       --gateway-cmd "hlab serve databus --brokers 127.0.0.1:9092 --grpc-addr 127.0.0.1:7070"
 
 Flags:
