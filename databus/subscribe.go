@@ -53,8 +53,8 @@ func BatchSize(n int) SubscribeOption { return func(c *subCfg) { c.batchSize = n
 // Reconnect says whether Subscribe opens a new stream, after a backoff
 // (the Client's, see WithBackoff), when its stream breaks: the gateway
 // restarted, drained or crashed, the connection dropped (default on). Off,
-// Subscribe returns the error that ended its stream. OpenSubscription is
-// one stream and ignores it.
+// Subscribe returns the error that ended its stream, or the handler's
+// (wrapped). OpenSubscription is one stream and ignores it.
 func Reconnect(on bool) SubscribeOption { return func(c *subCfg) { c.noReconnect = !on } }
 
 // Subscription is one subscribe stream with manual acks. Recv and Ack may
