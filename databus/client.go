@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -42,7 +43,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // WithBackoff sets the reconnect backoff bounds (default 50ms to 5s,
-// doubling, with jitter).
+// doubling, with jitter) of publishers and subscriptions, and of the gRPC
+// connection under them: without it, gRPC's own backoff grows to two
+// minutes, and a client would come back that long after a gateway did.
 func WithBackoff(min, max time.Duration) Option {
 	return func(c *cfg) { c.minBackoff, c.maxBackoff = min, max }
 }
@@ -63,6 +66,10 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		// memory at thousands of connections.
 		grpc.WithReadBufferSize(32 << 10),
 		grpc.WithWriteBufferSize(32 << 10),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: c.minBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: c.maxBackoff},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 	}, c.dialOpts...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {

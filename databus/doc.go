@@ -26,6 +26,44 @@
 // OpenSubscription gives manual control: Recv batches and Ack messages in
 // any order; the gateway commits only past offsets that were all acked.
 //
+// # Reconnection and guarantees
+//
+// Gateways restart (a rolling deploy), crash and drain; connections drop.
+// The client survives that without help:
+//
+//   - A Publisher reopens its stream with backoff (WithBackoff, 50ms to
+//     5s by default) and resends every batch not yet answered. A batch is
+//     answered as published only after Kafka stored every record of it;
+//     one in flight when the stream broke is resent and may be stored
+//     twice. When the gateway refuses a batch for good (a batch larger
+//     than it accepts: InvalidArgument; a topic that does not exist:
+//     NotFound), that batch fails at once with the error, the others go
+//     on, and later publishes succeed once the cause is gone (the topic
+//     created). Retryable tells the two kinds of error apart.
+//   - Subscribe reconnects by default (Reconnect(false) turns it off and
+//     returns the stream's error instead): after a backoff it opens a new
+//     stream, and the gateway it reaches joins the group as a new member.
+//     Messages delivered and not acked when the stream broke, the batch
+//     whose handler was running among them, are delivered again, to this
+//     or another member; so are messages acked but not yet committed by a
+//     gateway that crashed (it commits acks every second by default).
+//     Nothing acked-and-committed is delivered again by the gateway, and
+//     nothing is skipped: the gateway never commits past a message that
+//     was not acked. After a crash (no goodbye to Kafka) the group waits
+//     for the dead member's session to expire, the gateway's
+//     --session-timeout (10s by default), before its partitions move on.
+//     Subscribe returns only when ctx ends (nil) or on an error retrying
+//     cannot fix: NotFound, InvalidArgument, FailedPrecondition,
+//     PermissionDenied and the like.
+//   - A Subscription from OpenSubscription is one stream: when it breaks,
+//     Recv returns the error and the caller opens another. Acks for
+//     messages of a broken stream are ignored; those messages are
+//     redelivered.
+//
+// Handlers therefore see each message at least once and must tolerate
+// duplicates (make the effect idempotent, or deduplicate by partition and
+// offset, or by a key of the message).
+//
 // Concurrency: a Client is one gRPC (HTTP/2) connection, safe for
 // concurrent use. Streams on one connection share it and serialize under
 // load, so give each busy publisher or subscriber its own Client, as the

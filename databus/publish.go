@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
@@ -35,7 +38,12 @@ func MaxInflight(n int) PublisherOption { return func(p *Publisher) { p.maxInfli
 // the stream breaks for a reason worth retrying (the gateway restarted or
 // drains, the network blipped), the Publisher reconnects with backoff and
 // resends every batch not yet answered, so a batch is stored at least once
-// (a resent batch may be stored twice). It is safe for concurrent use.
+// (a resent batch may be stored twice). When the gateway ends the stream
+// with an error that retrying cannot fix (the topic does not exist, a
+// batch is too large), the batch it concerns fails with that error at
+// once, the others are resent on a new stream, and the stream is reopened
+// for later batches: a publish succeeds again once the cause is gone. It
+// is safe for concurrent use.
 type Publisher struct {
 	c           *Client
 	topic       string
@@ -46,12 +54,19 @@ type Publisher struct {
 	cancel context.CancelFunc
 	slots  chan struct{} // one per batch in flight
 
-	mu      sync.Mutex
-	stream  databusv1.DataBus_PublishClient // nil while reconnecting
-	nextID  uint64
-	pending map[uint64]*call
-	closed  bool
-	idle    *sync.Cond // signalled when pending empties
+	mu           sync.Mutex
+	stream       *pubStream // nil while disconnected
+	reconnecting bool       // a goroutine is opening a stream
+	nextID       uint64
+	pending      map[uint64]*call
+	closed       bool
+	idle         *sync.Cond // signalled when pending empties
+}
+
+// pubStream is one publish stream and what ends it.
+type pubStream struct {
+	databusv1.DataBus_PublishClient
+	cancel context.CancelFunc
 }
 
 type call struct {
@@ -75,26 +90,35 @@ func (c *Client) NewPublisher(ctx context.Context, topic string, opts ...Publish
 	p.idle = sync.NewCond(&p.mu)
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.slots = make(chan struct{}, p.maxInflight)
-	p.mu.Lock()
-	err := p.connectLocked()
-	p.mu.Unlock()
+	stream, err := p.open()
 	if err != nil {
 		p.cancel()
 		return nil, err
 	}
+	p.mu.Lock()
+	p.installLocked(stream)
+	p.mu.Unlock()
 	return p, nil
 }
 
-// connectLocked opens a stream and resends what is pending. Call with mu held.
-func (p *Publisher) connectLocked() error {
+// open opens a publish stream; it does not wait for the gateway's answer.
+func (p *Publisher) open() (*pubStream, error) {
 	md := []string{databusv1.MDTopic, p.topic, databusv1.MDMaxInflight, strconv.Itoa(p.maxInflight)}
 	if p.aggregation {
 		md = append(md, databusv1.MDAggregation, "on")
 	}
-	stream, err := p.c.api.Publish(streamContext(p.ctx, md...))
+	ctx, cancel := context.WithCancel(p.ctx)
+	stream, err := p.c.api.Publish(streamContext(ctx, md...))
 	if err != nil {
-		return fmt.Errorf("databus: open publish stream: %w", err)
+		cancel()
+		return nil, fmt.Errorf("databus: open publish stream: %w", err)
 	}
+	return &pubStream{DataBus_PublishClient: stream, cancel: cancel}, nil
+}
+
+// installLocked makes stream the publisher's and resends, in order,
+// every batch not yet answered. Call with mu held.
+func (p *Publisher) installLocked(stream *pubStream) {
 	p.stream = stream
 	go p.receive(stream)
 	ids := make([]uint64, 0, len(p.pending))
@@ -107,7 +131,6 @@ func (p *Publisher) connectLocked() error {
 			break // receive sees the broken stream and reconnects
 		}
 	}
-	return nil
 }
 
 // Publish sends msgs as one batch and waits until Kafka stored them. A
@@ -156,17 +179,22 @@ func (p *Publisher) PublishAsync(ctx context.Context, msgs []Message, done func(
 	p.nextID++
 	req.BatchId = p.nextID
 	p.pending[req.BatchId] = &call{req: req, done: done}
-	if p.stream != nil {
-		if err := p.stream.Send(req); err != nil {
-			// receive sees the broken stream, reconnects and resends this.
-			return nil
-		}
+	switch {
+	case p.stream != nil:
+		// An error means the stream broke: receive sees it, reconnects
+		// and resends this batch.
+		_ = p.stream.Send(req)
+	case !p.reconnecting:
+		// The last stream ended with a final error and nothing was left
+		// to send: open one for this batch.
+		p.reconnecting = true
+		go p.reconnect(false)
 	}
 	return nil
 }
 
-// receive reads answers on one stream until it breaks, then reconnects.
-func (p *Publisher) receive(stream databusv1.DataBus_PublishClient) {
+// receive reads answers on one stream until it breaks.
+func (p *Publisher) receive(stream *pubStream) {
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -199,41 +227,102 @@ func answerErr(resp *databusv1.PublishResponse) error {
 	return pe
 }
 
-// broken handles the end of a stream: it fails every pending batch when
-// the error is final, else reconnects with backoff and resends them.
-func (p *Publisher) broken(stream databusv1.DataBus_PublishClient, err error) {
+// broken handles the end of a stream. After an error worth retrying it
+// reconnects with backoff and resends every batch not yet answered. After
+// a final error it fails the batch the error concerns and reopens the
+// stream at once for the others, if any; else the next batch reopens it.
+func (p *Publisher) broken(stream *pubStream, err error) {
+	stream.cancel()
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.stream != stream {
-		p.mu.Unlock()
 		return
 	}
 	p.stream = nil
-	if p.closed || p.ctx.Err() != nil || !retryableCode(status.Code(err)) {
+	if p.closed || p.ctx.Err() != nil {
 		p.failAllLocked(err)
-		p.mu.Unlock()
 		return
 	}
-	p.mu.Unlock()
+	retry := retryableStreamErr(err)
+	if !retry {
+		p.failFirstLocked(err)
+		if len(p.pending) == 0 {
+			return
+		}
+	}
+	p.reconnecting = true
+	go p.reconnect(retry)
+}
+
+// retryableStreamErr reports whether a publish stream that ended with err
+// should be reopened and its batches resent. A stream the gateway ended
+// without an error (io.EOF) answered every batch it accepted: the rest
+// are resent.
+func retryableStreamErr(err error) bool {
+	return errors.Is(err, io.EOF) || retryableCode(status.Code(err))
+}
+
+// failFirstLocked fails the first batch not yet answered with err, a
+// final error the gateway ended the stream with. The gateway reads a
+// stream's batches in order and, before ending it, answers every batch it
+// accepted, so that batch is the one it refused; an error about the
+// stream itself (an unknown topic, bad settings) concerns every batch,
+// and each fails in turn on the streams reopened for the others. Call
+// with mu held.
+func (p *Publisher) failFirstLocked(err error) {
+	if len(p.pending) == 0 {
+		return
+	}
+	first := slices.Min(slices.Collect(maps.Keys(p.pending)))
+	c := p.pending[first]
+	delete(p.pending, first)
+	<-p.slots
+	go c.done(err)
+	if len(p.pending) == 0 {
+		p.idle.Broadcast()
+	}
+}
+
+// reconnect opens a new stream, after a backoff when wait is set and
+// between failed attempts, and resends what is pending on it.
+func (p *Publisher) reconnect(wait bool) {
 	for attempt := 0; ; attempt++ {
-		select {
-		case <-p.ctx.Done():
-			p.mu.Lock()
-			p.failAllLocked(ErrClosed)
-			p.mu.Unlock()
-			return
-		case <-time.After(p.c.backoff(attempt)):
+		if wait || attempt > 0 {
+			select {
+			case <-p.ctx.Done():
+				p.mu.Lock()
+				p.reconnecting = false
+				p.failAllLocked(ErrClosed)
+				p.mu.Unlock()
+				return
+			case <-time.After(p.c.backoff(attempt)):
+			}
 		}
+		stream, err := p.open()
 		p.mu.Lock()
-		if p.closed {
+		switch {
+		case p.closed:
+			if stream != nil {
+				stream.cancel()
+			}
+			p.reconnecting = false
 			p.failAllLocked(ErrClosed)
 			p.mu.Unlock()
 			return
-		}
-		cerr := p.connectLocked()
-		p.mu.Unlock()
-		if cerr == nil {
+		case err == nil:
+			p.reconnecting = false
+			p.installLocked(stream)
+			p.mu.Unlock()
+			return
+		case p.c.conn.GetState() == connectivity.Shutdown:
+			// The Client was closed: no stream will open again.
+			p.reconnecting = false
+			p.closed = true
+			p.failAllLocked(err)
+			p.mu.Unlock()
 			return
 		}
+		p.mu.Unlock()
 	}
 }
 
@@ -257,6 +346,7 @@ func (p *Publisher) Close() error {
 	}
 	if p.stream != nil {
 		p.stream.CloseSend()
+		p.stream = nil
 	}
 	p.failAllLocked(ErrClosed)
 	p.mu.Unlock()

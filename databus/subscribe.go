@@ -9,6 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
 
@@ -35,7 +38,10 @@ type Batch struct {
 // SubscribeOption configures a subscription.
 type SubscribeOption func(*subCfg)
 
-type subCfg struct{ maxUnacked, batchSize int }
+type subCfg struct {
+	maxUnacked, batchSize int
+	noReconnect           bool
+}
 
 // MaxUnacked caps messages delivered and not yet acked (default 1000): the
 // gateway stops delivering until acks come back.
@@ -43,6 +49,13 @@ func MaxUnacked(n int) SubscribeOption { return func(c *subCfg) { c.maxUnacked =
 
 // BatchSize caps messages per batch (default 100).
 func BatchSize(n int) SubscribeOption { return func(c *subCfg) { c.batchSize = n } }
+
+// Reconnect says whether Subscribe opens a new stream, after a backoff
+// (the Client's, see WithBackoff), when its stream breaks: the gateway
+// restarted, drained or crashed, the connection dropped (default on). Off,
+// Subscribe returns the error that ended its stream, or the handler's
+// (wrapped). OpenSubscription is one stream and ignores it.
+func Reconnect(on bool) SubscribeOption { return func(c *subCfg) { c.noReconnect = !on } }
 
 // Subscription is one subscribe stream with manual acks. Recv and Ack may
 // be called from different goroutines; each of them from one at a time.
@@ -124,16 +137,25 @@ func (s *Subscription) Close() error {
 // Subscribe consumes topic as a member of group until ctx ends, calling
 // handle for each batch. When handle returns nil the batch is acked; when
 // it returns an error the subscription is reopened after a backoff, so the
-// batch is delivered again (maybe to another member). Broken streams are
-// reopened with backoff; errors that retrying cannot fix (unknown topic,
-// bad settings) are returned.
+// batch is delivered again (maybe to another member). A broken stream is
+// reopened with backoff, as a new member of the group (see Reconnect);
+// Subscribe returns nil when ctx ends, or an error retrying cannot fix:
+// the topic does not exist (NotFound), a setting is wrong
+// (InvalidArgument), the gateway cannot serve subscriptions
+// (FailedPrecondition), access is denied. Delivery is at least once: what
+// was not acked, or acked but not yet committed by the gateway when the
+// stream broke, is delivered again, so handle must tolerate duplicates.
 func (c *Client) Subscribe(ctx context.Context, topic, group string, handle func(context.Context, []Delivery) error, opts ...SubscribeOption) error {
+	var sc subCfg
+	for _, o := range opts {
+		o(&sc)
+	}
 	for attempt := 0; ; {
 		err := c.subscribeOnce(ctx, topic, group, handle, opts, &attempt)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil && !Retryable(err) && !errors.Is(err, errHandler) {
+		if sc.noReconnect || !resumable(err) {
 			return err
 		}
 		select {
@@ -147,6 +169,26 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handle func
 
 var errHandler = errors.New("databus: handler failed")
 
+// errEnded is returned when the gateway ended a subscribe stream without
+// an error.
+var errEnded = fmt.Errorf("databus: the gateway ended the subscription: %w", io.EOF)
+
+// resumable reports whether Subscribe should reopen a stream that ended
+// with err: every error but those saying the subscription itself is wrong.
+// A stream that broke under the handler fails its ack with io.EOF, and
+// one ended by a proxy may carry Unknown or Internal: both are resumed.
+func resumable(err error) bool {
+	if errors.Is(err, errHandler) || errors.Is(err, io.EOF) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.PermissionDenied,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented, codes.Unauthenticated:
+		return false
+	}
+	return true
+}
+
 func (c *Client) subscribeOnce(ctx context.Context, topic, group string, handle func(context.Context, []Delivery) error, opts []SubscribeOption, attempt *int) error {
 	sub, err := c.OpenSubscription(ctx, topic, group, opts...)
 	if err != nil {
@@ -156,7 +198,7 @@ func (c *Client) subscribeOnce(ctx context.Context, topic, group string, handle 
 	for {
 		b, err := sub.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return errEnded
 		}
 		if err != nil {
 			return err
@@ -166,10 +208,12 @@ func (c *Client) subscribeOnce(ctx context.Context, topic, group string, handle 
 			continue
 		}
 		if err := handle(ctx, b.Messages); err != nil {
-			return fmt.Errorf("%w: %v", errHandler, err)
+			return fmt.Errorf("%w: %w", errHandler, err)
 		}
 		if err := sub.Ack(b.Messages...); err != nil {
-			return err
+			// io.EOF: the stream broke while the handler ran. The batch
+			// was not acked: it is delivered again.
+			return fmt.Errorf("databus: ack: %w", err)
 		}
 	}
 }

@@ -8,8 +8,11 @@
 // percentiles, errors by gRPC status, and it verifies delivery: every
 // message carries its run, stream, sequence number and send time in a
 // header; every message Kafka acknowledged to a publisher must be received
-// by every consumer group at least once. Messages acked and never received
-// are lost (the run fails); receiving one twice is a duplicate (allowed:
+// by every consumer group at least once. A message counts as received
+// only once the member that got it acked it: one that arrived and was
+// never acked must arrive again, and if it does not (a gateway that
+// committed past it) it is lost. Messages acked and never received are
+// lost (the run fails); receiving one twice is a duplicate (allowed:
 // delivery is at least once, and counted).
 //
 // Each stream gets a gRPC connection of its own by default (the report's
@@ -60,6 +63,19 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 			return nil, err
 		}
 	}
+	var gw *gatewayProc
+	if cfg.GatewayCmd != "" {
+		var err error
+		if gw, err = startGateway(ctx, &cfg); err != nil {
+			return nil, err
+		}
+		defer gw.stop()
+		progress("gateway started (pid %d): %s", gw.p.PID(), cfg.GatewayCmd)
+	}
+	// A fault the run cannot go on after (a killed gateway that does not
+	// come back) ends it with that cause.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	run := rand.Uint64()
 	errs := &errorCounts{}
 	led := newLedger(cfg.Streams, cfg.Groups)
@@ -124,6 +140,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	progress("%s: %d stream(s), batch %d, %d in flight, aggregation %v: warm-up %v, then %v measured",
 		cfg.Scenario, cfg.Streams, cfg.Batch, cfg.Inflight, cfg.Aggregation, cfg.Warmup, cfg.Duration)
+	inj := startInjector(ctx, &cfg, gw, begin, win.end, progress, fail)
 	if cfg.OnWindow != nil {
 		done := make(chan struct{})
 		opener := time.AfterFunc(time.Until(win.start), func() { cfg.OnWindow(true); close(done) })
@@ -137,6 +154,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	} else {
 		pubs.publish(ctx, begin, win)
 	}
+	res.Faults = inj.stop()
 	publishEnd := time.Now()
 	res.publishFigures(pubs, cfg.Duration)
 
@@ -163,7 +181,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	res.Errors = errs.snapshot()
 	if ctx.Err() != nil {
-		return res, ctx.Err()
+		return res, context.Cause(ctx)
 	}
 	return res, nil
 }

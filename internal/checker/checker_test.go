@@ -4,14 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +43,71 @@ func TestMain(m *testing.M) {
 		k.Stop()
 	}
 	sb.Close()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
+}
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// gatewayBinary builds cmd/databus once per test binary, for tests that
+// run the gateway as a process of its own (to SIGKILL it).
+func gatewayBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		goTool, err := exec.LookPath("go")
+		if err != nil {
+			binErr = fmt.Errorf("the go tool is not in PATH: %w", err)
+			return
+		}
+		if binDir, binErr = os.MkdirTemp("", "checker-test-bin-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "databus")
+		out, err := exec.Command(goTool, "build", "-o", binPath, "github.com/highload-lab/hlab/cmd/databus").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build ./cmd/databus: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// freeAddr returns a 127.0.0.1 address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 var (
@@ -288,6 +357,10 @@ func TestMainUsageAndJSON(t *testing.T) {
 		{"bad scenario", []string{"--target", addr, "--scenario", "nope"}, 2, ""},
 		{"echo with groups", []string{"--target", addr, "--scenario", "echo", "--groups", "1"}, 2, ""},
 		{"stray argument", []string{"extra"}, 2, ""},
+		{"kill-every without a gateway to kill", []string{"--target", addr, "--kill-every", "1s"}, 2, ""},
+		{"gateway-cmd and fault-cmd", []string{"--target", addr, "--kill-every", "1s", "--gateway-cmd", "x", "--fault-cmd", "y"}, 2, ""},
+		{"fault-cmd without kill-every", []string{"--target", addr, "--fault-cmd", "y"}, 2, ""},
+		{"kill-every longer than the run", []string{"--target", addr, "--kill-every", "20s", "--fault-cmd", "true"}, 2, ""},
 		{"echo json", []string{"--target", addr, "--scenario", "echo", "--streams", "2", "--warmup", "0", "--duration", "200ms", "--json", "--quiet"}, 0, `"scenario": "echo"`},
 	}
 	for _, tt := range tests {
@@ -305,6 +378,243 @@ func TestMainUsageAndJSON(t *testing.T) {
 				if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.WarmupS != 0 {
 					t.Fatalf("JSON %v, warm-up %v (asked none)", err, res.WarmupS)
 				}
+			}
+		})
+	}
+}
+
+// eagerCommitter is a stream interceptor that gives the gateway the bug
+// the checker must catch on the subscribe side: it acks the first batch
+// of messages the gateway delivers, on the member's behalf, as it is sent
+// (so the gateway commits past it), and then ends that stream before the
+// member could ack. Those messages are never delivered again: the member
+// received them, but no member ever processed them.
+type eagerCommitter struct {
+	fired atomic.Bool
+	acked atomic.Int64 // messages acked on the member's behalf
+}
+
+func (c *eagerCommitter) intercept(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if !strings.HasSuffix(info.FullMethod, "/Subscribe") {
+		return handler(srv, ss)
+	}
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	s := &eagerStream{ServerStream: ss, c: c, ctx: ctx, cancel: cancel, inject: make(chan []*databusv1.Ack, 1), pump: make(chan pumped)}
+	go s.pumpAcks()
+	return handler(srv, s)
+}
+
+type pumped struct {
+	acks []*databusv1.Ack
+	err  error
+}
+
+type eagerStream struct {
+	grpc.ServerStream
+	c      *eagerCommitter
+	ctx    context.Context
+	cancel context.CancelFunc
+	inject chan []*databusv1.Ack
+	pump   chan pumped
+}
+
+func (s *eagerStream) Context() context.Context { return s.ctx }
+
+// pumpAcks reads the member's acks, so RecvMsg can also return injected
+// ones.
+func (s *eagerStream) pumpAcks() {
+	for {
+		var req databusv1.SubscribeRequest
+		err := s.ServerStream.RecvMsg(&req)
+		select {
+		case s.pump <- pumped{req.Acks, err}:
+		case <-s.ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (s *eagerStream) SendMsg(m any) error {
+	err := s.ServerStream.SendMsg(m)
+	resp, ok := m.(*databusv1.SubscribeResponse)
+	if err != nil || !ok || len(resp.Messages) == 0 || !s.c.fired.CompareAndSwap(false, true) {
+		return err
+	}
+	acks := make([]*databusv1.Ack, len(resp.Messages))
+	for i, msg := range resp.Messages {
+		acks[i] = &databusv1.Ack{Partition: msg.Partition, Offset: msg.Offset}
+	}
+	s.c.acked.Store(int64(len(acks)))
+	s.inject <- acks
+	s.cancel() // the stream ends once the gateway took the acks
+	return nil
+}
+
+func (s *eagerStream) RecvMsg(m any) error {
+	req := m.(*databusv1.SubscribeRequest)
+	select {
+	case acks := <-s.inject:
+		req.Acks = acks
+		return nil
+	default:
+	}
+	select {
+	case acks := <-s.inject:
+		req.Acks = acks
+		return nil
+	case p := <-s.pump:
+		req.Acks = p.acks
+		return p.err
+	case <-s.ctx.Done():
+		select {
+		case acks := <-s.inject:
+			req.Acks = acks
+			return nil
+		default:
+			return io.EOF
+		}
+	}
+}
+
+// TestCommitPastUnackedIsReportedLost: the verification catches a gateway
+// that commits messages its member never acked. The checker used to count
+// a message as received when it arrived, before its ack, so these came
+// out as delivered.
+func TestCommitPastUnackedIsReportedLost(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	c := &eagerCommitter{}
+	addr := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond}, grpc.StreamInterceptor(c.intercept))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// Consumers start after publishing, so the first batch is a full one;
+	// each batch is processed for a second, long after the gateway ended
+	// the stream it came on, so its ack fails.
+	res, err := checker.Run(ctx, checker.Config{
+		Target: addr, Topic: newTopic(t, k), Scenario: checker.Ticker, Streams: 5, Interval: 100 * time.Millisecond,
+		Warmup: -1, Duration: 500 * time.Millisecond, Groups: 1, Members: 1, SubBatch: 10,
+		ProcessDelay: time.Second, Consume: checker.After, DrainTimeout: 20 * time.Second,
+	}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked := c.acked.Load()
+	if acked == 0 {
+		t.Fatal("the interceptor acked nothing on the member's behalf")
+	}
+	if res.OK() || res.Delivery.Lost != acked {
+		t.Fatalf("OK %v with %d lost: want the %d messages committed without the member's ack", res.OK(), res.Delivery.Lost, acked)
+	}
+	t.Logf("%d of %d acked messages lost, as they should be; %d received and acked", res.Delivery.Lost, res.Delivery.Acked, res.Delivery.Received)
+}
+
+// TestKillEverySigkillsTheGateway: the checker runs the gateway as a
+// process, SIGKILLs it on schedule while publishing and consuming, starts
+// it again on the same address, and still verifies that every acked
+// message reached every group.
+func TestKillEverySigkillsTheGateway(t *testing.T) {
+	bin := gatewayBinary(t)
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		target := freeAddr(t)
+		// 6s: the shortest session a real broker allows by default. It is
+		// how long a group waits for the member a SIGKILL left behind.
+		gwCmd := fmt.Sprintf("exec %s --brokers %s --grpc-addr %s --http-addr %s --session-timeout 6s --commit-interval 200ms",
+			bin, strings.Join(k.Brokers, ","), target, freeAddr(t))
+		var log syncBuffer
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		res, err := checker.Run(ctx, checker.Config{
+			// About 1,000 messages/s: consumers under -race on 2 cores keep
+			// up. Kills 8s apart: each lands on groups settled after the
+			// previous one (the dead member's 6s session expired); see
+			// Config.KillEvery for what kfake does otherwise.
+			Target: target, Topic: newTopic(t, k), Scenario: checker.Ticker, Streams: 10, Interval: 10 * time.Millisecond,
+			Warmup: -1, Duration: 17 * time.Second, Groups: 2, Members: 1, DrainTimeout: 90 * time.Second,
+			KillEvery: 8 * time.Second, GatewayCmd: gwCmd, GatewayLog: &log,
+		}, t.Logf)
+		if err != nil {
+			t.Fatalf("%v\ngateway log:\n%s", err, log.String())
+		}
+		var out bytes.Buffer
+		res.WriteText(&out)
+		t.Log("\n" + out.String())
+		if len(res.Faults) != 2 {
+			t.Fatalf("%d faults injected, want 2 (at 8s and 16s of 17s): %+v", len(res.Faults), res.Faults)
+		}
+		pids := map[int]bool{}
+		for _, f := range res.Faults {
+			if f.Kind != "sigkill" || f.PID <= 0 || f.Error != "" || f.DownS <= 0 {
+				t.Fatalf("fault %+v: want a SIGKILL of a pid, the gateway back after it", f)
+			}
+			if err := syscall.Kill(f.PID, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Fatalf("pid %d still exists after its SIGKILL (kill -0: %v)", f.PID, err)
+			}
+			pids[f.PID] = true
+		}
+		if len(pids) != 2 {
+			t.Fatalf("the same process killed twice: %+v", res.Faults)
+		}
+		// A gateway that gets SIGTERM drains and says so; a SIGKILLed one
+		// says nothing. Three gateways served; only the last was stopped.
+		if n := strings.Count(log.String(), "databus gateway serving gRPC"); n != 3 {
+			t.Fatalf("%d gateways served, want 3 (the first and one per kill):\n%s", n, log.String())
+		}
+		if n := strings.Count(log.String(), "databus gateway draining"); n != 1 {
+			t.Fatalf("%d gateways drained, want only the last one (the killed ones must die at once):\n%s", n, log.String())
+		}
+		d := res.Delivery
+		if !res.OK() || d.Lost != 0 || res.Acked == 0 || d.Acked != res.Acked {
+			t.Fatalf("OK %v: %d acked (ledger %d), %d lost (first: %v)", res.OK(), res.Acked, d.Acked, d.Lost, d.Sample)
+		}
+		raw, _ := json.Marshal(res)
+		if !strings.Contains(string(raw), `"kind":"sigkill"`) {
+			t.Fatalf("the JSON result does not list the faults: %s", raw)
+		}
+	})
+}
+
+// TestFaultCmd: --fault-cmd runs on schedule; one that fails makes the
+// run not OK, since the fault asked for was not injected.
+func TestFaultCmd(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	addr := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+	for _, tt := range []struct {
+		name, cmd string
+		ok        bool
+	}{
+		{"succeeds", "echo fault >> %s", true},
+		{"fails", "echo no >> %s; exit 3", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "faults")
+			res, err := checker.Run(context.Background(), checker.Config{
+				Target: addr, Topic: newTopic(t, k), Scenario: checker.Latency, Streams: 1,
+				Warmup: -1, Duration: 700 * time.Millisecond, Groups: 1, DrainTimeout: 30 * time.Second,
+				KillEvery: 200 * time.Millisecond, FaultCmd: fmt.Sprintf(tt.cmd, file),
+			}, t.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran, _ := os.ReadFile(file)
+			if n := strings.Count(string(ran), "\n"); len(res.Faults) != 3 || n != 3 {
+				t.Fatalf("%d faults reported, the command ran %d times: want 3 (at 0.2s, 0.4s, 0.6s of 0.7s)", len(res.Faults), n)
+			}
+			for _, f := range res.Faults {
+				if f.Kind != "command" || (f.Error == "") != tt.ok {
+					t.Fatalf("fault %+v", f)
+				}
+			}
+			if res.OK() != tt.ok || res.Delivery.Lost != 0 {
+				t.Fatalf("OK %v with %d lost, want OK %v", res.OK(), res.Delivery.Lost, tt.ok)
+			}
+			var out bytes.Buffer
+			res.WriteText(&out)
+			t.Log("\n" + out.String())
+			if !strings.Contains(out.String(), "faults:    3 --fault-cmd runs") {
+				t.Fatalf("the summary does not list the faults:\n%s", out.String())
 			}
 		})
 	}

@@ -35,12 +35,19 @@ Scenarios (--scenario):
   ticker      one message per --interval on each of --streams streams
 Consumers: --groups G --members M [--sub-batch N] [--delay D]
   [--consume concurrent|after]; without --groups nothing is verified.
+Faults: --kill-every D SIGKILLs, every D while publishing, the gateway the
+  checker runs (--gateway-cmd "<command line serving --target>"), and starts
+  it again on the same address; or runs --fault-cmd "<command>" instead.
+  Delivery is verified across the faults; they are listed in the result.
 
 Examples:
   hlab serve databus --echo --grpc-addr 127.0.0.1:7070 &
   databus-checker --target 127.0.0.1:7070 --scenario echo --streams 50
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
       --scenario throughput --streams 10 --groups 2 --members 3
+  databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --duration 30s \
+      --kill-every 10s --drain-timeout 60s \
+      --gateway-cmd "hlab serve databus --brokers 127.0.0.1:9092 --grpc-addr 127.0.0.1:7070"
 
 Flags:
 `)
@@ -78,6 +85,10 @@ Flags:
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "after publishing, how long groups may take to receive everything; what is missing then is lost")
 	fs.StringVar(&c.GatewayMetrics, "gateway-metrics", "", "the gateway's /metrics URL: report its RSS per open idle stream")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "with --gateway-metrics: idle time before reading the RSS")
+	fs.DurationVar(&c.KillEvery, "kill-every", 0, "inject a fault every D while publishing: SIGKILL the gateway of --gateway-cmd (and start it again), or run --fault-cmd")
+	fs.StringVar(&c.GatewayCmd, "gateway-cmd", "", "run the gateway: its command line (sh -c), serving --target; started before the run, stopped after it")
+	fs.StringVar(&c.FaultCmd, "fault-cmd", "", "with --kill-every: a command (sh -c) that injects the fault itself, e.g. kill -9 of a gateway a supervisor restarts")
+	fs.DurationVar(&c.StartTimeout, "start-timeout", 30*time.Second, "how long the gateway of --gateway-cmd may take to serve, and --fault-cmd to run")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write the checker's own CPU profile to FILE (is the checker the bottleneck?)")
@@ -121,6 +132,7 @@ Flags:
 	var progress Progress
 	if !quiet {
 		progress = func(format string, args ...any) { fmt.Fprintf(stderr, "databus-checker: "+format+"\n", args...) }
+		c.GatewayLog = stderr
 	}
 	res, err := Run(ctx, c, progress)
 	if res != nil {

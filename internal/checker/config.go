@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -114,6 +115,38 @@ type Config struct {
 	// reading (2s).
 	Settle time.Duration
 
+	// KillEvery, when positive, injects a fault every KillEvery while the
+	// publishers run (warm-up and measured window): the gateway the
+	// checker runs (GatewayCmd) is SIGKILLed and started again at once on
+	// the same address, or FaultCmd runs. Publishers and consumers ride
+	// through as clients must (reconnecting, resending what was not
+	// answered), and delivery is verified as without faults; Result.Faults
+	// lists them. After a SIGKILL a group waits for the dead member's
+	// session to expire (the gateway's --session-timeout): give
+	// DrainTimeout more than that. Kills closer together than that plus a
+	// few seconds land while groups still rebalance after the previous
+	// one. Real Kafka copes; kfake (as of the version in go.mod) never
+	// expires a member whose JoinGroup answer went to a dead connection,
+	// so such a kill can leave a ghost member holding partitions that no
+	// one consumes again: against kfake, space the kills out.
+	KillEvery time.Duration
+	// GatewayCmd, when set, is a gateway's command line (run by /bin/sh -c
+	// in a process group of its own) serving Target: the checker starts it
+	// before the run, waits until Target accepts connections, and stops it
+	// after the run (SIGTERM, then SIGKILL after 25s).
+	GatewayCmd string
+	// FaultCmd is a command (/bin/sh -c) run at each fault instead, which
+	// injects the fault itself (kill -9 of a gateway something else
+	// restarts, deleting a pod); the checker only runs it and records its
+	// output. It needs KillEvery, and excludes GatewayCmd.
+	FaultCmd string
+	// GatewayLog receives the output of GatewayCmd's gateway (nil: none).
+	GatewayLog io.Writer
+	// StartTimeout bounds how long GatewayCmd's gateway may take to accept
+	// connections, at the start and after each kill, and how long FaultCmd
+	// may run (30s).
+	StartTimeout time.Duration
+
 	// OnWindow, when set, is called with true when the measured window
 	// opens and with false when it closes: a caller sampling the gateway's
 	// CPU and memory samples exactly the window.
@@ -175,6 +208,9 @@ func (c *Config) setDefaults() {
 	if c.Settle == 0 {
 		c.Settle = 2 * time.Second
 	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 30 * time.Second
+	}
 }
 
 func (c *Config) validate() error {
@@ -203,6 +239,22 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: the echo scenario publishes to a gateway without Kafka (--echo), so there is nothing to consume: drop --groups", ErrConfig)
 	case c.Consume != Concurrent && c.Consume != After:
 		return fmt.Errorf("%w: consume mode %q: use concurrent or after", ErrConfig, c.Consume)
+	}
+	return c.validateFaults()
+}
+
+func (c *Config) validateFaults() error {
+	switch {
+	case c.KillEvery < 0 || c.StartTimeout < 0:
+		return fmt.Errorf("%w: --kill-every and the start timeout must not be negative", ErrConfig)
+	case c.GatewayCmd != "" && c.FaultCmd != "":
+		return fmt.Errorf("%w: give --gateway-cmd (the checker runs the gateway and SIGKILLs it) or --fault-cmd (a command injects the fault), not both", ErrConfig)
+	case c.FaultCmd != "" && c.KillEvery == 0:
+		return fmt.Errorf("%w: --fault-cmd runs every --kill-every: give --kill-every too", ErrConfig)
+	case c.KillEvery > 0 && c.GatewayCmd == "" && c.FaultCmd == "":
+		return fmt.Errorf("%w: --kill-every needs a gateway to kill: give --gateway-cmd \"<its command line, serving --target>\", or --fault-cmd \"<a command that injects the fault>\"", ErrConfig)
+	case c.KillEvery > 0 && c.KillEvery >= c.Warmup+c.Duration:
+		return fmt.Errorf("%w: --kill-every %v is not shorter than the run's %v of publishing: no fault would be injected", ErrConfig, c.KillEvery, c.Warmup+c.Duration)
 	}
 	return nil
 }

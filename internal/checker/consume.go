@@ -143,21 +143,17 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, g in
 		now := time.Now()
 		win := c.win.Load()
 		ids, lats = ids[:0], lats[:0]
+		others := int64(0)
 		for _, d := range b.Messages {
 			run, id, sent, ok := metaOf(d)
 			if !ok || run != c.run {
-				c.others.Add(1)
+				others++
 				continue
 			}
 			ids = append(ids, id)
 			if win != nil && win.contains(sent) {
 				lats = append(lats, now.Sub(sent))
 			}
-		}
-		c.led.receive(g, ids)
-		c.received.Add(int64(len(ids)))
-		if len(lats) > 0 {
-			c.e2e.recordAll(lats)
 		}
 		if c.cfg.ProcessDelay > 0 {
 			select {
@@ -167,7 +163,16 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, g in
 			}
 		}
 		if err := sub.Ack(b.Messages...); err != nil {
-			return err
+			return err // not acked: delivered again, or lost if the gateway committed past it
+		}
+		// Received counts only once acked: a message that arrived and was
+		// never acked must come again, or the gateway committed past it
+		// and it is lost. Counted on arrival, it would hide that.
+		c.led.receive(g, ids)
+		c.received.Add(int64(len(ids)))
+		c.others.Add(others)
+		if len(lats) > 0 {
+			c.e2e.recordAll(lats)
 		}
 		c.cycles.Add(1)
 	}

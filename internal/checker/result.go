@@ -41,6 +41,10 @@ type Result struct {
 	Errors   map[string]int64 `json:"errors"`
 	Delivery *Delivery        `json:"delivery,omitempty"`
 	Gateway  *GatewayMemory   `json:"gateway,omitempty"`
+	// KillEveryS and Faults are the faults asked for (Config.KillEvery)
+	// and those injected, in order.
+	KillEveryS float64 `json:"kill_every_s,omitempty"`
+	Faults     []Fault `json:"faults,omitempty"`
 }
 
 // Delivery is the verification: did every group get every acked message?
@@ -50,7 +54,8 @@ type Delivery struct {
 	Consume ConsumeMode `json:"consume"`
 	// Acked messages each group had to receive.
 	Acked int64 `json:"acked"`
-	// Lost sums, over groups, acked messages a group never received.
+	// Lost sums, over groups, acked messages a group never received (a
+	// message is received once the member that got it acked it).
 	Lost int64 `json:"lost"`
 	// Duplicates sums, over groups, messages received more than once.
 	Duplicates int64 `json:"duplicates"`
@@ -59,7 +64,8 @@ type Delivery struct {
 	UnackedReceived int64 `json:"unacked_received"`
 	// Other messages in the topic, from earlier runs, skipped.
 	Others int64 `json:"others_skipped"`
-	// Received counts every receipt (all groups, duplicates included);
+	// Received counts every receipt the member acked (all groups,
+	// duplicates included);
 	// ReceivedPerSec divides it by the consuming time (concurrent: the
 	// whole run; after: from the consumers' start until every group had
 	// everything or the drain timed out).
@@ -107,6 +113,7 @@ func newResult(c *Config) *Result {
 	if c.Scenario == Echo {
 		r.Topic = ""
 	}
+	r.KillEveryS = c.KillEvery.Seconds()
 	return r
 }
 
@@ -151,8 +158,16 @@ func (r *Result) deliveryFigures(led *ledger, c *consumers, consuming, drain tim
 }
 
 // OK reports whether the run lost nothing: every acked message reached
-// every group (true when no groups verified anything).
-func (r *Result) OK() bool { return r.Delivery == nil || r.Delivery.Lost == 0 }
+// every group (true when no groups verified anything), and every fault
+// asked for was injected.
+func (r *Result) OK() bool {
+	for _, f := range r.Faults {
+		if f.Error != "" {
+			return false
+		}
+	}
+	return r.Delivery == nil || r.Delivery.Lost == 0
+}
 
 // WriteText writes a summary for people.
 func (r *Result) WriteText(w io.Writer) {
@@ -194,6 +209,9 @@ func (r *Result) WriteText(w io.Writer) {
 	} else {
 		b.WriteString("delivery:  not verified (no consumer groups; give --groups)\n")
 	}
+	if r.KillEveryS > 0 {
+		r.writeFaults(&b)
+	}
 	if len(r.Errors) > 0 {
 		keys := make([]string, 0, len(r.Errors))
 		for k := range r.Errors {
@@ -209,6 +227,35 @@ func (r *Result) WriteText(w io.Writer) {
 		b.WriteString("errors:    none\n")
 	}
 	io.WriteString(w, b.String())
+}
+
+// writeFaults summarizes the faults injected.
+func (r *Result) writeFaults(b *strings.Builder) {
+	var at []string
+	var failed []string
+	kills, down := 0, 0.0
+	for _, f := range r.Faults {
+		at = append(at, fmt.Sprintf("%.1fs", f.AtS))
+		if f.Error != "" {
+			failed = append(failed, fmt.Sprintf("at %.1fs: %s", f.AtS, f.Error))
+		}
+		if f.Kind == faultSigkill && f.Error == "" {
+			kills++
+			down += f.DownS
+		}
+	}
+	what := "--fault-cmd runs"
+	if len(r.Faults) > 0 && r.Faults[0].Kind == faultSigkill {
+		what = "SIGKILLs of the gateway"
+	}
+	fmt.Fprintf(b, "faults:    %d %s, one every %gs while publishing (at %s)", len(r.Faults), what, r.KillEveryS, strings.Join(at, ", "))
+	if kills > 0 {
+		fmt.Fprintf(b, "; serving again %.2fs after a kill on average", down/float64(kills))
+	}
+	b.WriteString("\n")
+	for _, f := range failed {
+		fmt.Fprintf(b, "  FAILED: %s\n", f)
+	}
 }
 
 func (l Latencies) String() string {

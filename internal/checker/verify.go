@@ -72,9 +72,10 @@ func (b bitset) count() int64 {
 }
 
 // ledger is the delivery check: which messages Kafka acknowledged to the
-// publishers, and which each consumer group received. A message acked and
-// never received by some group is lost; one received twice by a group is
-// a duplicate (allowed: delivery is at least once).
+// publishers, and which each consumer group received (and its member
+// acked: consumers record a batch only once its ack is sent). A message
+// acked and never received by some group is lost; one received twice by
+// a group is a duplicate (allowed: delivery is at least once).
 type ledger struct {
 	acked  []streamAcks
 	groups []*groupRecv

@@ -1,12 +1,20 @@
 package gateway_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,8 +86,6 @@ func (w *gw) close() {
 	w.stop()
 	w.g = nil
 }
-
-func (w *gw) restart() { w.close(); w.start() }
 
 func (w *gw) client(t *testing.T) *databus.Client {
 	t.Helper()
@@ -321,13 +327,54 @@ func TestEchoMode(t *testing.T) {
 	}
 }
 
-// TestKilledSubscriberRedelivers: a member receives a batch and dies
-// before acking; another member of the group receives those messages.
+// subscriberChildEnv carries "addr topic group" to the subscriber that
+// TestKilledSubscriberRedelivers runs in a child process.
+const subscriberChildEnv = "HLAB_GATEWAY_TEST_SUBSCRIBER"
+
+// TestSubscriberChild is not a test of its own: it is the subscriber
+// TestKilledSubscriberRedelivers runs in a child process (this test
+// binary) and SIGKILLs. It joins the group, prints the keys of the first
+// batch it receives ("held k1,k2,..."), acks nothing and waits to die.
+func TestSubscriberChild(t *testing.T) {
+	spec := os.Getenv(subscriberChildEnv)
+	if spec == "" {
+		t.Skip("the subscriber that TestKilledSubscriberRedelivers runs in a child process")
+	}
+	f := strings.Fields(spec)
+	c, err := databus.Dial(f[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.OpenSubscription(context.Background(), f[1], f[2], databus.BatchSize(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b, err := sub.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Messages) == 0 {
+			continue
+		}
+		keys := make([]string, len(b.Messages))
+		for i, d := range b.Messages {
+			keys[i] = string(d.Key)
+		}
+		fmt.Printf("held %s\n", strings.Join(keys, ","))
+		time.Sleep(time.Hour) // until SIGKILL
+	}
+}
+
+// TestKilledSubscriberRedelivers: a member, in a process of its own,
+// receives a batch and is SIGKILLed before acking it; another member of
+// the group receives those messages.
 func TestKilledSubscriberRedelivers(t *testing.T) {
 	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 2)
+		group := depstest.Group(t)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		pub, _ := w.client(t).NewPublisher(ctx, topic)
 		if err := pub.Publish(ctx, msgs(0, 200)...); err != nil {
@@ -335,28 +382,55 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 		}
 		pub.Close()
 
-		// A takes every partition (it is alone), receives, acks nothing, dies.
-		a, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.BatchSize(50))
+		// A takes every partition (it is alone), receives, acks nothing
+		// and is killed.
+		child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSubscriberChild$", "-test.count=1")
+		child.Env = append(os.Environ(), subscriberChildEnv+"="+strings.Join([]string{w.addr, topic, group}, " "))
+		out, err := child.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
-		held := map[string]bool{}
-		for len(held) == 0 {
-			b, err := a.Recv()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, d := range b.Messages {
-				held[string(d.Key)] = true
-			}
+		var stderr bytes.Buffer
+		child.Stderr = &stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
 		}
-		a.Close()
+		defer child.Process.Kill()
+		heldLine := make(chan string, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				if keys, ok := strings.CutPrefix(sc.Text(), "held "); ok {
+					heldLine <- keys
+				}
+			}
+			close(heldLine)
+		}()
+		held := map[string]bool{}
+		select {
+		case keys, ok := <-heldLine:
+			if !ok {
+				child.Wait()
+				t.Fatalf("the subscriber process ended without a batch:\n%s", stderr.String())
+			}
+			for _, key := range strings.Split(keys, ",") {
+				held[key] = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("the subscriber process received nothing:\n%s", stderr.String())
+		}
+		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		child.Wait()
+		t.Logf("subscriber pid %d held %d messages unacked and was SIGKILLed (%v)", child.Process.Pid, len(held), child.ProcessState)
 
 		got := map[string]bool{}
 		var mu sync.Mutex
 		bctx, bcancel := context.WithCancel(ctx)
 		defer bcancel()
-		go w.client(t).Subscribe(bctx, topic, "g", func(_ context.Context, ds []databus.Delivery) error {
+		go w.client(t).Subscribe(bctx, topic, group, func(_ context.Context, ds []databus.Delivery) error {
 			mu.Lock()
 			for _, d := range ds {
 				got[string(d.Key)] = true
@@ -364,7 +438,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 			mu.Unlock()
 			return nil
 		})
-		waitFor(t, 30*time.Second, "B receives what A held unacked", func() error {
+		waitFor(t, 60*time.Second, "B receives what A held unacked", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			for key := range held {
@@ -439,50 +513,276 @@ func TestOutOfOrderAcksNeverPassAGap(t *testing.T) {
 	})
 }
 
-// TestGatewayRestartLosesNothing restarts the gateway while a publisher
-// runs: every batch acked to the publisher is in Kafka.
+// gatewayProcess is a gateway running as a process of its own (cmd/databus,
+// built by the test), to be SIGKILLed and started again on its address.
+type gatewayProcess struct {
+	t      *testing.T
+	bin    string
+	args   []string
+	addr   string
+	log    syncBuffer
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// buildGateway builds cmd/databus into a directory of t's.
+func buildGateway(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go tool is not in PATH: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "databus")
+	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/highload-lab/hlab/cmd/databus").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/databus: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freeAddr returns a 127.0.0.1 address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startGatewayProcess(t *testing.T, bin string, args ...string) *gatewayProcess {
+	t.Helper()
+	g := &gatewayProcess{t: t, bin: bin, addr: freeAddr(t)}
+	g.args = append([]string{"--grpc-addr", g.addr, "--http-addr", freeAddr(t)}, args...)
+	g.start()
+	t.Cleanup(func() {
+		g.kill()
+		if t.Failed() {
+			t.Logf("gateway output:\n%s", g.log.String())
+		}
+	})
+	return g
+}
+
+// start runs the gateway and returns once it accepts connections.
+func (g *gatewayProcess) start() {
+	g.t.Helper()
+	g.cmd = exec.Command(g.bin, g.args...)
+	g.cmd.Stdout, g.cmd.Stderr = &g.log, &g.log
+	if err := g.cmd.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	g.exited = make(chan struct{})
+	go func() { g.cmd.Wait(); close(g.exited) }()
+	waitFor(g.t, 30*time.Second, "the gateway process serves", func() error {
+		select {
+		case <-g.exited:
+			g.t.Fatalf("the gateway exited: %v\n%s", g.cmd.ProcessState, g.log.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", g.addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
+
+// kill SIGKILLs the gateway: no drain, no commit, no goodbye to Kafka.
+func (g *gatewayProcess) kill() {
+	if g.cmd == nil {
+		return
+	}
+	g.cmd.Process.Signal(syscall.SIGKILL)
+	<-g.exited
+	g.cmd = nil
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestGatewayRestartLosesNothing SIGKILLs the gateway, twice, while a
+// publisher and a subscriber stream through it, and starts it again on
+// the same address: every batch is answered as published, every one of
+// them is in Kafka, and the subscriber receives every one of them.
 func TestGatewayRestartLosesNothing(t *testing.T) {
+	bin := buildGateway(t)
 	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 3)
-		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		// 6s: the shortest session a real broker allows by default; a
+		// group waits that long for the member a SIGKILL left behind.
+		g := startGatewayProcess(t, bin, "--brokers", strings.Join(k.Brokers, ","), "--session-timeout", "6s", "--commit-interval", "200ms")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		pub, err := w.client(t).NewPublisher(ctx, topic, databus.MaxInflight(8))
+		c, err := databus.Dial(g.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer c.Close()
+
 		var mu sync.Mutex
-		acked := map[string]bool{}
-		var failed []error
-		var wg sync.WaitGroup
-		const batches = 400
-		for i := range batches {
-			if i == batches/2 {
-				w.restart()
-			}
-			batch := msgs(i*10, 10)
-			wg.Add(1)
-			if err := pub.PublishAsync(ctx, batch, func(err error) {
-				defer wg.Done()
+		received := map[int]bool{}
+		maxReceived := -1
+		sctx, stopSub := context.WithCancel(ctx)
+		defer stopSub()
+		subEnded := make(chan error, 1)
+		sc, err := databus.Dial(g.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		go func() {
+			subEnded <- sc.Subscribe(sctx, topic, depstest.Group(t), func(_ context.Context, ds []databus.Delivery) error {
 				mu.Lock()
 				defer mu.Unlock()
-				if err != nil {
-					failed = append(failed, err)
+				for _, d := range ds {
+					n, _ := strconv.Atoi(string(d.Key))
+					received[n] = true
+					maxReceived = max(maxReceived, n)
+				}
+				return nil
+			})
+		}()
+
+		pub, err := c.NewPublisher(ctx, topic, databus.MaxInflight(8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked := map[int]bool{}
+		var failed []error
+		var next atomic.Int64 // the next message's number
+		var wg sync.WaitGroup
+		var pubErr error // PublishAsync's, which ends the publishing
+		stopPub := make(chan struct{})
+		pubDone := make(chan struct{})
+		var stopOnce sync.Once
+		stopPublishing := func() {
+			stopOnce.Do(func() { close(stopPub) })
+			<-pubDone
+		}
+		defer func() {
+			cancel() // unblocks a PublishAsync waiting for room
+			stopPublishing()
+		}()
+		go func() {
+			defer close(pubDone)
+			// About 2,000 messages/s: the subscriber keeps up under -race.
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopPub:
+					return
+				case <-tick.C:
+				}
+				from := int(next.Add(10) - 10)
+				wg.Add(1)
+				if err := pub.PublishAsync(ctx, msgs(from, 10), func(err error) {
+					defer wg.Done()
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						failed = append(failed, err)
+						return
+					}
+					for i := range 10 {
+						acked[from+i] = true
+					}
+				}); err != nil {
+					wg.Done()
+					mu.Lock()
+					pubErr = err
+					mu.Unlock()
 					return
 				}
-				for _, m := range batch {
-					acked[string(m.Key)] = true
-				}
-			}); err != nil {
-				t.Fatal(err)
 			}
+		}()
+
+		// Each kill lands while messages flow both ways: after the
+		// subscriber received some published since the last restart (so
+		// the group settled again: a kill in the middle of a rebalance is
+		// another test).
+		for kill := range 2 {
+			mark := int(next.Load())
+			waitFor(t, 60*time.Second, fmt.Sprintf("messages flow before kill %d", kill+1), func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if maxReceived < mark+200 {
+					return fmt.Errorf("the subscriber's last message is %d, want past %d", maxReceived, mark+200)
+				}
+				return nil
+			})
+			pid := g.cmd.Process.Pid
+			g.kill()
+			g.start()
+			t.Logf("kill %d: SIGKILLed gateway pid %d at message %d, started pid %d", kill+1, pid, next.Load(), g.cmd.Process.Pid)
 		}
+		mark := int(next.Load())
+		waitFor(t, 60*time.Second, "messages flow after the last restart", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if maxReceived < mark+200 {
+				return fmt.Errorf("the subscriber's last message is %d, want past %d", maxReceived, mark+200)
+			}
+			return nil
+		})
+		stopPublishing()
 		wg.Wait()
 		pub.Close()
-		if len(failed) > 0 {
-			t.Logf("%d batches failed (the publisher reports them; they are not counted as acked), first: %v", len(failed), failed[0])
+		sent := int(next.Load())
+
+		mu.Lock()
+		if pubErr != nil {
+			t.Fatalf("publishing stopped: %v", pubErr)
 		}
-		// Read the topic straight from Kafka.
+		nAcked, nFailed := len(acked), len(failed)
+		var firstFail error
+		if nFailed > 0 {
+			firstFail = failed[0]
+		}
+		mu.Unlock()
+		if nFailed > 0 || nAcked != sent {
+			t.Fatalf("%d of %d messages answered as published, %d batches failed (first: %v): the publisher must ride through a SIGKILL", nAcked, sent, nFailed, firstFail)
+		}
+		waitFor(t, 90*time.Second, "the subscriber receives every acked message", func() error {
+			select {
+			case err := <-subEnded:
+				t.Fatalf("Subscribe returned: %v", err)
+			default:
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			missing, first := 0, -1
+			for n := range acked {
+				if !received[n] {
+					if missing == 0 || n < first {
+						first = n
+					}
+					missing++
+				}
+			}
+			if missing > 0 {
+				return fmt.Errorf("%d of %d acked messages not received (first: %d)", missing, len(acked), first)
+			}
+			return nil
+		})
+
+		// And straight from Kafka: every acked message is stored.
 		cl, err := k.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if err != nil {
 			t.Fatal(err)
@@ -494,8 +794,8 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 			cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { stored[string(r.Key)] = true })
 			pcancel()
 			lost := 0
-			for key := range acked {
-				if !stored[key] {
+			for n := range acked {
+				if !stored[strconv.Itoa(n)] {
 					lost++
 				}
 			}
@@ -504,10 +804,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 			}
 			return nil
 		})
-		if len(acked) < batches*10/2 {
-			t.Fatalf("only %d messages acked: the publisher did not recover after the restart", len(acked))
-		}
-		t.Logf("%d messages acked, all found in Kafka (%d distinct stored)", len(acked), len(stored))
+		t.Logf("%d messages published across 2 SIGKILLs: all acked, all in Kafka (%d distinct stored), all received", nAcked, len(stored))
 	})
 }
 

@@ -1,0 +1,194 @@
+package databus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+
+	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/gateway"
+)
+
+func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
+
+// forEachKafka runs test against kfake and the real broker (depstest
+// skips the real one in -short mode or when HLAB_TEST_KAFKA=kfake).
+func forEachKafka(t *testing.T, test func(t *testing.T, k *deps.Kafka)) {
+	for _, kind := range deps.KafkaKinds {
+		t.Run(string(kind), func(t *testing.T) { test(t, depstest.Kafka(t, kind)) })
+	}
+}
+
+// gw is an in-process gateway on 127.0.0.1:0.
+type gw struct {
+	addr string
+	g    *gateway.Gateway
+	srv  *grpc.Server
+	stop context.CancelFunc
+}
+
+func startGateway(t *testing.T, cfg gateway.Config) *gw {
+	t.Helper()
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &gw{addr: ln.Addr().String(), g: g, srv: gateway.NewServer(ctx, g, gateway.ServerOptions{}), stop: cancel}
+	go w.srv.Serve(ln)
+	t.Cleanup(w.kill)
+	return w
+}
+
+// kill stops the gateway without a drain: its streams end at once, as a
+// crashed gateway's would (the Kafka side still leaves its groups).
+func (w *gw) kill() {
+	w.srv.Stop()
+	w.g.Close()
+	w.stop()
+}
+
+// proxy forwards TCP connections to a gateway and can cut them all
+// abruptly (RST, as when a gateway's host dies), or point new
+// connections at another gateway (a restarted one).
+type proxy struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	upstream string
+	conns    map[net.Conn]struct{}
+}
+
+func newProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			p.mu.Unlock()
+			abort(c)
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		go func() { io.Copy(up, c); abort(up); abort(c) }()
+		go func() { io.Copy(c, up); abort(c); abort(up) }()
+	}
+}
+
+// abort closes c with a TCP RST instead of a FIN.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// cut resets every connection through the proxy.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		abort(c)
+		delete(p.conns, c)
+	}
+}
+
+func (p *proxy) setUpstream(addr string) {
+	p.mu.Lock()
+	p.upstream = addr
+	p.mu.Unlock()
+}
+
+func dial(t *testing.T, addr string) *databus.Client {
+	t.Helper()
+	c, err := databus.Dial(addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func msgs(from, n int) []databus.Message {
+	out := make([]databus.Message, n)
+	for i := range out {
+		out[i] = databus.Message{Key: []byte(strconv.Itoa(from + i)), Value: []byte("v")}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes (nats' checkFor).
+func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// storedKeys reads topic from the start, straight from Kafka, until it
+// has every key of want or the deadline passes; it returns what it read.
+func storedKeys(t *testing.T, k *deps.Kafka, topic string, want map[string]bool) map[string]bool {
+	t.Helper()
+	cl := depstest.Client(t, k, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	stored := map[string]bool{}
+	waitFor(t, 30*time.Second, "every message answered as published is in Kafka", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) { stored[string(r.Key)] = true })
+		for key := range want {
+			if !stored[key] {
+				return fmt.Errorf("message %s missing (%d of %d stored)", key, len(stored), len(want))
+			}
+		}
+		return nil
+	})
+	return stored
+}
+
+// isCtxErr reports whether err is a context's: the call waited out its
+// deadline instead of being answered.
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}

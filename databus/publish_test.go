@@ -1,0 +1,138 @@
+package databus_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/gateway"
+)
+
+// TestPublisherRecoversWhenTheTopicAppears: a publisher opened before its
+// topic exists (an app started before the topic was created) gets
+// NotFound for each publish, at once, and publishes once the topic is
+// there. It used to stop for good after the first NotFound: every later
+// publish waited out its deadline.
+func TestPublisherRecoversWhenTheTopicAppears(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
+		topic := depstest.Name(t)
+		ctx := context.Background()
+		pub, err := dial(t, w.addr).NewPublisher(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pub.Close()
+		publish := func(from, n int) error {
+			// A generous deadline: reaching it means the publish was never
+			// answered, which is the bug.
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			err := pub.Publish(pctx, msgs(from, n)...)
+			if isCtxErr(err) {
+				t.Fatalf("publish of %d..%d was never answered: %v", from, from+n-1, err)
+			}
+			return err
+		}
+		for i := range 3 {
+			if err := publish(i, 1); status.Code(err) != codes.NotFound || databus.Retryable(err) {
+				t.Fatalf("publish %d to a missing topic: %v, want NotFound (not retryable)", i, err)
+			}
+		}
+
+		if err := k.CreateTopics(ctx, 2, topic); err != nil {
+			t.Fatal(err)
+		}
+		answered := map[string]bool{}
+		// A real broker shows a new topic in its metadata a moment after
+		// creating it: until then the gateway still answers NotFound.
+		waitFor(t, 30*time.Second, "a publish succeeds once the topic exists", func() error {
+			err := publish(100, 1)
+			if err == nil {
+				answered["100"] = true
+			}
+			return err
+		})
+		for i := range 20 {
+			if err := publish(1000+i*5, 5); err != nil {
+				t.Fatalf("batch %d after the topic appeared: %v", i, err)
+			}
+			for j := range 5 {
+				answered[strconv.Itoa(1000+i*5+j)] = true
+			}
+		}
+		storedKeys(t, k, topic, answered)
+	})
+}
+
+// TestFinalErrorFailsOnlyItsBatch: a batch the gateway refuses (more
+// messages than it accepts) fails with InvalidArgument; the batches
+// pipelined behind it on the same stream are published, and so are later
+// ones. It used to fail every batch in flight with that error and then
+// answer nothing more.
+func TestFinalErrorFailsOnlyItsBatch(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := depstest.Topic(t, k, 1)
+		w := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxBatchMessages: 5})
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		pub, err := dial(t, w.addr).NewPublisher(ctx, topic, databus.MaxInflight(8))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pub.Close()
+		// A warm-up batch, so the ones below are not slowed by the
+		// producer's first metadata request.
+		if err := pub.Publish(ctx, msgs(0, 1)...); err != nil {
+			t.Fatal(err)
+		}
+		batches := []struct{ from, n int }{{10, 3}, {100, 6}, {200, 3}, {300, 3}, {400, 1}}
+		errs := make([]chan error, len(batches))
+		for i, b := range batches {
+			errs[i] = make(chan error, 1)
+			if err := pub.PublishAsync(ctx, msgs(b.from, b.n), func(err error) { errs[i] <- err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		answered := map[string]bool{"0": true}
+		for i, b := range batches {
+			var err error
+			select {
+			case err = <-errs[i]:
+			case <-ctx.Done():
+				t.Fatalf("batch %d..%d never answered", b.from, b.from+b.n-1)
+			}
+			switch {
+			case b.n > 5 && status.Code(err) != codes.InvalidArgument:
+				t.Fatalf("batch of %d messages: %v, want InvalidArgument", b.n, err)
+			case b.n <= 5 && err != nil:
+				t.Fatalf("batch %d..%d, pipelined beside a refused one: %v", b.from, b.from+b.n-1, err)
+			case err == nil:
+				for j := range b.n {
+					answered[strconv.Itoa(b.from+j)] = true
+				}
+			}
+		}
+		if err := pub.Publish(ctx, msgs(500, 2)...); err != nil {
+			t.Fatalf("publish after the refused batch: %v", err)
+		}
+		answered["500"], answered["501"] = true, true
+		stored := storedKeys(t, k, topic, answered)
+		for j := range 6 {
+			if key := strconv.Itoa(100 + j); stored[key] {
+				t.Fatalf("message %s of the refused batch was stored", key)
+			}
+		}
+		if len(stored) != len(answered) {
+			t.Fatalf("%d messages stored, %d answered: %v", len(stored), len(answered), fmt.Sprint(stored))
+		}
+	})
+}
