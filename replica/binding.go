@@ -21,6 +21,7 @@ type Binding interface {
 	remove(key Row) error
 	truncate()
 	flush(commit time.Time)
+	reset()
 	setReady(error)
 }
 
@@ -105,6 +106,15 @@ func (b *binding[K, V]) flush(commit time.Time) {
 	}
 	b.t.apply(b.pending)
 	b.pending = b.pending[:0]
+}
+
+// reset forgets a transaction (or a load) that was only partly received:
+// its connection broke before the commit. A resumed stream sends the
+// transaction again from its start; after a resync the snapshot has it.
+// Either way its rows (and a TRUNCATE) must not be applied later.
+func (b *binding[K, V]) reset() {
+	clear(b.pending)
+	b.pending, b.cleared, b.loading = b.pending[:0], false, nil
 }
 
 func (b *binding[K, V]) setReady(err error) { b.t.setReady(err) }

@@ -197,6 +197,11 @@ func (s *PostgresSource) session(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("identify system: %w", err)
 	}
+	// Whatever arrived of a transaction before the last connection broke
+	// is gone with it: the stream resends it whole, or a snapshot has it.
+	for _, b := range s.bindings {
+		b.reset()
+	}
 	start := s.applied
 	if s.loaded {
 		exists, err := s.slotExists(ctx)
