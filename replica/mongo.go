@@ -83,7 +83,7 @@ type MongoSource struct {
 	client *options.ClientOptions
 
 	decodeErrors atomic.Int64
-	resyncs      atomic.Int64
+	resyncs      *resyncCounter
 	mu           sync.Mutex // guards each mongoColl.err
 }
 
@@ -153,7 +153,7 @@ func NewMongoSource(uri, db string, bindings []Binding, opts ...MongoOption) (*M
 	if err := client.Validate(); err != nil {
 		return nil, fmt.Errorf("replica: bad MongoDB URI: %w", err)
 	}
-	s := &MongoSource{db: db, cfg: c, client: client}
+	s := &MongoSource{db: db, cfg: c, client: client, resyncs: newResyncCounter(ResyncHistoryLost, ResyncStreamEnded)}
 	seen := map[string]bool{}
 	for _, b := range bindings {
 		name := b.tableName()
@@ -175,7 +175,11 @@ func (s *MongoSource) DecodeErrors() int64 { return s.decodeErrors.Load() }
 
 // Resyncs counts full reloads of a collection after its first load (lost
 // history, an invalidated stream).
-func (s *MongoSource) Resyncs() int64 { return s.resyncs.Load() }
+func (s *MongoSource) Resyncs() int64 { return s.resyncs.total() }
+
+// ResyncsByReason counts full reloads by why they were needed:
+// ResyncHistoryLost and ResyncStreamEnded.
+func (s *MongoSource) ResyncsByReason() map[string]int64 { return s.resyncs.byReason() }
 
 // Err is why the source is not current now, one line per collection that
 // is not, nil when every one is.
@@ -266,7 +270,7 @@ func (s *MongoSource) session(ctx context.Context, db *mongo.Database, c *mongoC
 		cs, err := coll.Watch(ctx, mongo.Pipeline{}, opts)
 		if err != nil {
 			if historyLost(err) {
-				s.lost(c, fmt.Errorf("its change stream cannot resume: %w", err))
+				s.lost(c, ResyncHistoryLost, fmt.Errorf("its change stream cannot resume: %w", err))
 				if !fresh {
 					continue
 				}
@@ -281,18 +285,22 @@ func (s *MongoSource) session(ctx context.Context, db *mongo.Database, c *mongoC
 		if resync == nil {
 			return streamed, err
 		}
-		s.lost(c, resync)
+		reason := ResyncStreamEnded
+		if historyLost(resync) {
+			reason = ResyncHistoryLost
+		}
+		s.lost(c, reason, resync)
 	}
 }
 
 // lost marks c for a reload: its stream cannot go on from where it was.
 // The table keeps serving its last data, not Ready, until the reload has
 // caught up.
-func (s *MongoSource) lost(c *mongoColl, why error) {
+func (s *MongoSource) lost(c *mongoColl, reason string, why error) {
 	c.loaded, c.token = false, nil
-	s.resyncs.Add(1)
+	s.resyncs.add(reason)
 	s.setErr(c, fmt.Errorf("replica: collection %s: reloading: %w", c.name, why))
-	s.cfg.logger.Warn("replica: reloading a collection", "db", s.db, "collection", c.name, "why", why)
+	s.cfg.logger.Warn("replica: reloading a collection", "db", s.db, "collection", c.name, "reason", reason, "why", why)
 }
 
 // historyLost reports whether err says a change stream cannot resume from

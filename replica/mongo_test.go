@@ -338,8 +338,8 @@ func TestMongoHistoryLostResyncs(t *testing.T) {
 	if proxy.failed.Load() != 1 {
 		t.Fatalf("the proxy failed %d resumes, want 1: the source did not resume by token", proxy.failed.Load())
 	}
-	if src.Resyncs() != 1 {
-		t.Errorf("Resyncs = %d, want 1 after ChangeStreamHistoryLost", src.Resyncs())
+	if n := src.ResyncsByReason(); src.Resyncs() != 1 || n[replica.ResyncHistoryLost] != 1 {
+		t.Errorf("resyncs %v, want one %s after ChangeStreamHistoryLost", n, replica.ResyncHistoryLost)
 	}
 }
 
@@ -421,8 +421,8 @@ func TestMongoDropWhileStreaming(t *testing.T) {
 	}
 	mongoConverged(t, coll, tb)
 	waitReadyItems(t, tb)
-	if src.Resyncs() < 1 {
-		t.Errorf("no resync after a drop")
+	if n := src.ResyncsByReason(); n[replica.ResyncStreamEnded] < 1 {
+		t.Errorf("resyncs %v after a drop, want a %s", n, replica.ResyncStreamEnded)
 	}
 }
 

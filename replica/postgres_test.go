@@ -315,8 +315,8 @@ func TestDroppedSlotResyncs(t *testing.T) {
 	}
 	converged(t, db, tb)
 	waitReady(t, tb)
-	if src.Resyncs() < 1 {
-		t.Errorf("no resync counted after the slot was dropped")
+	if n := src.ResyncsByReason(); n[replica.ResyncSlotDropped] != 1 || src.Resyncs() != 1 {
+		t.Errorf("resyncs %v after the slot was dropped, want one %s", n, replica.ResyncSlotDropped)
 	}
 }
 
