@@ -97,14 +97,16 @@ func (b *binding[K, V]) truncate() {
 
 // flush makes the transaction's changes visible at once.
 func (b *binding[K, V]) flush(commit time.Time) {
-	if b.cleared {
-		b.t.replace(map[K]V{}, commit)
-		b.cleared = false
-	}
 	for i := range b.pending {
 		b.pending[i].Commit = commit
 	}
-	b.t.apply(b.pending)
+	if b.cleared {
+		b.t.truncateApply(b.pending, commit)
+		b.cleared = false
+	} else {
+		b.t.apply(b.pending)
+	}
+	clear(b.pending)
 	b.pending = b.pending[:0]
 }
 
