@@ -330,6 +330,30 @@ func TestSecondReplicaOnSameSlotFails(t *testing.T) {
 	waitReady(t, tb1)
 }
 
+// TestForeignSlotIsLeftAlone: a slot of the replica's name that is not a
+// logical slot on its database (a standby's physical slot, another
+// database's replica) is someone else's: the replica reports
+// ErrSlotInUse and neither drops nor uses it.
+func TestForeignSlotIsLeftAlone(t *testing.T) {
+	dsn, db := setup(t, 10)
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `SELECT pg_create_physical_replication_slot('standby')`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Exec(ctx, `SELECT pg_drop_replication_slot('standby')`) })
+	tb := replica.NewTable[int32, item]("items")
+	_, stop := run(t, dsn, bindItems(tb), replica.Slot("standby"))
+	eventually(t, 10*time.Second, "the replica reports the slot in use", func() bool {
+		return errors.Is(tb.Err(), replica.ErrSlotInUse)
+	})
+	t.Logf("replica: %v", tb.Err())
+	stop()
+	var kind string
+	if err := db.QueryRow(ctx, `SELECT slot_type FROM pg_replication_slots WHERE slot_name = 'standby'`).Scan(&kind); err != nil || kind != "physical" {
+		t.Fatalf("the standby's slot is %q (%v), want it untouched", kind, err)
+	}
+}
+
 // metricValue is the value of the series of name with labels in reg (a
 // counter or a gauge), or fails t.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {

@@ -28,8 +28,8 @@ type slotState struct {
 	// this source confirmed, and one made by anyone after this source's
 	// last connection is (making a logical slot writes WAL).
 	confirmed pglogrepl.LSN
-	// ourDB is whether the slot is on the database the source follows
-	// (slot names are the whole cluster's).
+	// ourDB is whether the slot is a logical one on the database the
+	// source follows (slot names are the whole cluster's).
 	ourDB bool
 	// invalid says why the server invalidated it ("" when it did not):
 	// wal_status 'lost' (max_slot_wal_keep_size), or on newer servers
@@ -46,7 +46,7 @@ func (s *PostgresSource) inspectSlot(ctx context.Context, conn *pgx.Conn) (slotS
 		confirmed, wal, conflicting *string
 		reason                      *string
 	)
-	err := conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, database = current_database(), wal_status,
+	err := conn.QueryRow(ctx, `SELECT active_pid, confirmed_flush_lsn::text, coalesce(database = current_database(), false), wal_status,
 			to_jsonb(s) ->> 'conflicting', to_jsonb(s) ->> 'invalidation_reason'
 		FROM pg_replication_slots s WHERE slot_name = $1`, s.cfg.slot).
 		Scan(&pid, &confirmed, &st.ourDB, &wal, &conflicting, &reason)
@@ -106,7 +106,7 @@ func (s *PostgresSource) checkResume(ctx context.Context, conn *pgx.Conn, st slo
 // session tried again.
 func (s *PostgresSource) foreign(ctx context.Context, conn *pgx.Conn, st slotState) error {
 	if !st.ourDB {
-		return fmt.Errorf("slot %s belongs to another database: %w", s.cfg.slot, ErrSlotInUse)
+		return fmt.Errorf("slot %s is a physical slot or another database's: %w", s.cfg.slot, ErrSlotInUse)
 	}
 	if st.activePID == 0 {
 		return nil
