@@ -21,6 +21,7 @@ type Binding interface {
 	remove(key Row) error
 	truncate()
 	flush(commit time.Time)
+	reset()
 	setReady(error)
 }
 
@@ -96,15 +97,26 @@ func (b *binding[K, V]) truncate() {
 
 // flush makes the transaction's changes visible at once.
 func (b *binding[K, V]) flush(commit time.Time) {
-	if b.cleared {
-		b.t.replace(map[K]V{}, commit)
-		b.cleared = false
-	}
 	for i := range b.pending {
 		b.pending[i].Commit = commit
 	}
-	b.t.apply(b.pending)
+	if b.cleared {
+		b.t.truncateApply(b.pending, commit)
+		b.cleared = false
+	} else {
+		b.t.apply(b.pending)
+	}
+	clear(b.pending)
 	b.pending = b.pending[:0]
+}
+
+// reset forgets a transaction (or a load) that was only partly received:
+// its connection broke before the commit. A resumed stream sends the
+// transaction again from its start; after a resync the snapshot has it.
+// Either way its rows (and a TRUNCATE) must not be applied later.
+func (b *binding[K, V]) reset() {
+	clear(b.pending)
+	b.pending, b.cleared, b.loading = b.pending[:0], false, nil
 }
 
 func (b *binding[K, V]) setReady(err error) { b.t.setReady(err) }

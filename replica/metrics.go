@@ -3,6 +3,7 @@ package replica
 import (
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -71,18 +72,61 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // DecodeErrorCounter is a source that counts rows it could not decode.
 type DecodeErrorCounter interface{ DecodeErrors() int64 }
 
-// RegisterSource exports a source's decode errors and resyncs to reg.
+// RegisterSource exports a source's counters to reg, labelled with name:
+//
+//	replica_decode_errors_total{source}   rows not applied: they did not decode
+//	replica_resyncs_total{source,reason}  full reloads after the first load,
+//	                                      by reason (Resync* constants; "any"
+//	                                      for a source that does not say)
+//	replica_applied_lsn{source}           PostgresSource: AppliedLSN, in bytes
+//
+// With replica_ready{table} these tell when a replica has caught up after
+// a fault (see the package doc).
 func RegisterSource(reg prometheus.Registerer, name string, src interface {
 	DecodeErrorCounter
 	Resyncs() int64
 }) error {
-	labels := prometheus.Labels{"source": name}
-	if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "replica_decode_errors_total", Help: "Source rows not applied because they did not decode (each is logged with its key).", ConstLabels: labels,
-	}, func() float64 { return float64(src.DecodeErrors()) })); err != nil {
-		return err
+	return reg.Register(&sourceCollector{name: name, src: src})
+}
+
+var (
+	decodeErrorsDesc = prometheus.NewDesc("replica_decode_errors_total", "Source rows not applied because they did not decode (each is logged with its key).", []string{"source"}, nil)
+	resyncsDesc      = prometheus.NewDesc("replica_resyncs_total", "Full resyncs after the first load, by reason (a dropped or invalidated slot, lost change-stream history, an ended stream).", []string{"source", "reason"}, nil)
+	appliedLSNDesc   = prometheus.NewDesc("replica_applied_lsn", "WAL position (bytes) before which every change to the source's tables is visible in them: caught up with a server position once it reaches it.", []string{"source"}, nil)
+)
+
+type sourceCollector struct {
+	name string
+	src  interface {
+		DecodeErrorCounter
+		Resyncs() int64
 	}
-	return reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "replica_resyncs_total", Help: "Full resyncs after the first load (a lost slot or change-stream history).", ConstLabels: labels,
-	}, func() float64 { return float64(src.Resyncs()) }))
+}
+
+// Optional parts of a source.
+type (
+	resyncsByReason interface{ ResyncsByReason() map[string]int64 }
+	appliedLSN      interface{ AppliedLSN() pglogrepl.LSN }
+)
+
+func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- decodeErrorsDesc
+	ch <- resyncsDesc
+	if _, ok := c.src.(appliedLSN); ok {
+		ch <- appliedLSNDesc
+	}
+}
+
+func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(decodeErrorsDesc, prometheus.CounterValue, float64(c.src.DecodeErrors()), c.name)
+	if r, ok := c.src.(resyncsByReason); ok {
+		for reason, n := range r.ResyncsByReason() {
+			ch <- prometheus.MustNewConstMetric(resyncsDesc, prometheus.CounterValue, float64(n), c.name, reason)
+		}
+	} else {
+		ch <- prometheus.MustNewConstMetric(resyncsDesc, prometheus.CounterValue, float64(c.src.Resyncs()), c.name, "any")
+	}
+	if a, ok := c.src.(appliedLSN); ok {
+		ch <- prometheus.MustNewConstMetric(appliedLSNDesc, prometheus.GaugeValue, float64(a.AppliedLSN()), c.name)
+	}
 }

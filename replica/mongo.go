@@ -15,14 +15,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
 
 // MongoSource fills tables from MongoDB collections and keeps them fresh
-// with change streams, one per collection. For each it takes the server's
-// operation time, reads the whole collection (the snapshot), swaps it in,
-// and opens a change stream at that operation time with
-// fullDocument: updateLookup, so nothing written between the snapshot and
-// the stream is lost. It remembers the resume token of the last change it
+// with change streams, one per collection. For each it takes the
+// primary's operation time (the start point), reads the whole collection
+// on the primary (the snapshot), swaps it in, and opens a change stream,
+// on the primary too, at the start point with fullDocument: updateLookup,
+// so nothing written between the snapshot and the stream is lost. It remembers the resume token of the last change it
 // applied and resumes from it after a broken connection. When the history
 // is gone (ChangeStreamHistoryLost: the oplog rolled past the token, or the
 // server was restored from a backup) or the stream is invalidated (the
@@ -30,8 +31,9 @@ import (
 // the new copy in atomically.
 //
 // It needs what change streams need: a replica set or a sharded cluster
-// (MongoDB 4.0 or newer, for startAtOperationTime), and the find and
-// changeStream actions on the collections. Collection-level streams
+// (MongoDB 4.0 or newer, for startAtOperationTime) with majority read
+// concern (the default), and the find and changeStream actions on the
+// collections. Collection-level streams
 // are used, not a database-level one, and collections are followed
 // independently: two tables may briefly be at different points in time.
 //
@@ -73,9 +75,18 @@ import (
 // says why. Changes the server returns in one batch become visible at
 // once.
 //
-// The snapshot reads with read concern "local" so that it covers the
-// operation time: a write that a failover rolls back while the snapshot
-// runs can stay in the copy until its document changes again.
+// # Where the snapshot reads
+//
+// The snapshot and the stream go to the primary, whatever read preference
+// the URI gives (secondaryPreferred, say, for the service's own reads). A
+// secondary lags the primary: a snapshot read there could miss writes
+// made before the start point, which the stream, starting there, never
+// brings. The snapshot reads with read concern majority and
+// afterClusterTime set to the start point: the server waits until the
+// majority-committed state includes the start point and reads that, so
+// the copy holds every write up to the start point and none that a
+// failover could roll back (the change stream, too, returns only
+// majority-committed changes).
 type MongoSource struct {
 	db     string
 	colls  []*mongoColl
@@ -83,7 +94,7 @@ type MongoSource struct {
 	client *options.ClientOptions
 
 	decodeErrors atomic.Int64
-	resyncs      atomic.Int64
+	resyncs      *resyncCounter
 	mu           sync.Mutex // guards each mongoColl.err
 }
 
@@ -153,7 +164,7 @@ func NewMongoSource(uri, db string, bindings []Binding, opts ...MongoOption) (*M
 	if err := client.Validate(); err != nil {
 		return nil, fmt.Errorf("replica: bad MongoDB URI: %w", err)
 	}
-	s := &MongoSource{db: db, cfg: c, client: client}
+	s := &MongoSource{db: db, cfg: c, client: client, resyncs: newResyncCounter(ResyncHistoryLost, ResyncStreamEnded)}
 	seen := map[string]bool{}
 	for _, b := range bindings {
 		name := b.tableName()
@@ -175,7 +186,11 @@ func (s *MongoSource) DecodeErrors() int64 { return s.decodeErrors.Load() }
 
 // Resyncs counts full reloads of a collection after its first load (lost
 // history, an invalidated stream).
-func (s *MongoSource) Resyncs() int64 { return s.resyncs.Load() }
+func (s *MongoSource) Resyncs() int64 { return s.resyncs.total() }
+
+// ResyncsByReason counts full reloads by why they were needed:
+// ResyncHistoryLost and ResyncStreamEnded.
+func (s *MongoSource) ResyncsByReason() map[string]int64 { return s.resyncs.byReason() }
 
 // Err is why the source is not current now, one line per collection that
 // is not, nil when every one is.
@@ -248,7 +263,9 @@ func (s *MongoSource) follow(ctx context.Context, db *mongo.Database, c *mongoCo
 // cannot continue (lost history, invalidation). It reports whether a
 // stream opened (to reset the backoff).
 func (s *MongoSource) session(ctx context.Context, db *mongo.Database, c *mongoColl) (streamed bool, err error) {
-	coll := db.Collection(c.name)
+	// On the primary, where the start point was taken (a secondary's
+	// stream would be behind it), and majority, as change streams are.
+	coll := db.Collection(c.name, options.Collection().SetReadPreference(readpref.Primary()).SetReadConcern(readconcern.Majority()))
 	for {
 		fresh := !c.loaded
 		if fresh {
@@ -266,7 +283,7 @@ func (s *MongoSource) session(ctx context.Context, db *mongo.Database, c *mongoC
 		cs, err := coll.Watch(ctx, mongo.Pipeline{}, opts)
 		if err != nil {
 			if historyLost(err) {
-				s.lost(c, fmt.Errorf("its change stream cannot resume: %w", err))
+				s.lost(c, ResyncHistoryLost, fmt.Errorf("its change stream cannot resume: %w", err))
 				if !fresh {
 					continue
 				}
@@ -281,18 +298,22 @@ func (s *MongoSource) session(ctx context.Context, db *mongo.Database, c *mongoC
 		if resync == nil {
 			return streamed, err
 		}
-		s.lost(c, resync)
+		reason := ResyncStreamEnded
+		if historyLost(resync) {
+			reason = ResyncHistoryLost
+		}
+		s.lost(c, reason, resync)
 	}
 }
 
 // lost marks c for a reload: its stream cannot go on from where it was.
 // The table keeps serving its last data, not Ready, until the reload has
 // caught up.
-func (s *MongoSource) lost(c *mongoColl, why error) {
+func (s *MongoSource) lost(c *mongoColl, reason string, why error) {
 	c.loaded, c.token = false, nil
-	s.resyncs.Add(1)
+	s.resyncs.add(reason)
 	s.setErr(c, fmt.Errorf("replica: collection %s: reloading: %w", c.name, why))
-	s.cfg.logger.Warn("replica: reloading a collection", "db", s.db, "collection", c.name, "why", why)
+	s.cfg.logger.Warn("replica: reloading a collection", "db", s.db, "collection", c.name, "reason", reason, "why", why)
 }
 
 // historyLost reports whether err says a change stream cannot resume from
@@ -309,9 +330,10 @@ func historyLost(err error) bool {
 	return se.HasErrorCode(286) || se.HasErrorCode(280) || se.HasErrorCode(260) || se.HasErrorCode(136)
 }
 
-// load takes the server's operation time, then reads the whole
-// collection, and swaps the copy in. The stream then starts at that
-// operation time: whatever the snapshot missed comes after it.
+// load takes the primary's operation time (the start point), then reads
+// the whole collection on the primary, majority-committed, at or after
+// the start point, and swaps the copy in. The stream then starts at the
+// start point: whatever the snapshot missed comes after it.
 func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl) error {
 	start, err := operationTime(ctx, db)
 	if err != nil {
@@ -325,11 +347,21 @@ func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl
 	}
 	c.ended = bson.Timestamp{}
 	began := time.Now()
-	// Read concern local: the snapshot must see every write up to the
-	// operation time (the stream covers the rest); majority could read an
-	// older point and leave a gap.
-	coll := db.Collection(c.name, options.Collection().SetReadConcern(readconcern.Local()))
-	cur, err := coll.Find(ctx, bson.D{})
+	// A find command of our own: the driver adds afterClusterTime only
+	// inside a causally consistent session, and the read must not go
+	// where the URI's read preference would send it.
+	//
+	// What the tests' MongoDB stand-in cannot check: it is one server with
+	// no secondaries, no majority commit point and no rollback, and it
+	// ignores read concerns. TestMongoSnapshotOnPrimary checks what is
+	// asked of the server (primary, majority, afterClusterTime equal to
+	// the stream's start), not that a real replica set honours it.
+	find := bson.D{
+		{Key: "find", Value: c.name},
+		{Key: "filter", Value: bson.D{}},
+		{Key: "readConcern", Value: bson.D{{Key: "level", Value: "majority"}, {Key: "afterClusterTime", Value: start}}},
+	}
+	cur, err := db.RunCommandCursor(ctx, find, options.RunCmd().SetReadPreference(readpref.Primary()))
 	if err != nil {
 		return fmt.Errorf("snapshot of %s: %w", c.name, err)
 	}
@@ -356,16 +388,17 @@ func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl
 	return nil
 }
 
-// operationTime returns a point in the server's history at or before
-// every write a read started now will not see: where a stream must start
-// for a snapshot read after it to lose nothing. Replica-set members and
-// mongos put it in every reply (operationTime, else $clusterTime). For a
+// operationTime returns a point in the primary's history at or after
+// every write it has applied: where a stream must start for a snapshot
+// read at or after it to lose nothing. Replica-set members and mongos put
+// it in every reply (operationTime, else $clusterTime). For a
 // server that reports neither it is the start of the current second of
 // the server's clock (oplog timestamps are that clock's seconds, or
 // ahead of it): an earlier start only replays changes the snapshot has,
 // which is harmless.
 func operationTime(ctx context.Context, db *mongo.Database) (bson.Timestamp, error) {
-	raw, err := db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}).Raw()
+	primary := options.RunCmd().SetReadPreference(readpref.Primary())
+	raw, err := db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}, primary).Raw()
 	if err != nil {
 		return bson.Timestamp{}, fmt.Errorf("ping: %w", err)
 	}
@@ -375,7 +408,7 @@ func operationTime(ctx context.Context, db *mongo.Database) (bson.Timestamp, err
 	if t, i, ok := raw.Lookup("$clusterTime", "clusterTime").TimestampOK(); ok {
 		return bson.Timestamp{T: t, I: i}, nil
 	}
-	hello, err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}).Raw()
+	hello, err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}, primary).Raw()
 	if err != nil {
 		return bson.Timestamp{}, fmt.Errorf("isMaster: %w", err)
 	}

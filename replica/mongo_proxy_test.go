@@ -35,6 +35,9 @@ type wireProxy struct {
 	failResumes int  // the next resumes to answer with ChangeStreamHistoryLost
 	failed      atomic.Int64
 	reqID       atomic.Int32
+	setName     string     // non-empty: hello replies say the server is this replica set's primary
+	commands    []bson.Raw // the OP_MSG bodies clients sent, when record is set
+	record      bool
 }
 
 func newWireProxy(t *testing.T, target string) *wireProxy {
@@ -115,8 +118,9 @@ func (p *wireProxy) accept() {
 		p.conns[client], p.conns[server] = struct{}{}, struct{}{}
 		p.mu.Unlock()
 		w := &lockedWriter{w: client}
-		go func() { io.Copy(w, server); client.Close(); server.Close() }()
-		go func() { p.forward(client, server, w); client.Close(); server.Close() }()
+		hellos := &helloIDs{ids: map[uint32]bool{}}
+		go func() { p.backward(server, w, hellos); client.Close(); server.Close() }()
+		go func() { p.forward(client, server, w, hellos); client.Close(); server.Close() }()
 	}
 }
 
@@ -135,7 +139,7 @@ const opMsg = 2013
 
 // forward copies the client's messages to the server, answering a resume
 // itself when one is to fail.
-func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer) {
+func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer, hellos *helloIDs) {
 	var header [16]byte
 	for {
 		if _, err := io.ReadFull(client, header[:]); err != nil {
@@ -156,6 +160,7 @@ func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer) {
 		if stalled {
 			continue
 		}
+		p.inspect(msg, hellos)
 		if binary.LittleEndian.Uint32(msg[12:16]) == opMsg && isResume(msg) && p.takeFailure() {
 			reqID := binary.LittleEndian.Uint32(msg[4:8])
 			if _, err := toClient.Write(p.historyLost(reqID)); err != nil {
@@ -228,5 +233,163 @@ func (p *wireProxy) historyLost(responseTo uint32) []byte {
 	binary.LittleEndian.PutUint32(out[4:8], uint32(p.reqID.Add(1)))
 	binary.LittleEndian.PutUint32(out[8:12], responseTo)
 	binary.LittleEndian.PutUint32(out[12:16], opMsg)
+	return out
+}
+
+// actAsReplicaSet makes hello replies say the server is the primary of
+// replica set name. The stand-in calls itself a standalone, to which the
+// driver sends no read preference; as a replica-set member it gets one
+// with every read, as a real deployment does, and a test can check it.
+func (p *wireProxy) actAsReplicaSet(name string) {
+	p.mu.Lock()
+	p.setName = name
+	p.mu.Unlock()
+}
+
+// recordCommands keeps the body of every OP_MSG clients send from now on.
+func (p *wireProxy) recordCommands() {
+	p.mu.Lock()
+	p.record = true
+	p.mu.Unlock()
+}
+
+// sent returns the recorded commands named name (their first key) on
+// collection coll.
+func (p *wireProxy) sent(name, coll string) []bson.Raw {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []bson.Raw
+	for _, c := range p.commands {
+		if first, err := c.IndexErr(0); err == nil && first.Key() == name {
+			if s, ok := first.Value().StringValueOK(); ok && s == coll {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// helloIDs are the request ids of one connection's hello commands, whose
+// replies actAsReplicaSet rewrites.
+type helloIDs struct {
+	mu  sync.Mutex
+	ids map[uint32]bool
+}
+
+func (h *helloIDs) add(id uint32) {
+	h.mu.Lock()
+	h.ids[id] = true
+	h.mu.Unlock()
+}
+
+func (h *helloIDs) take(id uint32) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ok := h.ids[id]
+	delete(h.ids, id)
+	return ok
+}
+
+const (
+	opReply = 1
+	opQuery = 2004
+)
+
+// inspect records a client's command and notes hello requests.
+func (p *wireProxy) inspect(msg []byte, hellos *helloIDs) {
+	var body bson.Raw
+	switch binary.LittleEndian.Uint32(msg[12:16]) {
+	case opMsg:
+		body, _ = opMsgBody(msg)
+	case opQuery: // the first hello of a connection: flags, "admin.$cmd", skip, return, query
+		rest := msg[20:]
+		for i, c := range rest {
+			if c == 0 {
+				if len(rest) > i+9 {
+					body = bson.Raw(rest[i+9:])
+				}
+				break
+			}
+		}
+	}
+	if body == nil {
+		return
+	}
+	first, err := body.IndexErr(0)
+	if err != nil {
+		return
+	}
+	switch first.Key() {
+	case "hello", "isMaster", "ismaster":
+		hellos.add(binary.LittleEndian.Uint32(msg[4:8]))
+	}
+	p.mu.Lock()
+	if p.record {
+		p.commands = append(p.commands, bson.Raw(append([]byte(nil), body...)))
+	}
+	p.mu.Unlock()
+}
+
+// backward copies the server's replies to the client, rewriting hello
+// replies when the proxy acts as a replica set.
+func (p *wireProxy) backward(server net.Conn, toClient io.Writer, hellos *helloIDs) {
+	var header [16]byte
+	for {
+		if _, err := io.ReadFull(server, header[:]); err != nil {
+			return
+		}
+		n := int(binary.LittleEndian.Uint32(header[0:4]))
+		if n < 16 || n > 48<<20 {
+			return
+		}
+		msg := make([]byte, n)
+		copy(msg, header[:])
+		if _, err := io.ReadFull(server, msg[16:]); err != nil {
+			return
+		}
+		p.mu.Lock()
+		setName := p.setName
+		p.mu.Unlock()
+		if setName != "" && hellos.take(binary.LittleEndian.Uint32(msg[8:12])) {
+			msg = p.asPrimary(msg, setName)
+		}
+		if _, err := toClient.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+// asPrimary rewrites a hello reply (OP_REPLY or OP_MSG) to name the
+// server the primary of replica set setName.
+func (p *wireProxy) asPrimary(msg []byte, setName string) []byte {
+	var prefix, doc []byte
+	switch binary.LittleEndian.Uint32(msg[12:16]) {
+	case opReply: // flags, cursorID, startingFrom, numberReturned, documents
+		prefix, doc = msg[:36], msg[36:]
+	case opMsg: // flagBits, kind-0 section
+		flags := binary.LittleEndian.Uint32(msg[16:20])
+		if flags&1 != 0 { // drop the checksum
+			msg = msg[:len(msg)-4]
+		}
+		prefix = append([]byte(nil), msg[:21]...)
+		binary.LittleEndian.PutUint32(prefix[16:20], flags&^1)
+		doc = msg[21:]
+	default:
+		return msg
+	}
+	var d bson.D
+	if err := bson.Unmarshal(doc, &d); err != nil {
+		p.t.Errorf("proxy: hello reply: %v", err)
+		return msg
+	}
+	d = append(d, bson.E{Key: "setName", Value: setName}, bson.E{Key: "hosts", Value: bson.A{p.ln.Addr().String()}},
+		bson.E{Key: "me", Value: p.ln.Addr().String()}, bson.E{Key: "secondary", Value: false})
+	body, err := bson.Marshal(d)
+	if err != nil {
+		p.t.Errorf("proxy: hello reply: %v", err)
+		return msg
+	}
+	out := append(append([]byte(nil), prefix...), body...)
+	binary.LittleEndian.PutUint32(out[0:4], uint32(len(out)))
 	return out
 }

@@ -338,8 +338,8 @@ func TestMongoHistoryLostResyncs(t *testing.T) {
 	if proxy.failed.Load() != 1 {
 		t.Fatalf("the proxy failed %d resumes, want 1: the source did not resume by token", proxy.failed.Load())
 	}
-	if src.Resyncs() != 1 {
-		t.Errorf("Resyncs = %d, want 1 after ChangeStreamHistoryLost", src.Resyncs())
+	if n := src.ResyncsByReason(); src.Resyncs() != 1 || n[replica.ResyncHistoryLost] != 1 {
+		t.Errorf("resyncs %v, want one %s after ChangeStreamHistoryLost", n, replica.ResyncHistoryLost)
 	}
 }
 
@@ -421,8 +421,8 @@ func TestMongoDropWhileStreaming(t *testing.T) {
 	}
 	mongoConverged(t, coll, tb)
 	waitReadyItems(t, tb)
-	if src.Resyncs() < 1 {
-		t.Errorf("no resync after a drop")
+	if n := src.ResyncsByReason(); n[replica.ResyncStreamEnded] < 1 {
+		t.Errorf("resyncs %v after a drop, want a %s", n, replica.ResyncStreamEnded)
 	}
 }
 
@@ -492,5 +492,66 @@ func TestNewMongoSourceValidates(t *testing.T) {
 				t.Log(err)
 			}
 		})
+	}
+}
+
+// TestMongoSnapshotOnPrimary: a URI that prefers secondaries must not
+// send the snapshot to one. A secondary is behind the primary; a snapshot
+// read there could miss writes made before the stream's start point
+// (which the primary gave), and the stream would never bring them. So
+// the snapshot and the stream go to the primary, the snapshot reads
+// majority-committed data at or after the start point (afterClusterTime),
+// and the stream starts there.
+//
+// The stand-in has no secondaries, no majority commit point and no
+// rollback: what it can check is what the source asks for, on the wire.
+// The proxy presents it as a replica set's primary so that the driver
+// sends read preferences at all (to a standalone it sends none); in a
+// direct connection the driver sends "primary" as primaryPreferred.
+func TestMongoSnapshotOnPrimary(t *testing.T) {
+	m := startStandIn(t)
+	db, coll := mongoItems(t, m, 100)
+	proxy := newWireProxy(t, m.Addr)
+	proxy.actAsReplicaSet("rs0")
+	proxy.recordCommands()
+	tb, _ := startMongoSource(t, proxy.URI()+"&readPreference=secondaryPreferred", db)
+	mongoConverged(t, coll, tb)
+
+	finds := proxy.sent("find", "items")
+	if len(finds) != 1 {
+		t.Fatalf("%d snapshot finds, want 1", len(finds))
+	}
+	find := finds[0]
+	t.Logf("snapshot: %s", find)
+	if mode, _ := find.Lookup("$readPreference", "mode").StringValueOK(); mode != "primaryPreferred" {
+		t.Errorf("the snapshot's read preference is %q, want the primary (primaryPreferred in a direct connection)", mode)
+	}
+	if level, _ := find.Lookup("readConcern", "level").StringValueOK(); level != "majority" {
+		t.Errorf("the snapshot's read concern is %q, want majority", level)
+	}
+	after, afterI, ok := find.Lookup("readConcern", "afterClusterTime").TimestampOK()
+	if !ok {
+		t.Errorf("the snapshot reads with no afterClusterTime: it may read from before the stream's start")
+	}
+	var streams []bson.Raw
+	for _, a := range proxy.sent("aggregate", "items") {
+		if _, ok := a.Lookup("pipeline", "0", "$changeStream").DocumentOK(); ok {
+			streams = append(streams, a)
+		}
+	}
+	if len(streams) == 0 {
+		t.Fatal("no change stream opened")
+	}
+	cs := streams[0]
+	t.Logf("stream: %s", cs)
+	if mode, _ := cs.Lookup("$readPreference", "mode").StringValueOK(); mode != "primaryPreferred" {
+		t.Errorf("the stream's read preference is %q, want the primary", mode)
+	}
+	if level, _ := cs.Lookup("readConcern", "level").StringValueOK(); level != "majority" {
+		t.Errorf("the stream's read concern is %q, want majority", level)
+	}
+	startT, startI, ok := cs.Lookup("pipeline", "0", "$changeStream", "startAtOperationTime").TimestampOK()
+	if !ok || startT != after || startI != afterI {
+		t.Errorf("the stream starts at %d.%d (set %v), the snapshot reads after %d.%d: want the same point", startT, startI, ok, after, afterI)
 	}
 }

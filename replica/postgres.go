@@ -23,9 +23,12 @@ import (
 // streams changes from the slot's consistent point: no change between the
 // copy and the stream is lost or applied twice. Each transaction becomes
 // visible at once, when its commit arrives. It confirms applied positions
-// so the server can recycle WAL, reconnects and resumes after a broken
-// connection or a server restart, and, if its slot is gone, resyncs every
-// table from a new snapshot and swaps it in atomically.
+// so the server can recycle WAL, reconnects and resumes from its slot
+// after a broken connection or a server restart, and, if its slot is gone
+// or the server invalidated it, resyncs every table from a new snapshot
+// and swaps it in atomically. It drops its slot when Run returns; a slot
+// it finds in use by another replica is left alone (ErrSlotInUse). See
+// "Replication slots and disk" in the package doc.
 //
 // The server needs wal_level=logical; the user needs the REPLICATION
 // attribute and SELECT on the tables. Tables need a primary key (REPLICA
@@ -41,12 +44,19 @@ type PostgresSource struct {
 	// resume, transactions that committed before it are skipped.
 	applied pglogrepl.LSN
 	// confirmed is what the server is told it may recycle: applied, or
-	// further when idle keepalives show nothing of ours is pending.
-	confirmed    pglogrepl.LSN
-	loaded       bool
+	// further when idle keepalives show nothing of ours is pending. Every
+	// change to the tables that committed before it is visible in them.
+	confirmed pglogrepl.LSN
+	position  atomic.Uint64 // confirmed, for other goroutines (AppliedLSN)
+	loaded    bool
+	// ownSlot is whether the slot that bears the name is the one this
+	// source made (it drops it when Run returns).
+	ownSlot bool
+	// walsender is the backend pid of the last replication connection.
+	walsender    uint32
 	relations    map[uint32]*pglogrepl.RelationMessage
 	decodeErrors atomic.Int64
-	resyncs      atomic.Int64
+	resyncs      *resyncCounter
 	mu           sync.Mutex
 	err          error
 }
@@ -63,7 +73,8 @@ type pgConfig struct {
 type PostgresOption func(*pgConfig)
 
 // Slot names the replication slot (default "hlab_replica"). Each running
-// replica needs its own: two processes cannot share a slot.
+// replica needs its own: a source whose slot another one uses does not
+// stream, and says so (ErrSlotInUse). The slot lives while Run runs.
 func Slot(name string) PostgresOption { return func(c *pgConfig) { c.slot = name } }
 
 // Publication names the publication the source creates for its tables if
@@ -100,7 +111,8 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 	if _, err := pgconn.ParseConfig(dsn); err != nil {
 		return nil, fmt.Errorf("replica: bad Postgres DSN: %w", err)
 	}
-	s := &PostgresSource{dsn: dsn, bindings: map[string]Binding{}, cfg: c, typeMap: pgtype.NewMap()}
+	s := &PostgresSource{dsn: dsn, bindings: map[string]Binding{}, cfg: c, typeMap: pgtype.NewMap(),
+		resyncs: newResyncCounter(ResyncSlotDropped, ResyncSlotInvalidated)}
 	for _, b := range bindings {
 		name := qualified(b.tableName())
 		if _, dup := s.bindings[name]; dup {
@@ -133,8 +145,30 @@ func validIdent(s string) bool {
 // DecodeErrors counts rows that failed to decode (each is logged with its key).
 func (s *PostgresSource) DecodeErrors() int64 { return s.decodeErrors.Load() }
 
-// Resyncs counts full resyncs after the first load (a lost slot).
-func (s *PostgresSource) Resyncs() int64 { return s.resyncs.Load() }
+// Resyncs counts full resyncs after the first load (a dropped or
+// invalidated slot).
+func (s *PostgresSource) Resyncs() int64 { return s.resyncs.total() }
+
+// ResyncsByReason counts full resyncs by why they were needed:
+// ResyncSlotDropped and ResyncSlotInvalidated.
+func (s *PostgresSource) ResyncsByReason() map[string]int64 { return s.resyncs.byReason() }
+
+// AppliedLSN is how far the tables are: every change to them that
+// committed before this WAL position is visible in them. It is 0 until
+// the first load, and moves with each applied transaction and, while
+// changes elsewhere go by, with the server's keepalives. A replica has
+// caught up with a point of the server's history (pg_current_wal_lsn()
+// read after a fault's last write) once AppliedLSN reaches it and its
+// tables are Ready.
+func (s *PostgresSource) AppliedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.position.Load()) }
+
+// confirm records that everything before lsn is applied.
+func (s *PostgresSource) confirm(lsn pglogrepl.LSN) {
+	if lsn > s.confirmed {
+		s.confirmed = lsn
+		s.position.Store(uint64(lsn))
+	}
+}
 
 // Err is why the source is not streaming now, nil while it is.
 func (s *PostgresSource) Err() error {
@@ -152,10 +186,12 @@ func (s *PostgresSource) setErr(err error) {
 	}
 }
 
-// Run loads the tables and keeps them fresh until ctx ends; it returns nil
-// then. Errors do not end it: it reports them through the tables' Err and
+// Run loads the tables and keeps them fresh until ctx ends; then it drops
+// its replication slot (waiting up to 5 s for the server) and returns nil.
+// Errors do not end it: it reports them through the tables' Err and
 // readiness, reconnects with backoff, and resyncs when it must.
 func (s *PostgresSource) Run(ctx context.Context) error {
+	defer s.dropSlot(ctx)
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx)
 		if ctx.Err() != nil {
@@ -190,50 +226,76 @@ func (s *PostgresSource) session(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("replication connection: %w", err)
 	}
 	defer repl.Close(context.WithoutCancel(ctx))
-	if err := s.ensurePublication(ctx); err != nil {
+	caughtUp, err := s.start(ctx, repl)
+	if err != nil {
 		return false, err
+	}
+	return true, s.stream(ctx, repl, caughtUp)
+}
+
+// start loads the tables (the first time, or to resync) or checks that
+// the slot is still this source's to resume from, and starts replication
+// on repl. It returns the server's WAL position when it connected: the
+// tables are current once the stream has got there.
+func (s *PostgresSource) start(ctx context.Context, repl *pgconn.PgConn) (pglogrepl.LSN, error) {
+	// One plain connection for the publication, the slot's state and the
+	// snapshot's copy.
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := s.ensurePublication(ctx, conn); err != nil {
+		return 0, err
 	}
 	sys, err := pglogrepl.IdentifySystem(ctx, repl)
 	if err != nil {
-		return false, fmt.Errorf("identify system: %w", err)
+		return 0, fmt.Errorf("identify system: %w", err)
+	}
+	// Whatever arrived of a transaction before the last connection broke
+	// is gone with it: the stream resends it whole, or a snapshot has it.
+	for _, b := range s.bindings {
+		b.reset()
+	}
+	slot, err := s.inspectSlot(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	if s.loaded {
+		if err := s.checkResume(ctx, conn, slot); err != nil {
+			return 0, err
+		}
 	}
 	start := s.applied
-	if s.loaded {
-		exists, err := s.slotExists(ctx)
-		if err != nil {
-			return false, err
-		}
-		if !exists {
-			s.cfg.logger.Warn("replica: replication slot is gone; resyncing every table", "slot", s.cfg.slot)
-			s.resyncs.Add(1)
-			s.loaded = false
-		}
-	}
 	if !s.loaded {
-		if start, err = s.snapshot(ctx, repl); err != nil {
-			return false, err
+		if err := s.clearSlot(ctx, conn, slot); err != nil {
+			return 0, err
+		}
+		if start, err = s.snapshot(ctx, repl, conn); err != nil {
+			return 0, err
 		}
 	}
 	err = pglogrepl.StartReplication(ctx, repl, s.cfg.slot, start, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.cfg.publication + "'"},
 	})
 	if err != nil {
-		return false, fmt.Errorf("start replication on slot %s: %w", s.cfg.slot, err)
+		return 0, fmt.Errorf("start replication on slot %s: %w", s.cfg.slot, err)
+	}
+	s.walsender = repl.PID()
+	// The server starts a slot at its own confirmed position whatever it
+	// is asked: streaming from another replica's slot would skip what this
+	// one has not applied.
+	if err := s.checkHeld(ctx, conn, repl.PID()); err != nil {
+		return 0, err
 	}
 	// Ready once everything committed before this connection is applied.
-	caughtUp := sys.XLogPos
-	if start >= caughtUp {
+	if start >= sys.XLogPos {
 		s.setErr(nil)
 	}
-	return true, s.stream(ctx, repl, caughtUp)
+	return sys.XLogPos, nil
 }
 
-func (s *PostgresSource) ensurePublication(ctx context.Context) error {
-	conn, err := s.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+func (s *PostgresSource) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", s.cfg.publication).Scan(&exists); err != nil {
 		return fmt.Errorf("check publication: %w", err)
@@ -262,40 +324,22 @@ func (s *PostgresSource) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-func (s *PostgresSource) slotExists(ctx context.Context) (bool, error) {
-	conn, err := s.connect(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var exists bool
-	err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)", s.cfg.slot).Scan(&exists)
-	return exists, err
-}
-
-// snapshot (re)creates the slot with an exported snapshot, copies every
+// snapshot creates the slot with an exported snapshot, copies every
 // table inside it, and swaps the copies in. It returns the slot's
 // consistent point, where streaming starts.
-func (s *PostgresSource) snapshot(ctx context.Context, repl *pgconn.PgConn) (pglogrepl.LSN, error) {
-	if err := s.dropSlot(ctx); err != nil {
-		return 0, err
-	}
+func (s *PostgresSource) snapshot(ctx context.Context, repl *pgconn.PgConn, conn *pgx.Conn) (pglogrepl.LSN, error) {
 	slot, err := pglogrepl.CreateReplicationSlot(ctx, repl, s.cfg.slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT"})
 	if err != nil {
 		return 0, fmt.Errorf("create replication slot %s: %w", s.cfg.slot, err)
 	}
+	s.ownSlot = true
 	lsn, err := pglogrepl.ParseLSN(slot.ConsistentPoint)
 	if err != nil {
 		return 0, fmt.Errorf("slot consistent point %q: %w", slot.ConsistentPoint, err)
 	}
 	// The exported snapshot lives until the replication connection runs
 	// its next command, so the copy happens now, before StartReplication.
-	conn, err := s.connect(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return 0, fmt.Errorf("snapshot transaction: %w", err)
@@ -314,6 +358,7 @@ func (s *PostgresSource) snapshot(ctx context.Context, repl *pgconn.PgConn) (pgl
 		b.finishLoad(now)
 	}
 	s.applied, s.confirmed, s.loaded = lsn, lsn, true
+	s.position.Store(uint64(lsn))
 	s.cfg.logger.Info("replica: tables loaded from a snapshot", "slot", s.cfg.slot, "lsn", lsn.String(), "took", time.Since(now))
 	return lsn, nil
 }
@@ -344,29 +389,6 @@ func (s *PostgresSource) copyTable(ctx context.Context, tx pgx.Tx, name string, 
 		return fmt.Errorf("copy %s: %w", name, err)
 	}
 	return nil
-}
-
-// dropSlot drops the slot if it exists. Right after its last connection
-// closed, the server may still call it active for a moment: retry.
-func (s *PostgresSource) dropSlot(ctx context.Context) error {
-	conn, err := s.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var lastErr error
-	for range 50 {
-		_, lastErr = conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s.cfg.slot)
-		if lastErr == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("drop old slot %s (is another replica using it? give each its own replica.Slot): %w", s.cfg.slot, lastErr)
 }
 
 func (s *PostgresSource) decodeFailed(table string, err error) {
@@ -420,10 +442,10 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				return fmt.Errorf("keepalive: %w", err)
 			}
 			received = max(received, k.ServerWALEnd)
-			if !inTx && k.ServerWALEnd > s.confirmed {
+			if !inTx {
 				// The server sent everything before ServerWALEnd and we are
 				// between transactions: it may recycle up to there.
-				s.confirmed = k.ServerWALEnd
+				s.confirm(k.ServerWALEnd)
 			}
 			if k.ReplyRequested {
 				nextStatus = time.Time{}
@@ -451,7 +473,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 						b.flush(m.CommitTime)
 					}
 					s.applied = m.TransactionEndLSN
-					s.confirmed = max(s.confirmed, s.applied)
+					s.confirm(s.applied)
 				}
 				clear(touched)
 				inTx, skipTx = false, false

@@ -49,25 +49,27 @@ type item struct {
 }
 
 func bindItems(t *replica.Table[int32, item]) replica.Binding {
-	return replica.Bind(t,
-		func(r replica.Row) (int32, error) {
-			id, ok := r["id"].(int32)
-			if !ok {
-				return 0, fmt.Errorf("id is %T", r["id"])
-			}
-			return id, nil
-		},
-		func(r replica.Row) (item, error) {
-			name, _ := r["name"].(string)
-			qty, ok := r["qty"].(int32)
-			if !ok {
-				return item{}, fmt.Errorf("qty is %T, want int32", r["qty"])
-			}
-			if name == "poison" {
-				return item{}, errors.New("poison row")
-			}
-			return item{ID: r["id"].(int32), Name: name, Qty: qty}, nil
-		})
+	return replica.Bind(t, itemKey, decodeItem)
+}
+
+func itemKey(r replica.Row) (int32, error) {
+	id, ok := r["id"].(int32)
+	if !ok {
+		return 0, fmt.Errorf("id is %T", r["id"])
+	}
+	return id, nil
+}
+
+func decodeItem(r replica.Row) (item, error) {
+	name, _ := r["name"].(string)
+	qty, ok := r["qty"].(int32)
+	if !ok {
+		return item{}, fmt.Errorf("qty is %T, want int32", r["qty"])
+	}
+	if name == "poison" {
+		return item{}, errors.New("poison row")
+	}
+	return item{ID: r["id"].(int32), Name: name, Qty: qty}, nil
 }
 
 // setup makes a database with an items table and returns a pool on it.
@@ -97,21 +99,27 @@ func setup(t *testing.T, rows int) (dsn string, db *pgxpool.Pool) {
 func start(t *testing.T, dsn string, opts ...replica.PostgresOption) (*replica.Table[int32, item], *replica.PostgresSource) {
 	t.Helper()
 	tb := replica.NewTable[int32, item]("items")
+	src, _ := run(t, dsn, bindItems(tb), opts...)
+	waitReady(t, tb)
+	return tb, src
+}
+
+// run runs a source for b with the tests' short backoff and status
+// interval (opts may override them) until t ends or stop is called; it
+// does not wait for readiness. stop returns once Run has.
+func run(t *testing.T, dsn string, b replica.Binding, opts ...replica.PostgresOption) (src *replica.PostgresSource, stop func()) {
+	t.Helper()
 	opts = append([]replica.PostgresOption{replica.Backoff(20*time.Millisecond, 200*time.Millisecond), replica.StatusInterval(100 * time.Millisecond)}, opts...)
-	src, err := replica.NewPostgresSource(dsn, []replica.Binding{bindItems(tb)}, opts...)
+	src, err := replica.NewPostgresSource(dsn, []replica.Binding{b}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { src.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
-	defer wcancel()
-	if err := tb.WaitReady(wctx); err != nil {
-		t.Fatalf("replica not ready: %v", err)
-	}
-	return tb, src
+	stop = sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stop)
+	return src, stop
 }
 
 // writer changes random rows until stopped: inserts, updates, deletes,
@@ -278,7 +286,7 @@ func TestKillReplicationConnection(t *testing.T) {
 
 func waitReady(t *testing.T, tb *replica.Table[int32, item]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := tb.WaitReady(ctx); err != nil {
 		t.Fatalf("not ready again: %v", err)
@@ -307,8 +315,8 @@ func TestDroppedSlotResyncs(t *testing.T) {
 	}
 	converged(t, db, tb)
 	waitReady(t, tb)
-	if src.Resyncs() < 1 {
-		t.Errorf("no resync counted after the slot was dropped")
+	if n := src.ResyncsByReason(); n[replica.ResyncSlotDropped] != 1 || src.Resyncs() != 1 {
+		t.Errorf("resyncs %v after the slot was dropped, want one %s", n, replica.ResyncSlotDropped)
 	}
 }
 

@@ -236,7 +236,28 @@ func (t *Table[K, V]) apply(changes []Change[K, V]) {
 
 // replace swaps in a whole new content at once: readers see the old table
 // or the new one, never a mix or a half-loaded table.
-func (t *Table[K, V]) replace(rows map[K]V, commit time.Time) {
+func (t *Table[K, V]) replace(rows map[K]V, commit time.Time) { t.swap(rows, commit, nil) }
+
+// truncateApply makes a transaction that truncated the table visible at
+// once: the table becomes what the changes after the TRUNCATE make of an
+// empty one, in one version, so readers never see it empty in between.
+// Hooks get a Reload, then the changes.
+func (t *Table[K, V]) truncateApply(changes []Change[K, V], commit time.Time) {
+	rows := make(map[K]V)
+	for _, c := range changes {
+		switch c.Op {
+		case Upsert:
+			rows[c.Key] = c.Value
+		case Delete:
+			delete(rows, c.Key)
+		}
+	}
+	t.swap(rows, commit, changes)
+}
+
+// swap publishes rows as the whole table, counting changes (which made
+// it) as applied.
+func (t *Table[K, V]) swap(rows map[K]V, commit time.Time, changes []Change[K, V]) {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
 	for _, ix := range t.indexes {
@@ -249,8 +270,17 @@ func (t *Table[K, V]) replace(rows map[K]V, commit time.Time) {
 	if !commit.IsZero() {
 		t.lastTime.Store(commit.UnixNano())
 	}
+	if len(changes) > 0 {
+		t.applied.Add(int64(len(changes)))
+		if !commit.IsZero() {
+			t.lastLag.Store(int64(time.Since(commit)))
+		}
+	}
 	for _, h := range t.hooks {
 		h(Change[K, V]{Op: Reload, Commit: commit})
+		for _, c := range changes {
+			h(c)
+		}
 	}
 }
 

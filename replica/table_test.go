@@ -197,6 +197,39 @@ func BenchmarkGet(b *testing.B) {
 	}
 }
 
+// TestTruncateIsOneVersion: a transaction that truncates a table and
+// writes rows becomes visible at once, like any other: readers never see
+// the empty table between the TRUNCATE and the rows after it.
+func TestTruncateIsOneVersion(t *testing.T) {
+	tb := NewTable[int, customer]("c")
+	ix := NewIndex(tb, byRegionName)
+	b := Bind(tb,
+		func(r Row) (int, error) { return r["id"].(int), nil },
+		func(r Row) (customer, error) { return customer{ID: r["id"].(int), Region: "r"}, nil })
+	b.beginLoad()
+	for id := 1; id <= 3; id++ {
+		b.loadRow(Row{"id": id})
+	}
+	b.finishLoad(time.Now())
+	var seen []string
+	tb.OnChange(func(c Change[int, customer]) {
+		// Hooks run once the change is visible: what a reader sees now.
+		seen = append(seen, fmt.Sprintf("op %d: %d rows, %d indexed", c.Op, tb.Len(), ix.Len()))
+	})
+	b.truncate()
+	b.upsert(Row{"id": 10})
+	b.upsert(Row{"id": 11})
+	b.remove(Row{"id": 10})
+	b.flush(time.Now())
+	want := []string{"op 2: 1 rows, 1 indexed", "op 0: 1 rows, 1 indexed", "op 0: 1 rows, 1 indexed", "op 1: 1 rows, 1 indexed"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("readers saw %q, want %q", seen, want)
+	}
+	if _, ok := tb.Get(11); !ok || tb.Len() != 1 || tb.Stats().Applied != 3 {
+		t.Fatalf("after the transaction: %d rows, 11 present %v, %d applied", tb.Len(), ok, tb.Stats().Applied)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tb := NewTable[int, customer]("customers")

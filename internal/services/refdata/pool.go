@@ -34,7 +34,11 @@ type DB struct {
 	ConnectTimeout time.Duration
 	// Slot and Publication name the replica's replication slot and
 	// publication (default "hlab_" + the service's name). Each running
-	// replica needs its own slot.
+	// replica needs its own slot: a second instance on the same one stays
+	// not ready with replica.ErrSlotInUse. The slot is dropped when the
+	// service stops; one killed outright leaves it, holding WAL on the
+	// server until a replica of that slot name starts again (see the
+	// replica package's doc: set max_slot_wal_keep_size).
 	Slot, Publication string
 	// Init creates the schema and loads the seed if the database is empty.
 	Init bool
@@ -91,7 +95,7 @@ func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
 	fs.DurationVar(&d.MaxConnLifetime, "max-conn-lifetime", DefaultMaxConnLifetime, "recycle Postgres connections after this long")
 	fs.DurationVar(&d.MaxConnIdleTime, "max-conn-idle", DefaultMaxConnIdleTime, "close Postgres connections idle this long (above --min-conns)")
 	fs.DurationVar(&d.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to Postgres")
-	fs.StringVar(&d.Slot, "slot", "hlab_"+service, "replication slot of the replica (one per running replica)")
+	fs.StringVar(&d.Slot, "slot", "hlab_"+service, "replication slot of the replica: one per running instance (a second one on it is not ready); dropped when the service stops")
 	fs.StringVar(&d.Publication, "publication", "hlab_"+service, "publication the replica streams (created if missing)")
 	fs.BoolVar(&d.Init, "init", false, "create the tables and load the seed data if the database is empty")
 	fs.IntVar(&d.Seed.Products, "seed-products", DefaultProducts, "with --init: products to generate")
