@@ -20,6 +20,10 @@ type Claim struct {
 	// Report is the report's own figure for the ratio ("450 / 169 = 2.66"),
 	// or why it gives none; shown beside ours.
 	Report string
+	// Gates are labels of further rows, fault rows mostly, whose
+	// integrity gates the claim too: a system that loses data under a
+	// fault has not earned its speed.
+	Gates []string
 }
 
 // Verdict is what the lab concludes about a claim.
@@ -148,6 +152,16 @@ func (c Claim) Evaluate(rows []*Row) ClaimResult {
 			gates = append(gates, fmt.Sprintf("%q %s", r.Label, f))
 		}
 	}
+	for _, label := range c.Gates {
+		r := findRow(rows, label)
+		if r == nil {
+			gates = append(gates, fmt.Sprintf("%q was not measured", label))
+			continue
+		}
+		for _, f := range r.IntegrityFailures() {
+			gates = append(gates, fmt.Sprintf("%q %s", r.Label, f))
+		}
+	}
 	ratios, noisy := c.pairRatios(num, den)
 	out.Pairs, out.NoisyPairs = len(ratios), noisy
 	if ratios != nil {
@@ -234,12 +248,16 @@ func (r *Row) values() map[string]float64 {
 	return out
 }
 
-// IntegrityFailures lists why the row is not evidence: data lost, too
-// few requests answered, a service died, no CPU quota. Empty when none.
+// IntegrityFailures lists why the row is not evidence: data lost or left
+// differing, too few requests answered, a service died, no CPU quota.
+// Empty when none.
 func (r *Row) IntegrityFailures() []string {
 	var out []string
 	if r.Lost != nil && *r.Lost > 0 {
 		out = append(out, fmt.Sprintf("lost %d acknowledged messages or writes", *r.Lost))
+	}
+	if r.RowsDiffering != nil && *r.RowsDiffering > 0 {
+		out = append(out, fmt.Sprintf("left %d rows differing from the database", *r.RowsDiffering))
 	}
 	if r.Acked != nil && r.Stored != nil && *r.Acked != *r.Stored {
 		out = append(out, fmt.Sprintf("acknowledged %d writes but stored %d", *r.Acked, *r.Stored))

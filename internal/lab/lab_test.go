@@ -271,6 +271,8 @@ func TestIntegrityFailures(t *testing.T) {
 	}{
 		{"clean", Row{SuccessRatio: F(1)}, ""},
 		{"lost", Row{Lost: &one}, "lost 1"},
+		{"rows differing", Row{RowsDiffering: &one}, "left 1 rows differing"},
+		{"none differing", Row{RowsDiffering: new(int64)}, ""},
 		{"acked vs stored", Row{Acked: &one, Stored: new(int64)}, "stored 0"},
 		{"failed requests", Row{SuccessRatio: F(0.95)}, "below its bound of 99.00%"},
 		{"own bound", Row{SuccessRatio: F(0.95), SuccessBound: 0.9}, ""},
@@ -281,6 +283,36 @@ func TestIntegrityFailures(t *testing.T) {
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestClaimGatedByFaultRow(t *testing.T) {
+	rows := func(lost int64, withFault bool) []*Row {
+		var out []*Row
+		for _, l := range []struct {
+			label string
+			v     float64
+		}{{"a", 300}, {"b", 100}} {
+			r := &Row{Label: l.label, RPS: F(l.v)}
+			for i := 1; i <= 3; i++ {
+				r.PerRun = append(r.PerRun, RunValues{Round: i, Values: map[string]float64{"rps": l.v * (1 + 0.01*float64(i))}})
+			}
+			out = append(out, r)
+		}
+		if withFault {
+			out = append(out, &Row{Label: "fault: x", Lost: &lost})
+		}
+		return out
+	}
+	c := Claim{Text: "c", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2, Gates: []string{"fault: x"}}
+	if got := c.Evaluate(rows(0, true)); got.Verdict != Reproduced {
+		t.Errorf("no loss under the fault: %s (%s)", got.Verdict, got.Why)
+	}
+	if got := c.Evaluate(rows(3, true)); got.Verdict != Invalid || !strings.Contains(got.Why, `"fault: x" lost 3`) {
+		t.Errorf("3 lost under the fault: %s (%s)", got.Verdict, got.Why)
+	}
+	if got := c.Evaluate(rows(0, false)); got.Verdict != Invalid || !strings.Contains(got.Why, "not measured") {
+		t.Errorf("fault row missing: %s (%s)", got.Verdict, got.Why)
 	}
 }
 

@@ -123,6 +123,11 @@ type Row struct {
 	// a service that ran without the CPU quota it asked for.
 	Lost         *int64  `json:"lost,omitempty"`
 	SuccessBound float64 `json:"success_bound"`
+	// RowsDiffering and ConvergeS are a fault row's: the rows of a
+	// replica that still differ from the database once it converged (must
+	// be 0), and how long after the fault it converged.
+	RowsDiffering *int64   `json:"rows_differing,omitempty"`
+	ConvergeS     *float64 `json:"converge_s,omitempty"`
 	Died         string  `json:"died,omitempty"`
 	QuotaMissing string  `json:"quota_missing,omitempty"`
 

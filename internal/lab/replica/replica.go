@@ -111,6 +111,9 @@ func (*Experiment) Claims() []lab.Claim {
 		Numerator: pricingAfter, Denominator: pricingBefore,
 		AtLeast: 5,
 		Report:  "25,000 / 5,000 = 5 (its load generator was the limit)",
+		// A replica that serves stale rows after a fault has not earned
+		// its speed.
+		Gates: []string{faultConnKilled, faultPGRestart, faultSlotLost},
 	}}
 }
 
@@ -183,6 +186,9 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		return err
 	}
 	if err := b.pricing(ctx); err != nil {
+		return err
+	}
+	if err := b.faults(ctx); err != nil {
 		return err
 	}
 	run.NotRerun("MongoDB Watch (change streams) as the replica's source",
