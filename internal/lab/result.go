@@ -128,8 +128,8 @@ type Row struct {
 	// be 0), and how long after the fault it converged.
 	RowsDiffering *int64   `json:"rows_differing,omitempty"`
 	ConvergeS     *float64 `json:"converge_s,omitempty"`
-	Died         string  `json:"died,omitempty"`
-	QuotaMissing string  `json:"quota_missing,omitempty"`
+	Died          string   `json:"died,omitempty"`
+	QuotaMissing  string   `json:"quota_missing,omitempty"`
 
 	// Noise: the CPU that processes outside the lab used while the row
 	// ran (cores; the largest over its runs), the 1-minute load average at
