@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	progress("%s: %d stream(s), batch %d, %d in flight, aggregation %v: warm-up %v, then %v measured",
 		cfg.Scenario, cfg.Streams, cfg.Batch, cfg.Inflight, cfg.Aggregation, cfg.Warmup, cfg.Duration)
-	inj := startInjector(ctx, &cfg, gw, begin, win.end, progress, fail)
+	inj := startInjector(ctx, &cfg, PublishPhase, gw, cons, begin, win.end, progress, fail)
 	if cfg.OnWindow != nil {
 		done := make(chan struct{})
 		opener := time.AfterFunc(time.Until(win.start), func() { cfg.OnWindow(true); close(done) })
@@ -167,10 +167,14 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 		progress("waiting up to %v for every group to receive every acked message", cfg.DrainTimeout)
 		drainStart := time.Now()
 		deadline := drainStart.Add(cfg.DrainTimeout)
+		inj := startInjector(ctx, &cfg, ConsumePhase, gw, cons, drainStart, deadline, progress, fail)
 		for !led.complete() && time.Now().Before(deadline) && ctx.Err() == nil {
 			time.Sleep(50 * time.Millisecond)
 		}
 		drained := time.Now()
+		if inj != nil {
+			res.Faults = inj.stop()
+		}
 		cons.stop()
 		from := begin
 		if cfg.Consume == After {

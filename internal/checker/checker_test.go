@@ -619,3 +619,111 @@ func TestFaultCmd(t *testing.T) {
 		})
 	}
 }
+
+// TestDropMemberRedelivers: each fault resets the connection of a member
+// holding a batch it has not acked; the gateway must deliver that batch
+// again (to it, back as a new member, or to the other member), so nothing
+// acked is lost.
+func TestDropMemberRedelivers(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		addr := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := checker.Run(ctx, checker.Config{
+			Target: addr, Topic: newTopic(t, k), Scenario: checker.Ticker, Streams: 10, Interval: 10 * time.Millisecond,
+			Warmup: -1, Duration: 3500 * time.Millisecond, Groups: 1, Members: 2, SubBatch: 10, DrainTimeout: 60 * time.Second,
+			KillEvery: time.Second, DropMember: true,
+		}, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		res.WriteText(&out)
+		t.Log("\n" + out.String())
+		if len(res.Faults) != 3 {
+			t.Fatalf("%d faults, want 3: %+v", len(res.Faults), res.Faults)
+		}
+		for _, f := range res.Faults {
+			if f.Kind != "member" || f.Held <= 0 || f.Error != "" {
+				t.Fatalf("fault %+v: want a member dropped holding messages", f)
+			}
+		}
+		if d := res.Delivery; !res.OK() || d.Lost != 0 || d.Acked == 0 {
+			t.Fatalf("OK %v: %d acked, %d lost (first: %v)", res.OK(), d.Acked, d.Lost, d.Sample)
+		}
+		if !strings.Contains(out.String(), "members dropped") {
+			t.Fatalf("the summary does not list the faults:\n%s", out.String())
+		}
+	})
+}
+
+// TestInjectWhileConsuming: an Inject function runs on schedule while
+// --consume after members drain the topic, not while publishing; a run
+// whose drain ends before the first fault is not OK.
+func TestInjectWhileConsuming(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	addr := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+	for _, tt := range []struct {
+		name   string
+		every  time.Duration
+		faults bool
+	}{
+		{"faults while draining", 500 * time.Millisecond, true},
+		{"drained before the first fault", 50 * time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var publishEnded atomic.Bool
+			var during atomic.Int64
+			res, err := checker.Run(context.Background(), checker.Config{
+				// About 30 messages, drained one per 100 ms: 3 s.
+				Target: addr, Topic: newTopic(t, k), Scenario: checker.Ticker, Streams: 1, Interval: 10 * time.Millisecond,
+				Warmup: -1, Duration: 300 * time.Millisecond, Groups: 1, SubBatch: 1, ProcessDelay: 100 * time.Millisecond,
+				Consume: checker.After, DrainTimeout: 30 * time.Second,
+				KillEvery: tt.every, FaultPhase: checker.ConsumePhase,
+				OnWindow: func(open bool) { publishEnded.Store(!open) },
+				Inject: func(context.Context) error {
+					if !publishEnded.Load() {
+						return errors.New("injected while publishing")
+					}
+					during.Add(1)
+					return nil
+				},
+			}, t.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			res.WriteText(&out)
+			t.Log("\n" + out.String())
+			if tt.faults {
+				if len(res.Faults) == 0 || during.Load() != int64(len(res.Faults)) || !res.OK() || res.Faults[0].Kind != "injected" {
+					t.Fatalf("OK %v, faults %+v, %d injected while consuming", res.OK(), res.Faults, during.Load())
+				}
+			} else if res.OK() || len(res.Faults) != 0 || !strings.Contains(out.String(), "no fault was injected") {
+				t.Fatalf("OK %v with %d faults: a run whose faults never fell must not be OK:\n%s", res.OK(), len(res.Faults), out.String())
+			}
+			if res.Delivery.Lost != 0 {
+				t.Fatalf("%d lost", res.Delivery.Lost)
+			}
+		})
+	}
+}
+
+func TestFaultConfigErrors(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  checker.Config
+		want string
+	}{
+		{checker.Config{KillEvery: time.Second, DropMember: true}, "needs consumer groups"},
+		{checker.Config{KillEvery: time.Second, Groups: 1, FaultPhase: checker.ConsumePhase, DropMember: true}, "--consume after"},
+		{checker.Config{KillEvery: time.Second, Groups: 1, DropMember: true, FaultCmd: "true"}, "one way to inject"},
+		{checker.Config{Groups: 1, DropMember: true}, "give --kill-every"},
+		{checker.Config{KillEvery: time.Second, FaultPhase: "later", GatewayCmd: "x"}, "fault phase"},
+	} {
+		tt.cfg.Target = "127.0.0.1:1"
+		_, err := checker.Run(context.Background(), tt.cfg, nil)
+		if !errors.Is(err, checker.ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: %v, want an ErrConfig saying %q", tt.cfg, err, tt.want)
+		}
+	}
+}

@@ -37,8 +37,11 @@ Consumers: --groups G --members M [--sub-batch N] [--delay D]
   [--consume concurrent|after]; without --groups nothing is verified.
 Faults: --kill-every D SIGKILLs, every D while publishing, the gateway the
   checker runs (--gateway-cmd "<command line serving --target>"), and starts
-  it again on the same address; or runs --fault-cmd "<command>" instead.
-  Delivery is verified across the faults; they are listed in the result.
+  it again on the same address; or runs --fault-cmd "<command>" instead;
+  or, with --drop-member, resets the connection of a member that holds a
+  batch it has not acked. --fault-phase consume moves the faults to the
+  drain of --consume after members. Delivery is verified across the
+  faults; they are listed in the result.
 
 Examples:
   hlab serve databus --echo --grpc-addr 127.0.0.1:7070 &
@@ -48,6 +51,8 @@ Examples:
   databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --duration 30s \
       --kill-every 10s --drain-timeout 60s \
       --gateway-cmd "hlab serve databus --brokers 127.0.0.1:9092 --grpc-addr 127.0.0.1:7070"
+  databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --members 3 \
+      --kill-every 3s --drop-member --drain-timeout 60s
 
 Flags:
 `)
@@ -85,7 +90,9 @@ Flags:
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "after publishing, how long groups may take to receive everything; what is missing then is lost")
 	fs.StringVar(&c.GatewayMetrics, "gateway-metrics", "", "the gateway's /metrics URL: report its RSS per open idle stream")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "with --gateway-metrics: idle time before reading the RSS")
-	fs.DurationVar(&c.KillEvery, "kill-every", 0, "inject a fault every D while publishing: SIGKILL the gateway of --gateway-cmd (and start it again), or run --fault-cmd")
+	fs.DurationVar(&c.KillEvery, "kill-every", 0, "inject a fault every D (see --fault-phase): SIGKILL the gateway of --gateway-cmd (and start it again), run --fault-cmd, or --drop-member")
+	phase := fs.String("fault-phase", "publish", "when --kill-every's faults fall: publish (while publishing) or consume (while --consume after members drain the topic)")
+	fs.BoolVar(&c.DropMember, "drop-member", false, "with --kill-every: each fault resets the TCP connection of a member holding a batch it has not acked; it subscribes again as a new member")
 	fs.StringVar(&c.GatewayCmd, "gateway-cmd", "", "run the gateway: its command line (sh -c), serving --target; started before the run, stopped after it")
 	fs.StringVar(&c.FaultCmd, "fault-cmd", "", "with --kill-every: a command (sh -c) that injects the fault itself, e.g. kill -9 of a gateway a supervisor restarts")
 	fs.DurationVar(&c.StartTimeout, "start-timeout", 30*time.Second, "how long the gateway of --gateway-cmd may take to serve, and --fault-cmd to run")
@@ -102,7 +109,7 @@ Flags:
 		fmt.Fprintf(stderr, "databus-checker: unexpected argument %q (flags only; see --help)\n", fs.Arg(0))
 		return 2
 	}
-	c.Scenario, c.Consume = Scenario(scen), ConsumeMode(consume)
+	c.Scenario, c.Consume, c.FaultPhase = Scenario(scen), ConsumeMode(consume), FaultPhase(*phase)
 	if c.Warmup == 0 {
 		c.Warmup = -1 // none, as asked (Config's zero is the default)
 	}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -42,6 +43,17 @@ const (
 	// machine, and the consumers' rate (get-ack cycles/s) is measured on
 	// a full topic.
 	After ConsumeMode = "after"
+)
+
+// FaultPhase is when faults fall (Config.FaultPhase).
+type FaultPhase string
+
+const (
+	// PublishPhase: from the first publish to the end of the window.
+	PublishPhase FaultPhase = "publish"
+	// ConsumePhase: from the consumers' start (Consume After) until every
+	// group has every message or DrainTimeout ends.
+	ConsumePhase FaultPhase = "consume"
 )
 
 // Config is one checker run. The zero value of each field takes the
@@ -140,6 +152,22 @@ type Config struct {
 	// restarts, deleting a pod); the checker only runs it and records its
 	// output. It needs KillEvery, and excludes GatewayCmd.
 	FaultCmd string
+	// FaultPhase is when KillEvery's faults fall: while publishing
+	// (PublishPhase, the default) or, with Consume After, while the
+	// consumers drain the topic (ConsumePhase): a gateway killed in the
+	// middle of deliveries and acks.
+	FaultPhase FaultPhase
+	// Inject, when set, injects each fault itself: a program that embeds
+	// the checker and runs the gateway (the lab) SIGKILLs and restarts it
+	// here, and returns once it serves again. It excludes GatewayCmd,
+	// FaultCmd and DropMember.
+	Inject func(ctx context.Context) error
+	// DropMember makes each fault a member's: one member that holds a
+	// batch it received and has not acked has its TCP connection reset
+	// under gRPC (no goodbye, as when its process is SIGKILLed) and then
+	// subscribes again as a new member. What it held must come again.
+	// It needs Groups and excludes GatewayCmd, FaultCmd and Inject.
+	DropMember bool
 	// GatewayLog receives the output of GatewayCmd's gateway (nil: none).
 	GatewayLog io.Writer
 	// StartTimeout bounds how long GatewayCmd's gateway may take to accept
@@ -199,6 +227,9 @@ func (c *Config) setDefaults() {
 	if c.Groups > 0 && c.Members == 0 {
 		c.Members = 1
 	}
+	if c.FaultPhase == "" {
+		c.FaultPhase = PublishPhase
+	}
 	if c.Consume == "" {
 		c.Consume = Concurrent
 	}
@@ -244,16 +275,32 @@ func (c *Config) validate() error {
 }
 
 func (c *Config) validateFaults() error {
+	injectors := 0
+	for _, set := range []bool{c.GatewayCmd != "", c.FaultCmd != "", c.Inject != nil, c.DropMember} {
+		if set {
+			injectors++
+		}
+	}
 	switch {
+	case c.FaultPhase != PublishPhase && c.FaultPhase != ConsumePhase:
+		return fmt.Errorf("%w: fault phase %q: use publish or consume", ErrConfig, c.FaultPhase)
+	case c.FaultPhase == ConsumePhase && (c.Consume != After || c.Groups == 0):
+		return fmt.Errorf("%w: --fault-phase consume needs consumers that start once publishing ended: give --groups and --consume after", ErrConfig)
+	case c.DropMember && c.Groups == 0:
+		return fmt.Errorf("%w: --drop-member needs consumer groups: give --groups", ErrConfig)
+	case injectors > 1 && (c.Inject != nil || c.DropMember):
+		return fmt.Errorf("%w: give one way to inject faults: --gateway-cmd, --fault-cmd, --drop-member or an Inject function", ErrConfig)
+	case c.DropMember && c.KillEvery == 0:
+		return fmt.Errorf("%w: --drop-member drops a member every --kill-every: give --kill-every too", ErrConfig)
 	case c.KillEvery < 0 || c.StartTimeout < 0:
 		return fmt.Errorf("%w: --kill-every and the start timeout must not be negative", ErrConfig)
 	case c.GatewayCmd != "" && c.FaultCmd != "":
 		return fmt.Errorf("%w: give --gateway-cmd (the checker runs the gateway and SIGKILLs it) or --fault-cmd (a command injects the fault), not both", ErrConfig)
 	case c.FaultCmd != "" && c.KillEvery == 0:
 		return fmt.Errorf("%w: --fault-cmd runs every --kill-every: give --kill-every too", ErrConfig)
-	case c.KillEvery > 0 && c.GatewayCmd == "" && c.FaultCmd == "":
-		return fmt.Errorf("%w: --kill-every needs a gateway to kill: give --gateway-cmd \"<its command line, serving --target>\", or --fault-cmd \"<a command that injects the fault>\"", ErrConfig)
-	case c.KillEvery > 0 && c.KillEvery >= c.Warmup+c.Duration:
+	case c.KillEvery > 0 && injectors == 0:
+		return fmt.Errorf("%w: --kill-every needs a gateway to kill: give --gateway-cmd \"<its command line, serving --target>\", or --fault-cmd \"<a command that injects the fault>\", or --drop-member", ErrConfig)
+	case c.KillEvery > 0 && c.FaultPhase == PublishPhase && c.KillEvery >= c.Warmup+c.Duration:
 		return fmt.Errorf("%w: --kill-every %v is not shorter than the run's %v of publishing: no fault would be injected", ErrConfig, c.KillEvery, c.Warmup+c.Duration)
 	}
 	return nil

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -28,6 +30,8 @@ type consumers struct {
 	win atomic.Pointer[window]
 
 	clients []*databus.Client
+	conns   []*connTracker // each client's TCP connections (DropMember)
+	dropReq chan chan int  // a fault asking a member holding a batch to drop
 	wg      sync.WaitGroup
 	cancel  context.CancelFunc
 
@@ -43,24 +47,27 @@ type consumers struct {
 func GroupName(topic string, g int) string { return fmt.Sprintf("%s-checker-%d", topic, g) }
 
 func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *consumers {
-	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups)}
+	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups), dropReq: make(chan chan int)}
 }
 
 // start dials a connection per member and starts every member.
 func (c *consumers) start(ctx context.Context) error {
 	ctx, c.cancel = context.WithCancel(ctx)
 	for range c.cfg.Groups * c.cfg.Members {
-		cl, err := databus.Dial(c.cfg.Target, databus.WithBackoff(20*time.Millisecond, time.Second))
+		ct := &connTracker{}
+		cl, err := databus.Dial(c.cfg.Target, databus.WithBackoff(20*time.Millisecond, time.Second),
+			databus.WithDialOptions(grpc.WithContextDialer(ct.dial)))
 		if err != nil {
 			return err
 		}
 		c.clients = append(c.clients, cl)
+		c.conns = append(c.conns, ct)
 	}
 	c.lastNotice.Store(time.Now().UnixNano())
 	for g := range c.cfg.Groups {
 		for m := range c.cfg.Members {
-			cl := c.clients[g*c.cfg.Members+m]
-			c.wg.Go(func() { c.member(ctx, cl, g) })
+			i := g*c.cfg.Members + m
+			c.wg.Go(func() { c.member(ctx, i, g) })
 		}
 	}
 	return nil
@@ -86,7 +93,8 @@ func (c *consumers) awaitAssigned(ctx context.Context, limit time.Duration) bool
 	return false
 }
 
-func (c *consumers) member(ctx context.Context, cl *databus.Client, g int) {
+func (c *consumers) member(ctx context.Context, i, g int) {
+	cl := c.clients[i]
 	var opts []databus.SubscribeOption
 	if c.cfg.SubBatch > 0 {
 		opts = append(opts, databus.BatchSize(c.cfg.SubBatch))
@@ -98,10 +106,10 @@ func (c *consumers) member(ctx context.Context, cl *databus.Client, g int) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		sub, err := cl.OpenSubscription(ctx, c.cfg.Topic, group, opts...)
 		if err == nil {
-			err = c.consume(ctx, sub, g)
+			err = c.consume(ctx, sub, i, g)
 			sub.Close()
-			if err == nil {
-				attempt = 0
+			if err == nil || errors.Is(err, errDropped) {
+				attempt, err = 0, nil
 			}
 		}
 		if ctx.Err() != nil {
@@ -120,7 +128,7 @@ func (c *consumers) member(ctx context.Context, cl *databus.Client, g int) {
 
 // consume reads one subscription until it breaks: nil when it ended
 // cleanly, the error otherwise.
-func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, g int) error {
+func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g int) error {
 	ids := make([]ID, 0, 128)
 	lats := make([]time.Duration, 0, 128)
 	for {
@@ -155,6 +163,13 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, g in
 				lats = append(lats, now.Sub(sent))
 			}
 		}
+		select {
+		case reply := <-c.dropReq: // a fault: die holding the batch
+			c.conns[i].reset()
+			reply <- len(b.Messages)
+			return errDropped
+		default:
+		}
 		if c.cfg.ProcessDelay > 0 {
 			select {
 			case <-time.After(c.cfg.ProcessDelay):
@@ -185,6 +200,56 @@ func metaOf(d databus.Delivery) (uint64, ID, time.Time, bool) {
 		}
 	}
 	return 0, ID{}, time.Time{}, false
+}
+
+// errDropped ends a subscription whose connection a fault reset.
+var errDropped = errors.New("checker: connection reset by a fault")
+
+// drop has the next member to receive a batch reset its connection
+// instead of acking it (Config.DropMember): the member's process died
+// with messages unacked. It returns how many messages the member held.
+func (c *consumers) drop(ctx context.Context, timeout time.Duration) (int, error) {
+	reply := make(chan int, 1)
+	select {
+	case c.dropReq <- reply:
+		return <-reply, nil
+	case <-time.After(timeout):
+		return 0, fmt.Errorf("no member received a batch within %v: none dropped", timeout)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// connTracker dials a client's TCP connections and keeps them, so that a
+// fault can reset them under gRPC.
+type connTracker struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (t *connTracker) dial(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.conns = append(t.conns, c)
+	t.mu.Unlock()
+	return c, nil
+}
+
+// reset closes every connection with an RST (linger 0): the peer sees
+// the connection drop, as when a process is SIGKILLed, not a goodbye.
+func (t *connTracker) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, c := range t.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		c.Close()
+	}
+	t.conns = nil
 }
 
 // stop ends every member (the gateway commits what was acked) and closes

@@ -20,13 +20,17 @@ type Fault struct {
 	// AtS is when it was injected, in seconds since publishing began.
 	AtS float64 `json:"at_s"`
 	// Kind is "sigkill" (the gateway of Config.GatewayCmd was killed and
-	// started again) or "command" (Config.FaultCmd ran).
+	// started again), "command" (Config.FaultCmd ran), "injected"
+	// (Config.Inject ran) or "member" (a member's connection was reset,
+	// Config.DropMember).
 	Kind string `json:"kind"`
 	// PID is the process group killed (sigkill).
 	PID int `json:"pid,omitempty"`
 	// DownS is how long the gateway took from the kill to accepting
-	// connections again (sigkill).
+	// connections again (sigkill), or how long Inject took (injected).
 	DownS float64 `json:"down_s,omitempty"`
+	// Held is how many messages the dropped member held unacked (member).
+	Held int `json:"held,omitempty"`
 	// Output is the command's output, shortened (command).
 	Output string `json:"output,omitempty"`
 	// Error says why the fault was not injected, or why the gateway did
@@ -35,9 +39,19 @@ type Fault struct {
 }
 
 const (
-	faultSigkill = "sigkill"
-	faultCommand = "command"
+	faultSigkill  = "sigkill"
+	faultCommand  = "command"
+	faultInjected = "injected"
+	faultMember   = "member"
 )
+
+// faultWhat names a kind's faults, plural, for the summary.
+var faultWhat = map[string]string{
+	faultSigkill:  "SIGKILLs of the gateway",
+	faultCommand:  "--fault-cmd runs",
+	faultInjected: "injected faults",
+	faultMember:   "members dropped (connection reset, batch unacked)",
+}
 
 // gatewayProc is the gateway the checker runs itself (Config.GatewayCmd):
 // the command line through sh -c, in a process group of its own, killed
@@ -118,10 +132,11 @@ func (g *gatewayProc) stop() {
 	g.sb.Close()
 }
 
-// injector injects Config.KillEvery's faults while the publishers run.
+// injector injects Config.KillEvery's faults in their phase.
 type injector struct {
 	cfg      *Config
-	gw       *gatewayProc // nil: FaultCmd
+	gw       *gatewayProc // nil unless GatewayCmd
+	cons     *consumers   // for DropMember
 	progress Progress
 	fail     context.CancelCauseFunc // ends the run when the gateway does not come back
 
@@ -133,12 +148,12 @@ type injector struct {
 }
 
 // startInjector starts injecting a fault every cfg.KillEvery from begin
-// until end; nil when no faults are asked for.
-func startInjector(ctx context.Context, cfg *Config, gw *gatewayProc, begin, end time.Time, progress Progress, fail context.CancelCauseFunc) *injector {
-	if cfg.KillEvery <= 0 {
+// until end; nil when no faults are asked for in phase.
+func startInjector(ctx context.Context, cfg *Config, phase FaultPhase, gw *gatewayProc, cons *consumers, begin, end time.Time, progress Progress, fail context.CancelCauseFunc) *injector {
+	if cfg.KillEvery <= 0 || cfg.FaultPhase != phase {
 		return nil
 	}
-	in := &injector{cfg: cfg, gw: gw, progress: progress, fail: fail, halt: make(chan struct{}), done: make(chan struct{})}
+	in := &injector{cfg: cfg, gw: gw, cons: cons, progress: progress, fail: fail, halt: make(chan struct{}), done: make(chan struct{})}
 	go in.run(ctx, begin, end)
 	return in
 }
@@ -161,7 +176,7 @@ func (in *injector) run(ctx context.Context, begin, end time.Time) {
 		in.mu.Lock()
 		in.faults = append(in.faults, f)
 		in.mu.Unlock()
-		if f.Error != "" && f.Kind == faultSigkill {
+		if f.Error != "" && (f.Kind == faultSigkill || f.Kind == faultInjected) {
 			in.fail(fmt.Errorf("checker: fault %d: %s", n, f.Error))
 			return
 		}
@@ -180,6 +195,26 @@ func (in *injector) inject(ctx context.Context, begin time.Time) Fault {
 			f.Error = fmt.Sprintf("the gateway did not come back after SIGKILL: %v", err)
 		}
 		in.progress("fault at %.1fs: SIGKILL of the gateway (pid %d); serving again after %.2fs", f.AtS, f.PID, f.DownS)
+		return f
+	}
+	if in.cfg.Inject != nil {
+		f.Kind = faultInjected
+		err := in.cfg.Inject(ctx)
+		f.DownS = time.Since(t0).Seconds()
+		if err != nil {
+			f.Error = fmt.Sprintf("the fault was not injected, or the gateway did not come back: %v", err)
+		}
+		in.progress("fault at %.1fs: injected; done after %.2fs (%s)", f.AtS, f.DownS, cmp.Or(f.Error, "ok"))
+		return f
+	}
+	if in.cfg.DropMember {
+		f.Kind = faultMember
+		held, err := in.cons.drop(ctx, in.cfg.StartTimeout)
+		f.Held = held
+		if err != nil {
+			f.Error = err.Error()
+		}
+		in.progress("fault at %.1fs: a member's connection reset with %d messages unacked (%s)", f.AtS, held, cmp.Or(f.Error, "ok"))
 		return f
 	}
 	f.Kind = faultCommand

@@ -44,7 +44,8 @@ type Result struct {
 	// KillEveryS and Faults are the faults asked for (Config.KillEvery)
 	// and those injected, in order.
 	KillEveryS float64 `json:"kill_every_s,omitempty"`
-	Faults     []Fault `json:"faults,omitempty"`
+	Faults     []Fault    `json:"faults,omitempty"`
+	FaultPhase FaultPhase `json:"fault_phase,omitempty"`
 }
 
 // Delivery is the verification: did every group get every acked message?
@@ -114,6 +115,9 @@ func newResult(c *Config) *Result {
 		r.Topic = ""
 	}
 	r.KillEveryS = c.KillEvery.Seconds()
+	if c.KillEvery > 0 {
+		r.FaultPhase = c.FaultPhase
+	}
 	return r
 }
 
@@ -165,6 +169,9 @@ func (r *Result) OK() bool {
 		if f.Error != "" {
 			return false
 		}
+	}
+	if r.KillEveryS > 0 && len(r.Faults) == 0 {
+		return false // faults were asked for and none fell in their phase
 	}
 	return r.Delivery == nil || r.Delivery.Lost == 0
 }
@@ -244,15 +251,22 @@ func (r *Result) writeFaults(b *strings.Builder) {
 			down += f.DownS
 		}
 	}
-	what := "--fault-cmd runs"
-	if len(r.Faults) > 0 && r.Faults[0].Kind == faultSigkill {
-		what = "SIGKILLs of the gateway"
+	what := "faults"
+	if len(r.Faults) > 0 {
+		what = faultWhat[r.Faults[0].Kind]
 	}
-	fmt.Fprintf(b, "faults:    %d %s, one every %gs while publishing (at %s)", len(r.Faults), what, r.KillEveryS, strings.Join(at, ", "))
+	phase := "while publishing"
+	if r.FaultPhase == ConsumePhase {
+		phase = "while the consumers drained the topic"
+	}
+	fmt.Fprintf(b, "faults:    %d %s, one every %gs %s (at %s)", len(r.Faults), what, r.KillEveryS, phase, strings.Join(at, ", "))
 	if kills > 0 {
 		fmt.Fprintf(b, "; serving again %.2fs after a kill on average", down/float64(kills))
 	}
 	b.WriteString("\n")
+	if len(r.Faults) == 0 {
+		b.WriteString("  FAILED: no fault was injected: the phase ended before the first one; make the run longer or --kill-every shorter\n")
+	}
 	for _, f := range failed {
 		fmt.Fprintf(b, "  FAILED: %s\n", f)
 	}
