@@ -43,7 +43,7 @@ type Result struct {
 	Gateway  *GatewayMemory   `json:"gateway,omitempty"`
 	// KillEveryS and Faults are the faults asked for (Config.KillEvery)
 	// and those injected, in order.
-	KillEveryS float64 `json:"kill_every_s,omitempty"`
+	KillEveryS float64    `json:"kill_every_s,omitempty"`
 	Faults     []Fault    `json:"faults,omitempty"`
 	FaultPhase FaultPhase `json:"fault_phase,omitempty"`
 }
