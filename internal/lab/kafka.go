@@ -25,6 +25,7 @@ type Kafka struct {
 	// until throughput stops climbing (Measurement.Steady).
 	JVM  bool
 	stop func()
+	real *deps.Kafka // the real broker, which can be taken down (Outage)
 }
 
 // StartKafka starts the Kafka that Opts.Kafka asks for, unconstrained:
@@ -47,7 +48,7 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, Proc: k.Proc(), JVM: true, stop: func() { k.Stop() }}, nil
+		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, Proc: k.Proc(), JVM: true, stop: func() { k.Stop() }, real: k}, nil
 	}
 	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, "--partitions", fmt.Sprint(partitions))
 	if err != nil {
@@ -55,6 +56,27 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 	}
 	return &Kafka{Kind: "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)",
 		Brokers: []string{svc.Ports["--kafka-addr"]}, Proc: svc.Proc, stop: func() { svc.Stop() }}, nil
+}
+
+// Outage takes the real broker down (SIGTERM, as a broker restart does)
+// for d, then brings it back on the same addresses and waits until it
+// answers. kfake's records live in its process: it cannot go down and
+// come back, so Outage refuses it.
+func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
+	if k.real == nil {
+		return fmt.Errorf("lab: a Kafka outage needs the real broker (--kafka real): kfake keeps its records in its process")
+	}
+	if err := k.real.StopBroker(); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	// Back even when the run was cancelled meanwhile: others use it.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	return k.real.StartBroker(bctx)
 }
 
 // Stop stops the broker.

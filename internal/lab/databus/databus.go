@@ -9,8 +9,11 @@
 // latency-optimized (one message per request) and throughput-optimized
 // (batches of 100, pipelined) clients with and without aggregation;
 // many small-batch clients with and without aggregation; subscribe
-// get-ack cycles; and the gateway's memory per idle stream at 1,000 and
-// 10,000 streams.
+// get-ack cycles; faults (faults.go: the gateway SIGKILLed during publish
+// and during subscribe, a member's connection reset with messages unacked,
+// in --full with the real broker Kafka down for 10 s), each counting lost
+// messages; and the gateway's memory per idle stream at 1,000 and 10,000
+// streams.
 //
 // The claims are the report's two statements on aggregation (streams
 // sharing the gateway's producers): with many small-batch clients it
@@ -18,7 +21,8 @@
 // latency-optimized producers it raises latency and lowers throughput.
 // Their four rows run in rounds, their order alternating, each run
 // verified: every message the gateway acked must reach a consumer group,
-// or the row's claims are INVALID.
+// or the row's claims are INVALID; so must every message of the fault
+// rows.
 //
 // Kafka is kfake, franz-go's in-memory fake, run as a process of its own
 // (hlab serve kfake) so that it neither shares the checker's heap and
@@ -122,24 +126,28 @@ func (*Experiment) Claims() []lab.Claim {
 		Numerator: smallLabel(true), Denominator: smallLabel(false),
 		AtLeast: 1,
 		Report:  noRatio + "; nearly 5M rps written with it against the 3.5M target without",
+		Gates:   faultLabels,
 	}, {
 		Text:      fmt.Sprintf("... and cuts the produce requests Kafka gets per message (%d small-batch clients)", smallClients),
 		Metric:    "kafka_produce_requests_per_msg",
 		Numerator: smallLabel(true), Denominator: smallLabel(false),
 		AtMost: 1,
 		Report: noRatio + "; \"the load on Kafka fell sharply\"",
+		Gates:  faultLabels,
 	}, {
 		Text:      fmt.Sprintf("aggregation raises the publish latency of latency-optimized producers (%d clients, 1 message per request, each answer awaited)", pubClients),
 		Metric:    "mean_ms",
 		Numerator: pubLabel(latencyOpt, true), Denominator: pubLabel(latencyOpt, false),
 		AtLeast: 1,
 		Report:  noRatio,
+		Gates:   faultLabels,
 	}, {
 		Text:      fmt.Sprintf("... and lowers their throughput (%d latency-optimized clients)", pubClients),
 		Metric:    "rps",
 		Numerator: pubLabel(latencyOpt, true), Denominator: pubLabel(latencyOpt, false),
 		AtMost: 1,
 		Report: noRatio,
+		Gates:  faultLabels,
 	}}
 }
 
@@ -164,12 +172,16 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	echo := time.Duration(len(echoClients)) * run(t.echoRun)
 	pairs := lab.DefaultMinRounds * 4 * (t.pubRun + 4*time.Second) // each run verified
 	others := 2*run(t.pubRun) + 5*time.Second
-	idle := 3*t.settle + 25*time.Second // opening 21,000 streams
-	start := 4 * time.Second            // gateways and Kafka
+	idle := 3*t.settle + 25*time.Second       // opening 21,000 streams
+	faults := 3 * (t.pubRun + 15*time.Second) // a kill costs a 6 s session
+	if o.Mode == lab.Full && o.Kafka == lab.KafkaReal {
+		faults += 90 * time.Second
+	}
+	start := 4 * time.Second // gateways and Kafka
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	return echo + pairs + others + idle + start
+	return echo + pairs + others + faults + idle + start
 }
 
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
@@ -280,6 +292,10 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		}
 	}
 	gw.Stop()
+
+	if err := e.faults(ctx, run, k, func() string { tp := topic(); topics = append(topics, tp); return tp }); err != nil {
+		return err
+	}
 
 	// Idle streams: a fresh gateway for each count, so one count's heap
 	// does not hide the next one's growth.

@@ -1,0 +1,146 @@
+package databus
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/lab"
+)
+
+// What production does to the gateway, as lab rows: each row publishes
+// and consumes through a gateway of its own while a fault strikes, and
+// counts the acknowledged messages a consumer group never received
+// (lost, which must be 0; it gates every claim). Clients ride through as
+// the databus client does: publishers resend what was not answered,
+// members subscribe again.
+const (
+	faultPublish   = "fault: gateway SIGKILLed during publish"
+	faultSubscribe = "fault: gateway SIGKILLed during subscribe"
+	faultMember    = "fault: member's connection reset holding unacked messages"
+	faultBroker    = "fault: Kafka broker down for 10 s during publish"
+)
+
+// faultLabels are the rows every mode runs; they gate the claims.
+var faultLabels = []string{faultPublish, faultSubscribe, faultMember}
+
+// The gateways of the fault rows. A SIGKILLed gateway's group members
+// stay in their groups until their session expires: 6 s is the shortest
+// a real broker allows by default, and the consumers wait that long once
+// per kill.
+var faultGatewayArgs = []string{"--session-timeout", "6s", "--commit-interval", "200ms"}
+
+const brokerOutage = 10 * time.Second
+
+type faultRow struct {
+	label string
+	cfg   checker.Config
+	// inject is the fault, given the row's gateway; nil when the checker
+	// injects it (DropMember).
+	inject func(ctx context.Context, g *lab.Gateway) error
+	what   string // the fault, for the row's note
+}
+
+// faults runs the fault rows, each on a fresh gateway and topic.
+func (e *Experiment) faults(ctx context.Context, run *lab.Run, k *lab.Kafka, topic func() string) error {
+	kill := func(ctx context.Context, g *lab.Gateway) error {
+		if err := g.Kill(); err != nil {
+			return err
+		}
+		return g.Restart(ctx)
+	}
+	d := 5 * time.Second
+	if run.Opts.Mode == lab.Full {
+		d = 20 * time.Second
+	}
+	// Latency-optimized publishers: each message's answer awaited, so a
+	// kill leaves every stream with a message in flight and unanswered.
+	pub := checker.Config{Scenario: checker.Latency, Streams: pubClients, Warmup: -1, Duration: d,
+		Groups: 1, Members: 2, DrainTimeout: 90 * time.Second}
+	rows := []faultRow{{
+		label: faultPublish, inject: kill, what: "the gateway SIGKILLed while publishers await answers, then started again on its address",
+		cfg: with(pub, func(c *checker.Config) { c.Consume, c.KillEvery, c.MaxFaults = checker.After, d/2, 1 }),
+	}, {
+		// Consumers start once publishing ended; batches of 10 messages,
+		// each taking 5 ms to process, so the drain (some 20,000
+		// messages) outlasts the kill 2 s into it.
+		label: faultSubscribe, inject: kill, what: "the gateway SIGKILLed while members receive and ack, then started again on its address",
+		cfg: with(pub, func(c *checker.Config) {
+			c.Duration, c.Consume, c.FaultPhase = 3*time.Second, checker.After, checker.ConsumePhase
+			c.SubBatch, c.ProcessDelay, c.KillEvery, c.MaxFaults = 10, 5*time.Millisecond, 2*time.Second, 1
+		}),
+	}, {
+		label: faultMember, what: "a member's TCP connection reset (no goodbye) while it held a batch it had not acked; it subscribed again as a new member",
+		cfg: with(pub, func(c *checker.Config) {
+			c.Members, c.SubBatch, c.KillEvery, c.DropMember = 3, 10, d/3, true
+		}),
+	}}
+	if run.Opts.Mode == lab.Full {
+		if run.Opts.Kafka == lab.KafkaReal {
+			rows = append(rows, faultRow{
+				label: faultBroker, what: fmt.Sprintf("the Kafka broker stopped for %v and started again", brokerOutage),
+				inject: func(ctx context.Context, _ *lab.Gateway) error { return k.Outage(ctx, brokerOutage) },
+				cfg: with(pub, func(c *checker.Config) {
+					c.Duration, c.Consume, c.KillEvery, c.MaxFaults = 30*time.Second, checker.After, 5*time.Second, 1
+					c.DrainTimeout = 3 * time.Minute
+				}),
+			})
+		} else {
+			run.NotRerun(faultBroker, "needs the real broker (--kafka real): kfake keeps its records in its own process, so it cannot go down and come back")
+		}
+	}
+	for _, f := range rows {
+		row, err := e.faultRow(ctx, run, k, topic(), f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.label, err)
+		}
+		run.AddRow(row)
+	}
+	return nil
+}
+
+func with(c checker.Config, f func(*checker.Config)) checker.Config {
+	f(&c)
+	return c
+}
+
+// faultRow runs one fault row on a gateway of its own.
+func (*Experiment) faultRow(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string, f faultRow) (*lab.Row, error) {
+	g, err := run.StartGateway(ctx, k.Brokers, gatewayCPU, gatewayMemMB, faultGatewayArgs...)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Stop()
+	cfg := f.cfg
+	cfg.Target, cfg.Topic, cfg.Brokers, cfg.Partitions = g.GRPC, topic, k.Brokers, partitions
+	if f.inject != nil {
+		cfg.Inject = func(ctx context.Context) error { return f.inject(ctx, g) }
+	}
+	run.Progress.Step(f.label, cfg.Duration+15*time.Second)
+	res, err := checker.Run(ctx, cfg, run.Progress.Logf)
+	if err != nil {
+		return nil, err
+	}
+	del := res.Delivery
+	lost := del.Lost
+	var faults []string
+	var failed []string
+	for _, ft := range res.Faults {
+		faults = append(faults, fmt.Sprintf("%.1f s", ft.AtS))
+		if ft.Error != "" {
+			failed = append(failed, ft.Error)
+		}
+	}
+	row := &lab.Row{Label: f.label, Model: "fault", Runs: 1, Connections: cfg.Streams, Errors: res.Errors, StatusCodes: map[string]int64{},
+		RPS: lab.F(res.MsgsPerSec), Requests: res.Acked, Lost: &lost,
+		Figures: map[string]float64{"acked": float64(del.Acked), "duplicates": float64(del.Duplicates), "faults": float64(len(res.Faults)), "drain_s": del.DrainS}}
+	if len(res.Faults) == 0 || len(failed) > 0 {
+		// A fault row whose fault did not happen is no evidence.
+		return nil, fmt.Errorf("the fault was not injected: %s", strings.Join(append(failed, "none fell in its phase")[:max(1, len(failed))], "; "))
+	}
+	row.Note = fmt.Sprintf("%s (at %s); %d messages acked, %d lost, %d duplicates, every group drained %.1f s after publishing",
+		f.what, strings.Join(faults, ", "), del.Acked, lost, del.Duplicates, del.DrainS)
+	return row, nil
+}
