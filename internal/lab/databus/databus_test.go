@@ -75,6 +75,15 @@ func TestExperimentQuick(t *testing.T) {
 			t.Errorf("idle row %q: %+v", label, r)
 		}
 	}
+	for _, label := range faultLabels {
+		r := rows[label]
+		switch {
+		case r == nil:
+			t.Errorf("fault row %q missing", label)
+		case r.Lost == nil || *r.Lost != 0 || r.Figures["faults"] < 1 || r.Figures["acked"] <= 0:
+			t.Errorf("fault row %q: lost %v, %v faults, %v acked", label, r.Lost, r.Figures["faults"], r.Figures["acked"])
+		}
+	}
 	if len(res.Claims) != 4 {
 		t.Fatalf("%d claims, want 4", len(res.Claims))
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -41,10 +42,12 @@ func TestQuickRunEndToEnd(t *testing.T) {
 				Holds bool
 			}
 			Rows []struct {
-				Label   string
-				RPS     *float64 `json:"rps"`
-				P99MS   *float64 `json:"p99_ms"`
-				Figures map[string]float64
+				Label         string
+				RowsDiffering *int64   `json:"rows_differing"`
+				ConvergeS     *float64 `json:"converge_s"`
+				RPS           *float64 `json:"rps"`
+				P99MS         *float64 `json:"p99_ms"`
+				Figures       map[string]float64
 			}
 			Env map[string]string
 		}
@@ -65,11 +68,17 @@ func TestQuickRunEndToEnd(t *testing.T) {
 	rows := map[string]int{}
 	for i, r := range e.Rows {
 		rows[r.Label] = i
+		if strings.HasPrefix(r.Label, "fault: ") {
+			if r.RowsDiffering == nil || *r.RowsDiffering != 0 || r.ConvergeS == nil || *r.ConvergeS <= 0 {
+				t.Errorf("fault row %q: rows_differing %v, converge_s %v", r.Label, r.RowsDiffering, r.ConvergeS)
+			}
+			continue
+		}
 		if r.P99MS == nil {
 			t.Errorf("row %q has no p99", r.Label)
 		}
 	}
-	want := []string{catalogListLabel, helloLabel, pricingBefore, pricingAfter, catalogPGLabel, freshLabLabel, freshSvcLabel}
+	want := []string{catalogListLabel, helloLabel, pricingBefore, pricingAfter, catalogPGLabel, freshLabLabel, freshSvcLabel, faultConnKilled, faultPGRestart, faultSlotLost}
 	for _, c := range catalogConns {
 		want = append(want, catalogLabel(c))
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 func TestClaimsNameRows(t *testing.T) {
-	labels := map[string]bool{catalogListLabel: true, helloLabel: true, pricingBefore: true, pricingAfter: true, catalogPGLabel: true, freshLabLabel: true, freshSvcLabel: true}
+	labels := map[string]bool{catalogListLabel: true, helloLabel: true, pricingBefore: true, pricingAfter: true, catalogPGLabel: true, freshLabLabel: true, freshSvcLabel: true,
+		faultConnKilled: true, faultPGRestart: true, faultSlotLost: true}
 	for _, c := range catalogConns {
 		labels[catalogLabel(c)] = true
 		if catalogRef[c] == 0 {
@@ -19,6 +20,11 @@ func TestClaimsNameRows(t *testing.T) {
 	for _, c := range New().Claims() {
 		if !labels[c.Numerator] || !labels[c.Denominator] {
 			t.Errorf("claim %q names a row the experiment does not make", c.Text)
+		}
+		for _, g := range c.Gates {
+			if !labels[g] {
+				t.Errorf("claim %q is gated by %q, a row the experiment does not make", c.Text, g)
+			}
 		}
 	}
 }
