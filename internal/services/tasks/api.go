@@ -21,10 +21,6 @@ import (
 // apiFunc is a handler that returns its error; api writes it.
 type apiFunc func(w http.ResponseWriter, r *http.Request) error
 
-// bodyReadTimeout bounds reading a request body: a client trickling its
-// body byte by byte must not hold a connection and a goroutine forever.
-const bodyReadTimeout = 10 * time.Second
-
 // slowRequest is when a request is logged without AccessLog.
 const slowRequest = time.Second
 
@@ -43,7 +39,6 @@ func (s *Service) routes() http.Handler {
 	handle("PATCH /v1/tasks/{id}", s.authed(s.updateTask))
 	handle("DELETE /v1/tasks/{id}", s.authed(s.deleteTask))
 	mux.HandleFunc("GET /v1/ws", s.websocket)
-	mountPprof(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, &InputError{Status: http.StatusNotFound, Kind: "no_route", Reason: "no such route: see the routes in the service's documentation"})
 	})
@@ -61,9 +56,6 @@ func (s *Service) api(pattern string, h apiFunc) http.Handler {
 		defer span.End()
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
-		if r.ContentLength != 0 {
-			http.NewResponseController(w).SetReadDeadline(start.Add(bodyReadTimeout))
-		}
 		r = r.WithContext(ctx)
 
 		err := h(w, r)

@@ -141,6 +141,9 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.hub.remove(uid, c)
+	// Hijacking the connection lifts the server's read and write
+	// timeouts (net/http clears its deadlines), so they do not cut the
+	// socket; its writes are bounded by wsWriteTimeout instead.
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the client

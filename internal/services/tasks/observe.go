@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -143,16 +141,6 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(poolDialDesc, prometheus.CounterValue, float64(s.dials))
 	ch <- prometheus.MustNewConstMetric(poolWaitDesc, prometheus.CounterValue, float64(s.waits))
 	ch <- prometheus.MustNewConstMetric(poolWaitSecsDesc, prometheus.CounterValue, s.waitSeconds)
-}
-
-// mountPprof serves Go's profiles under /debug/pprof/ (report C profiled
-// through its telemetry pipeline; here they are pulled on demand).
-func mountPprof(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // propagator reads W3C traceparent headers, so a caller's trace continues here.

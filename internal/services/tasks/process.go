@@ -17,7 +17,10 @@ import (
 // Process is "hlab serve tasks": flags, the file-descriptor limit, the
 // service under the shared server, and a graceful stop.
 type Process struct {
-	Addr   string
+	// Server is the shared server's configuration: its address (or
+	// listener), admin address and timeouts. Run sets its name, registry,
+	// logger and readiness. The WebSocket lifts the timeouts for itself.
+	Server server.Config
 	Config Config
 
 	secretFile   string
@@ -31,7 +34,8 @@ type Process struct {
 // address flag.
 func (p *Process) RegisterFlags(fs *flag.FlagSet, addrFlag string) {
 	c := &p.Config
-	fs.StringVar(&p.Addr, addrFlag, "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&p.Server.Addr, addrFlag, "127.0.0.1:8080", "address to listen on (the API, /healthz and /metrics)")
+	p.Server.RegisterFlags(fs)
 	fs.StringVar(&c.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
 	fs.BoolVar(&p.poolLimits, "pool-limits", true, "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
 	fs.BoolVar(&p.indexes, "indexes", true, "optimization 3: indexes on the JOIN and ORDER BY columns (false: drop them)")
@@ -119,14 +123,14 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	runErr := server.Run(ctx, server.Config{
-		Name: "tasks", Addr: p.Addr, Registry: reg, Logger: logger,
-		Ready: func() error {
-			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			return s.Ready(rctx)
-		},
-	}, s.Handler())
+	srv := p.Server
+	srv.Name, srv.Registry, srv.Logger = "tasks", reg, logger
+	srv.Ready = func() error {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return s.Ready(rctx)
+	}
+	runErr := server.Run(ctx, srv, s.Handler())
 	dctx, cancel := context.WithTimeout(context.Background(), p.drainTimeout)
 	defer cancel()
 	if err := s.Close(dctx); err != nil {

@@ -1,0 +1,100 @@
+package tasks_test
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/services/tasks"
+)
+
+// runProcess runs "hlab serve tasks" with args on a fresh database, on
+// loopback listeners of its own, until the test ends. It returns an env
+// whose srv is only the service's URL, and the admin address's URL.
+func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
+	t.Helper()
+	dsn := newDatabase(t)
+	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
+	var p tasks.Process
+	p.RegisterFlags(fs, "addr")
+	args = append([]string{"--db", dsn, "--bcrypt-cost", "4", "--log-format", "text"}, args...)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Server.Listener, p.Server.AdminListener = ln, admin
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
+	eventually(t, "the service to answer /healthz", func() bool {
+		resp, err := httpClient.Get(e.srv.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return e, "http://" + admin.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestProcessAdminAddr: the profiles, whose /cmdline shows --db with its
+// password, are on --admin-addr only.
+func TestProcessAdminAddr(t *testing.T) {
+	e, admin := runProcess(t)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
+		if code, _ := get(t, e.srv.URL+path); code != http.StatusNotFound {
+			t.Errorf("public %s = %d, want 404", path, code)
+		}
+		if code, _ := get(t, admin+path); code != http.StatusOK {
+			t.Errorf("admin %s = %d, want 200", path, code)
+		}
+	}
+	if code, _ := get(t, e.srv.URL+"/metrics"); code != http.StatusOK {
+		t.Errorf("public /metrics = %d, want it where the lab scrapes it", code)
+	}
+}
+
+// TestProcessWebSocketOutlivesWriteTimeout: the write timeout bounds API
+// answers, not a WebSocket, which lives as long as its user keeps it.
+func TestProcessWebSocketOutlivesWriteTimeout(t *testing.T) {
+	const writeTimeout = time.Second
+	e, _ := runProcess(t, "--write-timeout", writeTimeout.String())
+	alice := e.signup("alice@example.com")
+	ws := alice.dialWS(t, false)
+	time.Sleep(2 * writeTimeout) // the subject: a socket older than the write timeout
+	task := alice.createTask(map[string]any{"title": "after the write timeout"})
+	if ev := readEvent(t, ws); ev.TaskID != task.ID || ev.Type != tasks.EventCreated {
+		t.Fatalf("event %+v, want the creation of task %d", ev, task.ID)
+	}
+}
