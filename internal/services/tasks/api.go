@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -157,6 +158,8 @@ func decodeError(err error, limit int64) error {
 		return in
 	case errors.As(err, &tooBig):
 		return &InputError{Status: http.StatusRequestEntityTooLarge, Kind: "body_too_large", Reason: fmt.Sprintf("the body must be at most %d bytes", limit)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &InputError{Status: http.StatusRequestTimeout, Kind: "body_timeout", Reason: "the body did not arrive within the server's read timeout: send it at once"}
 	case errors.Is(err, io.EOF):
 		return malformed("", "empty body: send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

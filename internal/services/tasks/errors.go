@@ -29,8 +29,9 @@ var (
 )
 
 // InputError is invalid input: a malformed or unknown field (400), a
-// value out of range (422), a body too large (413) or of the wrong type
-// (415). Nothing is written when a handler returns one.
+// value out of range (422), a body too large (413), of the wrong type
+// (415) or that did not arrive within the server's read timeout (408).
+// Nothing is written when a handler returns one.
 type InputError struct {
 	Status int    // HTTP status
 	Kind   string // machine-readable kind: "malformed_json", "invalid_field", ...
