@@ -93,7 +93,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
 		body.TraceID = sc.TraceID().String()
 	}
-	if code == http.StatusServiceUnavailable {
+	var lim *LimitError
+	switch {
+	case errors.As(err, &lim):
+		w.Header().Set("Retry-After", retryAfter(lim.RetryAfter))
+	case code == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, code, body)

@@ -108,7 +108,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, p pool) *metrics {
 	m := &metrics{
 		signups: prometheus.NewCounter(prometheus.CounterOpts{Name: "tasks_signups_total", Help: "Accounts created."}),
-		logins:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tasks_logins_total", Help: "Logins by result: ok or failed."}, []string{"result"}),
+		logins:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tasks_logins_total", Help: "Login attempts by result: ok, failed (wrong email or password) or limited (429: too many attempts from the address or for the account)."}, []string{"result"}),
 	}
 	reg.MustRegister(m.signups, m.logins, poolCollector{p})
 	return m

@@ -98,3 +98,24 @@ func TestProcessWebSocketOutlivesWriteTimeout(t *testing.T) {
 		t.Fatalf("event %+v, want the creation of task %d", ev, task.ID)
 	}
 }
+
+// TestProcessLimitFlags: the limits' flags reach the service, and 0 turns
+// a limit off.
+func TestProcessLimitFlags(t *testing.T) {
+	e, _ := runProcess(t, "--max-websockets-per-user", "1",
+		"--login-ip-burst", "1", "--login-ip-rate", "0", // off: the burst does not matter
+		"--login-account-burst", "1", "--login-account-rate", "1")
+	alice := e.signup("alice@example.com")
+	alice.dialWS(t, false)
+	if _, resp, err := dialAs(t, e, alice.token); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second socket with --max-websockets-per-user 1: %v %v, want 429", err, resp)
+	}
+	anon := e.anon()
+	if a := login(anon, "alice@example.com", "password-of-alice@example.com"); a.code != http.StatusOK {
+		t.Fatalf("first login = %s, want 200", a)
+	}
+	if a := login(anon, "bob@example.com", "password-of-bob"); a.code != http.StatusUnauthorized {
+		t.Fatalf("another account's login with --login-ip-rate 0 = %s, want 401 (no limit per address)", a)
+	}
+	checkLimited(t, login(anon, "alice@example.com", "password-of-alice@example.com"), "too_many_logins", 60)
+}
