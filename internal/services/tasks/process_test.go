@@ -1,13 +1,17 @@
 package tasks_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +122,43 @@ func TestProcessLimitFlags(t *testing.T) {
 		t.Fatalf("another account's login with --login-ip-rate 0 = %s, want 401 (no limit per address)", a)
 	}
 	checkLimited(t, login(anon, "alice@example.com", "password-of-alice@example.com"), "too_many_logins", 60)
+}
+
+// TestProcessSlowBody: a body trickled a byte a second is cut off at
+// --read-timeout with a 408 body_timeout, and its connection closed,
+// instead of holding a handler as long as the client likes.
+func TestProcessSlowBody(t *testing.T) {
+	e, _ := runProcess(t, "--read-timeout", "1s")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /v1/auth/signup HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+			if _, err := conn.Write([]byte{' '}); err != nil {
+				return
+			}
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	answer, err := io.ReadAll(conn)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the service still holds the connection of a body trickled a byte a second after 20 s (--read-timeout 1s)")
+	}
+	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 408 ")) || !bytes.Contains(answer, []byte(`"error":"body_timeout"`)) {
+		t.Fatalf("answer %.200q, want 408 body_timeout", answer)
+	}
 }
