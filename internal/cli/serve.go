@@ -35,22 +35,42 @@ type service struct {
 	// setup registers the service's flags on fs and returns a function that
 	// builds its handler once flags are parsed.
 	setup func(fs *flag.FlagSet) func(reg *prometheus.Registry) (http.Handler, error)
-	// run, set instead of setup, serves more than one HTTP handler (the
-	// databus gateway: gRPC beside its HTTP endpoints). It registers its
-	// flags on fs ("addr" is the HTTP address) and returns the runner.
+	// longHandlers marks a setup service whose handlers run long by
+	// design (fault injection, an unguarded call, a proxy): its
+	// --write-timeout defaults to none.
+	longHandlers bool
+	// run, set instead of setup, runs the service itself (a service with
+	// a lifecycle of its own, or more than one listener: the databus
+	// gateway's gRPC beside its HTTP endpoints). It registers its flags on
+	// fs, those of its HTTP server included (serverFlags, or its Process's
+	// RegisterFlags: "addr" is the HTTP address), and returns the runner.
 	run func(fs *flag.FlagSet) func(ctx context.Context, logger *slog.Logger) error
+}
+
+// serverFlags registers a service's HTTP server flags on fs: --addr, and
+// those every service shares (--admin-addr, --read-timeout,
+// --write-timeout; server.Config.RegisterFlags). With longHandlers, the
+// write timeout defaults to none.
+func serverFlags(fs *flag.FlagSet, addrHelp string, longHandlers bool) *server.Config {
+	var c server.Config
+	if longHandlers {
+		c.WriteTimeout = -1
+	}
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", addrHelp)
+	c.RegisterFlags(fs)
+	return &c
 }
 
 var services = map[string]service{
 	"activities": {
 		summary: "report A3's activity service: GET /handle, POST /activities, GET /activities?user_id= on Postgres or Cassandra (--store), optionally --batch",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			srv := serverFlags(fs, "address to listen on", false)
 			var c activities.Config
 			c.RegisterFlags(fs)
 			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger = logger
-				return activities.Serve(ctx, *addr, nil, c)
+				c.Logger, srv.Logger = logger, logger
+				return activities.Serve(ctx, *srv, c)
 			}
 		},
 	},
@@ -71,24 +91,24 @@ var services = map[string]service{
 	"pricing": {
 		summary: "report B's pricing: GET /price?product=&city= from 8 entities, 7 from an in-memory replica (--source replica) or all from Postgres",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			srv := serverFlags(fs, "address to listen on", false)
 			var c pricing.Config
 			pricing.RegisterFlags(fs, &c)
 			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger = logger
-				return pricing.Serve(ctx, *addr, nil, c)
+				c.Logger, srv.Logger = logger, logger
+				return pricing.Serve(ctx, *srv, c)
 			}
 		},
 	},
 	"catalog": {
 		summary: "report B's customer catalog: GET /customers/{id}, GET /customers?region=&limit=, from an in-memory replica or Postgres",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			srv := serverFlags(fs, "address to listen on", false)
 			var c catalog.Config
 			catalog.RegisterFlags(fs, &c)
 			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger = logger
-				return catalog.Serve(ctx, *addr, nil, c)
+				c.Logger, srv.Logger = logger, logger
+				return catalog.Serve(ctx, *srv, c)
 			}
 		},
 	},
@@ -103,24 +123,24 @@ var services = map[string]service{
 	"eventlog": {
 		summary: "report A2's event log: POST /events does the log work; --consume also consumes events from Kafka (at least once, lag in /metrics)",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			srv := serverFlags(fs, "address to listen on", false)
 			var c eventlog.Config
 			c.RegisterFlags(fs)
 			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger = logger
-				return eventlog.Serve(ctx, *addr, nil, c)
+				c.Logger, srv.Logger = logger, logger
+				return eventlog.Serve(ctx, *srv, c)
 			}
 		},
 	},
 	"app": {
 		summary: "report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka, buffered), kafka-ack (Kafka, acknowledged) or databus (the gateway)",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
+			srv := serverFlags(fs, "address to listen on", false)
 			var c app.Config
 			c.RegisterFlags(fs)
 			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger = logger
-				return app.Serve(ctx, *addr, nil, c)
+				c.Logger, srv.Logger = logger, logger
+				return app.Serve(ctx, *srv, c)
 			}
 		},
 	},
@@ -131,7 +151,8 @@ var services = map[string]service{
 		},
 	},
 	"lb": {
-		summary: "the built-in round-robin load balancer (the embedded default when nginx is absent)",
+		summary:      "the built-in round-robin load balancer (the embedded default when nginx is absent)",
+		longHandlers: true,
 		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
 			upstreams := fs.String("upstreams", "", "comma-separated host:port list to balance over (required)")
 			return func(*prometheus.Registry) (http.Handler, error) {
@@ -146,7 +167,8 @@ var services = map[string]service{
 		},
 	},
 	"backend": {
-		summary: "report E's dependency: GET / answers after a delay; faults: slow requests, trickle, black hole",
+		summary:      "report E's dependency: GET / answers after a delay; faults: slow requests, trickle, black hole",
+		longHandlers: true,
 		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
 			var c backend.Config
 			mode := fs.String("mode", string(backend.Normal), "normal, trickle (headers at once, body a byte per --trickle-interval) or blackhole (never answers)")
@@ -162,7 +184,8 @@ var services = map[string]service{
 		},
 	},
 	"frontend": {
-		summary: "report E's front: GET / calls --backend under a --policy (none, timeout, breaker, hedge, adaptive)",
+		summary:      "report E's front: GET / calls --backend under a --policy (none, timeout, breaker, hedge, adaptive)",
+		longHandlers: true,
 		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
 			var c frontend.Config
 			fs.StringVar(&c.Backend, "backend", "", "the back's URL, e.g. http://127.0.0.1:9000/ (required)")
@@ -208,17 +231,20 @@ func runServe(args []string, st *State) int {
 	}
 	fs := newFlagSet(st, "serve "+name, "hlab serve "+name+" [flags]", svc.summary+`
 
-Every service answers GET /healthz and Prometheus GET /metrics, and shuts
-down gracefully on SIGTERM or Ctrl-C.`)
+Every service answers GET /healthz and Prometheus GET /metrics on --addr,
+serves Go's profiles (/debug/pprof/) only on --admin-addr (off by
+default; never on --addr), bounds reading a request with --read-timeout
+and answering it with --write-timeout, and shuts down gracefully on
+SIGTERM or Ctrl-C.`)
 	var (
-		addr  *string
+		srv   *server.Config
 		build func(reg *prometheus.Registry) (http.Handler, error)
 		run   func(ctx context.Context, logger *slog.Logger) error
 	)
 	if svc.run != nil {
 		run = svc.run(fs)
 	} else {
-		addr = fs.String("addr", "127.0.0.1:8080", "address to listen on")
+		srv = serverFlags(fs, "address to listen on", svc.longHandlers)
 		build = svc.setup(fs)
 	}
 	if err := fs.Parse(args[1:]); err != nil {
@@ -241,7 +267,8 @@ down gracefully on SIGTERM or Ctrl-C.`)
 	if err != nil {
 		return fail(st, "serve "+name, 2, err)
 	}
-	if err := server.Run(ctx, server.Config{Name: name, Addr: *addr, Registry: reg, Logger: logger}, h); err != nil {
+	srv.Name, srv.Registry, srv.Logger = name, reg, logger
+	if err := server.Run(ctx, *srv, h); err != nil {
 		return fail(st, "serve "+name, 1, err)
 	}
 	return 0

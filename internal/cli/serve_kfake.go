@@ -25,7 +25,7 @@ func init() {
 	services["kfake"] = service{
 		summary: "franz-go's kfake, an in-memory fake Kafka (embedded default): --kafka-addr, --topics",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			addr := fs.String("addr", "127.0.0.1:8080", "HTTP address for /healthz and /metrics")
+			srv := serverFlags(fs, "HTTP address for /healthz and /metrics", false)
 			kafkaAddr := fs.String("kafka-addr", "127.0.0.1:9092", "address the Kafka protocol listens on")
 			partitions := fs.Int("partitions", 10, "partitions of topics created without a count (and of --topics)")
 			topics := fs.String("topics", "", "topics to create at start, comma-separated")
@@ -51,7 +51,8 @@ func init() {
 				}
 				defer c.Close()
 				logger.Info("kfake serving the Kafka protocol", "addrs", c.ListenAddrs(), "topics", ts)
-				return server.Run(ctx, server.Config{Name: "kfake", Addr: *addr, Registry: prometheus.NewRegistry(), Logger: logger}, http.NotFoundHandler())
+				srv.Name, srv.Registry, srv.Logger = "kfake", prometheus.NewRegistry(), logger
+				return server.Run(ctx, *srv, http.NotFoundHandler())
 			}
 		},
 	}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -18,11 +17,17 @@ import (
 	"github.com/highload-lab/hlab/internal/server"
 )
 
-// Process is a whole gateway process: gRPC for clients, and HTTP for
-// /healthz (ready when Kafka answers), Prometheus /metrics and pprof.
+// Process is a whole gateway process: gRPC for clients, HTTP for
+// /healthz (ready when Kafka answers) and Prometheus /metrics, and Go's
+// profiles on the admin address only (HTTPServer.AdminAddr), never on
+// HTTPAddr.
 type Process struct {
 	GRPCAddr string
 	HTTPAddr string
+	// HTTPServer configures the HTTP server beyond its address: the admin
+	// address and the timeouts. Run sets its address from HTTPAddr, and
+	// its name, registry, logger and readiness.
+	HTTPServer server.Config
 	// DrainTimeout bounds the graceful drain on shutdown (default 20s).
 	DrainTimeout time.Duration
 	Config       Config
@@ -35,7 +40,8 @@ type Process struct {
 func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
 	c := &p.Config
 	fs.StringVar(&p.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC address clients connect to")
-	fs.StringVar(&p.HTTPAddr, httpAddrFlag, "127.0.0.1:7071", "HTTP address for /healthz, /metrics and /debug/pprof")
+	fs.StringVar(&p.HTTPAddr, httpAddrFlag, "127.0.0.1:7071", "HTTP address for /healthz and /metrics (profiles: --admin-addr)")
+	p.HTTPServer.RegisterFlags(fs)
 	fs.StringVar(&p.brokers, "brokers", "", "Kafka seed brokers, host:port,... (required unless --echo)")
 	fs.BoolVar(&c.Echo, "echo", false, "answer publishes at once without Kafka (transport test)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 16, "default batches in flight per publish stream")
@@ -81,17 +87,11 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", p.Config.Echo, "brokers", p.Config.Brokers)
 
-	debug := http.NewServeMux()
-	debug.HandleFunc("/debug/pprof/", pprof.Index)
-	debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := p.HTTPServer
+	hs.Name, hs.Addr, hs.Registry, hs.Logger = "databus", p.HTTPAddr, reg, logger
+	hs.Ready = func() error { return g.Ready(ctx) }
 	httpErr := make(chan error, 1)
-	go func() {
-		httpErr <- server.Run(ctx, server.Config{
-			Name: "databus", Addr: p.HTTPAddr, Registry: reg, Logger: logger,
-			Ready: func() error { return g.Ready(ctx) },
-		}, debug)
-	}()
+	go func() { httpErr <- server.Run(ctx, hs, http.NotFoundHandler()) }()
 
 	select {
 	case err := <-grpcErr:

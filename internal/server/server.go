@@ -6,10 +6,12 @@ package server
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"time"
 
@@ -29,9 +31,34 @@ type Config struct {
 	// Listener, when set, is used instead of listening on Addr, so tests
 	// and callers can bind :0 and learn the port first.
 	Listener net.Listener
+	// AdminAddr, when set, is a second address that serves Go's profiles
+	// under /debug/pprof/ (default "": none). They are never served on
+	// Addr: /debug/pprof/cmdline shows the command line, secrets in flags
+	// included, and a CPU profile or trace is work on demand. Keep it on
+	// loopback (127.0.0.1:PORT) or a network only operators reach.
+	AdminAddr string
+	// AdminListener, when set, is used instead of listening on AdminAddr.
+	AdminListener net.Listener
 	// ReadHeaderTimeout bounds how long a client may take to send request
 	// headers (default 10s): a slow client must not hold a connection forever.
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, headers and body, from
+	// its first byte (default DefaultReadTimeout; negative: none). A
+	// client that trickles its body gets its read failed and its
+	// connection closed at this bound, instead of holding the connection
+	// and the handler's goroutine for as long as it likes. A handler that
+	// takes long uploads by design moves its own request's deadline with
+	// http.ResponseController.SetReadDeadline.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds answering a request, from the end of its
+	// headers to the last byte of the answer (default DefaultWriteTimeout;
+	// negative: none). Past it the answer's writes fail and the connection
+	// is closed; the handler itself is not stopped (bound its work with
+	// its context). A service whose handlers run long by design (fault
+	// injection, an unguarded call, a proxy) turns it off; a handler that
+	// streams or upgrades (WebSocket, long poll) lifts it for its own
+	// request with LiftTimeouts.
+	WriteTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle this long (default 120s).
 	IdleTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown (default 10s); requests
@@ -47,6 +74,12 @@ type Config struct {
 	Ready func() error
 }
 
+// Defaults of Config's timeouts.
+const (
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 30 * time.Second
+)
+
 func (c *Config) setDefaults() {
 	if c.Name == "" {
 		c.Name = "service"
@@ -56,6 +89,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadHeaderTimeout == 0 {
 		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 120 * time.Second
@@ -72,7 +111,8 @@ func (c *Config) setDefaults() {
 }
 
 // Run serves h (with /healthz and /metrics added) until ctx is done, then
-// shuts down gracefully. It returns nil after a clean shutdown.
+// shuts down gracefully. With an admin address it serves Go's profiles
+// there too. It returns nil after a clean shutdown.
 func Run(ctx context.Context, cfg Config, h http.Handler) error {
 	cfg.setDefaults()
 	ln := cfg.Listener
@@ -83,30 +123,96 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 			return fmt.Errorf("server: %s cannot listen on %s (is the port taken? pass another --addr): %w", cfg.Name, cfg.Addr, err)
 		}
 	}
+	adminLn := cfg.AdminListener
+	if adminLn == nil && cfg.AdminAddr != "" {
+		var err error
+		adminLn, err = net.Listen("tcp", cfg.AdminAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: %s cannot listen on the admin address %s (is the port taken? pass another --admin-addr, or none): %w", cfg.Name, cfg.AdminAddr, err)
+		}
+	}
 	srv := &http.Server{
 		Handler:           Handler(cfg, h),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       max(cfg.ReadTimeout, 0),
+		WriteTimeout:      max(cfg.WriteTimeout, 0),
 		IdleTimeout:       cfg.IdleTimeout,
 	}
-	cfg.Logger.Info("listening", "service", cfg.Name, "addr", ln.Addr().String())
-	errc := make(chan error, 1)
+	cfg.Logger.Info("listening", "service", cfg.Name, "addr", ln.Addr().String(),
+		"read_timeout", max(cfg.ReadTimeout, 0), "write_timeout", max(cfg.WriteTimeout, 0))
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	servers := []*http.Server{srv}
+	if adminLn != nil {
+		// No write timeout: a CPU profile or trace takes as long as asked
+		// (30 s by default), and pprof refuses one longer than it.
+		admin := &http.Server{
+			Handler:           AdminHandler(),
+			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+			ReadTimeout:       max(cfg.ReadTimeout, 0),
+			IdleTimeout:       cfg.IdleTimeout,
+		}
+		addr := adminLn.Addr().String()
+		if !isLoopback(addr) {
+			cfg.Logger.Warn("the admin address is not loopback: whoever reaches it reads the command line and takes profiles", "service", cfg.Name, "admin_addr", addr)
+		}
+		cfg.Logger.Info("admin listening", "service", cfg.Name, "admin_addr", addr, "serves", "/debug/pprof/")
+		go func() { errc <- admin.Serve(adminLn) }()
+		servers = append(servers, admin)
+	}
 	select {
 	case err := <-errc:
+		for _, s := range servers {
+			s.Close()
+		}
 		return fmt.Errorf("server: %s stopped: %w", cfg.Name, err)
 	case <-ctx.Done():
 	}
 	cfg.Logger.Info("shutting down", "service", cfg.Name)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-		return fmt.Errorf("server: %s did not shut down within %s: %w", cfg.Name, cfg.ShutdownTimeout, err)
+	var shutdownErr error
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil {
+			s.Close()
+			shutdownErr = err
+		}
 	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	if shutdownErr != nil {
+		return fmt.Errorf("server: %s did not shut down within %s: %w", cfg.Name, cfg.ShutdownTimeout, shutdownErr)
+	}
+	for range servers {
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	return nil
+}
+
+// AdminHandler serves Go's profiles under /debug/pprof/ (index, cmdline,
+// profile, symbol, trace and the named profiles): what Run serves on the
+// admin address.
+func AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Handler wraps h with /healthz, /metrics and request metrics. Run uses it;
@@ -163,3 +269,53 @@ func (r *statusRecorder) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// LiftTimeouts lifts the read and write timeouts for the request w
+// answers, for a handler that streams or upgrades the connection
+// (WebSocket, long poll): call it before writing or hijacking. The
+// handler then bounds its own reads and writes.
+func LiftTimeouts(w http.ResponseWriter) error {
+	rc := http.NewResponseController(w)
+	return errors.Join(rc.SetReadDeadline(time.Time{}), rc.SetWriteDeadline(time.Time{}))
+}
+
+// RegisterFlags adds the flags every "hlab serve NAME" shares to fs:
+// --admin-addr, --read-timeout and --write-timeout. Their defaults are c's
+// fields as set (a service whose handlers run long by design sets
+// WriteTimeout negative first); a flag given as 0 turns its timeout off.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "address serving Go's profiles, /debug/pprof/, e.g. 127.0.0.1:6060 (keep it on loopback: /debug/pprof/cmdline shows the flags; empty: none). Never served on the service's address")
+	fs.Var(timeoutFlag{&c.ReadTimeout, DefaultReadTimeout}, "read-timeout", "bound on reading a request, headers and body, from its first byte; a client trickling its body is cut off (0: none)")
+	fs.Var(timeoutFlag{&c.WriteTimeout, DefaultWriteTimeout}, "write-timeout", "bound on answering a request, from the end of its headers to the answer's last byte; past it the connection is closed (0: none)")
+}
+
+// timeoutFlag is a Config timeout as a flag: 0 means none (negative in
+// Config, whose zero is the default).
+type timeoutFlag struct {
+	d   *time.Duration
+	def time.Duration
+}
+
+func (f timeoutFlag) String() string {
+	switch {
+	case f.d == nil:
+		return ""
+	case *f.d < 0:
+		return "0s"
+	case *f.d == 0:
+		return f.def.String()
+	}
+	return f.d.String()
+}
+
+func (f timeoutFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return errors.New("give a duration like 30s, or 0 for none")
+	}
+	if d == 0 {
+		d = -1
+	}
+	*f.d = d
+	return nil
+}

@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,188 @@ func TestListenError(t *testing.T) {
 	err = Run(context.Background(), Config{Name: "t", Addr: ln.Addr().String()}, http.NotFoundHandler())
 	if err == nil || !strings.Contains(err.Error(), "--addr") {
 		t.Fatalf("Run on a taken port = %v, want an error that says what to do", err)
+	}
+}
+
+// serve runs h under Run with cfg on a loopback listener until the test
+// ends, and returns the service's base URL.
+func serve(t *testing.T, cfg Config, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listener = ln
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, h) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestAdminAddr: Go's profiles (whose /cmdline shows the flags, secrets
+// included) are served on the admin listener only, never on the service's.
+func TestAdminAddr(t *testing.T) {
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public := serve(t, Config{Name: "t", AdminListener: admin}, http.NotFoundHandler())
+	adminURL := "http://" + admin.Addr().String()
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(url string) int {
+		t.Helper()
+		resp, err := client.Get(url)
+		if err != nil {
+			t.Errorf("GET %s: %v", url, err)
+			return 0
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol", "/debug/pprof/heap"} {
+		if code := get(public + path); code != http.StatusNotFound {
+			t.Errorf("public %s = %d, want 404", path, code)
+		}
+		if code := get(adminURL + path); code != http.StatusOK {
+			t.Errorf("admin %s = %d, want 200", path, code)
+		}
+	}
+	for _, path := range []string{"/healthz", "/metrics"} {
+		if code := get(public + path); code != http.StatusOK {
+			t.Errorf("public %s = %d, want 200 (they stay on the service's address)", path, code)
+		}
+	}
+}
+
+// TestSlowBody: a client that sends its headers, then its body a byte a
+// second, is cut off at the read timeout: the handler's read fails, the
+// handler returns and the server closes the connection.
+func TestSlowBody(t *testing.T) {
+	handled := make(chan error, 1)
+	url := serve(t, Config{Name: "t", ReadTimeout: time.Second}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		handled <- err
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestTimeout)
+		}
+	}))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if _, err := conn.Write([]byte{'x'}); err != nil {
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	// Without a read timeout the server waits for the 1000 bytes for
+	// ever (1000 s here); the deadline is only the test's bound.
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err = io.ReadAll(conn)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the server still holds the connection of a trickled body after 20 s (read timeout 1 s)")
+	}
+	select {
+	case err := <-handled:
+		if err == nil {
+			t.Fatal("the handler read the whole trickled body")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not return")
+	}
+}
+
+// TestWriteTimeout: a response slower than the write timeout is cut; a
+// handler that lifts the timeouts for its request (a WebSocket, a stream)
+// is not.
+func TestWriteTimeout(t *testing.T) {
+	const slow = 1500 * time.Millisecond
+	mux := http.NewServeMux()
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(slow)
+		io.WriteString(w, "late")
+	})
+	mux.HandleFunc("/lifted", func(w http.ResponseWriter, r *http.Request) {
+		if err := LiftTimeouts(w); err != nil {
+			t.Errorf("LiftTimeouts: %v", err)
+		}
+		time.Sleep(slow)
+		io.WriteString(w, "streamed")
+	})
+	url := serve(t, Config{Name: "t", WriteTimeout: 300 * time.Millisecond}, mux)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	if resp, err := client.Get(url + "/slow"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("/slow answered %d %q past the write timeout, want the connection cut", resp.StatusCode, b)
+	}
+	resp, err := client.Get(url + "/lifted")
+	if err != nil {
+		t.Fatalf("/lifted: %v, want it to outlive the write timeout", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "streamed" {
+		t.Fatalf("/lifted = %q", b)
+	}
+}
+
+// TestDefaults: the zero Config bounds reading a request and writing its
+// answer, and serves no profiles.
+func TestDefaults(t *testing.T) {
+	var c Config
+	c.setDefaults()
+	if c.ReadTimeout != DefaultReadTimeout || c.ReadTimeout <= 0 {
+		t.Errorf("default ReadTimeout = %v, want DefaultReadTimeout (%v)", c.ReadTimeout, DefaultReadTimeout)
+	}
+	if c.WriteTimeout != DefaultWriteTimeout || c.WriteTimeout <= 0 {
+		t.Errorf("default WriteTimeout = %v, want DefaultWriteTimeout (%v)", c.WriteTimeout, DefaultWriteTimeout)
+	}
+	if c.AdminAddr != "" {
+		t.Errorf("default AdminAddr = %q, want none", c.AdminAddr)
+	}
+}
+
+func TestRegisterFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args        []string
+		admin       string
+		read, write time.Duration
+	}{
+		{nil, "", 0, 0}, // the defaults
+		{[]string{"--admin-addr", "127.0.0.1:6060", "--read-timeout", "3s", "--write-timeout", "1m"}, "127.0.0.1:6060", 3 * time.Second, time.Minute},
+		{[]string{"--read-timeout", "0", "--write-timeout", "0"}, "", -1, -1},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		var c Config
+		c.RegisterFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if c.AdminAddr != tc.admin || c.ReadTimeout != tc.read || c.WriteTimeout != tc.write {
+			t.Errorf("%q: admin %q read %v write %v, want %q %v %v", tc.args, c.AdminAddr, c.ReadTimeout, c.WriteTimeout, tc.admin, tc.read, tc.write)
+		}
 	}
 }

@@ -260,7 +260,9 @@ func taskID(body []byte) (int64, bool) {
 
 // SignIn signs the accounts of VUs 0..vus-1 in before a measurement, a
 // few at a time, so the first measured run does not spend its time
-// hashing passwords.
+// hashing passwords. Each account signs in once, all from this machine's
+// address: the task API's login limit per address (by default 100 at
+// once, then 60 a minute) refuses more accounts, and SignIn says so.
 func (s *Scenario) SignIn(ctx context.Context, base string, vus int) error {
 	client := &http.Client{Timeout: 30 * time.Second}
 	vus = min(vus, max(1, s.Users)) // VUs beyond share these accounts
@@ -276,6 +278,11 @@ func (s *Scenario) SignIn(ctx context.Context, base string, vus int) error {
 			defer func() { <-sem }()
 			body := fmt.Sprintf(`{"email":%q,"password":%q}`, s.Email(s.account(n)), s.Password)
 			status, b, err := post(ctx, client, base+"/v1/auth/login", "", body)
+			if status == http.StatusTooManyRequests {
+				errs <- fmt.Errorf("crud: sign in VU %d as %s: the service limits logins (%s): every account signs in from this "+
+					"machine's address, so start hlab serve tasks with --login-ip-rate 0 for the load test, or use fewer --accounts", n, s.Email(s.account(n)), b)
+				return
+			}
 			if err != nil || status != http.StatusOK {
 				errs <- fmt.Errorf("crud: sign in VU %d as %s: %d %s %v", n, s.Email(s.account(n)), status, b, err)
 				return

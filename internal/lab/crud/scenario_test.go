@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/highload-lab/hlab/internal/services/tasks"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -116,5 +117,31 @@ func TestTaskID(t *testing.T) {
 		if got != want || ok != (want > 0) {
 			t.Errorf("taskID(%s) = %d, %v; want %d", body, got, ok, want)
 		}
+	}
+}
+
+// The experiment signs every account in from one address, and opens a
+// WebSocket per account and service: within the task API's default
+// limits, so they never refuse the lab.
+func TestLabFitsTheTaskAPILimits(t *testing.T) {
+	accounts := vus / devicesPerUser
+	if accounts > tasks.DefaultLoginIPBurst || tasks.DefaultMaxWebSocketsPerUser < 1 {
+		t.Fatalf("%d accounts signing in from one address (limit %d at once), one WebSocket per account (limit %d): pass the services --login-ip-rate 0",
+			accounts, tasks.DefaultLoginIPBurst, tasks.DefaultMaxWebSocketsPerUser)
+	}
+}
+
+// A login refused by the service's limit tells how to run the load test.
+func TestSignInLimited(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprint(w, `{"error":"too_many_logins","reason":"too many login attempts from your address"}`)
+	}))
+	defer srv.Close()
+	sc := &Scenario{Users: 1, Email: func(i int) string { return fmt.Sprintf("u%d@x", i) }, Password: "pw"}
+	err := sc.SignIn(context.Background(), srv.URL, 1)
+	if err == nil || !strings.Contains(err.Error(), "--login-ip-rate 0") || !strings.Contains(err.Error(), "too_many_logins") {
+		t.Fatalf("SignIn = %v, want the service's reason and the flag that lifts the limit", err)
 	}
 }

@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -350,8 +349,10 @@ func (s *Service) recent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, History{UserID: user, Activities: out})
 }
 
-// Serve runs the service on addr (or ln, when given) until ctx ends.
-func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
+// Serve runs the service under the shared server configured by srv (its
+// address or listener, admin address and timeouts; Serve sets its name,
+// registry, logger and readiness) until ctx ends.
+func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
 	s, err := New(ctx, cfg)
@@ -359,7 +360,6 @@ func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error 
 		return err
 	}
 	defer s.Close()
-	return server.Run(ctx, server.Config{
-		Name: "activities", Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: s.Ready,
-	}, s.Handler())
+	srv.Name, srv.Registry, srv.Logger, srv.Ready = "activities", reg, cfg.Logger, s.Ready
+	return server.Run(ctx, srv, s.Handler())
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -115,6 +116,8 @@ func bodyError(err error) error {
 	var typ *json.UnmarshalTypeError
 	var mbe *http.MaxBytesError
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: it did not arrive within the server's read timeout: send it at once", ErrSlowBody)
 	case errors.Is(err, io.EOF):
 		return fmt.Errorf("%w: the body is empty; send a JSON object like {\"user_id\": \"<uuid>\", \"data\": {...}}", ErrBadRequest)
 	case errors.As(err, &mbe):

@@ -11,6 +11,9 @@ var (
 	ErrBadRequest = errors.New("activities: bad request")
 	// ErrTooLarge: a body over Config.MaxBodyBytes (413).
 	ErrTooLarge = errors.New("activities: body too large")
+	// ErrSlowBody: a body that did not arrive within the server's read
+	// timeout (408); the server closes the connection.
+	ErrSlowBody = errors.New("activities: body too slow")
 	// ErrMediaType: a body that says it is not JSON (415).
 	ErrMediaType = errors.New("activities: unsupported media type")
 	// ErrUnavailable: the database failed, did not answer within
@@ -33,6 +36,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrSlowBody):
+		return http.StatusRequestTimeout
 	case errors.Is(err, ErrMediaType):
 		return http.StatusUnsupportedMediaType
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrClosed):

@@ -369,10 +369,12 @@ func (a *App) refuse(w http.ResponseWriter, err error) {
 	http.Error(w, err.Error(), http.StatusServiceUnavailable)
 }
 
-// Serve runs the app on addr (or ln, when not nil) until ctx ends, then
-// stops taking requests, lets those in flight finish, and stores what is
-// pending (Close).
-func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
+// Serve runs the app under the shared server configured by srv (its
+// address or listener, admin address and timeouts; Serve sets its name,
+// registry, logger and readiness) until ctx ends, then stops taking
+// requests, lets those in flight finish, and stores what is pending
+// (Close).
+func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
 	if cfg.Logger == nil {
@@ -382,9 +384,8 @@ func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error 
 	if err != nil {
 		return err
 	}
-	srvErr := server.Run(ctx, server.Config{
-		Name: "app", Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: a.Ready,
-	}, a.Handler())
+	srv.Name, srv.Registry, srv.Logger, srv.Ready = "app", reg, cfg.Logger, a.Ready
+	srvErr := server.Run(ctx, srv, a.Handler())
 	closeErr := a.Close()
 	if srvErr != nil {
 		return srvErr

@@ -16,10 +16,10 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 
+	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -137,9 +137,11 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, Listing{Region: region, Customers: out})
 }
 
-// Serve runs the service on addr (or ln, when given) until ctx ends.
-func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
-	return refdata.Serve(ctx, "catalog", addr, ln, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
+// Serve runs the service under the shared server configured by srv (its
+// address or listener, admin address and timeouts) until ctx ends.
+func Serve(ctx context.Context, srv server.Config, cfg Config) error {
+	srv.Name = "catalog"
+	return refdata.Serve(ctx, srv, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
 		return New(ctx, cfg)
 	})
 }

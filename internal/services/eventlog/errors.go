@@ -4,12 +4,37 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// Errors of POST /events; statusOf maps them to HTTP.
+var (
+	// ErrBadEvent: an empty or unreadable body (400).
+	ErrBadEvent = errors.New("eventlog: bad event")
+	// ErrEventTooLarge: a body over MaxEventBytes (413).
+	ErrEventTooLarge = errors.New("eventlog: reading the event: too large")
+	// ErrSlowEvent: a body that did not arrive within the server's read
+	// timeout (408); the server closes the connection.
+	ErrSlowEvent = errors.New("eventlog: reading the event: it did not arrive within the server's read timeout")
+)
+
+// statusOf is the one place POST /events' errors become status codes.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrEventTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrSlowEvent):
+		return http.StatusRequestTimeout
+	case errors.Is(err, ErrBadEvent):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
+}
 
 var (
 	// ErrNoBrokers is returned by NewConsumer and Serve (with Consume)

@@ -20,9 +20,11 @@ package eventlog
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,13 +85,8 @@ func Handler(reg prometheus.Registerer) http.Handler {
 	reg.MustRegister(saved)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /events", func(w http.ResponseWriter, r *http.Request) {
-		n, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxEventBytes))
-		if err != nil {
-			http.Error(w, fmt.Sprintf("eventlog: reading the event: %v (at most %d bytes)", err, MaxEventBytes), http.StatusRequestEntityTooLarge)
-			return
-		}
-		if n == 0 {
-			http.Error(w, "eventlog: empty event: POST the event as the body", http.StatusBadRequest)
+		if err := readEvent(w, r); err != nil {
+			http.Error(w, err.Error(), statusOf(err))
 			return
 		}
 		Log()
@@ -98,4 +95,22 @@ func Handler(reg prometheus.Registerer) http.Handler {
 		io.WriteString(w, Saved)
 	})
 	return mux
+}
+
+// readEvent reads the body of POST /events: at most MaxEventBytes, not
+// empty, within the server's read timeout.
+func readEvent(w http.ResponseWriter, r *http.Request) error {
+	n, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, MaxEventBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return fmt.Errorf("%w: at most %d bytes", ErrEventTooLarge, MaxEventBytes)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("%w: %v", ErrSlowEvent, err)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrBadEvent, err)
+	case n == 0:
+		return fmt.Errorf("%w: empty event: POST the event as the body", ErrBadEvent)
+	}
+	return nil
 }

@@ -1,9 +1,11 @@
 package eventlog
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -93,4 +95,23 @@ func metric(t testing.TB, reg prometheus.Gatherer, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// slowBody is a request body whose read fails as one does at the
+// server's read timeout.
+type slowBody struct{}
+
+func (slowBody) Read([]byte) (int, error) {
+	return 0, fmt.Errorf("read tcp 127.0.0.1:8080->127.0.0.1:5555: %w", os.ErrDeadlineExceeded)
+}
+
+// TestPostEventsSlowBody: a body cut off by the read timeout is a 408,
+// not a body too large.
+func TestPostEventsSlowBody(t *testing.T) {
+	req := httptest.NewRequest("POST", "/events", io.NopCloser(slowBody{}))
+	w := httptest.NewRecorder()
+	Handler(prometheus.NewRegistry()).ServeHTTP(w, req)
+	if w.Code != http.StatusRequestTimeout {
+		t.Fatalf("status %d (%s), want 408", w.Code, w.Body)
+	}
 }

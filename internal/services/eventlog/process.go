@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
-	"net"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,15 +43,18 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&cc.DialTimeout, "dial-timeout", DefaultDialTimeout, "bound on connecting to a broker")
 }
 
-// Serve runs the event log on addr (or ln, when not nil) until ctx ends:
-// POST /events, and the consumer when cfg.Consume. On shutdown the
-// consumer commits what it processed and leaves its group.
-func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
+// Serve runs the event log under the shared server configured by srv
+// (its address or listener, admin address and timeouts; Serve sets its
+// name, registry, logger and readiness) until ctx ends: POST /events, and
+// the consumer when cfg.Consume. On shutdown the consumer commits what it
+// processed and leaves its group.
+func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	reg := prometheus.NewRegistry()
-	scfg := server.Config{Name: "eventlog", Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger}
+	scfg := srv
+	scfg.Name, scfg.Registry, scfg.Logger = "eventlog", reg, cfg.Logger
 	if !cfg.Consume {
 		return server.Run(ctx, scfg, Handler(reg))
 	}

@@ -17,12 +17,12 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -127,9 +127,11 @@ func (s *Service) quote(r *http.Request) (Quote, error) {
 	return Compute(in), nil
 }
 
-// Serve runs the service on addr (or ln, when given) until ctx ends.
-func Serve(ctx context.Context, addr string, ln net.Listener, cfg Config) error {
-	return refdata.Serve(ctx, "pricing", addr, ln, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
+// Serve runs the service under the shared server configured by srv (its
+// address or listener, admin address and timeouts) until ctx ends.
+func Serve(ctx context.Context, srv server.Config, cfg Config) error {
+	srv.Name = "pricing"
+	return refdata.Serve(ctx, srv, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
 		return New(ctx, cfg)
 	})
 }

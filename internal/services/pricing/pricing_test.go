@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/pricing"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
@@ -198,7 +199,7 @@ func TestServeHealth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- pricing.Serve(ctx, "", ln, pricing.Config{Source: pricing.FromPostgres,
+		done <- pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: pricing.FromPostgres,
 			DB: refdata.DB{DSN: "postgres://postgres@" + deadAddr + "/x?sslmode=disable", ConnectTimeout: 200 * time.Millisecond}})
 	}()
 	defer func() {

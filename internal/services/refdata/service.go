@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,9 +60,11 @@ type Service interface {
 }
 
 // Serve builds a service with newService, on a metrics registry of its
-// own, and serves it as name on addr (or ln, when given) until ctx ends,
-// keeping its replica fresh meanwhile.
-func Serve(ctx context.Context, name, addr string, ln net.Listener, cfg Config, newService func(context.Context, Config) (Service, error)) error {
+// own, and serves it under the shared server configured by srv (its name,
+// address or listener, admin address and timeouts; Serve sets its
+// registry, logger and readiness) until ctx ends, keeping its replica
+// fresh meanwhile.
+func Serve(ctx context.Context, srv server.Config, cfg Config, newService func(context.Context, Config) (Service, error)) error {
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
 	s, err := newService(ctx, cfg)
@@ -75,7 +76,6 @@ func Serve(ctx context.Context, name, addr string, ln net.Listener, cfg Config, 
 	done := make(chan struct{})
 	go func() { s.Run(rctx); close(done) }()
 	defer func() { stop(); <-done }()
-	return server.Run(ctx, server.Config{
-		Name: name, Addr: addr, Listener: ln, Registry: reg, Logger: cfg.Logger, Ready: s.Ready,
-	}, s.Handler())
+	srv.Registry, srv.Logger, srv.Ready = reg, cfg.Logger, s.Ready
+	return server.Run(ctx, srv, s.Handler())
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -20,10 +21,6 @@ import (
 
 // apiFunc is a handler that returns its error; api writes it.
 type apiFunc func(w http.ResponseWriter, r *http.Request) error
-
-// bodyReadTimeout bounds reading a request body: a client trickling its
-// body byte by byte must not hold a connection and a goroutine forever.
-const bodyReadTimeout = 10 * time.Second
 
 // slowRequest is when a request is logged without AccessLog.
 const slowRequest = time.Second
@@ -43,7 +40,6 @@ func (s *Service) routes() http.Handler {
 	handle("PATCH /v1/tasks/{id}", s.authed(s.updateTask))
 	handle("DELETE /v1/tasks/{id}", s.authed(s.deleteTask))
 	mux.HandleFunc("GET /v1/ws", s.websocket)
-	mountPprof(mux)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, &InputError{Status: http.StatusNotFound, Kind: "no_route", Reason: "no such route: see the routes in the service's documentation"})
 	})
@@ -61,9 +57,6 @@ func (s *Service) api(pattern string, h apiFunc) http.Handler {
 		defer span.End()
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 		defer cancel()
-		if r.ContentLength != 0 {
-			http.NewResponseController(w).SetReadDeadline(start.Add(bodyReadTimeout))
-		}
 		r = r.WithContext(ctx)
 
 		err := h(w, r)
@@ -100,7 +93,11 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	if sc := trace.SpanContextFromContext(r.Context()); sc.HasTraceID() {
 		body.TraceID = sc.TraceID().String()
 	}
-	if code == http.StatusServiceUnavailable {
+	var lim *LimitError
+	switch {
+	case errors.As(err, &lim):
+		w.Header().Set("Retry-After", retryAfter(lim.RetryAfter))
+	case code == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, code, body)
@@ -165,6 +162,8 @@ func decodeError(err error, limit int64) error {
 		return in
 	case errors.As(err, &tooBig):
 		return &InputError{Status: http.StatusRequestEntityTooLarge, Kind: "body_too_large", Reason: fmt.Sprintf("the body must be at most %d bytes", limit)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &InputError{Status: http.StatusRequestTimeout, Kind: "body_timeout", Reason: "the body did not arrive within the server's read timeout: send it at once"}
 	case errors.Is(err, io.EOF):
 		return malformed("", "empty body: send a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

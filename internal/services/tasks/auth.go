@@ -67,32 +67,39 @@ func (t *tokenSigner) issue(uid int64) (string, time.Time) {
 
 // verify returns the user id of a valid, unexpired token.
 func (t *tokenSigner) verify(tok string) (int64, bool) {
+	uid, _, ok := t.verifyUntil(tok)
+	return uid, ok
+}
+
+// verifyUntil returns the user id of a valid, unexpired token and when it
+// expires.
+func (t *tokenSigner) verifyUntil(tok string) (uid int64, exp time.Time, ok bool) {
 	rest, ok := strings.CutPrefix(tok, tokenPrefix)
 	if !ok {
-		return 0, false
+		return 0, time.Time{}, false
 	}
 	p64, m64, ok := strings.Cut(rest, ".")
 	enc := base64.RawURLEncoding
 	var payload [16]byte
 	var mac [sha256.Size]byte
 	if !ok || enc.DecodedLen(len(p64)) != len(payload) || enc.DecodedLen(len(m64)) != len(mac) {
-		return 0, false
+		return 0, time.Time{}, false
 	}
 	if _, err := enc.Decode(payload[:], []byte(p64)); err != nil {
-		return 0, false
+		return 0, time.Time{}, false
 	}
 	if _, err := enc.Decode(mac[:], []byte(m64)); err != nil {
-		return 0, false
+		return 0, time.Time{}, false
 	}
 	if !hmac.Equal(mac[:], t.mac(payload[:])) {
-		return 0, false
+		return 0, time.Time{}, false
 	}
-	uid := int64(binary.BigEndian.Uint64(payload[:8]))
-	exp := int64(binary.BigEndian.Uint64(payload[8:]))
-	if uid <= 0 || t.now().Unix() >= exp {
-		return 0, false
+	uid = int64(binary.BigEndian.Uint64(payload[:8]))
+	expUnix := int64(binary.BigEndian.Uint64(payload[8:]))
+	if uid <= 0 || t.now().Unix() >= expUnix {
+		return 0, time.Time{}, false
 	}
-	return uid, true
+	return uid, time.Unix(expUnix, 0), true
 }
 
 // bearer returns the token of an "Authorization: Bearer TOKEN" header.
@@ -231,6 +238,10 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	}
 	if c.Password == "" || len(c.Password) > maxPassword {
 		return invalid("password", "required, at most %d bytes", maxPassword)
+	}
+	if err := s.allowLogin(r, email); err != nil {
+		s.m.logins.WithLabelValues("limited").Inc()
+		return err
 	}
 	u, hash, err := s.store.userForLogin(r.Context(), email)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {

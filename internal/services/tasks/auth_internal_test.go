@@ -25,6 +25,9 @@ func TestTokens(t *testing.T) {
 	if uid, ok := s.verify(tok); !ok || uid != 42 {
 		t.Fatalf("verify(issued) = %d, %v", uid, ok)
 	}
+	if _, until, ok := s.verifyUntil(tok); !ok || !until.Equal(exp) {
+		t.Fatalf("verifyUntil(issued) expires %v, want %v (a WebSocket closes then)", until, exp)
+	}
 	other, _ := newTokenSigner([]byte("another secret, long enough"), time.Hour)
 	other.now = s.now
 	for name, tc := range map[string]struct {

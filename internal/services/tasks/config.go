@@ -26,6 +26,16 @@ const (
 	DefaultMaxBodyBytes    = 64 << 10
 	DefaultRequestTimeout  = 5 * time.Second
 	DefaultTraceSample     = 0.01
+	// Login attempts: per account, 10 at once and 10 a minute; per client
+	// address, 100 at once (a load test signing 100 accounts in from one
+	// machine) and 60 a minute.
+	DefaultLoginAccountRate  = 10
+	DefaultLoginAccountBurst = 10
+	DefaultLoginIPRate       = 60
+	DefaultLoginIPBurst      = 100
+	// DefaultMaxWebSocketsPerUser bounds a user's WebSockets: a device
+	// each, with room for a few phones, tablets and browser tabs.
+	DefaultMaxWebSocketsPerUser = 8
 	// unboundedMaxIdle is database/sql's default MaxIdleConns, what an
 	// ORM on database/sql keeps when nobody sets pool limits.
 	unboundedMaxIdle = 2
@@ -86,6 +96,22 @@ type Config struct {
 	TokenTTL    time.Duration // default 24h
 	// BcryptCost is the password hash's cost (default bcrypt.DefaultCost, 10).
 	BcryptCost int
+
+	// Login attempts are limited by token buckets (ratelimit.go), per
+	// account (email) and per client address (IPv6: its /64): Burst
+	// attempts at once, refilled at Rate a minute; past a limit, login
+	// answers 429 with Retry-After, before a password is checked.
+	// Negative Rate: no limit.
+	LoginAccountRate  float64 // attempts a minute per account (default 10)
+	LoginAccountBurst int     // attempts at once per account (default 10)
+	LoginIPRate       float64 // attempts a minute per client address (default 60)
+	LoginIPBurst      int     // attempts at once per client address (default 100)
+
+	// MaxWebSocketsPerUser bounds a user's open WebSockets on this
+	// process (default 8; negative: no bound). One more is refused with
+	// 429 and Retry-After until one of theirs closes; a socket whose
+	// device vanished is found by its ping within a ping interval (30 s).
+	MaxWebSocketsPerUser int
 
 	MaxBodyBytes   int64         // largest request body (default 64 KiB)
 	RequestTimeout time.Duration // bound on a request's database work (default 5s)
@@ -159,6 +185,21 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.LoginAccountRate == 0 {
+		c.LoginAccountRate = DefaultLoginAccountRate
+	}
+	if c.LoginAccountBurst <= 0 {
+		c.LoginAccountBurst = DefaultLoginAccountBurst
+	}
+	if c.LoginIPRate == 0 {
+		c.LoginIPRate = DefaultLoginIPRate
+	}
+	if c.LoginIPBurst <= 0 {
+		c.LoginIPBurst = DefaultLoginIPBurst
+	}
+	if c.MaxWebSocketsPerUser == 0 {
+		c.MaxWebSocketsPerUser = DefaultMaxWebSocketsPerUser
 	}
 	switch {
 	case c.TraceSample == 0:

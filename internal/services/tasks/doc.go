@@ -25,6 +25,16 @@
 // Errors are JSON, {"error": "kind", "reason": "what to fix"}, with the
 // status of the kind (errors.go).
 //
+// # Limits
+//
+// Login attempts are limited per client address and per account (token
+// buckets, ratelimit.go); past a limit, login answers 429
+// too_many_logins with Retry-After before any password is checked. A
+// user's WebSockets on one process are bounded (MaxWebSocketsPerUser,
+// default 8): one more is refused with 429 too_many_websockets before the
+// upgrade. A WebSocket lives no longer than its token: at expiry it is
+// closed with StatusTokenExpired (4001, "token expired").
+//
 // # Report C's optimizations as switches
 //
 // Each of the report's fixes is on by default; Config's Deopt turns one

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,8 +31,9 @@ var (
 )
 
 // InputError is invalid input: a malformed or unknown field (400), a
-// value out of range (422), a body too large (413) or of the wrong type
-// (415). Nothing is written when a handler returns one.
+// value out of range (422), a body too large (413), of the wrong type
+// (415) or that did not arrive within the server's read timeout (408).
+// Nothing is written when a handler returns one.
 type InputError struct {
 	Status int    // HTTP status
 	Kind   string // machine-readable kind: "malformed_json", "invalid_field", ...
@@ -53,6 +56,22 @@ func malformed(field, format string, args ...any) *InputError {
 	return &InputError{Status: http.StatusBadRequest, Kind: "malformed_request", Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
+// LimitError is a request over one of the service's limits (429): too
+// many login attempts, or too many WebSockets of one user. The answer's
+// Retry-After header says when to try again.
+type LimitError struct {
+	Kind       string        // "too_many_logins" or "too_many_websockets"
+	Reason     string        // which limit, and what to do
+	RetryAfter time.Duration // until a retry can succeed (rounded up to seconds, at least 1)
+}
+
+func (e *LimitError) Error() string { return "tasks: " + e.Reason }
+
+// retryAfter is a Retry-After header's value: whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+}
+
 // errorBody is every error answer.
 type errorBody struct {
 	Error   string `json:"error"`
@@ -64,10 +83,13 @@ type errorBody struct {
 // status maps an error to its HTTP status and body.
 func status(err error) (int, errorBody) {
 	var in *InputError
+	var lim *LimitError
 	var pg *pgconn.PgError
 	switch {
 	case errors.As(err, &in):
 		return in.Status, errorBody{Error: in.Kind, Reason: in.Reason, Field: in.Field}
+	case errors.As(err, &lim):
+		return http.StatusTooManyRequests, errorBody{Error: lim.Kind, Reason: lim.Reason}
 	case errors.Is(err, ErrNotFound), errors.Is(err, pgx.ErrNoRows):
 		return http.StatusNotFound, errorBody{Error: "not_found", Reason: "no such resource among yours"}
 	case errors.Is(err, ErrUnauthorized):

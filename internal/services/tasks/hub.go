@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -18,16 +19,28 @@ const (
 	wsBuffer       = 64
 	wsWriteTimeout = 5 * time.Second
 	wsPingInterval = 30 * time.Second
+	// wsLostWithin is how soon a socket whose device vanished without a
+	// close (a phone out of coverage) is found and closed: its next ping
+	// goes unanswered. It is the Retry-After of a socket over the bound.
+	wsLostWithin = wsPingInterval + wsWriteTimeout
 )
+
+// StatusTokenExpired is the close code of a WebSocket whose token
+// expired (the 4000-4999 range is the application's): log in again and
+// reconnect with the new token.
+const StatusTokenExpired websocket.StatusCode = 4001
 
 // hub fans a user's task events out to the WebSockets of their devices
 // connected to this process.
 type hub struct {
+	maxPerUser int // negative: no bound
+
 	mu     sync.RWMutex
 	users  map[int64]map[*wsClient]struct{}
 	closed bool
 
 	conns         prometheus.Gauge
+	refused       prometheus.Counter
 	sent, dropped prometheus.Counter
 }
 
@@ -38,34 +51,46 @@ type wsClient struct {
 	slowOnce   sync.Once
 }
 
-func newHub(reg prometheus.Registerer) *hub {
+func newHub(reg prometheus.Registerer, maxPerUser int) *hub {
 	h := &hub{
-		users: map[int64]map[*wsClient]struct{}{},
-		conns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tasks_ws_connections", Help: "WebSockets open."}),
+		maxPerUser: maxPerUser,
+		users:      map[int64]map[*wsClient]struct{}{},
+		conns:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "tasks_ws_connections", Help: "WebSockets open."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tasks_ws_refused_total", Help: "WebSockets refused (429) because their user had --max-websockets-per-user open.",
+		}),
 	}
 	msgs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tasks_ws_messages_total", Help: "Task events for WebSockets: sent, or dropped with their slow client.",
 	}, []string{"result"})
 	h.sent, h.dropped = msgs.WithLabelValues("sent"), msgs.WithLabelValues("dropped")
-	reg.MustRegister(h.conns, msgs)
+	reg.MustRegister(h.conns, h.refused, msgs)
 	return h
 }
 
-func (h *hub) add(uid int64) (*wsClient, bool) {
+// add registers a WebSocket of uid. It returns ErrBusy once the hub is
+// closed, and a LimitError when uid has maxPerUser sockets open already.
+func (h *hub) add(uid int64) (*wsClient, error) {
 	c := &wsClient{send: make(chan []byte, wsBuffer), slow: make(chan struct{}), gone: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, false
+		return nil, ErrBusy
 	}
 	cs := h.users[uid]
+	if h.maxPerUser >= 0 && len(cs) >= h.maxPerUser {
+		h.refused.Inc()
+		return nil, &LimitError{Kind: "too_many_websockets", RetryAfter: wsLostWithin,
+			Reason: fmt.Sprintf("this account has %d WebSockets open on this server, the most allowed: close one first "+
+				"(a lost device's socket is closed within %.0f s, the Retry-After)", len(cs), wsLostWithin.Seconds())}
+	}
 	if cs == nil {
 		cs = map[*wsClient]struct{}{}
 		h.users[uid] = cs
 	}
 	cs[c] = struct{}{}
 	h.conns.Inc()
-	return c, true
+	return c, nil
 }
 
 func (h *hub) remove(uid int64, c *wsClient) {
@@ -123,24 +148,30 @@ func (h *hub) close() {
 
 // websocket serves GET /v1/ws: the signed-in user's task events, one JSON
 // Event per text message. Browsers, which cannot set headers on a
-// WebSocket, may pass the token as ?token=.
+// WebSocket, may pass the token as ?token=. A user's sockets past
+// MaxWebSocketsPerUser are refused with 429 before the upgrade; a socket
+// is closed with StatusTokenExpired when its token expires, as a request
+// with that token would be refused then.
 func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 	tok := bearer(r)
 	if tok == "" {
 		tok = r.URL.Query().Get("token")
 	}
-	uid, ok := s.tokens.verify(tok)
+	uid, exp, ok := s.tokens.verifyUntil(tok)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tasks"`)
 		writeError(w, r, ErrUnauthorized)
 		return
 	}
-	c, ok := s.hub.add(uid)
-	if !ok {
-		writeError(w, r, ErrBusy)
+	c, err := s.hub.add(uid)
+	if err != nil {
+		writeError(w, r, err)
 		return
 	}
 	defer s.hub.remove(uid, c)
+	// Hijacking the connection lifts the server's read and write
+	// timeouts (net/http clears its deadlines), so they do not cut the
+	// socket; its writes are bounded by wsWriteTimeout instead.
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the client
@@ -150,6 +181,8 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 	ctx := conn.CloseRead(context.WithoutCancel(r.Context()))
 	ping := time.NewTicker(wsPingInterval)
 	defer ping.Stop()
+	expiry := time.NewTimer(exp.Sub(s.tokens.now()))
+	defer expiry.Stop()
 	for {
 		select {
 		case msg := <-c.send:
@@ -171,6 +204,9 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-c.gone:
 			conn.Close(websocket.StatusGoingAway, "the service is shutting down")
+			return
+		case <-expiry.C:
+			conn.Close(StatusTokenExpired, "token expired: log in again and reconnect with the new token")
 			return
 		case <-ctx.Done():
 			return

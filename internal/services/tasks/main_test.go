@@ -102,6 +102,7 @@ var httpClient = &http.Client{Timeout: 30 * time.Second}
 // answer is a response with its decoded error, if any.
 type answer struct {
 	code int
+	hdr  http.Header
 	body []byte
 	err  struct {
 		Error   string `json:"error"`
@@ -156,7 +157,7 @@ func (c *client) do(method, path string, body any, hdr ...string) answer {
 		c.e.t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	a := answer{code: resp.StatusCode}
+	a := answer{code: resp.StatusCode, hdr: resp.Header}
 	a.body, _ = io.ReadAll(resp.Body)
 	if resp.StatusCode >= 400 {
 		json.Unmarshal(a.body, &a.err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -110,7 +108,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, p pool) *metrics {
 	m := &metrics{
 		signups: prometheus.NewCounter(prometheus.CounterOpts{Name: "tasks_signups_total", Help: "Accounts created."}),
-		logins:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tasks_logins_total", Help: "Logins by result: ok or failed."}, []string{"result"}),
+		logins:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tasks_logins_total", Help: "Login attempts by result: ok, failed (wrong email or password) or limited (429: too many attempts from the address or for the account)."}, []string{"result"}),
 	}
 	reg.MustRegister(m.signups, m.logins, poolCollector{p})
 	return m
@@ -143,16 +141,6 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(poolDialDesc, prometheus.CounterValue, float64(s.dials))
 	ch <- prometheus.MustNewConstMetric(poolWaitDesc, prometheus.CounterValue, float64(s.waits))
 	ch <- prometheus.MustNewConstMetric(poolWaitSecsDesc, prometheus.CounterValue, s.waitSeconds)
-}
-
-// mountPprof serves Go's profiles under /debug/pprof/ (report C profiled
-// through its telemetry pipeline; here they are pulled on demand).
-func mountPprof(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // propagator reads W3C traceparent headers, so a caller's trace continues here.

@@ -17,7 +17,10 @@ import (
 // Process is "hlab serve tasks": flags, the file-descriptor limit, the
 // service under the shared server, and a graceful stop.
 type Process struct {
-	Addr   string
+	// Server is the shared server's configuration: its address (or
+	// listener), admin address and timeouts. Run sets its name, registry,
+	// logger and readiness. The WebSocket lifts the timeouts for itself.
+	Server server.Config
 	Config Config
 
 	secretFile   string
@@ -31,7 +34,8 @@ type Process struct {
 // address flag.
 func (p *Process) RegisterFlags(fs *flag.FlagSet, addrFlag string) {
 	c := &p.Config
-	fs.StringVar(&p.Addr, addrFlag, "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&p.Server.Addr, addrFlag, "127.0.0.1:8080", "address to listen on (the API, /healthz and /metrics)")
+	p.Server.RegisterFlags(fs)
 	fs.StringVar(&c.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
 	fs.BoolVar(&p.poolLimits, "pool-limits", true, "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
 	fs.BoolVar(&p.indexes, "indexes", true, "optimization 3: indexes on the JOIN and ORDER BY columns (false: drop them)")
@@ -50,6 +54,15 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, addrFlag string) {
 	fs.StringVar(&p.secretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
 	fs.IntVar(&c.BcryptCost, "bcrypt-cost", 10, "password hash cost (4-31; each step doubles the time)")
+	fs.Float64Var(&c.LoginIPRate, "login-ip-rate", DefaultLoginIPRate,
+		"login attempts a minute per client address (IPv6: per /64), right or wrong; past --login-ip-burst at once, login answers 429 with Retry-After. "+
+			"Behind a proxy every client has the proxy's address: raise it there. 0: no limit (a load test signing in many accounts from one machine)")
+	fs.IntVar(&c.LoginIPBurst, "login-ip-burst", DefaultLoginIPBurst, "login attempts one client address may make at once before --login-ip-rate applies")
+	fs.Float64Var(&c.LoginAccountRate, "login-account-rate", DefaultLoginAccountRate,
+		"login attempts a minute per account (email), right or wrong, from any address: bounds password guessing; past --login-account-burst at once, 429 with Retry-After. 0: no limit")
+	fs.IntVar(&c.LoginAccountBurst, "login-account-burst", DefaultLoginAccountBurst, "login attempts for one account at once before --login-account-rate applies")
+	fs.IntVar(&c.MaxWebSocketsPerUser, "max-websockets-per-user", DefaultMaxWebSocketsPerUser,
+		"open WebSockets per user on this process (one per device); one more is refused with 429 and Retry-After until one closes. 0: no bound")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", DefaultRequestTimeout, "bound on a request's database work")
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "export sampled traces over OTLP/HTTP to host:port or a URL (default $OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
@@ -91,6 +104,15 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 	if c.NotifyRetries == 0 {
 		c.NotifyRetries = -1 // --notify-retries 0 means none
 	}
+	// 0 means no limit (in Config, 0 is the default and -1 none).
+	for _, rate := range []*float64{&c.LoginIPRate, &c.LoginAccountRate} {
+		if *rate == 0 {
+			*rate = -1
+		}
+	}
+	if c.MaxWebSocketsPerUser == 0 {
+		c.MaxWebSocketsPerUser = -1
+	}
 	switch {
 	case p.secretFile != "":
 		b, err := os.ReadFile(p.secretFile)
@@ -119,14 +141,14 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	runErr := server.Run(ctx, server.Config{
-		Name: "tasks", Addr: p.Addr, Registry: reg, Logger: logger,
-		Ready: func() error {
-			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			return s.Ready(rctx)
-		},
-	}, s.Handler())
+	srv := p.Server
+	srv.Name, srv.Registry, srv.Logger = "tasks", reg, logger
+	srv.Ready = func() error {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return s.Ready(rctx)
+	}
+	runErr := server.Run(ctx, srv, s.Handler())
 	dctx, cancel := context.WithTimeout(context.Background(), p.drainTimeout)
 	defer cancel()
 	if err := s.Close(dctx); err != nil {

@@ -30,6 +30,9 @@ type Service struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	handler    http.Handler
+
+	// Login attempts per client address and per account (ratelimit.go).
+	loginsByAddr, loginsByAccount *limiter
 }
 
 // New migrates the database, opens the connection pool and starts the
@@ -70,8 +73,10 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.pool.close()
 		return nil, err
 	}
+	s.loginsByAddr = newLimiter(cfg.LoginIPRate, cfg.LoginIPBurst)
+	s.loginsByAccount = newLimiter(cfg.LoginAccountRate, cfg.LoginAccountBurst)
 	s.m = newMetrics(cfg.Registry, s.pool)
-	s.hub = newHub(cfg.Registry)
+	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser)
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
 	s.handler = s.routes()
 
@@ -81,8 +86,19 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		"no_user_touch", !d.UserTouch, "worker_queue", !d.GoroutinePerJob,
 		"max_conns", poolMax(&s.cfg), "workers", cfg.Workers, "queue", cfg.QueueSize,
 		"webhook", cfg.WebhookURL != "", "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
-		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0)
+		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0,
+		"login_limit_per_address", limitText(cfg.LoginIPRate, cfg.LoginIPBurst),
+		"login_limit_per_account", limitText(cfg.LoginAccountRate, cfg.LoginAccountBurst),
+		"max_websockets_per_user", cfg.MaxWebSocketsPerUser)
 	return s, nil
+}
+
+// limitText describes a login limit for the start's log line.
+func limitText(perMinute float64, burst int) string {
+	if perMinute < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d at once, %g a minute", burst, perMinute)
 }
 
 func poolMax(c *Config) string {

@@ -3,8 +3,10 @@ package tasks_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,4 +105,77 @@ func TestWebSocketOwnUserOnly(t *testing.T) {
 			t.Fatalf("read after shutdown: %v, want close status going away", err)
 		}
 	})
+}
+
+// dialAs opens a WebSocket with token, returning the refusal's response
+// when there is one.
+func dialAs(t *testing.T, e *env, token string) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/v1/ws"
+	conn, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err == nil {
+		t.Cleanup(func() { conn.CloseNow() })
+	}
+	return conn, resp, err
+}
+
+// A user's WebSockets are bounded: one past the bound is refused with
+// 429, Retry-After and a JSON reason before the upgrade; other users are
+// not affected, and a closed socket frees its place.
+func TestWebSocketsPerUserBounded(t *testing.T) {
+	e := newEnv(t, func(c *tasks.Config) { c.MaxWebSocketsPerUser = 2 })
+	alice, bob := e.signup("alice@example.com"), e.signup("bob@example.com")
+	first := alice.dialWS(t, false)
+	alice.dialWS(t, true)
+
+	_, resp, err := dialAs(t, e, alice.token)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third socket of alice: %v %v, want 429", err, resp)
+	}
+	var body struct{ Error, Reason string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error != "too_many_websockets" || body.Reason == "" {
+		t.Fatalf("refusal body %+v (%v), want too_many_websockets with a reason", body, err)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("Retry-After %q, want seconds", resp.Header.Get("Retry-After"))
+	}
+	if n := e.metric("tasks_ws_refused_total", ""); n != 1 {
+		t.Errorf("tasks_ws_refused_total = %v, want 1", n)
+	}
+	bob.dialWS(t, false) // the bound is per user
+
+	before := e.metric("tasks_ws_connections", "")
+	first.Close(websocket.StatusNormalClosure, "")
+	eventually(t, "the closed socket to leave the hub", func() bool { return e.metric("tasks_ws_connections", "") < before })
+	if _, resp, err := dialAs(t, e, alice.token); err != nil {
+		t.Fatalf("socket of alice after closing one: %v %v, want accepted", err, resp)
+	}
+}
+
+// A WebSocket is closed when its token expires, with StatusTokenExpired
+// and a reason, as a request with that token would be refused then.
+func TestWebSocketClosedAtTokenExpiry(t *testing.T) {
+	const ttl = 3 * time.Second // tokens expire on a whole second: in 2-3 s
+	e := newEnv(t, func(c *tasks.Config) { c.TokenTTL = ttl })
+	a := e.anon().do("POST", "/v1/auth/signup", map[string]string{"email": "alice@example.com", "password": "password-of-alice"})
+	var s struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	a.decode(t, &s)
+	alice := &client{e: e, token: s.Token}
+	ws := alice.dialWS(t, false)
+
+	ctx, cancel := context.WithTimeout(context.Background(), ttl+10*time.Second)
+	defer cancel()
+	_, _, err := ws.Read(ctx)
+	var ce websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != tasks.StatusTokenExpired || !strings.Contains(ce.Reason, "token expired") {
+		t.Fatalf("read: %v, want close %d with the reason token expired", err, tasks.StatusTokenExpired)
+	}
+	if now := time.Now(); now.Before(s.ExpiresAt) {
+		t.Fatalf("closed at %v, before the token's expiry %v", now, s.ExpiresAt)
+	}
 }

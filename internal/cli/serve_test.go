@@ -1,0 +1,177 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestServeHelp: every service has the flags every service shares, and
+// the ones whose handlers run long by design have no write timeout.
+func TestServeHelp(t *testing.T) {
+	noWriteTimeout := map[string]bool{"backend": true, "frontend": true, "lb": true}
+	for name := range services {
+		t.Run(name, func(t *testing.T) {
+			code, _, stderr := run("serve", name, "--help")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, flag := range []string{"-addr", "-admin-addr", "-read-timeout", "-write-timeout"} {
+				if !strings.Contains(stderr, "  "+flag+" ") {
+					t.Errorf("no %s in the help:\n%s", flag, stderr)
+				}
+			}
+			_, writeHelp, _ := strings.Cut(stderr, "  -write-timeout ")
+			writeHelp, _, _ = strings.Cut(writeHelp, "\n  -")
+			want := "(default 30s)"
+			if noWriteTimeout[name] {
+				want = "(default 0s)"
+			}
+			if !strings.Contains(writeHelp, want) {
+				t.Errorf("--write-timeout's help %q lacks %s", writeHelp, want)
+			}
+		})
+	}
+}
+
+// TestServeAdminAndTimeouts starts each service that needs no database
+// (those that do are tested in their packages) and checks that Go's
+// profiles are served on --admin-addr and never on --addr, and that a
+// body trickled a byte a second is cut off at --read-timeout.
+func TestServeAdminAndTimeouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds hlab and starts every service")
+	}
+	bin := buildHlab(t)
+	port := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		unknown int // the public answer for a path the service does not serve
+	}{
+		{"hello", nil, 404},
+		{"work", nil, 404},
+		{"backend", nil, 404},
+		{"frontend", []string{"--backend", "http://" + closedPort(t) + "/"}, 404},
+		{"lb", []string{"--upstreams", closedPort(t)}, 502}, // passed on, to nothing
+		{"eventlog", nil, 404},
+		{"app", []string{"--mode", "sync", "--eventlog", "http://" + closedPort(t)}, 404},
+		{"databus", []string{"--echo", "--grpc-addr", port()}, 404},
+		{"kfake", []string{"--kafka-addr", port()}, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, admin := port(), port()
+			var logs bytes.Buffer
+			cmd := exec.Command(bin, append([]string{"serve", tc.name, "--addr", addr, "--admin-addr", admin, "--read-timeout", "1s"}, tc.args...)...)
+			cmd.Stdout, cmd.Stderr = &logs, &logs
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			defer func() {
+				cmd.Process.Kill()
+				<-done
+				if t.Failed() {
+					t.Logf("the service's log:\n%s", logs.String())
+				}
+			}()
+			client := &http.Client{Timeout: 10 * time.Second}
+			get := func(url string) (int, error) {
+				resp, err := client.Get(url)
+				if err != nil {
+					return 0, err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, nil
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				code, err := get("http://" + addr + "/healthz")
+				if err == nil && code == http.StatusOK {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no /healthz after 30 s: %d %v", code, err)
+				}
+				select {
+				case err := <-done:
+					done <- err // for the deferred wait
+					t.Fatalf("exited before it served: %v", err)
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile?seconds=1", "/debug/pprof/heap"} {
+				if code, err := get("http://" + addr + path); err != nil || code != tc.unknown {
+					t.Errorf("public %s = %d %v, want %d", path, code, err, tc.unknown)
+				}
+			}
+			for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline"} {
+				if code, err := get("http://" + admin + path); err != nil || code != http.StatusOK {
+					t.Errorf("admin %s = %d %v, want 200", path, code, err)
+				}
+			}
+			if err := trickle(addr); err != nil {
+				t.Error(err)
+			}
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				done <- err // for the deferred wait
+				if err != nil {
+					t.Errorf("exit after SIGTERM: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Error("did not stop within 20 s of SIGTERM")
+			}
+		})
+	}
+}
+
+// trickle POSTs a body of 1000 bytes to addr a byte a second and returns
+// nil once the server has closed the connection, or an error if it still
+// holds it after 20 s.
+func trickle(addr string) error {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /events HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if _, err := conn.Write([]byte{' '}); err != nil {
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err = io.Copy(io.Discard, conn)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errors.New("the server still holds the connection of a body trickled a byte a second after 20 s (--read-timeout 1s)")
+	}
+	return nil
+}

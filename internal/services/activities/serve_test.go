@@ -1,0 +1,85 @@
+package activities_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/services/activities"
+)
+
+// TestServeSlowBody: a POST whose body is trickled a byte a second is cut
+// off at the server's read timeout, and its connection closed, instead of
+// holding the connection (and a handler) for as long as the client likes.
+func TestServeSlowBody(t *testing.T) {
+	postgres(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- activities.Serve(ctx, server.Config{Listener: ln, ReadTimeout: time.Second},
+			activities.Config{DSN: pgDSN, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	addr := ln.Addr().String()
+	eventually(t, 30*time.Second, "/healthz answers", func() error {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
+	})
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /activities HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if _, err := conn.Write([]byte{' '}); err != nil {
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	answer, err := io.ReadAll(conn)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the server still holds the connection of a body trickled a byte a second after 20 s (read timeout 1 s)")
+	}
+	if len(answer) > 0 && !bytes.HasPrefix(answer, []byte("HTTP/1.1 408 ")) {
+		t.Errorf("answer before the close: %.80q, want 408", answer)
+	}
+}

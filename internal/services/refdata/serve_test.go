@@ -1,0 +1,80 @@
+package refdata_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/services/refdata"
+)
+
+// stubService is a refdata.Service without a database.
+type stubService struct{}
+
+func (stubService) Run(ctx context.Context) { <-ctx.Done() }
+func (stubService) Ready() error            { return nil }
+func (stubService) Close()                  {}
+func (stubService) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+}
+
+// TestServeSlowBody: catalog and pricing serve through refdata.Serve,
+// which passes the shared server's read timeout on: a request whose body
+// is trickled a byte a second is cut off at it (1 s here; well before
+// the 10 s bound on headers) and its connection closed. Their handlers
+// do not read bodies; the server reads what is left to reuse the
+// connection, under the same deadline.
+func TestServeSlowBody(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- refdata.Serve(ctx, server.Config{Name: "catalog", Listener: ln, ReadTimeout: time.Second},
+			refdata.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+			func(context.Context, refdata.Config) (refdata.Service, error) { return stubService{}, nil })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /customers HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if _, err := conn.Write([]byte{' '}); err != nil {
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(8 * time.Second))
+	if _, err := io.ReadAll(conn); errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the server still holds the connection of a body trickled a byte a second after 8 s (read timeout 1 s)")
+	}
+}

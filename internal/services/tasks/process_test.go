@@ -1,0 +1,164 @@
+package tasks_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/services/tasks"
+)
+
+// runProcess runs "hlab serve tasks" with args on a fresh database, on
+// loopback listeners of its own, until the test ends. It returns an env
+// whose srv is only the service's URL, and the admin address's URL.
+func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
+	t.Helper()
+	dsn := newDatabase(t)
+	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
+	var p tasks.Process
+	p.RegisterFlags(fs, "addr")
+	args = append([]string{"--db", dsn, "--bcrypt-cost", "4", "--log-format", "text"}, args...)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Server.Listener, p.Server.AdminListener = ln, admin
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
+	eventually(t, "the service to answer /healthz", func() bool {
+		resp, err := httpClient.Get(e.srv.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return e, "http://" + admin.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := httpClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestProcessAdminAddr: the profiles, whose /cmdline shows --db with its
+// password, are on --admin-addr only.
+func TestProcessAdminAddr(t *testing.T) {
+	e, admin := runProcess(t)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
+		if code, _ := get(t, e.srv.URL+path); code != http.StatusNotFound {
+			t.Errorf("public %s = %d, want 404", path, code)
+		}
+		if code, _ := get(t, admin+path); code != http.StatusOK {
+			t.Errorf("admin %s = %d, want 200", path, code)
+		}
+	}
+	if code, _ := get(t, e.srv.URL+"/metrics"); code != http.StatusOK {
+		t.Errorf("public /metrics = %d, want it where the lab scrapes it", code)
+	}
+}
+
+// TestProcessWebSocketOutlivesWriteTimeout: the write timeout bounds API
+// answers, not a WebSocket, which lives as long as its user keeps it.
+func TestProcessWebSocketOutlivesWriteTimeout(t *testing.T) {
+	const writeTimeout = time.Second
+	e, _ := runProcess(t, "--write-timeout", writeTimeout.String())
+	alice := e.signup("alice@example.com")
+	ws := alice.dialWS(t, false)
+	time.Sleep(2 * writeTimeout) // the subject: a socket older than the write timeout
+	task := alice.createTask(map[string]any{"title": "after the write timeout"})
+	if ev := readEvent(t, ws); ev.TaskID != task.ID || ev.Type != tasks.EventCreated {
+		t.Fatalf("event %+v, want the creation of task %d", ev, task.ID)
+	}
+}
+
+// TestProcessLimitFlags: the limits' flags reach the service, and 0 turns
+// a limit off.
+func TestProcessLimitFlags(t *testing.T) {
+	e, _ := runProcess(t, "--max-websockets-per-user", "1",
+		"--login-ip-burst", "1", "--login-ip-rate", "0", // off: the burst does not matter
+		"--login-account-burst", "1", "--login-account-rate", "1")
+	alice := e.signup("alice@example.com")
+	alice.dialWS(t, false)
+	if _, resp, err := dialAs(t, e, alice.token); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second socket with --max-websockets-per-user 1: %v %v, want 429", err, resp)
+	}
+	anon := e.anon()
+	if a := login(anon, "alice@example.com", "password-of-alice@example.com"); a.code != http.StatusOK {
+		t.Fatalf("first login = %s, want 200", a)
+	}
+	if a := login(anon, "bob@example.com", "password-of-bob"); a.code != http.StatusUnauthorized {
+		t.Fatalf("another account's login with --login-ip-rate 0 = %s, want 401 (no limit per address)", a)
+	}
+	checkLimited(t, login(anon, "alice@example.com", "password-of-alice@example.com"), "too_many_logins", 60)
+}
+
+// TestProcessSlowBody: a body trickled a byte a second is cut off at
+// --read-timeout with a 408 body_timeout, and its connection closed,
+// instead of holding a handler as long as the client likes.
+func TestProcessSlowBody(t *testing.T) {
+	e, _ := runProcess(t, "--read-timeout", "1s")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /v1/auth/signup HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
+			if _, err := conn.Write([]byte{' '}); err != nil {
+				return
+			}
+		}
+	}()
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	answer, err := io.ReadAll(conn)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("the service still holds the connection of a body trickled a byte a second after 20 s (--read-timeout 1s)")
+	}
+	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 408 ")) || !bytes.Contains(answer, []byte(`"error":"body_timeout"`)) {
+		t.Fatalf("answer %.200q, want 408 body_timeout", answer)
+	}
+}
