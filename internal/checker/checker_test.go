@@ -679,7 +679,7 @@ func TestInjectWhileConsuming(t *testing.T) {
 				Target: addr, Topic: newTopic(t, k), Scenario: checker.Ticker, Streams: 1, Interval: 10 * time.Millisecond,
 				Warmup: -1, Duration: 300 * time.Millisecond, Groups: 1, SubBatch: 1, ProcessDelay: 100 * time.Millisecond,
 				Consume: checker.After, DrainTimeout: 30 * time.Second,
-				KillEvery: tt.every, FaultPhase: checker.ConsumePhase,
+				KillEvery: tt.every, MaxFaults: 2, FaultPhase: checker.ConsumePhase,
 				OnWindow: func(open bool) { publishEnded.Store(!open) },
 				Inject: func(context.Context) error {
 					if !publishEnded.Load() {
@@ -696,7 +696,7 @@ func TestInjectWhileConsuming(t *testing.T) {
 			res.WriteText(&out)
 			t.Log("\n" + out.String())
 			if tt.faults {
-				if len(res.Faults) == 0 || during.Load() != int64(len(res.Faults)) || !res.OK() || res.Faults[0].Kind != "injected" {
+				if len(res.Faults) != 2 || during.Load() != int64(len(res.Faults)) || !res.OK() || res.Faults[0].Kind != "injected" {
 					t.Fatalf("OK %v, faults %+v, %d injected while consuming", res.OK(), res.Faults, during.Load())
 				}
 			} else if res.OK() || len(res.Faults) != 0 || !strings.Contains(out.String(), "no fault was injected") {

@@ -91,6 +91,7 @@ Flags:
 	fs.StringVar(&c.GatewayMetrics, "gateway-metrics", "", "the gateway's /metrics URL: report its RSS per open idle stream")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "with --gateway-metrics: idle time before reading the RSS")
 	fs.DurationVar(&c.KillEvery, "kill-every", 0, "inject a fault every D (see --fault-phase): SIGKILL the gateway of --gateway-cmd (and start it again), run --fault-cmd, or --drop-member")
+	fs.IntVar(&c.MaxFaults, "max-faults", 0, "with --kill-every: stop after this many faults (0: no limit)")
 	phase := fs.String("fault-phase", "publish", "when --kill-every's faults fall: publish (while publishing) or consume (while --consume after members drain the topic)")
 	fs.BoolVar(&c.DropMember, "drop-member", false, "with --kill-every: each fault resets the TCP connection of a member holding a batch it has not acked; it subscribes again as a new member")
 	fs.StringVar(&c.GatewayCmd, "gateway-cmd", "", "run the gateway: its command line (sh -c), serving --target; started before the run, stopped after it")

@@ -152,6 +152,9 @@ type Config struct {
 	// restarts, deleting a pod); the checker only runs it and records its
 	// output. It needs KillEvery, and excludes GatewayCmd.
 	FaultCmd string
+	// MaxFaults, when positive, ends the schedule after that many faults:
+	// one kill in a phase that lasts long.
+	MaxFaults int
 	// FaultPhase is when KillEvery's faults fall: while publishing
 	// (PublishPhase, the default) or, with Consume After, while the
 	// consumers drain the topic (ConsumePhase): a gateway killed in the
@@ -292,8 +295,8 @@ func (c *Config) validateFaults() error {
 		return fmt.Errorf("%w: give one way to inject faults: --gateway-cmd, --fault-cmd, --drop-member or an Inject function", ErrConfig)
 	case c.DropMember && c.KillEvery == 0:
 		return fmt.Errorf("%w: --drop-member drops a member every --kill-every: give --kill-every too", ErrConfig)
-	case c.KillEvery < 0 || c.StartTimeout < 0:
-		return fmt.Errorf("%w: --kill-every and the start timeout must not be negative", ErrConfig)
+	case c.KillEvery < 0 || c.StartTimeout < 0 || c.MaxFaults < 0:
+		return fmt.Errorf("%w: --kill-every, --max-faults and the start timeout must not be negative", ErrConfig)
 	case c.GatewayCmd != "" && c.FaultCmd != "":
 		return fmt.Errorf("%w: give --gateway-cmd (the checker runs the gateway and SIGKILLs it) or --fault-cmd (a command injects the fault), not both", ErrConfig)
 	case c.FaultCmd != "" && c.KillEvery == 0:

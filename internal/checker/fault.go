@@ -160,7 +160,7 @@ func startInjector(ctx context.Context, cfg *Config, phase FaultPhase, gw *gatew
 
 func (in *injector) run(ctx context.Context, begin, end time.Time) {
 	defer close(in.done)
-	for n := 1; ; n++ {
+	for n := 1; in.cfg.MaxFaults == 0 || n <= in.cfg.MaxFaults; n++ {
 		at := begin.Add(time.Duration(n) * in.cfg.KillEvery)
 		if at.After(end) {
 			return
