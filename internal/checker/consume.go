@@ -50,7 +50,7 @@ func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *cons
 func (c *consumers) start(ctx context.Context) error {
 	ctx, c.cancel = context.WithCancel(ctx)
 	for range c.cfg.Groups * c.cfg.Members {
-		cl, err := databus.Dial(c.cfg.Target, databus.WithBackoff(20*time.Millisecond, time.Second))
+		cl, err := databus.Dial(c.cfg.Target, append(c.cfg.Credentials.Options(), databus.WithBackoff(20*time.Millisecond, time.Second))...)
 		if err != nil {
 			return err
 		}
