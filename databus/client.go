@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -31,13 +31,20 @@ type cfg struct {
 	dialOpts   []grpc.DialOption
 	minBackoff time.Duration
 	maxBackoff time.Duration
+
+	creds          credentials.TransportCredentials // nil: plaintext
+	token          string
+	tokenFile      string
+	plaintextToken bool
+	errs           []error // from options, returned by Dial
 }
 
 // Option configures a Client.
 type Option func(*cfg)
 
-// WithDialOptions adds gRPC dial options (TLS credentials, interceptors).
-// Without credentials the connection is plaintext.
+// WithDialOptions adds gRPC dial options (interceptors, credentials of
+// other kinds). Without credentials (these, WithTLS or WithTLSFiles) the
+// connection is plaintext.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *cfg) { c.dialOpts = append(c.dialOpts, opts...) }
 }
@@ -60,8 +67,11 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if c.minBackoff <= 0 || c.maxBackoff < c.minBackoff {
 		return nil, fmt.Errorf("databus: backoff %s..%s: give 0 < min <= max", c.minBackoff, c.maxBackoff)
 	}
+	creds, err := c.credentials()
+	if err != nil {
+		return nil, err
+	}
 	dial := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// 32 KiB buffers, as the report chose: the defaults cost too much
 		// memory at thousands of connections.
 		grpc.WithReadBufferSize(32 << 10),
@@ -70,8 +80,8 @@ func Dial(target string, opts ...Option) (*Client, error) {
 			Backoff:           backoff.Config{BaseDelay: c.minBackoff, Multiplier: 1.6, Jitter: 0.2, MaxDelay: c.maxBackoff},
 			MinConnectTimeout: 20 * time.Second,
 		}),
-	}, c.dialOpts...)
-	conn, err := grpc.NewClient(target, dial...)
+	}, creds...)
+	conn, err := grpc.NewClient(target, append(dial, c.dialOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("databus: dial %s: %w", target, err)
 	}

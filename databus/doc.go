@@ -26,6 +26,21 @@
 // OpenSubscription gives manual control: Recv batches and Ack messages in
 // any order; the gateway commits only past offsets that were all acked.
 //
+// # Securing the connection
+//
+// A gateway may require TLS, a client certificate (mutual TLS) and/or a
+// bearer token that allows some topics and groups (README, "Securing the
+// gateway"). Dial takes them as options:
+//
+//	c, err := databus.Dial("databus:7070",
+//		databus.WithTLSFiles("client.crt", "client.key", "ca.crt"), // or WithTLS(*tls.Config)
+//		databus.WithTokenFile("/var/run/secrets/databus/token"))   // or WithToken(token)
+//
+// A token is sent only over TLS unless WithPlaintextToken says otherwise.
+// A stream the gateway refuses fails with Unauthenticated (no token, or an
+// unknown one) or PermissionDenied (a topic or group the token does not
+// cover), which retrying does not fix: Retryable is false for them.
+//
 // # Reconnection and guarantees
 //
 // Gateways restart (a rolling deploy), crash and drain; connections drop.

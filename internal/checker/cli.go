@@ -35,6 +35,8 @@ Scenarios (--scenario):
   ticker      one message per --interval on each of --streams streams
 Consumers: --groups G --members M [--sub-batch N] [--delay D]
   [--consume concurrent|after]; without --groups nothing is verified.
+Secured gateway: --tls-ca FILE [--tls-cert FILE --tls-key FILE] (mutual
+  TLS), --token-file FILE (its bearer token; needs TLS or --plaintext-token).
 Faults: --kill-every D SIGKILLs, every D while publishing, the gateway the
   checker runs (--gateway-cmd "<command line serving --target>"), and starts
   it again on the same address; or runs --fault-cmd "<command>" instead;
@@ -67,6 +69,7 @@ Flags:
 		quiet   bool
 	)
 	fs.StringVar(&c.Target, "target", "127.0.0.1:7070", "the gateway's gRPC address")
+	c.Credentials.RegisterFlags(fs, "")
 	fs.StringVar(&c.Topic, "topic", "databus-checker", "topic to publish to and consume from (use a fresh one, or --brokers to create it)")
 	fs.StringVar(&brokers, "brokers", "", "Kafka brokers, host:port,...: create --topic when missing (the checker talks to Kafka for nothing else)")
 	fs.IntVar(&c.Partitions, "partitions", 10, "partitions of a topic the checker creates")

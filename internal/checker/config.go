@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/highload-lab/hlab/databus"
 )
 
 // Scenario is what the publishers do.
@@ -61,6 +63,9 @@ const (
 type Config struct {
 	// Target is the gateway's gRPC address, host:port (required).
 	Target string
+	// Credentials reach a gateway that requires TLS, a client
+	// certificate or a token (default: plaintext, no token).
+	Credentials databus.Credentials
 	// Topic to publish to and consume from ("databus-checker"). It must
 	// exist unless Brokers is set, then it is created when missing.
 	Topic string

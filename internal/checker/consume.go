@@ -55,8 +55,9 @@ func (c *consumers) start(ctx context.Context) error {
 	ctx, c.cancel = context.WithCancel(ctx)
 	for range c.cfg.Groups * c.cfg.Members {
 		ct := &connTracker{}
-		cl, err := databus.Dial(c.cfg.Target, databus.WithBackoff(20*time.Millisecond, time.Second),
+		opts := append(c.cfg.Credentials.Options(), databus.WithBackoff(20*time.Millisecond, time.Second),
 			databus.WithDialOptions(grpc.WithContextDialer(ct.dial)))
+		cl, err := databus.Dial(c.cfg.Target, opts...)
 		if err != nil {
 			return err
 		}

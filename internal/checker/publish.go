@@ -64,7 +64,7 @@ func (p *publishers) open(ctx context.Context) error {
 		conns = p.cfg.Streams
 	}
 	for range conns {
-		c, err := databus.Dial(p.cfg.Target)
+		c, err := databus.Dial(p.cfg.Target, p.cfg.Credentials.Options()...)
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,9 @@ type Process struct {
 	// DrainTimeout bounds the graceful drain on shutdown (default 20s).
 	DrainTimeout time.Duration
 	Config       Config
-	brokers      string
+	// Auth names the TLS and token files (nothing: plaintext, no auth).
+	Auth    AuthFiles
+	brokers string
 }
 
 // RegisterFlags adds the gateway's flags to fs, with httpAddrFlag naming
@@ -61,6 +63,7 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often acked offsets are committed")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout")
 	fs.DurationVar(&p.DrainTimeout, "drain-timeout", 20*time.Second, "how long shutdown waits for streams to finish")
+	p.Auth.RegisterFlags(fs)
 }
 
 // Run serves until ctx ends, then drains: batches in flight are answered,
@@ -68,6 +71,10 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
 func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 	if p.brokers != "" {
 		p.Config.Brokers = strings.Split(p.brokers, ",")
+	}
+	auth, err := p.Auth.Load()
+	if err != nil {
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	p.Config.Registry, p.Config.Logger = reg, logger
@@ -82,10 +89,11 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 	}
 	srvCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHealth()
-	grpcSrv := NewServer(srvCtx, g, ServerOptions{})
+	grpcSrv := NewServer(srvCtx, g, ServerOptions{Auth: auth})
 	grpcErr := make(chan error, 1)
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", p.Config.Echo, "brokers", p.Config.Brokers)
+	auth.logMode(logger)
 
 	hs := p.HTTPServer
 	hs.Name, hs.Addr, hs.Registry, hs.Logger = "databus", p.HTTPAddr, reg, logger

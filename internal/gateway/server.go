@@ -12,7 +12,8 @@ import (
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
 
-// ServerOptions bound a gRPC server's per-connection memory.
+// ServerOptions bound a gRPC server's per-connection memory, and say how
+// it authenticates clients.
 type ServerOptions struct {
 	// BufferBytes is each connection's read and write buffer (32 KiB, the
 	// report's choice: gRPC's defaults cost too much at 10k connections).
@@ -22,6 +23,9 @@ type ServerOptions struct {
 	WindowBytes int32
 	// MaxRecvBytes bounds one incoming batch (16 MiB).
 	MaxRecvBytes int
+	// Auth is TLS, mutual TLS and/or bearer tokens (auth.go); nil serves
+	// plaintext to anyone.
+	Auth *Auth
 }
 
 // NewServer returns a gRPC server serving g and the standard health
@@ -36,7 +40,7 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 	if o.MaxRecvBytes == 0 {
 		o.MaxRecvBytes = 16 << 20
 	}
-	srv := grpc.NewServer(
+	srv := grpc.NewServer(append(o.Auth.serverOptions(g.cfg.Registry, g.log),
 		grpc.ReadBufferSize(o.BufferBytes),
 		grpc.WriteBufferSize(o.BufferBytes),
 		grpc.SharedWriteBuffer(true), // idle connections hold no write buffer
@@ -48,7 +52,7 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 		// stream (the report saw idle timeouts cause latency spikes).
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	)...)
 	databusv1.RegisterDataBusServer(srv, g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)

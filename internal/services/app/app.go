@@ -85,6 +85,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
 	"github.com/highload-lab/hlab/internal/services/work"
@@ -136,6 +137,9 @@ type Config struct {
 	Topic string
 	// Databus is the gateway's gRPC address, host:port (databus).
 	Databus string
+	// DatabusCredentials reach a gateway that requires TLS, a client
+	// certificate or a token (databus; default: plaintext, no token).
+	DatabusCredentials databus.Credentials
 	// Timeout bounds recording one event in sync, kafka-ack and databus
 	// modes (default 2 s): the POST, Kafka's acknowledgement or the
 	// publish, connecting included.

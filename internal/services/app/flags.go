@@ -15,6 +15,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.Topic, "topic", "events", "async, kafka-ack, databus: topic of the events (must exist)")
 	fs.StringVar(&c.Databus, "databus", "", "databus: the gateway's gRPC address, host:port")
+	c.DatabusCredentials.RegisterFlags(fs, "databus-") // --databus-tls-ca, --databus-token-file, ...
 	fs.DurationVar(&c.Timeout, "timeout", DefaultTimeout, "sync, kafka-ack, databus: bound on recording one event (kafka-ack: on Kafka's acknowledgement)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to the event log or a Kafka broker")
 	fs.IntVar(&c.Buffer, "buffer", DefaultBuffer, "async: accepted events waiting for Kafka at most; more are refused with 503")

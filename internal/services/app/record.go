@@ -96,7 +96,7 @@ type databusRecorder struct {
 }
 
 func newDatabusRecorder(cfg Config) (*databusRecorder, error) {
-	c, err := databus.Dial(cfg.Databus)
+	c, err := databus.Dial(cfg.Databus, cfg.DatabusCredentials.Options()...)
 	if err != nil {
 		return nil, fmt.Errorf("app: databus gateway at %s: %w", cfg.Databus, err)
 	}

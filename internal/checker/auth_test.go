@@ -1,0 +1,111 @@
+package checker_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testcerts"
+)
+
+// securedGateway serves a gateway requiring a client certificate of its
+// CA and a token from tokens; it returns the address and the files a
+// client needs (CA, certificate, key) in dir.
+func securedGateway(t *testing.T, cfg gateway.Config, dir, tokens string) (addr, caFile, cert, key string) {
+	t.Helper()
+	ca := testcerts.NewCA(t, "checker test CA")
+	caFile = ca.WriteFile(t, dir, "ca.crt")
+	srvCert, srvKey := ca.Server(t, "127.0.0.1").WriteFiles(t, dir, "server")
+	cert, key = ca.Client(t, "checker").WriteFiles(t, dir, "client")
+	tokensFile := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokensFile, []byte(tokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := gateway.AuthFiles{TLSCert: srvCert, TLSKey: srvKey, TLSClientCA: caFile, Tokens: tokensFile}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{Auth: auth})
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		g.Drain(dctx)
+		srv.Stop()
+		g.Close()
+		cancel()
+	})
+	return ln.Addr().String(), caFile, cert, key
+}
+
+// TestMainSecuredGateway: the checker's TLS and token flags reach a
+// gateway that requires both; without the token it is refused.
+func TestMainSecuredGateway(t *testing.T) {
+	dir := t.TempDir()
+	addr, caFile, cert, key := securedGateway(t, gateway.Config{Echo: true}, dir, "checker-token publish=databus-checker\n")
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("checker-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--target", addr, "--scenario", "echo", "--streams", "2", "--warmup", "0", "--duration", "200ms", "--quiet",
+		"--tls-ca", caFile, "--tls-cert", cert, "--tls-key", key}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"certificate and token", []string{"--token-file", token}, 0, ""},
+		{"no token", nil, 1, "Unauthenticated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := checker.Main(append(base, tc.args...), &stdout, &stderr); code != tc.code || !strings.Contains(stderr.String(), tc.stderr) {
+				t.Fatalf("exit %d, want %d with %q; stderr: %s", code, tc.code, tc.stderr, stderr.String())
+			}
+		})
+	}
+}
+
+// TestSecuredDelivery: publishers and consumer-group members both dial
+// with Config.Credentials.
+func TestSecuredDelivery(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	topic := newTopic(t, k)
+	dir := t.TempDir()
+	addr, caFile, cert, key := securedGateway(t, gateway.Config{Brokers: k.Brokers}, dir,
+		"tok publish="+topic+" subscribe="+topic+" groups="+topic+"-checker-*\n")
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := checker.Run(context.Background(), checker.Config{
+		Target: addr, Topic: topic, Scenario: checker.Latency, Streams: 2, Groups: 1,
+		Warmup: -1, Duration: 300 * time.Millisecond,
+		Credentials: databus.Credentials{CAFile: caFile, CertFile: cert, KeyFile: key, TokenFile: token},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.OK() || res.Delivery == nil || res.Delivery.Received == 0 {
+		t.Fatalf("secured run: %+v (delivery %+v)", res, res.Delivery)
+	}
+}

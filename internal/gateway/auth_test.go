@@ -1,0 +1,424 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testcerts"
+)
+
+// startSecured serves a gateway with auth on 127.0.0.1:0 and returns its
+// address.
+func startSecured(t *testing.T, cfg gateway.Config, auth *gateway.Auth) string {
+	t.Helper()
+	g, err := gateway.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{Auth: auth})
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer dcancel()
+		g.Drain(dctx)
+		srv.Stop()
+		g.Close()
+		cancel()
+	})
+	return ln.Addr().String()
+}
+
+func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
+	t.Helper()
+	c, err := databus.Dial(addr, append([]databus.Option{databus.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// publishOnce publishes one message to topic and returns the outcome.
+func publishOnce(t *testing.T, c *databus.Client, topic string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pub, err := c.NewPublisher(ctx, topic)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	return pub.Publish(ctx, msgs(0, 1)...)
+}
+
+// subscribeOnce opens a subscription and returns what its first Recv says.
+func subscribeOnce(t *testing.T, c *databus.Client, topic, group string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sub, err := c.OpenSubscription(ctx, topic, group)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	_, err = sub.Recv()
+	return err
+}
+
+// certs are a CA with a server certificate for 127.0.0.1 and a client
+// certificate, and a client certificate of another CA, as files.
+type certs struct {
+	ca, rogueCA           *testcerts.CA
+	server, client, rogue *testcerts.Leaf
+	caFile                string
+	serverCert, serverKey string
+	clientCert, clientKey string
+	rogueCert, rogueKey   string
+	dir                   string
+}
+
+func newCerts(t *testing.T) *certs {
+	t.Helper()
+	c := &certs{dir: t.TempDir()}
+	c.ca, c.rogueCA = testcerts.NewCA(t, "databus test CA"), testcerts.NewCA(t, "another CA")
+	c.server, c.client, c.rogue = c.ca.Server(t, "127.0.0.1"), c.ca.Client(t, "alice"), c.rogueCA.Client(t, "mallory")
+	c.caFile = c.ca.WriteFile(t, c.dir, "ca.crt")
+	c.serverCert, c.serverKey = c.server.WriteFiles(t, c.dir, "server")
+	c.clientCert, c.clientKey = c.client.WriteFiles(t, c.dir, "client")
+	c.rogueCert, c.rogueKey = c.rogue.WriteFiles(t, c.dir, "rogue")
+	return c
+}
+
+// TestMutualTLS: with --tls-client-ca the gateway serves only clients
+// whose certificate its CA issued; the others fail the handshake.
+func TestMutualTLS(t *testing.T) {
+	cs := newCerts(t)
+	auth, err := gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.serverKey, TLSClientCA: cs.caFile}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startSecured(t, gateway.Config{Echo: true}, auth)
+
+	t.Run("good client certificate", func(t *testing.T) {
+		if err := publishOnce(t, dial(t, addr, databus.WithTLSFiles(cs.clientCert, cs.clientKey, cs.caFile)), "orders"); err != nil {
+			t.Fatalf("a client with a certificate of the gateway's CA: %v", err)
+		}
+		// WithTLS with a tls.Config works the same.
+		c := dial(t, addr, databus.WithTLS(&tls.Config{RootCAs: cs.ca.Pool(), Certificates: []tls.Certificate{cs.client.TLS}}))
+		if err := publishOnce(t, c, "orders"); err != nil {
+			t.Fatalf("WithTLS: %v", err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name  string
+		creds credentials.TransportCredentials
+	}{
+		{"no client certificate", credentials.NewTLS(&tls.Config{RootCAs: cs.ca.Pool()})},
+		{"client certificate of another CA", credentials.NewTLS(&tls.Config{RootCAs: cs.ca.Pool(), Certificates: []tls.Certificate{cs.rogue.TLS}})},
+		{"client that does not trust the gateway", credentials.NewTLS(&tls.Config{RootCAs: cs.rogueCA.Pool(), Certificates: []tls.Certificate{cs.client.TLS}})},
+		{"plaintext client", insecure.NewCredentials()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(tc.creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s, err := databusv1.NewDataBusClient(conn).Publish(metadata.AppendToOutgoingContext(ctx, gateway.MDTopic, "orders"))
+			if err == nil {
+				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil {
+					_, err = s.Recv()
+				}
+			}
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("publish: %v, want the connection refused (Unavailable)", err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+const tokensFile = `# the tokens of TestTokens
+token-a   publish=orders subscribe=orders groups=billing
+%s  publish=logs.*
+`
+
+// TestTokens: with --tokens every stream needs a known token, and a token
+// reaches only the topics and groups its line lists.
+func TestTokens(t *testing.T) {
+	hashB := sha256.Sum256([]byte("token-b"))
+	ts, err := gateway.ParseTokens(strings.NewReader(fmt.Sprintf(tokensFile, "sha256:"+hex.EncodeToString(hashB[:]))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	addr := startSecured(t, gateway.Config{Echo: true, Registry: reg}, &gateway.Auth{Tokens: ts})
+	noToken := dial(t, addr)
+	wrong := dial(t, addr, databus.WithToken("token-c"), databus.WithPlaintextToken())
+	a := dial(t, addr, databus.WithToken("token-a"), databus.WithPlaintextToken())
+	b := dial(t, addr, databus.WithToken("token-b"), databus.WithPlaintextToken())
+
+	for _, tc := range []struct {
+		name     string
+		err      func() error
+		want     codes.Code
+		mentions string
+	}{
+		{"no token", func() error { return publishOnce(t, noToken, "orders") }, codes.Unauthenticated, "requires a token"},
+		{"no token, subscribe", func() error { return subscribeOnce(t, noToken, "orders", "billing") }, codes.Unauthenticated, "requires a token"},
+		{"unknown token", func() error { return publishOnce(t, wrong, "orders") }, codes.Unauthenticated, "unknown token"},
+		{"publish to an allowed topic", func() error { return publishOnce(t, a, "orders") }, codes.OK, ""},
+		{"publish to another topic", func() error { return publishOnce(t, a, "payments") }, codes.PermissionDenied, `"payments"`},
+		{"subscribe to another topic", func() error { return subscribeOnce(t, a, "payments", "billing") }, codes.PermissionDenied, `"payments"`},
+		{"subscribe as another group", func() error { return subscribeOnce(t, a, "orders", "analytics") }, codes.PermissionDenied, `"analytics"`},
+		// Past the check, an echo gateway refuses subscriptions itself.
+		{"subscribe allowed", func() error { return subscribeOnce(t, a, "orders", "billing") }, codes.FailedPrecondition, "echo"},
+		{"hashed token, prefix pattern", func() error { return publishOnce(t, b, "logs.app") }, codes.OK, ""},
+		{"hashed token, topic outside the prefix", func() error { return publishOnce(t, b, "orders") }, codes.PermissionDenied, `"orders"`},
+		{"publish-only token subscribes", func() error { return subscribeOnce(t, b, "logs.app", "g") }, codes.PermissionDenied, `"logs.app"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err()
+			if status.Code(err) != tc.want {
+				t.Fatalf("got %v, want %s", err, tc.want)
+			}
+			if !strings.Contains(fmt.Sprint(err), tc.mentions) {
+				t.Fatalf("error %q does not mention %s", err, tc.mentions)
+			}
+		})
+	}
+	if n := counterValue(t, reg, "databus_auth_refused_total", "code", "Unauthenticated"); n != 3 {
+		t.Errorf("databus_auth_refused_total{code=Unauthenticated} = %v, want 3", n)
+	}
+	if n := counterValue(t, reg, "databus_auth_refused_total", "code", "PermissionDenied"); n != 5 {
+		t.Errorf("databus_auth_refused_total{code=PermissionDenied} = %v, want 5", n)
+	}
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	t.Run("health needs no token", func(t *testing.T) {
+		if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// Raw metadata, as a client other than ours could send it.
+	for _, tc := range []struct {
+		name string
+		md   []string
+		want codes.Code
+	}{
+		{"a second topic value is checked too", []string{"authorization", "Bearer token-a", gateway.MDTopic, "orders", gateway.MDTopic, "payments"}, codes.PermissionDenied},
+		{"another scheme", []string{"authorization", "Basic token-a", gateway.MDTopic, "orders"}, codes.Unauthenticated},
+		{"two authorization values", []string{"authorization", "Bearer token-c", "authorization", "Bearer token-a", gateway.MDTopic, "orders"}, codes.Unauthenticated},
+		{"scheme in lower case", []string{"authorization", "bearer token-a", gateway.MDTopic, "orders"}, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := databusv1.NewDataBusClient(conn).Publish(metadata.AppendToOutgoingContext(ctx, tc.md...))
+			if err == nil {
+				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil {
+					_, err = s.Recv()
+				}
+			}
+			if status.Code(err) != tc.want {
+				t.Fatalf("got %v, want %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSecuredRoundTrip: mutual TLS and tokens together, from files as the
+// flags name them, carry messages end to end through Kafka.
+func TestSecuredRoundTrip(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	topic := newTopic(t, k, 2)
+	cs := newCerts(t)
+	tokens := filepath.Join(cs.dir, "tokens")
+	writeFile(t, tokens, "producer publish="+topic+"\nconsumer subscribe="+topic+" groups=g1\n")
+	writeFile(t, filepath.Join(cs.dir, "producer.token"), "producer\n")
+	writeFile(t, filepath.Join(cs.dir, "consumer.token"), "consumer\n")
+
+	fs := flag.NewFlagSet("databus", flag.ContinueOnError)
+	var p gateway.Process
+	p.RegisterFlags(fs, "http-addr")
+	if err := fs.Parse([]string{"--tls-cert", cs.serverCert, "--tls-key", cs.serverKey, "--tls-client-ca", cs.caFile, "--tokens", tokens}); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := p.Auth.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startSecured(t, gateway.Config{Brokers: k.Brokers}, auth)
+	creds := func(who string) []databus.Option {
+		return databus.Credentials{CAFile: cs.caFile, CertFile: cs.clientCert, KeyFile: cs.clientKey, TokenFile: filepath.Join(cs.dir, who+".token")}.Options()
+	}
+	producer, consumer := dial(t, addr, creds("producer")...), dial(t, addr, creds("consumer")...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pub, err := producer.NewPublisher(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if err := pub.Publish(ctx, msgs(0, 10)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := subscribeOnce(t, producer, topic, "g1"); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("the producer's token subscribes: %v, want PermissionDenied", err)
+	}
+	sub, err := consumer.OpenSubscription(ctx, topic, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	got := 0
+	for got < 10 {
+		b, err := sub.Recv()
+		if err != nil {
+			t.Fatalf("after %d messages: %v", got, err)
+		}
+		got += len(b.Messages)
+		if err := sub.Ack(b.Messages...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestAuthFilesLoad: flags that cannot work are refused at start, with
+// what to fix.
+func TestAuthFilesLoad(t *testing.T) {
+	cs := newCerts(t)
+	empty := filepath.Join(cs.dir, "empty")
+	writeFile(t, empty, "# nothing\n")
+	for _, tc := range []struct {
+		name  string
+		files gateway.AuthFiles
+		want  string // "" : loads
+	}{
+		{"nothing", gateway.AuthFiles{}, ""},
+		{"TLS", gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.serverKey}, ""},
+		{"certificate without key", gateway.AuthFiles{TLSCert: cs.serverCert}, "--tls-key"},
+		{"client CA alone", gateway.AuthFiles{TLSClientCA: cs.caFile}, "--tls-cert"},
+		{"key of another certificate", gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.clientKey}, "private key does not match"},
+		{"client CA that is not PEM", gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.serverKey, TLSClientCA: cs.serverKey}, "no PEM certificate"},
+		{"missing tokens file", gateway.AuthFiles{Tokens: filepath.Join(cs.dir, "nope")}, "no such file"},
+		{"tokens file without tokens", gateway.AuthFiles{Tokens: empty}, "no tokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.files.Load()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseTokensErrors(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"tok", "may do nothing"},
+		{"tok subscribe=a", "needs groups="},
+		{"tok groups=a publish=b", "groups= without subscribe="},
+		{"tok publish=a publish=b", "given twice"},
+		{"tok read=a", "unknown permission"},
+		{"tok publish", "key=value"},
+		{"tok publish=a,,b", "empty name"},
+		{"sha256:abc publish=a", "64 hex digits"},
+		{"publish=a", "put the token first"},
+		{"tok publish=a\n\n# again\ntok publish=b", "line 4: the same token as line 1"},
+	} {
+		_, err := gateway.ParseTokens(strings.NewReader(tc.file))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+// TestProcessSaysWhetherItAuthenticates: an unauthenticated gateway warns
+// at start; a secured one says how it authenticates instead.
+func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
+	cs := newCerts(t)
+	tokens := filepath.Join(cs.dir, "tokens")
+	writeFile(t, tokens, "tok publish=*\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+		not  string
+	}{
+		{"no flags", nil, "UNAUTHENTICATED", "databus gateway authentication"},
+		{"TLS without client auth", []string{"--tls-cert", cs.serverCert, "--tls-key", cs.serverKey}, "authenticates no one", "UNAUTHENTICATED"},
+		{"tokens over plaintext", []string{"--tokens", tokens}, "tokens can be read off the network", "UNAUTHENTICATED"},
+		{"mutual TLS", []string{"--tls-cert", cs.serverCert, "--tls-key", cs.serverKey, "--tls-client-ca", cs.caFile}, `"client_certificates":true`, `"level":"WARN"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("databus", flag.ContinueOnError)
+			var p gateway.Process
+			p.RegisterFlags(fs, "http-addr")
+			if err := fs.Parse(append([]string{"--echo", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--drain-timeout", "1s"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			var log syncBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx, slog.New(slog.NewJSONHandler(&log, nil))) }()
+			waitFor(t, 10*time.Second, "the gateway logs that it serves", func() error {
+				if !strings.Contains(log.String(), "serving gRPC") {
+					return fmt.Errorf("log so far: %s", log.String())
+				}
+				return nil
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(log.String(), tc.want) || strings.Contains(log.String(), tc.not) {
+				t.Fatalf("the log should say %q and not %q:\n%s", tc.want, tc.not, log.String())
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

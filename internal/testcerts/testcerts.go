@@ -1,0 +1,153 @@
+// Package testcerts makes throwaway certificate authorities and
+// certificates for tests of TLS and mutual TLS: ECDSA P-256 keys,
+// certificates valid from a minute ago for an hour, as tls.Certificates
+// and, where a test needs paths (flags, files in a Secret), as PEM files.
+//
+//	ca := testcerts.NewCA(t, "test CA")
+//	srv := ca.Server(t, "127.0.0.1")
+//	cli := ca.Client(t, "alice")
+//	serverTLS := &tls.Config{Certificates: []tls.Certificate{srv.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+package testcerts
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// CA is a certificate authority.
+type CA struct {
+	Cert *x509.Certificate
+	// PEM is Cert, PEM-encoded (what a CA bundle file holds).
+	PEM []byte
+	key *ecdsa.PrivateKey
+}
+
+// Leaf is a certificate a CA issued, with its key.
+type Leaf struct {
+	TLS     tls.Certificate
+	CertPEM []byte
+	KeyPEM  []byte
+}
+
+// NewCA makes a self-signed CA named name.
+func NewCA(t testing.TB, name string) *CA {
+	t.Helper()
+	key := newKey(t)
+	tmpl := template(name)
+	tmpl.IsCA = true
+	tmpl.BasicConstraintsValid = true
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &CA{Cert: cert, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}
+}
+
+// Pool is a pool holding only ca.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// Server issues a server certificate for hosts: IP addresses or DNS names.
+func (ca *CA) Server(t testing.TB, hosts ...string) *Leaf {
+	t.Helper()
+	tmpl := template(hosts[0])
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	return ca.issue(t, tmpl)
+}
+
+// Client issues a client certificate whose common name is name.
+func (ca *CA) Client(t testing.TB, name string) *Leaf {
+	t.Helper()
+	tmpl := template(name)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return ca.issue(t, tmpl)
+}
+
+func (ca *CA) issue(t testing.TB, tmpl *x509.Certificate) *Leaf {
+	t.Helper()
+	key := newKey(t)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Leaf{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+	}
+	if l.TLS, err = tls.X509KeyPair(l.CertPEM, l.KeyPEM); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// WriteFile writes ca's PEM to dir/name and returns the path.
+func (ca *CA) WriteFile(t testing.TB, dir, name string) string {
+	t.Helper()
+	return write(t, filepath.Join(dir, name), ca.PEM)
+}
+
+// WriteFiles writes l's certificate and key to dir/name.crt and
+// dir/name.key and returns their paths.
+func (l *Leaf) WriteFiles(t testing.TB, dir, name string) (certFile, keyFile string) {
+	t.Helper()
+	return write(t, filepath.Join(dir, name+".crt"), l.CertPEM), write(t, filepath.Join(dir, name+".key"), l.KeyPEM)
+}
+
+func write(t testing.TB, path string, b []byte) string {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func template(cn string) *x509.Certificate {
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	now := time.Now()
+	return &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(time.Hour),
+	}
+}
