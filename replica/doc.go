@@ -84,7 +84,9 @@
 // invalidated slot) measures convergence thus:
 //
 //  1. After the fault's last write, read the server's position:
-//     SELECT pg_current_wal_lsn().
+//     SELECT pg_current_wal_insert_lsn(). Not pg_current_wal_lsn(): with
+//     synchronous_commit off, a commit returns before its record is
+//     written, so the written position can stop short of it.
 //  2. The replica has caught up once every table is Ready (Table.Ready,
 //     replica_ready{table} = 1) and its source's AppliedLSN
 //     (replica_applied_lsn{source}, in bytes) has reached that position:

@@ -157,8 +157,9 @@ func (s *PostgresSource) ResyncsByReason() map[string]int64 { return s.resyncs.b
 // committed before this WAL position is visible in them. It is 0 until
 // the first load, and moves with each applied transaction and, while
 // changes elsewhere go by, with the server's keepalives. A replica has
-// caught up with a point of the server's history (pg_current_wal_lsn()
-// read after a fault's last write) once AppliedLSN reaches it and its
+// caught up with a point of the server's history
+// (pg_current_wal_insert_lsn() read after a fault's last write; see the
+// package doc) once AppliedLSN reaches it and its
 // tables are Ready.
 func (s *PostgresSource) AppliedLSN() pglogrepl.LSN { return pglogrepl.LSN(s.position.Load()) }
 
