@@ -17,6 +17,7 @@ type metrics struct {
 	publishErrors  *prometheus.CounterVec // records not stored, by code
 	publishLatency prometheus.Histogram   // batch received -> acked by Kafka
 	unacked        prometheus.Gauge       // delivered, not yet acked
+	held           prometheus.Gauge       // delivered, not yet passed by a commit point (what caps bound)
 	acksIgnored    prometheus.Counter     // acks for unknown or revoked offsets
 	commits        *prometheus.CounterVec // by result: ok, error
 	streamErrors   *prometheus.CounterVec // streams ended with an error, by code
@@ -41,6 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50 µs .. 6.5 s
 		}),
 		unacked:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "databus_unacked_messages", Help: "Messages delivered and not yet acked."}),
+		held:        prometheus.NewGauge(prometheus.GaugeOpts{Name: "databus_held_offsets", Help: "Delivered offsets not yet passed by their partition's commit point (acked or not): what x-databus-max-unacked bounds per stream."}),
 		acksIgnored: prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_acks_ignored_total", Help: "Acks for offsets not pending (unknown, repeated, or of a revoked partition)."}),
 		commits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "databus_commits_total", Help: "Offset commits, by result.",
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.kafkaProduce = m.kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce)))
 	reg.MustRegister(m.streams, m.messagesIn, m.messagesOut, m.bytesIn, m.bytesOut, m.publishErrors,
-		m.publishLatency, m.unacked, m.acksIgnored, m.commits, m.streamErrors, m.kafkaRequests)
+		m.publishLatency, m.unacked, m.held, m.acksIgnored, m.commits, m.streamErrors, m.kafkaRequests)
 	return m
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -70,6 +71,10 @@ type subscription struct {
 	mu        sync.Mutex
 	trackers  map[int32]*partitionTracker
 	committed map[int32]int64 // last offset committed per partition
+	// held counts the offsets in the trackers' windows (delivered and not
+	// yet passed by a commit point): what the cap bounds. unacked counts
+	// those of them not acked.
+	held      int
 	unacked   int
 	assignedP []int32 // notices for the client's next response
 	revokedP  []int32
@@ -85,7 +90,8 @@ func (s *subscription) run(ctx context.Context) error {
 		s.cl.Close()
 		s.mu.Lock()
 		s.g.m.unacked.Sub(float64(s.unacked))
-		s.unacked = 0
+		s.g.m.held.Sub(float64(s.held))
+		s.unacked, s.held = 0, 0
 		s.mu.Unlock()
 	}()
 	ctx, cancel := context.WithCancel(ctx)
@@ -107,10 +113,10 @@ func (s *subscription) run(ctx context.Context) error {
 	}()
 
 	for {
-		// Wait for room under the unacked cap: the client's backpressure.
+		// Wait for room under the cap: the client's backpressure.
 		for {
 			s.mu.Lock()
-			full := s.unacked >= s.s.maxUnacked
+			full := s.held >= s.s.maxUnacked
 			notices := len(s.assignedP)+len(s.revokedP) > 0
 			s.mu.Unlock()
 			if notices {
@@ -140,7 +146,7 @@ func (s *subscription) run(ctx context.Context) error {
 		}
 
 		s.mu.Lock()
-		n := min(s.s.batchSize, s.s.maxUnacked-s.unacked)
+		n := min(s.s.batchSize, s.s.maxUnacked-s.held)
 		s.mu.Unlock()
 		// Poll briefly so notices and drains are not held up by a quiet topic.
 		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
@@ -193,11 +199,28 @@ func (s *subscription) track(records []*kgo.Record) []*databusv1.ConsumedMessage
 		bytes += len(r.Key) + len(r.Value)
 	}
 	s.unacked += len(records)
+	s.held += len(records)
+	if hook := testHookDelivered.Load(); hook != nil {
+		(*hook)(s.held, s.maxTrackerHeld(), s.s.maxUnacked)
+	}
 	s.mu.Unlock()
 	s.g.m.unacked.Add(float64(len(records)))
+	s.g.m.held.Add(float64(len(records)))
 	s.g.m.messagesOut.Add(float64(len(records)))
 	s.g.m.bytesOut.Add(float64(bytes))
 	return msgs
+}
+
+// testHookDelivered, when set (tests), sees every delivery: the stream's
+// held offsets, its largest tracker's, and its cap.
+var testHookDelivered atomic.Pointer[func(held, trackerHeld, limit int)]
+
+func (s *subscription) maxTrackerHeld() int {
+	m := 0
+	for _, t := range s.trackers {
+		m = max(m, t.held())
+	}
+	return m
 }
 
 // send pushes messages and any pending assignment notices.
@@ -216,20 +239,28 @@ func (s *subscription) receiveAcks() error {
 		if err != nil {
 			return err
 		}
-		freed, ignored := 0, 0
+		freed, released, ignored := 0, 0, 0
 		s.mu.Lock()
 		for _, a := range req.Acks {
-			if t := s.trackers[a.Partition]; t != nil && t.ack(a.Offset) {
+			t := s.trackers[a.Partition]
+			if t == nil {
+				ignored++
+				continue
+			}
+			if ok, rel := t.ack(a.Offset); ok {
 				freed++
+				released += rel
 			} else {
 				ignored++
 			}
 		}
 		s.unacked -= freed
+		s.held -= released
 		s.mu.Unlock()
 		s.g.m.unacked.Sub(float64(freed))
+		s.g.m.held.Sub(float64(released))
 		s.g.m.acksIgnored.Add(float64(ignored))
-		if freed > 0 {
+		if released > 0 {
 			s.signal()
 		}
 	}
@@ -347,18 +378,21 @@ func (s *subscription) lost(_ context.Context, _ *kgo.Client, parts map[string][
 
 func (s *subscription) forget(ps []int32) {
 	s.mu.Lock()
-	dropped := 0
+	dropped, released := 0, 0
 	for _, p := range ps {
 		if t := s.trackers[p]; t != nil {
 			dropped += t.unacked()
+			released += t.held()
 			delete(s.trackers, p)
 		}
 		delete(s.committed, p)
 	}
 	s.unacked -= dropped
+	s.held -= released
 	s.revokedP = append(s.revokedP, ps...)
 	s.mu.Unlock()
 	s.g.m.unacked.Sub(float64(dropped))
+	s.g.m.held.Sub(float64(released))
 	s.signal()
 }
 
