@@ -97,6 +97,11 @@ type Config struct {
 	// group member's Kafka client may hold one fetch it has not handed
 	// out yet (see FetchMaxBytes).
 	MaxGatewayBytes int64
+	// SendTimeout bounds one send to a subscribe stream (30s): a client
+	// that reads nothing for that long (HTTP/2 flow control holds the
+	// send) has its stream ended with DeadlineExceeded, and its partitions
+	// and unacked messages go to the group's other streams.
+	SendTimeout time.Duration
 	// Registry receives the gateway's metrics (default: a new registry).
 	Registry prometheus.Registerer
 	// Logger (default slog.Default()).
@@ -124,6 +129,7 @@ func (c *Config) setDefaults() {
 	c.MaxKafkaClients = cmp.Or(c.MaxKafkaClients, 1024)
 	c.MaxStreamBytes = cmp.Or(c.MaxStreamBytes, 16<<20)
 	c.MaxGatewayBytes = cmp.Or(c.MaxGatewayBytes, 256<<20)
+	c.SendTimeout = cmp.Or(c.SendTimeout, 30*time.Second)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -144,6 +150,7 @@ func (c *Config) validateLimits() error {
 		{"--max-kafka-clients", int64(c.MaxKafkaClients), 1},
 		{"--max-stream-bytes", c.MaxStreamBytes, 1},
 		{"--max-gateway-bytes", c.MaxGatewayBytes, 1},
+		{"--send-timeout", int64(c.SendTimeout), 1},
 	} {
 		if l.v < l.least {
 			return fmt.Errorf("%w: %s is %d: give a positive value (or leave it out for the default)", ErrBadLimit, l.flag, l.v)

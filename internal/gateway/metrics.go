@@ -24,6 +24,7 @@ type metrics struct {
 	refusals       *prometheus.CounterVec // streams or batches refused, by limit
 	kafkaClients   *prometheus.GaugeVec   // Kafka clients open, by kind
 	bytesInFlight  *prometheus.GaugeVec   // message bytes in flight, by kind: publish, subscribe
+	sendTimeouts   prometheus.Counter     // subscribe streams ended because the client did not read
 	rewinds        prometheus.Counter     // partitions restarted from their oldest unacked offset
 	kafkaRequests  *prometheus.CounterVec // requests written to Kafka, by API: the load the gateway puts on Kafka
 	kafkaProduce   prometheus.Counter     // kafkaRequests' Produce child, resolved once
@@ -63,14 +64,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytesInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "databus_bytes_in_flight", Help: "Message bytes in the gateway, by kind: publish (read, not yet answered), subscribe (fetched, not yet sent). --max-gateway-bytes bounds their sum.",
 		}, []string{"kind"}),
-		rewinds: prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_partition_rewinds_total", Help: "Partitions that moved between subscribe streams of one gateway while the stream they left held messages, restarted from the oldest of them (delivered again)."}),
+		sendTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_send_timeouts_total", Help: "Subscribe streams ended because a send to the client blocked past --send-timeout."}),
+		rewinds:      prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_partition_rewinds_total", Help: "Partitions that moved between subscribe streams of one gateway while the stream they left held messages, restarted from the oldest of them (delivered again)."}),
 		kafkaRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "databus_kafka_requests_total", Help: "Requests written to Kafka brokers, by API (Produce, Fetch, ...): aggregation shows here as fewer Produce requests per message.",
 		}, []string{"api"}),
 	}
 	m.kafkaProduce = m.kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce)))
 	reg.MustRegister(m.streams, m.messagesIn, m.messagesOut, m.bytesIn, m.bytesOut, m.publishErrors,
-		m.publishLatency, m.unacked, m.held, m.acksIgnored, m.commits, m.streamErrors, m.refusals, m.kafkaClients, m.bytesInFlight, m.rewinds, m.kafkaRequests)
+		m.publishLatency, m.unacked, m.held, m.acksIgnored, m.commits, m.streamErrors, m.refusals, m.kafkaClients, m.bytesInFlight, m.sendTimeouts, m.rewinds, m.kafkaRequests)
 	return m
 }
 

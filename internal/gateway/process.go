@@ -62,6 +62,7 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
 	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 1024, "Kafka clients of one gateway: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused")
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
 	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", 256<<20, "message bytes all streams may have in flight together")
+	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
 }
 
 // Run serves until ctx ends, then drains: batches in flight are answered,

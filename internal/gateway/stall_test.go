@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,9 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
@@ -62,6 +66,74 @@ func stalledSubscriber(t *testing.T, ctx context.Context, addr, topic, group str
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestStalledSubscriberTimesOut: a subscriber that stops reading must not
+// keep its partitions. Its send waits at most --send-timeout; then its
+// stream ends with DeadlineExceeded naming the flag, and the messages it
+// held go to the group's other stream. (Before, the send waited forever
+// and the partition stayed with the stalled stream: the other got nothing.)
+func TestStalledSubscriberTimesOut(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		const total, size = 600, 1 << 10
+		topic := newTopic(t, k, 1)
+		reg := prometheus.NewRegistry()
+		w := startGateway(t, gateway.Config{Brokers: k.Brokers, SendTimeout: 2 * time.Second, CommitInterval: 100 * time.Millisecond, Registry: reg})
+		publishBig(t, k, topic, total, size)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+
+		stalled := stalledSubscriber(t, ctx, w.addr, topic, "g")
+		waitFor(t, 20*time.Second, "the stalled stream owns the partition and was sent messages", func() error {
+			if got := counterValue(t, reg, "databus_messages_out_total", "", ""); got == 0 {
+				return fmt.Errorf("nothing sent yet")
+			}
+			return nil
+		})
+		// A second stream of the group, on the same gateway: with one
+		// partition, it gets it only when the stalled one lets go.
+		var (
+			mu  sync.Mutex
+			got = map[string]bool{}
+		)
+		bctx, bcancel := context.WithCancel(ctx)
+		defer bcancel()
+		go w.client(t).Subscribe(bctx, topic, "g", func(_ context.Context, ds []databus.Delivery) error {
+			mu.Lock()
+			for _, d := range ds {
+				got[string(d.Key)] = true
+			}
+			mu.Unlock()
+			return nil
+		})
+		start := time.Now()
+		waitFor(t, 30*time.Second, "the other stream receives every message, those sent to the stalled one included", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) < total {
+				return fmt.Errorf("%d of %d", len(got), total)
+			}
+			return nil
+		})
+		t.Logf("the other stream had every message %v after it subscribed", time.Since(start).Round(time.Millisecond))
+		if n := counterValue(t, reg, "databus_send_timeouts_total", "", ""); n != 1 {
+			t.Fatalf("databus_send_timeouts_total = %v, want 1", n)
+		}
+		// The stalled client, reading at last, finds its stream ended with a
+		// status that says why.
+		for {
+			_, err := stalled.Recv()
+			if err == nil {
+				continue
+			}
+			st, _ := status.FromError(err)
+			if st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "--send-timeout") {
+				t.Fatalf("stalled stream ended with %v, want DeadlineExceeded naming --send-timeout", err)
+			}
+			t.Logf("stalled stream: %s", st.Message())
+			break
+		}
+	})
 }
 
 // TestSubscribeBytesInFlightBounded: streams that do not read hold the

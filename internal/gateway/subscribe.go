@@ -50,16 +50,18 @@ func (g *Gateway) Subscribe(stream databusv1.DataBus_SubscribeServer) error {
 
 // subStream is one subscribe stream. Its handler's goroutine waits for
 // the stream's end; a second one receives acks; a third, started only
-// while there is something to send (kickLocked), sends: an idle stream
-// costs no sender. The state below "guarded" belongs to its member, under
-// the member's mutex.
+// while there is something to send (kickLocked), sends. Sends happen off
+// the handler so that a send the client does not read can be given up on:
+// only the handler's return ends a gRPC stream, and with it the send.
+// The state below "guarded" belongs to its member, under the member's
+// mutex.
 type subStream struct {
 	g      *Gateway
 	m      *member
 	s      streamSettings
 	stream databusv1.DataBus_SubscribeServer
 
-	failed chan error    // the sender ends the stream (a send failed)
+	failed chan error    // the sender ends the stream (a send failed or timed out)
 	acked  chan struct{} // an ack came (a draining stream waits for them)
 
 	// Guarded by m.mu.
@@ -192,10 +194,20 @@ func (st *subStream) next() (*databusv1.SubscribeResponse, int64) {
 	return resp, bytes
 }
 
-// send sends one response. Its messages' bytes stay counted in the
-// gateway's bytes in flight until gRPC took them.
+// send sends one response within --send-timeout. Its messages' bytes
+// stay counted in the gateway's bytes in flight until gRPC took them.
+// A client that does not read holds the send (HTTP/2 flow control) past
+// the timeout: the stream then ends with DeadlineExceeded, which ends the
+// send too, and its partitions go to other streams, its unacked messages
+// with them.
 func (st *subStream) send(resp *databusv1.SubscribeResponse, bytes int64) error {
+	timeout := st.g.cfg.SendTimeout
+	timer := time.AfterFunc(timeout, func() {
+		st.g.m.sendTimeouts.Inc()
+		st.fail(streamError(codes.DeadlineExceeded, "the client read nothing for %v (--send-timeout): this stream ended and its partitions and unacked messages went to the group's other subscribers; keep reading while you process (ack from another goroutine), or raise the limit", timeout))
+	})
 	err := st.stream.Send(resp)
+	timer.Stop()
 	st.g.bytes.release(bytes)
 	st.g.m.bytesInFlight.WithLabelValues("subscribe").Sub(float64(bytes))
 	return err
