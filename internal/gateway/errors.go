@@ -7,3 +7,6 @@ var ErrNoBrokers = errors.New("gateway: no Kafka brokers: set Config.Brokers (--
 
 // ErrDraining is the status message streams end with when the gateway shuts down.
 var ErrDraining = errors.New("gateway: draining for shutdown: reconnect (to another instance) and resend what was not acked")
+
+// ErrBadLimit is returned by New when a limit of Config is out of range.
+var ErrBadLimit = errors.New("gateway: limit out of range")

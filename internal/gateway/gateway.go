@@ -1,18 +1,23 @@
 // Package gateway is the server side of databus: gRPC bidirectional
 // streams in front of Kafka (report D). Publish streams get a producer of
 // their own (latency first) or share the gateway's (aggregation: batching
-// first); subscribe streams are consumer-group members whose offsets are
-// committed only as far as the client acked. It is stateless: any number
-// of gateways serve the same topics and groups, and Kafka's group protocol
-// balances partitions over their streams.
+// first); the subscribe streams of one group and topic on a gateway share
+// one consumer-group member, one Kafka client, that spreads its partitions
+// over them (member.go) and commits offsets only as far as the clients
+// acked. It is stateless: any number of gateways serve the same topics and
+// groups, and Kafka's group protocol balances partitions over gateways.
+// Streams, Kafka clients and bytes in flight are bounded (limits.go).
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,9 +49,12 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxBatchMessages bounds messages per publish batch (10000).
 	MaxBatchMessages int
-	// FetchMaxBytes bounds what one subscription fetches from Kafka at a
-	// time (32 KiB, the report's choice: Kafka's 50 MB default times 10k
-	// streams does not fit in memory).
+	// FetchMaxBytes bounds what one fetch brings of one partition (32 KiB,
+	// the report's choice: Kafka's 50 MB default times 10k streams does
+	// not fit in memory). A group's member fetches for all its streams at
+	// once, up to 32 partitions' worth per fetch. Kafka counts these bytes
+	// as stored (compressed) and always returns a partition's first record
+	// batch whole, so a fetch may bring more.
 	FetchMaxBytes int32
 	// ProduceTimeout bounds how long a record may wait for Kafka (10s);
 	// past it the record fails with Unavailable.
@@ -62,6 +70,38 @@ type Config struct {
 	SessionTimeout time.Duration
 	// KafkaTimeout bounds metadata checks and commits (5s).
 	KafkaTimeout time.Duration
+	// MaxStreams bounds the streams, publish and subscribe, one gateway
+	// serves at once (12,000: the report's 10,000 per pod, with room for
+	// reconnects). A stream past it is refused with ResourceExhausted.
+	MaxStreams int
+	// MaxStreamsPerConnection is gRPC's MaxConcurrentStreams (1,000). gRPC
+	// enforces it per connection before the gateway sees a stream: grpc-go
+	// clients wait for one of their streams to end, others get HTTP/2
+	// REFUSED_STREAM (Unavailable).
+	MaxStreamsPerConnection int
+	// MaxKafkaClients bounds the gateway's Kafka clients (1,024): the
+	// shared producer (always counted), one producer per publish stream
+	// without aggregation, and one group member per (group, topic) that
+	// has subscribe streams here, however many streams that is. A stream
+	// that needs a client past it is refused with ResourceExhausted.
+	MaxKafkaClients int
+	// MaxStreamBytes bounds one stream's message bytes in flight (16 MiB):
+	// publish batches read and not yet answered; subscribe messages fetched
+	// and not yet handed to gRPC. At the limit the gateway stops reading
+	// the publish stream, or fetching for the subscribe stream, until bytes
+	// are answered or sent; one batch or fetch may cross it. A publish
+	// batch larger than the limit is refused with ResourceExhausted.
+	MaxStreamBytes int64
+	// MaxGatewayBytes bounds the same bytes over all streams (256 MiB),
+	// the same way: streams wait, none is refused for it. Beyond it, each
+	// group member's Kafka client may hold one fetch it has not handed
+	// out yet (see FetchMaxBytes).
+	MaxGatewayBytes int64
+	// SendTimeout bounds one send to a subscribe stream (30s): a client
+	// that reads nothing for that long (HTTP/2 flow control holds the
+	// send) has its stream ended with DeadlineExceeded, and its partitions
+	// and unacked messages go to the group's other streams.
+	SendTimeout time.Duration
 	// Registry receives the gateway's metrics (default: a new registry).
 	Registry prometheus.Registerer
 	// Logger (default slog.Default()).
@@ -70,36 +110,56 @@ type Config struct {
 	KafkaOpts []kgo.Opt
 }
 
+// setDefaults is the one place defaults are set: every zero field takes
+// the value its comment gives.
 func (c *Config) setDefaults() {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	def(&c.MaxInflight, 16)
-	def(&c.MaxUnacked, 1000)
-	def(&c.BatchSize, 100)
-	def(&c.MaxMessageBytes, 1<<20)
-	def(&c.MaxBatchMessages, 10000)
-	if c.FetchMaxBytes == 0 {
-		c.FetchMaxBytes = 32 << 10
-	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defDur(&c.ProduceTimeout, 10*time.Second)
-	defDur(&c.AggregationLinger, 5*time.Millisecond)
-	defDur(&c.CommitInterval, time.Second)
-	defDur(&c.SessionTimeout, 10*time.Second)
-	defDur(&c.KafkaTimeout, 5*time.Second)
+	c.MaxInflight = cmp.Or(c.MaxInflight, 16)
+	c.MaxUnacked = cmp.Or(c.MaxUnacked, 1000)
+	c.BatchSize = cmp.Or(c.BatchSize, 100)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, 1<<20)
+	c.MaxBatchMessages = cmp.Or(c.MaxBatchMessages, 10000)
+	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, 32<<10)
+	c.ProduceTimeout = cmp.Or(c.ProduceTimeout, 10*time.Second)
+	c.AggregationLinger = cmp.Or(c.AggregationLinger, 5*time.Millisecond)
+	c.CommitInterval = cmp.Or(c.CommitInterval, time.Second)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, 10*time.Second)
+	c.KafkaTimeout = cmp.Or(c.KafkaTimeout, 5*time.Second)
+	c.MaxStreams = cmp.Or(c.MaxStreams, 12000)
+	c.MaxStreamsPerConnection = cmp.Or(c.MaxStreamsPerConnection, 1000)
+	c.MaxKafkaClients = cmp.Or(c.MaxKafkaClients, 1024)
+	c.MaxStreamBytes = cmp.Or(c.MaxStreamBytes, 16<<20)
+	c.MaxGatewayBytes = cmp.Or(c.MaxGatewayBytes, 256<<20)
+	c.SendTimeout = cmp.Or(c.SendTimeout, 30*time.Second)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+}
+
+// validateLimits refuses limits below what can work (zero takes the
+// default, so only negative ones or too few Kafka clients get here).
+func (c *Config) validateLimits() error {
+	for _, l := range []struct {
+		flag     string
+		v, least int64
+	}{
+		{"--max-streams", int64(c.MaxStreams), 1},
+		{"--max-streams-per-conn", int64(c.MaxStreamsPerConnection), 1},
+		{"--max-kafka-clients", int64(c.MaxKafkaClients), 1},
+		{"--max-stream-bytes", c.MaxStreamBytes, 1},
+		{"--max-gateway-bytes", c.MaxGatewayBytes, 1},
+		{"--send-timeout", int64(c.SendTimeout), 1},
+	} {
+		if l.v < l.least {
+			return fmt.Errorf("%w: %s is %d: give a positive value (or leave it out for the default)", ErrBadLimit, l.flag, l.v)
+		}
+	}
+	if c.MaxStreamsPerConnection > math.MaxUint32 {
+		return fmt.Errorf("%w: --max-streams-per-conn is %d, above HTTP/2's %d", ErrBadLimit, c.MaxStreamsPerConnection, uint32(math.MaxUint32))
+	}
+	return nil
 }
 
 // Gateway implements databusv1.DataBusServer.
@@ -125,6 +185,13 @@ type Gateway struct {
 
 	topicsMu sync.Mutex
 	topics   map[string]time.Time // topic -> when it was last seen to exist
+
+	open    atomic.Int64 // streams open (MaxStreams)
+	clients atomic.Int64 // Kafka clients open or reserved (MaxKafkaClients)
+	bytes   budget       // message bytes in flight (MaxGatewayBytes)
+
+	membersMu sync.Mutex
+	members   map[memberKey]*member // the group members serving subscribe streams
 }
 
 // New returns a gateway for cfg. It does not contact Kafka until a stream
@@ -134,13 +201,22 @@ func New(cfg Config) (*Gateway, error) {
 	if len(cfg.Brokers) == 0 && !cfg.Echo {
 		return nil, ErrNoBrokers
 	}
+	if err := cfg.validateLimits(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Gateway{
+	g := &Gateway{
 		cfg: cfg, m: newMetrics(cfg.Registry), log: cfg.Logger,
 		ctx: ctx, cancel: cancel,
 		draining: make(chan struct{}),
 		topics:   map[string]time.Time{},
-	}, nil
+		members:  map[memberKey]*member{},
+	}
+	g.bytes.limit = cfg.MaxGatewayBytes
+	if !cfg.Echo {
+		g.clients.Store(1) // the shared producer's place, taken when first needed
+	}
+	return g, nil
 }
 
 // Ready reports whether the gateway can serve: in echo mode always; else
@@ -185,6 +261,7 @@ func (g *Gateway) Drain(ctx context.Context) error {
 // Close releases the gateway's Kafka clients. Call it after Drain.
 func (g *Gateway) Close() {
 	g.drainOnce.Do(func() { close(g.draining) })
+	g.closeMembers()
 	g.cancel()
 	if g.shared != nil {
 		g.shared.Close()
@@ -212,7 +289,9 @@ func (g *Gateway) sharedClient() (*kgo.Client, error) {
 		g.shared, g.sharedErr = kgo.NewClient(g.kafkaOpts(kgo.ProducerLinger(g.cfg.AggregationLinger))...)
 		if g.sharedErr != nil {
 			g.sharedErr = fmt.Errorf("gateway: Kafka client: %w", g.sharedErr)
+			return
 		}
+		g.m.kafkaClients.WithLabelValues(clientShared).Set(1)
 	})
 	return g.shared, g.sharedErr
 }

@@ -47,10 +47,10 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
 	fs.StringVar(&p.brokers, "brokers", "", "Kafka seed brokers, host:port,... (required unless --echo)")
 	fs.BoolVar(&c.Echo, "echo", false, "answer publishes at once without Kafka (transport test)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 16, "default batches in flight per publish stream")
-	fs.IntVar(&c.MaxUnacked, "max-unacked", 1000, "default delivered-but-unacked messages per subscribe stream")
+	fs.IntVar(&c.MaxUnacked, "max-unacked", 1000, "default cap per subscribe stream on messages held: delivered from its oldest unacked one on, acked or not")
 	fs.IntVar(&c.BatchSize, "batch-size", 100, "default messages per subscribe batch")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message accepted")
-	fs.Func("fetch-max-bytes", "bytes a subscription fetches from Kafka at a time (default 32768)", func(v string) error {
+	fs.Func("fetch-max-bytes", "bytes one fetch brings of one partition (default 32768); a group's fetch carries up to 32 partitions", func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil || n < 1024 {
 			return fmt.Errorf("give a byte count of at least 1024")
@@ -63,6 +63,14 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often acked offsets are committed")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout")
 	fs.DurationVar(&p.DrainTimeout, "drain-timeout", 20*time.Second, "how long shutdown waits for streams to finish")
+	// Limits: a stream past a count limit is refused with ResourceExhausted
+	// naming the flag; bytes limits make streams wait.
+	fs.IntVar(&c.MaxStreams, "max-streams", 12000, "streams (publish and subscribe) one gateway serves at once; more are refused")
+	fs.IntVar(&c.MaxStreamsPerConnection, "max-streams-per-conn", 1000, "streams one client connection may have open (gRPC MaxConcurrentStreams); more wait")
+	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 1024, "Kafka clients of one gateway: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused")
+	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
+	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", 256<<20, "message bytes all streams may have in flight together")
+	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
 	p.Auth.RegisterFlags(fs)
 }
 

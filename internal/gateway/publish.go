@@ -21,6 +21,10 @@ import (
 func (g *Gateway) Publish(stream databusv1.DataBus_PublishServer) error {
 	g.streams.Add(1)
 	defer g.streams.Done()
+	if err := g.openStream(); err != nil {
+		return g.ended(err)
+	}
+	defer g.closeStream()
 	ctx := stream.Context()
 	s, err := g.settingsFrom(ctx, false)
 	if err != nil {
@@ -31,9 +35,18 @@ func (g *Gateway) Publish(stream databusv1.DataBus_PublishServer) error {
 			return g.ended(err)
 		}
 	}
+	p := &publisher{g: g, s: s, stream: stream, out: make(chan *databusv1.PublishResponse, s.maxInflight)}
+	p.bytes.limit = g.cfg.MaxStreamBytes
+	if !g.cfg.Echo && !s.aggregation {
+		// The stream's own producer, made on its first batch: its place
+		// is taken now, so a refusal comes before any batch is sent.
+		if err := g.acquireClient(clientProducer); err != nil {
+			return g.ended(err)
+		}
+		defer g.releaseClient(clientProducer)
+	}
 	g.m.streams.WithLabelValues("publish").Inc()
 	defer g.m.streams.WithLabelValues("publish").Dec()
-	p := &publisher{g: g, s: s, stream: stream, out: make(chan *databusv1.PublishResponse, s.maxInflight)}
 	defer p.closeProducer()
 	return g.ended(p.run(ctx))
 }
@@ -55,6 +68,10 @@ type publisher struct {
 	outstanding int
 
 	producer *kgo.Client // this stream's own, made on its first batch
+
+	// bytes counts the message bytes of batches read and not yet
+	// answered (Config.MaxStreamBytes); the gateway's total is g.bytes.
+	bytes budget
 }
 
 func (p *publisher) run(ctx context.Context) error {
@@ -66,10 +83,22 @@ func (p *publisher) run(ctx context.Context) error {
 	reqs := make(chan recv)
 	go func() {
 		for {
+			// Read no more while the stream's or the gateway's bytes in
+			// flight are at their limits: gRPC's flow control then holds
+			// the client back.
+			if !p.waitForBytes(ctx) {
+				return
+			}
 			req, err := p.stream.Recv()
+			if err == nil {
+				p.hold(batchBytes(req))
+			}
 			select {
 			case reqs <- recv{req, err}:
 			case <-ctx.Done():
+				if err == nil { // never accepted: count it off
+					p.free(batchBytes(req))
+				}
 				return
 			}
 			if err != nil {
@@ -115,6 +144,7 @@ func (p *publisher) run(ctx context.Context) error {
 				return finish(nil) // the client went away; nothing to answer
 			}
 			if err := p.accept(r.req); err != nil {
+				p.free(batchBytes(r.req))
 				return finish(err)
 			}
 		}
@@ -131,11 +161,17 @@ func (p *publisher) accept(req *databusv1.PublishRequest) error {
 	if p.outstanding >= p.s.maxInflight {
 		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
 	}
+	size := batchBytes(req)
+	if size > p.g.cfg.MaxStreamBytes {
+		p.g.m.refusals.WithLabelValues(limitStreamBytes).Inc()
+		return streamError(codes.ResourceExhausted, "batch %d has %d message bytes, more than a stream may have in flight (%d, --max-stream-bytes): split it, or raise the limit", req.BatchId, size, p.g.cfg.MaxStreamBytes)
+	}
 	start := time.Now()
 	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
 	if p.g.cfg.Echo || n == 0 {
 		resp.Stored = uint32(n)
 		p.outstanding++
+		p.free(size)
 		p.answer(resp, start)
 		return nil
 	}
@@ -144,7 +180,7 @@ func (p *publisher) accept(req *databusv1.PublishRequest) error {
 		return streamError(codes.Unavailable, "%v", err)
 	}
 	p.outstanding++
-	b := &batch{p: p, resp: resp, start: start}
+	b := &batch{p: p, resp: resp, start: start, size: size}
 	b.remaining.Store(int32(n))
 	for i, m := range req.Messages {
 		size := len(m.Key) + len(m.Value)
@@ -204,6 +240,7 @@ type batch struct {
 	p         *publisher
 	resp      *databusv1.PublishResponse
 	start     time.Time
+	size      int64 // message bytes, freed when answered
 	remaining atomic.Int32
 	mu        sync.Mutex
 	stores    uint32
@@ -236,5 +273,53 @@ func (b *batch) done() {
 	b.p.g.m.messagesIn.Add(float64(b.stores))
 	b.p.g.m.bytesIn.Add(float64(b.bytes))
 	b.mu.Unlock()
+	b.p.free(b.size)
 	b.p.answer(b.resp, b.start)
+}
+
+// batchBytes is what a batch counts against bytes limits: its messages'
+// keys, values and headers.
+func batchBytes(req *databusv1.PublishRequest) int64 {
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Key) + len(m.Value)
+		for _, h := range m.Headers {
+			n += len(h.Key) + len(h.Value)
+		}
+	}
+	return int64(n)
+}
+
+// hold counts a batch's bytes in flight; free counts them off.
+func (p *publisher) hold(n int64) {
+	p.bytes.add(n)
+	p.g.bytes.add(n)
+	p.g.m.bytesInFlight.WithLabelValues("publish").Add(float64(n))
+}
+
+func (p *publisher) free(n int64) {
+	p.bytes.release(n)
+	p.g.bytes.release(n)
+	p.g.m.bytesInFlight.WithLabelValues("publish").Sub(float64(n))
+}
+
+// waitForBytes waits until the stream and the gateway are under their
+// bytes limits; false when the stream ends first.
+func (p *publisher) waitForBytes(ctx context.Context) bool {
+	for {
+		ch := p.bytes.wait()
+		if ch == nil {
+			ch = p.g.bytes.wait()
+		}
+		if ch == nil {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		case <-p.g.draining:
+			return false
+		}
+	}
 }

@@ -47,6 +47,7 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 		grpc.InitialWindowSize(o.WindowBytes),
 		grpc.InitialConnWindowSize(o.WindowBytes),
 		grpc.MaxRecvMsgSize(o.MaxRecvBytes),
+		grpc.MaxConcurrentStreams(uint32(g.cfg.MaxStreamsPerConnection)),
 		// Ping idle clients so dead connections are found and their
 		// subscriptions' partitions freed; never close a healthy idle
 		// stream (the report saw idle timeouts cause latency spikes).

@@ -121,7 +121,8 @@ func TestSubscribeStreamsEndWhenClientsGo(t *testing.T) {
 	})
 }
 
-// counterValue sums a counter's series whose label name has value.
+// counterValue sums a counter's series whose label name has value (all
+// of them when name is "").
 func counterValue(t *testing.T, reg *prometheus.Registry, metric, name, value string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -134,6 +135,10 @@ func counterValue(t *testing.T, reg *prometheus.Registry, metric, name, value st
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if name == "" {
+				sum += m.GetCounter().GetValue()
+				continue
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == name && l.GetValue() == value {
 					sum += m.GetCounter().GetValue()

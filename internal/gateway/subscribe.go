@@ -3,26 +3,29 @@ package gateway
 import (
 	"context"
 	"errors"
-	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
 
-// Subscribe serves one subscribe stream: a consumer-group member whose
-// messages are pushed in batches and whose offsets are committed only up
-// to what the client acked.
+// Subscribe serves one subscribe stream: a share of its group's partitions
+// on this gateway (see member), whose messages are pushed in batches and
+// whose offsets are committed only up to what the client acked.
 func (g *Gateway) Subscribe(stream databusv1.DataBus_SubscribeServer) error {
 	g.streams.Add(1)
 	defer g.streams.Done()
 	if g.cfg.Echo {
 		return g.ended(streamError(codes.FailedPrecondition, "this gateway runs in echo mode, without Kafka: subscribe through a gateway started with --brokers"))
 	}
+	if err := g.openStream(); err != nil {
+		return g.ended(err)
+	}
+	defer g.closeStream()
 	ctx := stream.Context()
 	s, err := g.settingsFrom(ctx, true)
 	if err != nil {
@@ -34,345 +37,286 @@ func (g *Gateway) Subscribe(stream databusv1.DataBus_SubscribeServer) error {
 	g.m.streams.WithLabelValues("subscribe").Inc()
 	defer g.m.streams.WithLabelValues("subscribe").Dec()
 
-	sub := &subscription{g: g, s: s, stream: stream, trackers: map[int32]*partitionTracker{}, committed: map[int32]int64{}, room: make(chan struct{}, 1)}
-	cl, err := newClient(g.kafkaOpts(
-		kgo.ConsumerGroup(s.group),
-		kgo.ConsumeTopics(s.topic),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
-		kgo.DisableAutoCommit(),
-		// Rebalances wait while a polled batch is being registered, so a
-		// revocation never races the tracking of what was delivered.
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(sub.assigned),
-		kgo.OnPartitionsRevoked(sub.revoked),
-		kgo.OnPartitionsLost(sub.lost),
-		// A new group reads the topic from the start: a message published
-		// before the first subscriber joined is not skipped.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(g.cfg.SessionTimeout),
-		kgo.FetchMaxBytes(g.cfg.FetchMaxBytes),
-		kgo.FetchMaxPartitionBytes(g.cfg.FetchMaxBytes),
-		kgo.MaxConcurrentFetches(1),
-	))
-	if err != nil {
-		return g.ended(streamError(codes.Unavailable, "%v", err))
+	st := &subStream{
+		g: g, s: s, stream: stream,
+		failed: make(chan error, 1), acked: make(chan struct{}, 1),
+		parts: map[int32]*partState{},
 	}
-	sub.cl = cl
-	return g.ended(sub.run(ctx))
+	if err := g.attach(st); err != nil {
+		return g.ended(err)
+	}
+	return g.ended(st.run(ctx))
 }
 
-type subscription struct {
+// subStream is one subscribe stream. Its handler's goroutine waits for
+// the stream's end; a second one receives acks; a third, started only
+// while there is something to send (kickLocked), sends. Sends happen off
+// the handler so that a send the client does not read can be given up on:
+// only the handler's return ends a gRPC stream, and with it the send.
+// The state below "guarded" belongs to its member, under the member's
+// mutex.
+type subStream struct {
 	g      *Gateway
+	m      *member
 	s      streamSettings
 	stream databusv1.DataBus_SubscribeServer
-	cl     *kgo.Client
 
-	mu        sync.Mutex
-	trackers  map[int32]*partitionTracker
-	committed map[int32]int64 // last offset committed per partition
-	unacked   int
-	assignedP []int32 // notices for the client's next response
-	revokedP  []int32
-	room      chan struct{} // signalled when acks free room or notices wait
+	failed chan error    // the sender ends the stream (a send failed or timed out)
+	acked  chan struct{} // an ack came (a draining stream waits for them)
+
+	// Guarded by m.mu.
+	parts map[int32]*partState // the partitions it has now
+	// queue holds records fetched for its partitions and not yet sent,
+	// in offset order per partition; queueBytes their bytes.
+	queue      []*kgo.Record
+	queueBytes int64
+	held       int  // offsets in its partitions' windows: what the cap bounds
+	unacked    int  // of those, not acked
+	sending    bool // a sender goroutine runs
+	paused     bool // its partitions are paused in the member's client
+	draining   bool
+	ended      bool
+	// Notices for the client's next response.
+	assignedP, revokedP []int32
 }
 
-func (s *subscription) run(ctx context.Context) error {
-	defer func() {
-		// Commit what was acked (never what was only delivered), then leave
-		// the group so the partitions, and the unacked messages in them,
-		// go to the other members at once.
-		s.commit(s.g.ctx)
-		s.cl.Close()
-		s.mu.Lock()
-		s.g.m.unacked.Sub(float64(s.unacked))
-		s.unacked = 0
-		s.mu.Unlock()
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
+func (st *subStream) run(ctx context.Context) error {
+	defer st.g.detach(st)
 	recvErr := make(chan error, 1)
-	go func() { recvErr <- s.receiveAcks() }()
-	go func() {
-		t := time.NewTicker(s.g.cfg.CommitInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				s.commit(ctx)
-			}
-		}
-	}()
-
-	for {
-		// Wait for room under the unacked cap: the client's backpressure.
-		for {
-			s.mu.Lock()
-			full := s.unacked >= s.s.maxUnacked
-			notices := len(s.assignedP)+len(s.revokedP) > 0
-			s.mu.Unlock()
-			if notices {
-				if s.send(nil) != nil {
-					return nil // the client went away
-				}
-			}
-			if !full {
-				break
-			}
-			select {
-			case <-s.room:
-			case <-recvErr:
-				return nil // the client closed or went away
-			case <-s.g.draining:
-				return s.drain()
-			case <-ctx.Done():
-				return nil
-			}
-		}
-		select {
-		case <-recvErr:
-			return nil // the client closed or went away
-		case <-s.g.draining:
-			return s.drain()
-		default:
-		}
-
-		s.mu.Lock()
-		n := min(s.s.batchSize, s.s.maxUnacked-s.unacked)
-		s.mu.Unlock()
-		// Poll briefly so notices and drains are not held up by a quiet topic.
-		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		fetches := s.cl.PollRecords(pctx, n)
-		pcancel()
-		if fetches.IsClientClosed() {
-			return nil
-		}
-		var records []*kgo.Record
-		fetches.EachRecord(func(r *kgo.Record) { records = append(records, r) })
-		for _, fe := range fetches.Errors() {
-			if errors.Is(fe.Err, context.DeadlineExceeded) || errors.Is(fe.Err, context.Canceled) {
-				continue
-			}
-			s.g.log.Warn("databus: fetch error", "topic", fe.Topic, "partition", fe.Partition, "err", fe.Err)
-		}
-		msgs := s.track(records)
-		s.cl.AllowRebalance()
-		if len(msgs) > 0 {
-			if s.send(msgs) != nil {
-				return nil // the client went away
-			}
-		}
-	}
-}
-
-// track registers delivered records and converts them for the client.
-func (s *subscription) track(records []*kgo.Record) []*databusv1.ConsumedMessage {
-	if len(records) == 0 {
-		return nil
-	}
-	msgs := make([]*databusv1.ConsumedMessage, len(records))
-	bytes := 0
-	s.mu.Lock()
-	for i, r := range records {
-		t := s.trackers[r.Partition]
-		if t == nil {
-			t = newPartitionTracker()
-			s.trackers[r.Partition] = t
-		}
-		t.deliver(r.Offset, r.LeaderEpoch)
-		m := &databusv1.ConsumedMessage{
-			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-			TimestampMs: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value,
-		}
-		for _, h := range r.Headers {
-			m.Headers = append(m.Headers, &databusv1.Header{Key: h.Key, Value: h.Value})
-		}
-		msgs[i] = m
-		bytes += len(r.Key) + len(r.Value)
-	}
-	s.unacked += len(records)
-	s.mu.Unlock()
-	s.g.m.unacked.Add(float64(len(records)))
-	s.g.m.messagesOut.Add(float64(len(records)))
-	s.g.m.bytesOut.Add(float64(bytes))
-	return msgs
-}
-
-// send pushes messages and any pending assignment notices.
-func (s *subscription) send(msgs []*databusv1.ConsumedMessage) error {
-	s.mu.Lock()
-	resp := &databusv1.SubscribeResponse{Messages: msgs, Assigned: s.assignedP, Revoked: s.revokedP}
-	s.assignedP, s.revokedP = nil, nil
-	s.mu.Unlock()
-	return s.stream.Send(resp)
-}
-
-// receiveAcks applies the client's acks until the stream ends.
-func (s *subscription) receiveAcks() error {
-	for {
-		req, err := s.stream.Recv()
-		if err != nil {
+	go func() { recvErr <- st.receiveAcks() }()
+	select {
+	case err := <-st.failed:
+		if _, ok := status.FromError(err); ok {
 			return err
 		}
-		freed, ignored := 0, 0
-		s.mu.Lock()
-		for _, a := range req.Acks {
-			if t := s.trackers[a.Partition]; t != nil && t.ack(a.Offset) {
-				freed++
-			} else {
-				ignored++
-			}
+		return nil // the client went away
+	case <-recvErr:
+		return nil // the client closed or went away
+	case <-st.g.draining:
+		return st.drain(recvErr)
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// room is how many more offsets the stream may hold. m.mu is held.
+func (st *subStream) room() int { return st.s.maxUnacked - st.held }
+
+// wantPause says whether the stream's partitions should not be fetched:
+// it takes nothing more (ended, draining), or what it holds and has
+// queued reaches its cap, or its queued bytes --max-stream-bytes. m.mu is
+// held.
+func (st *subStream) wantPause() bool {
+	return st.ended || st.draining || st.held+len(st.queue) >= st.s.maxUnacked || st.queueBytes >= st.g.cfg.MaxStreamBytes
+}
+
+// kickLocked starts the stream's sender if it has something to send.
+// m.mu is held.
+func (st *subStream) kickLocked() {
+	if st.sending || st.ended {
+		return
+	}
+	canSend := len(st.queue) > 0 && !st.draining && st.room() > 0
+	if !canSend && len(st.assignedP)+len(st.revokedP) == 0 {
+		return
+	}
+	st.sending = true
+	go st.sendLoop()
+}
+
+// sendLoop sends until the stream has nothing more to send now.
+func (st *subStream) sendLoop() {
+	for {
+		resp, bytes := st.next()
+		if resp == nil {
+			return
 		}
-		s.unacked -= freed
-		s.mu.Unlock()
-		s.g.m.unacked.Sub(float64(freed))
-		s.g.m.acksIgnored.Add(float64(ignored))
-		if freed > 0 {
-			s.signal()
+		if err := st.send(resp, bytes); err != nil {
+			// The stream ends; sending stays set so no sender starts again.
+			st.fail(err)
+			return
 		}
 	}
 }
 
-func (s *subscription) signal() {
+// next takes the stream's next response from its queue: at most a batch,
+// and no more than its room under the cap, with any notices. The records
+// taken are delivered: they enter their partitions' windows. It returns
+// nil, and marks the sender gone, when there is nothing to send.
+func (st *subStream) next() (*databusv1.SubscribeResponse, int64) {
+	m := st.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	if !st.ended && !st.draining {
+		n = min(st.s.batchSize, st.room(), len(st.queue))
+	}
+	if st.ended || n == 0 && len(st.assignedP)+len(st.revokedP) == 0 {
+		st.sending = false
+		return nil, 0
+	}
+	resp := &databusv1.SubscribeResponse{Assigned: st.assignedP, Revoked: st.revokedP}
+	st.assignedP, st.revokedP = nil, nil
+	bytes := int64(0)
+	if n > 0 {
+		resp.Messages = make([]*databusv1.ConsumedMessage, n)
+		for i, r := range st.queue[:n] {
+			st.parts[r.Partition].t.deliver(r.Offset, r.LeaderEpoch)
+			cm := &databusv1.ConsumedMessage{
+				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+				TimestampMs: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value,
+			}
+			for _, h := range r.Headers {
+				cm.Headers = append(cm.Headers, &databusv1.Header{Key: h.Key, Value: h.Value})
+			}
+			resp.Messages[i] = cm
+			bytes += recordBytes(r)
+			st.queue[i] = nil // the array outlives the slice: let the record go
+		}
+		st.queue = st.queue[n:]
+		if len(st.queue) == 0 {
+			st.queue = nil
+		}
+		st.queueBytes -= bytes
+		st.held += n
+		st.unacked += n
+		if hook := testHookDelivered.Load(); hook != nil {
+			(*hook)(st.held, st.maxTrackerHeld(), st.s.maxUnacked)
+		}
+		if st.paused && !st.wantPause() {
+			m.wakeLocked() // fewer bytes queued: its partitions may resume
+		}
+		m.g.m.held.Add(float64(n))
+		m.g.m.unacked.Add(float64(n))
+		m.g.m.messagesOut.Add(float64(n))
+		m.g.m.bytesOut.Add(float64(bytes))
+	}
+	return resp, bytes
+}
+
+// send sends one response within --send-timeout. Its messages' bytes
+// stay counted in the gateway's bytes in flight until gRPC took them.
+// A client that does not read holds the send (HTTP/2 flow control) past
+// the timeout: the stream then ends with DeadlineExceeded, which ends the
+// send too, and its partitions go to other streams, its unacked messages
+// with them.
+func (st *subStream) send(resp *databusv1.SubscribeResponse, bytes int64) error {
+	timeout := st.g.cfg.SendTimeout
+	timer := time.AfterFunc(timeout, func() {
+		st.g.m.sendTimeouts.Inc()
+		st.fail(streamError(codes.DeadlineExceeded, "the client read nothing for %v (--send-timeout): this stream ended and its partitions and unacked messages went to the group's other subscribers; keep reading while you process (ack from another goroutine), or raise the limit", timeout))
+	})
+	err := st.stream.Send(resp)
+	timer.Stop()
+	st.g.bytes.release(bytes)
+	st.g.m.bytesInFlight.WithLabelValues("subscribe").Sub(float64(bytes))
+	return err
+}
+
+// fail ends the stream with err (the first reason wins).
+func (st *subStream) fail(err error) {
 	select {
-	case s.room <- struct{}{}:
+	case st.failed <- err:
 	default:
 	}
 }
 
-// drain gives the client a moment to ack what it holds, then ends the
-// stream; run's deferred commit keeps the acks.
-func (s *subscription) drain() error {
-	deadline := time.After(2 * time.Second)
+// dropQueueLocked drops the queued records of partition id (all of them
+// when id < 0) and returns the offset of the first of id's. m.mu is held.
+func (st *subStream) dropQueueLocked(id int32) (first int64, ok bool) {
+	if len(st.queue) == 0 {
+		return 0, false
+	}
+	keep := st.queue[:0]
+	bytes := int64(0)
+	for _, r := range st.queue {
+		if id >= 0 && r.Partition != id {
+			keep = append(keep, r)
+			continue
+		}
+		if !ok && r.Partition == id {
+			first, ok = r.Offset, true
+		}
+		bytes += recordBytes(r)
+	}
+	clear(st.queue[len(keep):])
+	st.queue = keep
+	if len(keep) == 0 {
+		st.queue = nil
+	}
+	st.queueBytes -= bytes
+	st.g.bytes.release(bytes)
+	st.g.m.bytesInFlight.WithLabelValues("subscribe").Sub(float64(bytes))
+	return first, ok
+}
+
+// recordBytes is what a record counts against bytes limits.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// receiveAcks applies the client's acks until the stream ends.
+func (st *subStream) receiveAcks() error {
 	for {
-		s.mu.Lock()
-		left := s.unacked
-		s.mu.Unlock()
+		req, err := st.stream.Recv()
+		if err != nil {
+			return err
+		}
+		freed, ignored := st.m.ack(st, req.Acks)
+		st.g.m.acksIgnored.Add(float64(ignored))
+		if freed > 0 {
+			select {
+			case st.acked <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// drain stops deliveries to the stream, gives the client a moment to ack
+// what it holds, then ends the stream; detach commits the acks.
+func (st *subStream) drain(recvErr <-chan error) error {
+	m := st.m
+	m.mu.Lock()
+	st.draining = true
+	m.wakeLocked() // pause its partitions
+	m.mu.Unlock()
+	deadline := time.NewTimer(2 * time.Second)
+	defer deadline.Stop()
+	for {
+		m.mu.Lock()
+		left := st.unacked
+		m.mu.Unlock()
 		if left == 0 {
 			break
 		}
 		select {
-		case <-s.room:
-		case <-deadline:
+		case <-st.acked:
+		case <-recvErr:
+			return streamError(codes.Unavailable, "%v", ErrDraining)
+		case <-deadline.C:
 			return streamError(codes.Unavailable, "%v", ErrDraining)
 		}
 	}
 	return streamError(codes.Unavailable, "%v", ErrDraining)
 }
 
-// commitPoints returns, for the given partitions (all when nil), the
-// commit points that moved since the last commit.
-func (s *subscription) commitPoints(parts []int32) map[string]map[int32]kgo.EpochOffset {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[int32]kgo.EpochOffset{}
-	add := func(p int32, t *partitionTracker) {
-		if t.commit >= 0 && t.commit > s.committed[p] {
-			out[p] = kgo.EpochOffset{Epoch: t.epoch, Offset: t.commit}
-		}
-	}
-	if parts == nil {
-		for p, t := range s.trackers {
-			add(p, t)
-		}
-	} else {
-		for _, p := range parts {
-			if t := s.trackers[p]; t != nil {
-				add(p, t)
-			}
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return map[string]map[int32]kgo.EpochOffset{s.s.topic: out}
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// commit commits the acked watermark of parts (nil: every partition).
-func (s *subscription) commitParts(ctx context.Context, parts []int32) {
-	offsets := s.commitPoints(parts)
-	if offsets == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.g.cfg.KafkaTimeout)
-	defer cancel()
-	var commitErr error
-	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		commitErr = err
-		if err == nil {
-			commitErr = firstCommitErr(resp)
-		}
-	})
-	if commitErr != nil {
-		s.g.m.commits.WithLabelValues("error").Inc()
-		s.g.log.Warn("databus: commit failed; the messages will be redelivered", "group", s.s.group, "err", commitErr)
-		return
-	}
-	s.g.m.commits.WithLabelValues("ok").Inc()
-	s.mu.Lock()
-	for p, eo := range offsets[s.s.topic] {
-		s.committed[p] = eo.Offset
-	}
-	s.mu.Unlock()
-}
+// testHookDelivered, when set (tests), sees every delivery: the stream's
+// held offsets, its largest tracker's, and its cap.
+var testHookDelivered atomic.Pointer[func(held, trackerHeld, limit int)]
 
-func (s *subscription) commit(ctx context.Context) { s.commitParts(ctx, nil) }
-
-func (s *subscription) assigned(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	s.mu.Lock()
-	s.assignedP = append(s.assignedP, parts[s.s.topic]...)
-	s.mu.Unlock()
-	s.signal()
-}
-
-// revoked commits the acked watermark of the revoked partitions, then
-// forgets them: later acks for them are ignored, and their unacked messages
-// go to the new owner from the committed offset.
-func (s *subscription) revoked(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
-	ps := parts[s.s.topic]
-	if len(ps) == 0 {
-		return
+func (st *subStream) maxTrackerHeld() int {
+	n := 0
+	for _, p := range st.parts {
+		n = max(n, p.t.held())
 	}
-	s.commitParts(ctx, ps)
-	s.forget(ps)
-}
-
-// lost forgets partitions without committing: the group moved on, and a
-// commit would fail or, worse, land for the wrong generation.
-func (s *subscription) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
-	s.forget(parts[s.s.topic])
-}
-
-func (s *subscription) forget(ps []int32) {
-	s.mu.Lock()
-	dropped := 0
-	for _, p := range ps {
-		if t := s.trackers[p]; t != nil {
-			dropped += t.unacked()
-			delete(s.trackers, p)
-		}
-		delete(s.committed, p)
-	}
-	s.unacked -= dropped
-	s.revokedP = append(s.revokedP, ps...)
-	s.mu.Unlock()
-	s.g.m.unacked.Sub(float64(dropped))
-	s.signal()
-}
-
-// firstCommitErr returns the first per-partition error of a commit response.
-func firstCommitErr(resp *kmsg.OffsetCommitResponse) error {
-	if resp == nil {
-		return nil
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return n
 }

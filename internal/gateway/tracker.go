@@ -1,58 +1,128 @@
 package gateway
 
-import "sort"
-
-// partitionTracker follows the messages of one partition delivered to one
+// partitionTracker follows the messages of one partition delivered to a
 // subscriber, and says how far the group may commit: up to the highest
 // offset below which every delivered message was acked. Clients may ack in
 // any order; an offset acked past a gap never moves the commit point over
 // the gap. Kafka offsets can skip (compaction, transaction markers), so it
 // tracks the delivered offsets themselves, not ranges.
 //
-// It is not safe for concurrent use; the subscription guards it.
+// What it holds is the window from the oldest unacked offset to the newest
+// delivered one, acked or not: that window, not the unacked count, is what
+// a stream's cap bounds (one message never acked would otherwise let the
+// window, and memory, grow with every later ack). The window is a ring of
+// offsets in delivery (= offset) order: an ack finds its offset by binary
+// search, O(log n), and the commit point advances by dropping acked
+// entries from the front, O(1) each, without moving the rest. The ring
+// doubles when full and halves when a quarter full, so its memory follows
+// the window.
+//
+// It is not safe for concurrent use; its owner guards it.
 type partitionTracker struct {
-	// pending holds delivered offsets in delivery (= offset) order; acked
-	// marks which of them the client acked. Committed entries are dropped
-	// from the front.
-	pending []int64
-	acked   map[int64]bool
-	epoch   int32 // leader epoch of the newest delivered record
+	ring  []trackedOffset // len is 0 or a power of two
+	head  int             // index of the oldest entry
+	n     int             // entries held
+	acked int             // acked entries held (behind a gap)
 	// commit is the offset to commit next (one past the last offset in
-	// the acked prefix); -1 until something was acked.
+	// the acked prefix); -1 until something was acked. epoch is the leader
+	// epoch of the record just before it, which Kafka keeps with a commit.
 	commit int64
+	epoch  int32
 }
 
+type trackedOffset struct {
+	offset int64
+	epoch  int32
+	acked  bool
+}
+
+const minRing = 16
+
 func newPartitionTracker() *partitionTracker {
-	return &partitionTracker{acked: map[int64]bool{}, commit: -1}
+	return &partitionTracker{commit: -1, epoch: -1}
+}
+
+func (t *partitionTracker) at(i int) *trackedOffset {
+	return &t.ring[(t.head+i)&(len(t.ring)-1)]
 }
 
 // deliver records that offset was sent to the client. Offsets must come in
 // increasing order, as a partition's fetches return them.
 func (t *partitionTracker) deliver(offset int64, epoch int32) {
-	t.pending = append(t.pending, offset)
-	t.epoch = epoch
+	if t.n == len(t.ring) {
+		t.resize(max(minRing, 2*len(t.ring)))
+	}
+	*t.at(t.n) = trackedOffset{offset: offset, epoch: epoch}
+	t.n++
 }
 
 // ack marks offset acked and advances the commit point over the acked
-// prefix. It reports whether offset was pending (an unknown or repeated ack
-// changes nothing).
-func (t *partitionTracker) ack(offset int64) bool {
-	i := sort.Search(len(t.pending), func(i int) bool { return t.pending[i] >= offset })
-	if i == len(t.pending) || t.pending[i] != offset || t.acked[offset] {
-		return false
+// prefix. It reports whether offset was held and not yet acked (an unknown
+// or repeated ack changes nothing), and how many offsets the commit point
+// passed, which leave the window.
+func (t *partitionTracker) ack(offset int64) (ok bool, released int) {
+	lo, hi := 0, t.n
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if t.at(mid).offset < offset {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
 	}
-	t.acked[offset] = true
-	n := 0
-	for n < len(t.pending) && t.acked[t.pending[n]] {
-		delete(t.acked, t.pending[n])
-		n++
+	if lo == t.n {
+		return false, 0
 	}
-	if n > 0 {
-		t.commit = t.pending[n-1] + 1
-		t.pending = append(t.pending[:0], t.pending[n:]...)
+	e := t.at(lo)
+	if e.offset != offset || e.acked {
+		return false, 0
 	}
-	return true
+	e.acked = true
+	t.acked++
+	for t.n > 0 {
+		front := t.at(0)
+		if !front.acked {
+			break
+		}
+		t.commit, t.epoch = front.offset+1, front.epoch
+		*front = trackedOffset{}
+		t.head = (t.head + 1) & (len(t.ring) - 1)
+		t.n--
+		t.acked--
+		released++
+	}
+	if len(t.ring) > minRing && t.n <= len(t.ring)/4 {
+		t.resize(len(t.ring) / 2)
+	}
+	return true, released
 }
 
+func (t *partitionTracker) resize(size int) {
+	ring := make([]trackedOffset, size)
+	for i := range t.n {
+		ring[i] = *t.at(i)
+	}
+	t.ring, t.head = ring, 0
+}
+
+// held is how many offsets the window holds: delivered and not yet passed
+// by the commit point.
+func (t *partitionTracker) held() int { return t.n }
+
 // unacked is how many delivered messages wait for an ack.
-func (t *partitionTracker) unacked() int { return len(t.pending) - len(t.acked) }
+func (t *partitionTracker) unacked() int { return t.n - t.acked }
+
+// first returns the oldest offset held: where a new reader of the
+// partition must start so that nothing unacked is skipped.
+func (t *partitionTracker) first() (int64, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	return t.at(0).offset, true
+}
+
+// reset forgets the window (its messages will be delivered again from
+// first) and keeps the commit point.
+func (t *partitionTracker) reset() {
+	t.ring, t.head, t.n, t.acked = nil, 0, 0, 0
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -60,6 +61,88 @@ func TestTrackerNeverPassesAnUnackedOffset(t *testing.T) {
 					t.Fatalf("trial %d: commit %d passes unacked offset %d", trial, tr.commit, d)
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkTrackerSlidingWindow keeps window offsets delivered and acks
+// the oldest one per operation, so every ack moves the commit point: the
+// cost of an ack at a client's max-unacked (up to 100,000).
+func BenchmarkTrackerSlidingWindow(b *testing.B) {
+	for _, window := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("window=%d", window), func(b *testing.B) {
+			tr := newPartitionTracker()
+			for o := range int64(window) {
+				tr.deliver(o, 0)
+			}
+			next, oldest := int64(window), int64(0)
+			for b.Loop() {
+				tr.ack(oldest)
+				oldest++
+				tr.deliver(next, 0)
+				next++
+			}
+		})
+	}
+}
+
+// TestTrackerMatchesModel drives the tracker and a plain model with the
+// same random deliveries and acks, and checks what the subscription reads
+// from it after every step, and that its ring follows the window.
+func TestTrackerMatchesModel(t *testing.T) {
+	for trial := range 100 {
+		r := rand.New(rand.NewPCG(uint64(trial), 2))
+		tr := newPartitionTracker()
+		type entry struct {
+			off   int64
+			acked bool
+		}
+		var window []entry // the model: held offsets in order
+		commit, next := int64(-1), int64(0)
+		for step := range 2000 {
+			if len(window) == 0 || r.IntN(3) > 0 && len(window) < 300 {
+				next += 1 + r.Int64N(2)
+				tr.deliver(next, 0)
+				window = append(window, entry{off: next})
+			} else {
+				i := r.IntN(len(window))
+				if r.IntN(4) == 0 {
+					i = 0 // move the commit point often
+				}
+				ok, released := tr.ack(window[i].off)
+				if ok == window[i].acked {
+					t.Fatalf("trial %d step %d: ack of %d reported %v, acked before: %v", trial, step, window[i].off, ok, window[i].acked)
+				}
+				window[i].acked = true
+				n := 0
+				for n < len(window) && window[n].acked {
+					commit = window[n].off + 1
+					n++
+				}
+				window = window[n:]
+				if released != n {
+					t.Fatalf("trial %d step %d: released %d, want %d", trial, step, released, n)
+				}
+			}
+			unacked := 0
+			for _, e := range window {
+				if !e.acked {
+					unacked++
+				}
+			}
+			first, ok := tr.first()
+			if tr.held() != len(window) || tr.unacked() != unacked || tr.commit != commit ||
+				ok != (len(window) > 0) || ok && first != window[0].off {
+				t.Fatalf("trial %d step %d: held %d unacked %d commit %d first %d/%v; model %d %d %d %v",
+					trial, step, tr.held(), tr.unacked(), tr.commit, first, ok, len(window), unacked, commit, window)
+			}
+			if len(tr.ring) > max(minRing, 4*tr.held()) {
+				t.Fatalf("trial %d step %d: ring of %d for %d held offsets", trial, step, len(tr.ring), tr.held())
+			}
+		}
+		tr.reset()
+		if tr.held() != 0 || tr.commit != commit {
+			t.Fatalf("reset: held %d commit %d, want 0 and %d", tr.held(), tr.commit, commit)
 		}
 	}
 }

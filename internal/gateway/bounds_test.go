@@ -1,0 +1,146 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/gateway"
+)
+
+// TestOneUnackedMessageStopsDelivery: a subscriber that never acks one
+// message and acks every other one gets at most its cap of messages from
+// the unacked one onwards, then nothing until it acks it: the gateway must
+// not keep polling (and tracking offsets) past a gap it can never commit.
+func TestOneUnackedMessageStopsDelivery(t *testing.T) {
+	const (
+		total = 600
+		limit = 100
+	)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("partitions=%d", partitions), func(t *testing.T) {
+			var (
+				hookMu     sync.Mutex
+				maxHeld    int
+				violations []string
+			)
+			gateway.SetDeliveredHook(t, func(held, trackerHeld, cap int) {
+				hookMu.Lock()
+				defer hookMu.Unlock()
+				maxHeld = max(maxHeld, held)
+				if (held > cap || trackerHeld > cap) && len(violations) < 5 {
+					violations = append(violations, fmt.Sprintf("stream holds %d offsets, a tracker %d, over the cap %d", held, trackerHeld, cap))
+				}
+			})
+			k := kafkaFor(t, deps.KafkaFake)
+			topic := newTopic(t, k, partitions)
+			w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			pub, err := w.client(t).NewPublisher(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < total; i += 50 {
+				if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pub.Close()
+
+			sub, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(limit), databus.BatchSize(10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			var (
+				mu       sync.Mutex
+				received = map[string]bool{}
+				stuck    *databus.Delivery
+				count    int
+			)
+			recvErr := make(chan error, 1)
+			go func() {
+				for {
+					b, err := sub.Recv()
+					if err != nil {
+						recvErr <- err
+						return
+					}
+					var ack []databus.Delivery
+					mu.Lock()
+					for _, d := range b.Messages {
+						count++
+						received[string(d.Key)] = true
+						if stuck == nil {
+							stuck = &d
+							continue // never acked (until the end of the test)
+						}
+						ack = append(ack, d)
+					}
+					mu.Unlock()
+					if err := sub.Ack(ack...); err != nil {
+						recvErr <- err
+						return
+					}
+				}
+			}()
+			read := func() int {
+				mu.Lock()
+				defer mu.Unlock()
+				return count
+			}
+			// Wait until delivery stops: no message for half a second.
+			last, since := -1, time.Now()
+			waitFor(t, 30*time.Second, "delivery to settle", func() error {
+				select {
+				case err := <-recvErr:
+					t.Fatalf("subscription ended: %v", err)
+				default:
+				}
+				if n := read(); n != last {
+					last, since = n, time.Now()
+					return fmt.Errorf("%d delivered so far", n)
+				}
+				if time.Since(since) < 500*time.Millisecond {
+					return fmt.Errorf("%d delivered, waiting for more", last)
+				}
+				return nil
+			})
+			n := read()
+			hookMu.Lock()
+			if len(violations) > 0 {
+				t.Errorf("the bound broke: %v", violations)
+			}
+			if maxHeld != limit {
+				t.Errorf("the stream held at most %d offsets, want the cap %d reached", maxHeld, limit)
+			}
+			hookMu.Unlock()
+			if n >= total {
+				t.Fatalf("all %d messages delivered while one stayed unacked: the cap of %d does not bound what the stream holds", n, limit)
+			}
+			if partitions == 1 && n != limit {
+				t.Fatalf("%d messages delivered from the unacked one on, want exactly the cap %d", n, limit)
+			}
+			// Acking the stuck message lets the rest through.
+			mu.Lock()
+			d := *stuck
+			mu.Unlock()
+			if err := sub.Ack(d); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 30*time.Second, "the rest delivered once the gap is acked", func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(received) < total {
+					return fmt.Errorf("%d of %d distinct messages", len(received), total)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -1,0 +1,11 @@
+package gateway
+
+import "testing"
+
+// SetDeliveredHook has fn see every delivery to a subscribe stream until
+// the test ends: the stream's held offsets, the largest of its partition
+// trackers, and its cap. fn runs under the gateway's locks: keep it short.
+func SetDeliveredHook(t *testing.T, fn func(held, trackerHeld, limit int)) {
+	testHookDelivered.Store(&fn)
+	t.Cleanup(func() { testHookDelivered.Store(nil) })
+}

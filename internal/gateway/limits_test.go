@@ -1,0 +1,627 @@
+package gateway_test
+
+import (
+	"context"
+
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/gateway"
+)
+
+// gaugeValue reads a gauge's series whose label name has value ("" for a
+// gauge without labels).
+func gaugeValue(t *testing.T, reg *prometheus.Registry, metric, name, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if name == "" {
+				return m.GetGauge().GetValue()
+			}
+			for _, l := range m.GetLabel() {
+				if l.GetName() == name && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// gaugeSum sums every series of a gauge.
+func gaugeSum(t *testing.T, reg *prometheus.Registry, metric string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == metric {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// refusal checks err is ResourceExhausted naming flag.
+func refusal(t *testing.T, err error, flag string) {
+	t.Helper()
+	st, _ := status.FromError(err)
+	if st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), flag) || !strings.HasPrefix(st.Message(), "databus:") {
+		t.Fatalf("got %v, want ResourceExhausted with a databus: message naming %s", err, flag)
+	}
+	t.Logf("refused: %s", st.Message())
+}
+
+func rawConn(t *testing.T, addr string, opts ...grpc.DialOption) databusv1.DataBusClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return databusv1.NewDataBusClient(conn)
+}
+
+// publishOnce opens a publish stream with md and publishes one small
+// batch: the stream's first answer or error.
+func publishOnce(ctx context.Context, api databusv1.DataBusClient, md ...string) (databusv1.DataBus_PublishClient, error) {
+	s, err := api.Publish(metadata.AppendToOutgoingContext(ctx, md...))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err != nil {
+		_, err = s.Recv()
+		return nil, err
+	}
+	if _, err := s.Recv(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func TestStreamLimitRefuses(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	w := startGateway(t, gateway.Config{Echo: true, MaxStreams: 3, Registry: reg})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	api := rawConn(t, w.addr)
+	var open []databusv1.DataBus_PublishClient
+	for i := range 3 {
+		s, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		open = append(open, s)
+	}
+	_, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+	refusal(t, err, "--max-streams")
+	if got := counterValue(t, reg, "databus_refusals_total", "limit", "streams"); got != 1 {
+		t.Fatalf("databus_refusals_total{limit=streams} = %v, want 1", got)
+	}
+	// A stream that ends frees its place.
+	open[0].CloseSend()
+	if _, err := open[0].Recv(); err == nil {
+		t.Fatal("want the closed stream to end")
+	}
+	waitFor(t, 10*time.Second, "a place frees when a stream ends", func() error {
+		_, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+		return err
+	})
+}
+
+func TestKafkaClientLimitRefuses(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	topic := newTopic(t, k, 2)
+	reg := prometheus.NewRegistry()
+	// The shared producer, and one more.
+	w := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxKafkaClients: 2, Registry: reg})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	api := rawConn(t, w.addr)
+	if _, err := publishOnce(ctx, api, gateway.MDTopic, topic); err != nil {
+		t.Fatal(err)
+	}
+	_, err := publishOnce(ctx, api, gateway.MDTopic, topic)
+	refusal(t, err, "--max-kafka-clients")
+	// Aggregated streams share the shared producer: never refused for it.
+	for range 3 {
+		if _, err := publishOnce(ctx, api, gateway.MDTopic, topic, gateway.MDAggregation, "on"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A group needs a client of its own: refused too.
+	sub, err := w.client(t).OpenSubscription(ctx, topic, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sub.Recv()
+	refusal(t, err, "--max-kafka-clients")
+	if got := counterValue(t, reg, "databus_refusals_total", "limit", "kafka_clients"); got != 2 {
+		t.Fatalf("databus_refusals_total{limit=kafka_clients} = %v, want 2", got)
+	}
+	if got := gaugeValue(t, reg, "databus_kafka_clients", "kind", "producer") + gaugeValue(t, reg, "databus_kafka_clients", "kind", "shared"); got != 2 {
+		t.Fatalf("databus_kafka_clients = %v, want 2", got)
+	}
+}
+
+// TestStreamsPerConnection: past grpc.MaxConcurrentStreams a client's new
+// stream waits for one of its others to end (gRPC enforces it per
+// connection, and grpc-go queues rather than fails).
+func TestStreamsPerConnection(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	w := startGateway(t, gateway.Config{Echo: true, MaxStreamsPerConnection: 2, Registry: reg})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	api := rawConn(t, w.addr)
+	a, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := publishOnce(ctx, api, gateway.MDTopic, "t"); err != nil {
+		t.Fatal(err)
+	}
+	third := make(chan error, 1)
+	go func() {
+		_, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+		third <- err
+	}()
+	// The gateway never sees a third stream on this connection...
+	for range 10 {
+		time.Sleep(30 * time.Millisecond)
+		if got := openStreams(t, reg, "publish"); got > 2 {
+			t.Fatalf("%v streams open on one connection, limit 2", got)
+		}
+	}
+	select {
+	case err := <-third:
+		t.Fatalf("third stream answered (%v) while two were open", err)
+	default:
+	}
+	// ...until one ends.
+	a.CloseSend()
+	a.Recv()
+	if err := <-third; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPublishBytesInFlightBounded: while Kafka holds its answers, a
+// publish stream stops being read once its bytes in flight reach the
+// limit; the gateway's total is bounded the same way. A batch larger than
+// the per-stream limit is refused.
+func TestPublishBytesInFlightBounded(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var holding atomic.Bool
+	holding.Store(true)
+	release := make(chan struct{})
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if holding.Load() {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	const (
+		batchBytes  = 10 << 10
+		streamLimit = 64 << 10
+		gwLimit     = 100 << 10
+	)
+	reg := prometheus.NewRegistry()
+	w := startGateway(t, gateway.Config{Brokers: c.ListenAddrs(), MaxStreamBytes: streamLimit, MaxGatewayBytes: gwLimit, Registry: reg})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Each stream on its own connection, so one held stream's unread
+	// batches do not hold the other's in the connection's window.
+	const batches = 30
+	var answered atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		s, err := rawConn(t, w.addr).Publish(metadata.AppendToOutgoingContext(ctx, gateway.MDTopic, "held", gateway.MDMaxInflight, "1024"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() {
+				for i := range batches {
+					if s.Send(&databusv1.PublishRequest{BatchId: uint64(i), Messages: []*databusv1.Message{{Value: make([]byte, batchBytes)}}}) != nil {
+						return
+					}
+				}
+			}()
+			for range batches {
+				resp, err := s.Recv()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if resp.Stored != 1 {
+					errs <- fmt.Errorf("batch %d: stored %d, errors %v", resp.BatchId, resp.Stored, resp.Errors)
+					return
+				}
+				answered.Add(1)
+			}
+		}()
+	}
+	inFlight := func() float64 { return gaugeValue(t, reg, "databus_bytes_in_flight", "kind", "publish") }
+	waitFor(t, 20*time.Second, "the gateway's budget filled", func() error {
+		if got := inFlight(); got < gwLimit {
+			return fmt.Errorf("%v bytes in flight", got)
+		}
+		return nil
+	})
+	for range 10 {
+		// One batch per stream may cross a limit: it was read before the
+		// stream's or the gateway's total reached it.
+		if got := inFlight(); got > gwLimit+2*batchBytes {
+			t.Fatalf("%v bytes in flight, over the gateway's %d", got, gwLimit)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	if answered.Load() != 0 {
+		t.Fatalf("%d batches answered while Kafka held every produce", answered.Load())
+	}
+	holding.Store(false)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := answered.Load(); got != 2*batches {
+		t.Fatalf("%d of %d batches answered", got, 2*batches)
+	}
+	waitFor(t, 10*time.Second, "bytes released", func() error {
+		if got := inFlight(); got != 0 {
+			return fmt.Errorf("%v bytes still counted", got)
+		}
+		return nil
+	})
+
+	// A batch that can never fit the stream's limit is refused.
+	s, err := rawConn(t, w.addr).Publish(metadata.AppendToOutgoingContext(ctx, gateway.MDTopic, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: make([]byte, streamLimit/2)}, {Value: make([]byte, streamLimit/2)}, {Value: []byte("one too many")}}})
+	_, err = s.Recv()
+	refusal(t, err, "--max-stream-bytes")
+}
+
+// TestSubscribeStreamsOfAGroupShareAClient: the subscribe streams of one
+// group on one gateway are one group member, one Kafka client; the
+// gateway spreads the member's partitions over them, each partition to
+// one stream at a time, and every message is delivered.
+func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		const partitions, streams, total = 4, 6, 400
+		topic := newTopic(t, k, partitions)
+		reg := prometheus.NewRegistry()
+		w := startGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg, CommitInterval: 100 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		pub, err := w.client(t).NewPublisher(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < total; i += 50 {
+			if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pub.Close()
+
+		var (
+			mu      sync.Mutex
+			owner   = map[int32]int{} // partition -> stream, from the notices
+			got     = map[string]bool{}
+			clashes []string
+		)
+		c := w.client(t)
+		for i := range streams {
+			sub, err := c.OpenSubscription(ctx, topic, "g", databus.BatchSize(7))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Close()
+			go func() {
+				for {
+					b, err := sub.Recv()
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					for _, p := range b.Revoked {
+						if owner[p] == i {
+							delete(owner, p)
+						}
+					}
+					for _, p := range b.Assigned {
+						if o, ok := owner[p]; ok && o != i {
+							clashes = append(clashes, fmt.Sprintf("partition %d assigned to stream %d while stream %d owns it", p, i, o))
+						}
+						owner[p] = i
+					}
+					for _, d := range b.Messages {
+						if owner[d.Partition] != i {
+							clashes = append(clashes, fmt.Sprintf("stream %d got a message of partition %d, owned by %d", i, d.Partition, owner[d.Partition]))
+						}
+						got[string(d.Key)] = true
+					}
+					mu.Unlock()
+					sub.Ack(b.Messages...)
+				}
+			}()
+		}
+		waitFor(t, 60*time.Second, "every message delivered and every partition owned", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) < total || len(owner) < partitions {
+				return fmt.Errorf("%d of %d messages, %d of %d partitions owned", len(got), total, len(owner), partitions)
+			}
+			return nil
+		})
+		mu.Lock()
+		if len(clashes) > 0 {
+			t.Errorf("ownership broke: %v", clashes)
+		}
+		perStream := map[int]int{}
+		for _, s := range owner {
+			perStream[s]++
+		}
+		mu.Unlock()
+		for s, n := range perStream {
+			if n > 1 {
+				t.Errorf("stream %d owns %d partitions while %d streams share %d partitions", s, n, streams, partitions)
+			}
+		}
+		if got := gaugeValue(t, reg, "databus_kafka_clients", "kind", "member"); got != 1 {
+			t.Fatalf("%v group-member clients for %d streams of one group, want 1", got, streams)
+		}
+		// And nothing else fetches for them: the gateway's clients are the
+		// shared producer (metadata) and the one member.
+		if got := gaugeSum(t, reg, "databus_kafka_clients"); got != 2 {
+			t.Fatalf("%v Kafka clients for %d subscribe streams of one group, want 2 (the shared producer and the group's one member)", got, streams)
+		}
+	})
+}
+
+// TestHandoverWithinAGatewayRedelivers: two streams of a group on one
+// gateway; the one holding unacked messages ends, and the other receives
+// them (its partitions move to it, from the last acked offset).
+func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := newTopic(t, k, 2)
+		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		pub, _ := w.client(t).NewPublisher(ctx, topic)
+		if err := pub.Publish(ctx, msgs(0, 200)...); err != nil {
+			t.Fatal(err)
+		}
+		pub.Close()
+
+		// A, alone, owns both partitions; it acks nothing.
+		a, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(40), databus.BatchSize(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]bool{}
+		waitFor(t, 30*time.Second, "A receives its cap", func() error {
+			b, err := a.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range b.Messages {
+				held[string(d.Key)] = true
+			}
+			if len(held) < 40 {
+				return fmt.Errorf("%d of 40", len(held))
+			}
+			return nil
+		})
+		got := map[string]bool{}
+		var mu sync.Mutex
+		bctx, bcancel := context.WithCancel(ctx)
+		defer bcancel()
+		go w.client(t).Subscribe(bctx, topic, "g", func(_ context.Context, ds []databus.Delivery) error {
+			mu.Lock()
+			for _, d := range ds {
+				got[string(d.Key)] = true
+			}
+			mu.Unlock()
+			return nil
+		})
+		// B takes a partition from A (redelivering A's unacked messages
+		// of it); when A ends, B gets the other too.
+		time.Sleep(200 * time.Millisecond)
+		a.Close()
+		waitFor(t, 30*time.Second, "B receives everything, A's unacked messages included", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for key := range held {
+				if !got[key] {
+					return fmt.Errorf("message %s A held not redelivered (%d of 200 so far)", key, len(got))
+				}
+			}
+			if len(got) < 200 {
+				return fmt.Errorf("%d of 200", len(got))
+			}
+			return nil
+		})
+	})
+}
+
+// TestStreamChurnLosesNothing: streams of one group come and go on one
+// gateway (some ack, some hold messages unacked and leave) while messages
+// are published; partitions move between streams each time. Every message
+// must be acked by some stream in the end, and the group's commits must
+// reach the end of every partition.
+func TestStreamChurnLosesNothing(t *testing.T) {
+	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		const partitions, total = 4, 2000
+		topic := newTopic(t, k, partitions)
+		reg := prometheus.NewRegistry()
+		w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond, Registry: reg})
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+
+		var (
+			mu    sync.Mutex
+			acked = map[string]bool{}
+		)
+		consume := func(ctx context.Context, ackEvery int, assigned chan<- struct{}) {
+			sub, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(50), databus.BatchSize(10))
+			if err != nil {
+				return
+			}
+			defer sub.Close()
+			seen := 0
+			for {
+				b, err := sub.Recv()
+				if err != nil {
+					return
+				}
+				if len(b.Assigned) > 0 && assigned != nil {
+					close(assigned)
+					assigned = nil
+				}
+				var ack []databus.Delivery
+				for _, d := range b.Messages {
+					seen++
+					if ackEvery == 0 || seen%ackEvery != 0 {
+						ack = append(ack, d)
+					}
+				}
+				if err := sub.Ack(ack...); err != nil {
+					return
+				}
+				mu.Lock()
+				for _, d := range ack {
+					acked[string(d.Key)] = true
+				}
+				mu.Unlock()
+			}
+		}
+		// A stream that acks everything stays throughout, so the group's
+		// member on this gateway does too: the churning streams' partitions
+		// move between streams here, not between members through Kafka.
+		// The churn starts once the member has its partitions.
+		fctx, fcancel := context.WithCancel(ctx)
+		defer fcancel()
+		assigned := make(chan struct{})
+		go consume(fctx, 0, assigned)
+		select {
+		case <-assigned:
+		case <-ctx.Done():
+			t.Fatal("the first stream was never assigned a partition")
+		}
+		pubDone := make(chan error, 1)
+		go func() {
+			pub, err := w.client(t).NewPublisher(ctx, topic)
+			if err != nil {
+				pubDone <- err
+				return
+			}
+			defer pub.Close()
+			for i := 0; i < total; i += 20 {
+				if err := pub.Publish(ctx, msgs(i, 20)...); err != nil {
+					pubDone <- err
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			pubDone <- nil
+		}()
+		// Churn: short-lived streams, a third of which leave a message of
+		// every five unacked.
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sctx, scancel := context.WithTimeout(ctx, time.Duration(100+50*i)*time.Millisecond)
+				defer scancel()
+				ackEvery := 0
+				if i%3 == 0 {
+					ackEvery = 5
+				}
+				consume(sctx, ackEvery, nil)
+			}()
+			time.Sleep(60 * time.Millisecond)
+		}
+		if err := <-pubDone; err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		// The stream that stayed finishes the job.
+		waitFor(t, 60*time.Second, "every message acked", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(acked) < total {
+				return fmt.Errorf("%d of %d acked", len(acked), total)
+			}
+			return nil
+		})
+		if got := counterValue(t, reg, "databus_partition_rewinds_total", "", ""); got == 0 {
+			t.Error("no partition was rewound: the churn did not move partitions between streams holding messages")
+		}
+		admin := kadm.NewClient(depstest.Client(t, k))
+		ends, err := admin.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, "commits at the end of every partition", func() error {
+			offs, err := admin.FetchOffsets(ctx, "g")
+			if err != nil {
+				return err
+			}
+			var behind []string
+			ends.Each(func(e kadm.ListedOffset) {
+				if o, ok := offs.Lookup(topic, e.Partition); !ok || o.At != e.Offset {
+					behind = append(behind, fmt.Sprintf("partition %d at %d of %d", e.Partition, o.At, e.Offset))
+				}
+			})
+			if len(behind) > 0 {
+				return fmt.Errorf("%v", behind)
+			}
+			return nil
+		})
+	})
+}
