@@ -91,9 +91,9 @@ func rawConn(t *testing.T, addr string, opts ...grpc.DialOption) databusv1.DataB
 	return databusv1.NewDataBusClient(conn)
 }
 
-// publishOnce opens a publish stream with md and publishes one small
+// openPublishStream opens a publish stream with md and publishes one small
 // batch: the stream's first answer or error.
-func publishOnce(ctx context.Context, api databusv1.DataBusClient, md ...string) (databusv1.DataBus_PublishClient, error) {
+func openPublishStream(ctx context.Context, api databusv1.DataBusClient, md ...string) (databusv1.DataBus_PublishClient, error) {
 	s, err := api.Publish(metadata.AppendToOutgoingContext(ctx, md...))
 	if err != nil {
 		return nil, err
@@ -116,13 +116,13 @@ func TestStreamLimitRefuses(t *testing.T) {
 	api := rawConn(t, w.addr)
 	var open []databusv1.DataBus_PublishClient
 	for i := range 3 {
-		s, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+		s, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 		if err != nil {
 			t.Fatalf("stream %d: %v", i, err)
 		}
 		open = append(open, s)
 	}
-	_, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+	_, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 	refusal(t, err, "--max-streams")
 	if got := counterValue(t, reg, "databus_refusals_total", "limit", "streams"); got != 1 {
 		t.Fatalf("databus_refusals_total{limit=streams} = %v, want 1", got)
@@ -133,7 +133,7 @@ func TestStreamLimitRefuses(t *testing.T) {
 		t.Fatal("want the closed stream to end")
 	}
 	waitFor(t, 10*time.Second, "a place frees when a stream ends", func() error {
-		_, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+		_, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 		return err
 	})
 }
@@ -147,14 +147,14 @@ func TestKafkaClientLimitRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	api := rawConn(t, w.addr)
-	if _, err := publishOnce(ctx, api, gateway.MDTopic, topic); err != nil {
+	if _, err := openPublishStream(ctx, api, gateway.MDTopic, topic); err != nil {
 		t.Fatal(err)
 	}
-	_, err := publishOnce(ctx, api, gateway.MDTopic, topic)
+	_, err := openPublishStream(ctx, api, gateway.MDTopic, topic)
 	refusal(t, err, "--max-kafka-clients")
 	// Aggregated streams share the shared producer: never refused for it.
 	for range 3 {
-		if _, err := publishOnce(ctx, api, gateway.MDTopic, topic, gateway.MDAggregation, "on"); err != nil {
+		if _, err := openPublishStream(ctx, api, gateway.MDTopic, topic, gateway.MDAggregation, "on"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,16 +182,16 @@ func TestStreamsPerConnection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	api := rawConn(t, w.addr)
-	a, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+	a, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := publishOnce(ctx, api, gateway.MDTopic, "t"); err != nil {
+	if _, err := openPublishStream(ctx, api, gateway.MDTopic, "t"); err != nil {
 		t.Fatal(err)
 	}
 	third := make(chan error, 1)
 	go func() {
-		_, err := publishOnce(ctx, api, gateway.MDTopic, "t")
+		_, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 		third <- err
 	}()
 	// The gateway never sees a third stream on this connection...
