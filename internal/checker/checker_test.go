@@ -450,7 +450,12 @@ func (s *eagerStream) SendMsg(m any) error {
 	}
 	s.c.acked.Store(int64(len(acks)))
 	s.inject <- acks
-	s.cancel() // the stream ends once the gateway took the acks
+	// The stream ends once the gateway took the acks and committed them
+	// (its commit interval here is 50 ms): the member's own ack, a second
+	// later, fails, so the messages count as never received. Ended at
+	// once, the gateway could drop the stream's window before applying
+	// the acks and deliver the messages again, which is no loss.
+	time.AfterFunc(500*time.Millisecond, s.cancel)
 	return nil
 }
 
