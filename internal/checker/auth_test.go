@@ -3,7 +3,6 @@ package checker_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testcerts"
 )
 
@@ -34,26 +34,7 @@ func securedGateway(t *testing.T, cfg gateway.Config, dir, tokens string) (addr,
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{Auth: auth})
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer dcancel()
-		g.Drain(dctx)
-		srv.Stop()
-		g.Close()
-		cancel()
-	})
-	return ln.Addr().String(), caFile, cert, key
+	return gatewaytest.Start(t, cfg, gateway.ServerOptions{Auth: auth}), caFile, cert, key
 }
 
 // TestMainSecuredGateway: the checker's TLS and token flags reach a

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,34 +28,9 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testcerts"
 )
-
-// startSecured serves a gateway with auth on 127.0.0.1:0 and returns its
-// address.
-func startSecured(t *testing.T, cfg gateway.Config, auth *gateway.Auth) string {
-	t.Helper()
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{Auth: auth})
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer dcancel()
-		g.Drain(dctx)
-		srv.Stop()
-		g.Close()
-		cancel()
-	})
-	return ln.Addr().String()
-}
 
 func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
 	t.Helper()
@@ -127,7 +101,7 @@ func TestMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startSecured(t, gateway.Config{Echo: true}, auth)
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true}, gateway.ServerOptions{Auth: auth})
 
 	t.Run("good client certificate", func(t *testing.T) {
 		if err := publishOnce(t, dial(t, addr, databus.WithTLSFiles(cs.clientCert, cs.clientKey, cs.caFile)), "orders"); err != nil {
@@ -185,7 +159,7 @@ func TestTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	addr := startSecured(t, gateway.Config{Echo: true, Registry: reg}, &gateway.Auth{Tokens: ts})
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true, Registry: reg}, gateway.ServerOptions{Auth: &gateway.Auth{Tokens: ts}})
 	noToken := dial(t, addr)
 	wrong := dial(t, addr, databus.WithToken("token-c"), databus.WithPlaintextToken())
 	a := dial(t, addr, databus.WithToken("token-a"), databus.WithPlaintextToken())
@@ -285,7 +259,7 @@ func TestSecuredRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startSecured(t, gateway.Config{Brokers: k.Brokers}, auth)
+	addr := gatewaytest.Start(t, gateway.Config{Brokers: k.Brokers}, gateway.ServerOptions{Auth: auth})
 	creds := func(who string) []databus.Option {
 		return databus.Credentials{CAFile: cs.caFile, CertFile: cs.clientCert, KeyFile: cs.clientKey, TokenFile: filepath.Join(cs.dir, who+".token")}.Options()
 	}
