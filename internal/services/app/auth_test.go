@@ -1,26 +1,21 @@
 package app
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/gatewaytest"
+	"github.com/highload-lab/hlab/internal/testcerts"
 )
 
 // TestDatabusToken: --databus-token-file reaches a gateway that requires
 // a token; without it the gateway's refusal is the request's 503.
 func TestDatabusToken(t *testing.T) {
 	dir := t.TempDir()
-	tokens, token := filepath.Join(dir, "tokens"), filepath.Join(dir, "token")
-	for path, content := range map[string]string{tokens: "app-token publish=events\n", token: "app-token\n"} {
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tokens := testcerts.WriteFile(t, dir, "tokens", "app-token publish=events\n")
+	token := testcerts.WriteFile(t, dir, "token", "app-token\n")
 	auth, err := gateway.AuthFiles{Tokens: tokens}.Load()
 	if err != nil {
 		t.Fatal(err)
