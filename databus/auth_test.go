@@ -2,7 +2,6 @@ package databus_test
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,16 +19,9 @@ import (
 // secured gateway.)
 func TestDialCredentials(t *testing.T) {
 	dir := t.TempDir()
-	ca := testcerts.NewCA(t, "test CA")
-	caFile := ca.WriteFile(t, dir, "ca.crt")
-	cert, key := ca.Client(t, "alice").WriteFiles(t, dir, "client")
-	file := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	files := testcerts.NewFiles(t, dir)
+	caFile, cert, key := files.CAFile, files.ClientCert, files.ClientKey
+	file := func(name, content string) string { return testcerts.WriteFile(t, dir, name, content) }
 	token, empty, spaced := file("token", "s3cret\n"), file("empty", " \n"), file("spaced", "two words\n")
 
 	for _, tc := range []struct {

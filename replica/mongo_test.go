@@ -523,12 +523,7 @@ func TestMongoSnapshotOnPrimary(t *testing.T) {
 	}
 	find := finds[0]
 	t.Logf("snapshot: %s", find)
-	if mode, _ := find.Lookup("$readPreference", "mode").StringValueOK(); mode != "primaryPreferred" {
-		t.Errorf("the snapshot's read preference is %q, want the primary (primaryPreferred in a direct connection)", mode)
-	}
-	if level, _ := find.Lookup("readConcern", "level").StringValueOK(); level != "majority" {
-		t.Errorf("the snapshot's read concern is %q, want majority", level)
-	}
+	readsPrimaryMajority(t, "snapshot", find)
 	after, afterI, ok := find.Lookup("readConcern", "afterClusterTime").TimestampOK()
 	if !ok {
 		t.Errorf("the snapshot reads with no afterClusterTime: it may read from before the stream's start")
@@ -544,14 +539,22 @@ func TestMongoSnapshotOnPrimary(t *testing.T) {
 	}
 	cs := streams[0]
 	t.Logf("stream: %s", cs)
-	if mode, _ := cs.Lookup("$readPreference", "mode").StringValueOK(); mode != "primaryPreferred" {
-		t.Errorf("the stream's read preference is %q, want the primary", mode)
-	}
-	if level, _ := cs.Lookup("readConcern", "level").StringValueOK(); level != "majority" {
-		t.Errorf("the stream's read concern is %q, want majority", level)
-	}
+	readsPrimaryMajority(t, "stream", cs)
 	startT, startI, ok := cs.Lookup("pipeline", "0", "$changeStream", "startAtOperationTime").TimestampOK()
 	if !ok || startT != after || startI != afterI {
 		t.Errorf("the stream starts at %d.%d (set %v), the snapshot reads after %d.%d: want the same point", startT, startI, ok, after, afterI)
+	}
+}
+
+// readsPrimaryMajority checks that cmd, the command the source sent for
+// its snapshot or its stream (what), reads from the primary
+// (primaryPreferred in a direct connection) with majority read concern.
+func readsPrimaryMajority(t *testing.T, what string, cmd bson.Raw) {
+	t.Helper()
+	if mode, _ := cmd.Lookup("$readPreference", "mode").StringValueOK(); mode != "primaryPreferred" {
+		t.Errorf("the %s's read preference is %q, want the primary (primaryPreferred in a direct connection)", what, mode)
+	}
+	if level, _ := cmd.Lookup("readConcern", "level").StringValueOK(); level != "majority" {
+		t.Errorf("the %s's read concern is %q, want majority", what, level)
 	}
 }

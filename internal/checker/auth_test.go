@@ -3,9 +3,6 @@ package checker_test
 import (
 	"bytes"
 	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testcerts"
 )
 
@@ -22,38 +20,13 @@ import (
 // client needs (CA, certificate, key) in dir.
 func securedGateway(t *testing.T, cfg gateway.Config, dir, tokens string) (addr, caFile, cert, key string) {
 	t.Helper()
-	ca := testcerts.NewCA(t, "checker test CA")
-	caFile = ca.WriteFile(t, dir, "ca.crt")
-	srvCert, srvKey := ca.Server(t, "127.0.0.1").WriteFiles(t, dir, "server")
-	cert, key = ca.Client(t, "checker").WriteFiles(t, dir, "client")
-	tokensFile := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokensFile, []byte(tokens), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	auth, err := gateway.AuthFiles{TLSCert: srvCert, TLSKey: srvKey, TLSClientCA: caFile, Tokens: tokensFile}.Load()
+	files := testcerts.NewFiles(t, dir)
+	tokensFile := testcerts.WriteFile(t, dir, "tokens", tokens)
+	auth, err := gateway.AuthFiles{TLSCert: files.ServerCert, TLSKey: files.ServerKey, TLSClientCA: files.CAFile, Tokens: tokensFile}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{Auth: auth})
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer dcancel()
-		g.Drain(dctx)
-		srv.Stop()
-		g.Close()
-		cancel()
-	})
-	return ln.Addr().String(), caFile, cert, key
+	return gatewaytest.Start(t, cfg, gateway.ServerOptions{Auth: auth}), files.CAFile, files.ClientCert, files.ClientKey
 }
 
 // TestMainSecuredGateway: the checker's TLS and token flags reach a
@@ -61,10 +34,7 @@ func securedGateway(t *testing.T, cfg gateway.Config, dir, tokens string) (addr,
 func TestMainSecuredGateway(t *testing.T) {
 	dir := t.TempDir()
 	addr, caFile, cert, key := securedGateway(t, gateway.Config{Echo: true}, dir, "checker-token publish=databus-checker\n")
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("checker-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	token := testcerts.WriteFile(t, dir, "token", "checker-token\n")
 	base := []string{"--target", addr, "--scenario", "echo", "--streams", "2", "--warmup", "0", "--duration", "200ms", "--quiet",
 		"--tls-ca", caFile, "--tls-cert", cert, "--tls-key", key}
 	for _, tc := range []struct {
@@ -93,10 +63,7 @@ func TestSecuredDelivery(t *testing.T) {
 	dir := t.TempDir()
 	addr, caFile, cert, key := securedGateway(t, gateway.Config{Brokers: k.Brokers}, dir,
 		"tok publish="+topic+" subscribe="+topic+" groups="+topic+"-checker-*\n")
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("tok"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	token := testcerts.WriteFile(t, dir, "token", "tok")
 	res, err := checker.Run(context.Background(), checker.Config{
 		Target: addr, Topic: topic, Scenario: checker.Latency, Streams: 2, Groups: 1,
 		Warmup: -1, Duration: 300 * time.Millisecond,

@@ -154,6 +154,15 @@ func newTopic(t *testing.T, k *deps.Kafka) string {
 	return name
 }
 
+// summary is res's text summary, written to the test's log too.
+func summary(t *testing.T, res *checker.Result) string {
+	t.Helper()
+	var out bytes.Buffer
+	res.WriteText(&out)
+	t.Log("\n" + out.String())
+	return out.String()
+}
+
 // startGateway serves a gateway on 127.0.0.1:0 with extra server options
 // (interceptors) and returns its address.
 func startGateway(t *testing.T, cfg gateway.Config, opts ...grpc.ServerOption) string {
@@ -202,9 +211,7 @@ func TestScenariosVerifyDelivery(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var out bytes.Buffer
-				res.WriteText(&out)
-				t.Log("\n" + out.String())
+				summary(t, res)
 				d := res.Delivery
 				switch {
 				case d == nil:
@@ -543,9 +550,7 @@ func TestKillEverySigkillsTheGateway(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\ngateway log:\n%s", err, log.String())
 		}
-		var out bytes.Buffer
-		res.WriteText(&out)
-		t.Log("\n" + out.String())
+		summary(t, res)
 		if len(res.Faults) != 2 {
 			t.Fatalf("%d faults injected, want 2 (at 8s and 16s of 17s): %+v", len(res.Faults), res.Faults)
 		}
@@ -615,11 +620,9 @@ func TestFaultCmd(t *testing.T) {
 			if res.OK() != tt.ok || res.Delivery.Lost != 0 {
 				t.Fatalf("OK %v with %d lost, want OK %v", res.OK(), res.Delivery.Lost, tt.ok)
 			}
-			var out bytes.Buffer
-			res.WriteText(&out)
-			t.Log("\n" + out.String())
-			if !strings.Contains(out.String(), "faults:    3 --fault-cmd runs") {
-				t.Fatalf("the summary does not list the faults:\n%s", out.String())
+			out := summary(t, res)
+			if !strings.Contains(out, "faults:    3 --fault-cmd runs") {
+				t.Fatalf("the summary does not list the faults:\n%s", out)
 			}
 		})
 	}
@@ -642,9 +645,7 @@ func TestDropMemberRedelivers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out bytes.Buffer
-		res.WriteText(&out)
-		t.Log("\n" + out.String())
+		out := summary(t, res)
 		if len(res.Faults) != 3 {
 			t.Fatalf("%d faults, want 3: %+v", len(res.Faults), res.Faults)
 		}
@@ -656,8 +657,8 @@ func TestDropMemberRedelivers(t *testing.T) {
 		if d := res.Delivery; !res.OK() || d.Lost != 0 || d.Acked == 0 {
 			t.Fatalf("OK %v: %d acked, %d lost (first: %v)", res.OK(), d.Acked, d.Lost, d.Sample)
 		}
-		if !strings.Contains(out.String(), "members dropped") {
-			t.Fatalf("the summary does not list the faults:\n%s", out.String())
+		if !strings.Contains(out, "members dropped") {
+			t.Fatalf("the summary does not list the faults:\n%s", out)
 		}
 	})
 }
@@ -697,15 +698,13 @@ func TestInjectWhileConsuming(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out bytes.Buffer
-			res.WriteText(&out)
-			t.Log("\n" + out.String())
+			out := summary(t, res)
 			if tt.faults {
 				if len(res.Faults) != 2 || during.Load() != int64(len(res.Faults)) || !res.OK() || res.Faults[0].Kind != "injected" {
 					t.Fatalf("OK %v, faults %+v, %d injected while consuming", res.OK(), res.Faults, during.Load())
 				}
-			} else if res.OK() || len(res.Faults) != 0 || !strings.Contains(out.String(), "no fault was injected") {
-				t.Fatalf("OK %v with %d faults: a run whose faults never fell must not be OK:\n%s", res.OK(), len(res.Faults), out.String())
+			} else if res.OK() || len(res.Faults) != 0 || !strings.Contains(out, "no fault was injected") {
+				t.Fatalf("OK %v with %d faults: a run whose faults never fell must not be OK:\n%s", res.OK(), len(res.Faults), out)
 			}
 			if res.Delivery.Lost != 0 {
 				t.Fatalf("%d lost", res.Delivery.Lost)

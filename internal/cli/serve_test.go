@@ -2,17 +2,16 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/server/servertest"
 )
 
 // TestServeHelp: every service has the flags every service shares, and
@@ -121,8 +120,10 @@ func TestServeAdminAndTimeouts(t *testing.T) {
 					t.Errorf("admin %s = %d %v, want 200", path, code, err)
 				}
 			}
-			if err := trickle(addr); err != nil {
+			if _, held, err := servertest.Trickle(addr, "POST", "/events", "application/json", "", 20*time.Second); err != nil {
 				t.Error(err)
+			} else if held {
+				t.Error("the server still holds the connection of a body trickled a byte a second after 20 s (--read-timeout 1s)")
 			}
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
@@ -138,40 +139,4 @@ func TestServeAdminAndTimeouts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// trickle POSTs a body of 1000 bytes to addr a byte a second and returns
-// nil once the server has closed the connection, or an error if it still
-// holds it after 20 s.
-func trickle(addr string) error {
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /events HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"); err != nil {
-		return err
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			if _, err := conn.Write([]byte{' '}); err != nil {
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-stop:
-				return
-			}
-		}
-	}()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	_, err = io.Copy(io.Discard, conn)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return errors.New("the server still holds the connection of a body trickled a byte a second after 20 s (--read-timeout 1s)")
-	}
-	return nil
 }

@@ -8,8 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,34 +27,9 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testcerts"
 )
-
-// startSecured serves a gateway with auth on 127.0.0.1:0 and returns its
-// address.
-func startSecured(t *testing.T, cfg gateway.Config, auth *gateway.Auth) string {
-	t.Helper()
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{Auth: auth})
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer dcancel()
-		g.Drain(dctx)
-		srv.Stop()
-		g.Close()
-		cancel()
-	})
-	return ln.Addr().String()
-}
 
 func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
 	t.Helper()
@@ -95,27 +68,18 @@ func subscribeOnce(t *testing.T, c *databus.Client, topic, group string) error {
 	return err
 }
 
-// certs are a CA with a server certificate for 127.0.0.1 and a client
-// certificate, and a client certificate of another CA, as files.
+// certs are testcerts.Files (a CA, a server certificate for 127.0.0.1 and
+// a client certificate) and a client certificate of another CA.
 type certs struct {
-	ca, rogueCA           *testcerts.CA
-	server, client, rogue *testcerts.Leaf
-	caFile                string
-	serverCert, serverKey string
-	clientCert, clientKey string
-	rogueCert, rogueKey   string
-	dir                   string
+	*testcerts.Files
+	rogueCA *testcerts.CA
+	rogue   *testcerts.Leaf
 }
 
 func newCerts(t *testing.T) *certs {
 	t.Helper()
-	c := &certs{dir: t.TempDir()}
-	c.ca, c.rogueCA = testcerts.NewCA(t, "databus test CA"), testcerts.NewCA(t, "another CA")
-	c.server, c.client, c.rogue = c.ca.Server(t, "127.0.0.1"), c.ca.Client(t, "alice"), c.rogueCA.Client(t, "mallory")
-	c.caFile = c.ca.WriteFile(t, c.dir, "ca.crt")
-	c.serverCert, c.serverKey = c.server.WriteFiles(t, c.dir, "server")
-	c.clientCert, c.clientKey = c.client.WriteFiles(t, c.dir, "client")
-	c.rogueCert, c.rogueKey = c.rogue.WriteFiles(t, c.dir, "rogue")
+	c := &certs{Files: testcerts.NewFiles(t, t.TempDir()), rogueCA: testcerts.NewCA(t, "another CA")}
+	c.rogue = c.rogueCA.Client(t, "mallory")
 	return c
 }
 
@@ -123,18 +87,18 @@ func newCerts(t *testing.T) *certs {
 // whose certificate its CA issued; the others fail the handshake.
 func TestMutualTLS(t *testing.T) {
 	cs := newCerts(t)
-	auth, err := gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.serverKey, TLSClientCA: cs.caFile}.Load()
+	auth, err := gateway.AuthFiles{TLSCert: cs.ServerCert, TLSKey: cs.ServerKey, TLSClientCA: cs.CAFile}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startSecured(t, gateway.Config{Echo: true}, auth)
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true}, gateway.ServerOptions{Auth: auth})
 
 	t.Run("good client certificate", func(t *testing.T) {
-		if err := publishOnce(t, dial(t, addr, databus.WithTLSFiles(cs.clientCert, cs.clientKey, cs.caFile)), "orders"); err != nil {
+		if err := publishOnce(t, dial(t, addr, databus.WithTLSFiles(cs.ClientCert, cs.ClientKey, cs.CAFile)), "orders"); err != nil {
 			t.Fatalf("a client with a certificate of the gateway's CA: %v", err)
 		}
 		// WithTLS with a tls.Config works the same.
-		c := dial(t, addr, databus.WithTLS(&tls.Config{RootCAs: cs.ca.Pool(), Certificates: []tls.Certificate{cs.client.TLS}}))
+		c := dial(t, addr, databus.WithTLS(&tls.Config{RootCAs: cs.CA.Pool(), Certificates: []tls.Certificate{cs.Client.TLS}}))
 		if err := publishOnce(t, c, "orders"); err != nil {
 			t.Fatalf("WithTLS: %v", err)
 		}
@@ -144,9 +108,9 @@ func TestMutualTLS(t *testing.T) {
 		name  string
 		creds credentials.TransportCredentials
 	}{
-		{"no client certificate", credentials.NewTLS(&tls.Config{RootCAs: cs.ca.Pool()})},
-		{"client certificate of another CA", credentials.NewTLS(&tls.Config{RootCAs: cs.ca.Pool(), Certificates: []tls.Certificate{cs.rogue.TLS}})},
-		{"client that does not trust the gateway", credentials.NewTLS(&tls.Config{RootCAs: cs.rogueCA.Pool(), Certificates: []tls.Certificate{cs.client.TLS}})},
+		{"no client certificate", credentials.NewTLS(&tls.Config{RootCAs: cs.CA.Pool()})},
+		{"client certificate of another CA", credentials.NewTLS(&tls.Config{RootCAs: cs.CA.Pool(), Certificates: []tls.Certificate{cs.rogue.TLS}})},
+		{"client that does not trust the gateway", credentials.NewTLS(&tls.Config{RootCAs: cs.rogueCA.Pool(), Certificates: []tls.Certificate{cs.Client.TLS}})},
 		{"plaintext client", insecure.NewCredentials()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,7 +149,7 @@ func TestTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	addr := startSecured(t, gateway.Config{Echo: true, Registry: reg}, &gateway.Auth{Tokens: ts})
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true, Registry: reg}, gateway.ServerOptions{Auth: &gateway.Auth{Tokens: ts}})
 	noToken := dial(t, addr)
 	wrong := dial(t, addr, databus.WithToken("token-c"), databus.WithPlaintextToken())
 	a := dial(t, addr, databus.WithToken("token-a"), databus.WithPlaintextToken())
@@ -270,24 +234,23 @@ func TestSecuredRoundTrip(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
 	topic := newTopic(t, k, 2)
 	cs := newCerts(t)
-	tokens := filepath.Join(cs.dir, "tokens")
-	writeFile(t, tokens, "producer publish="+topic+"\nconsumer subscribe="+topic+" groups=g1\n")
-	writeFile(t, filepath.Join(cs.dir, "producer.token"), "producer\n")
-	writeFile(t, filepath.Join(cs.dir, "consumer.token"), "consumer\n")
+	tokens := testcerts.WriteFile(t, cs.Dir, "tokens", "producer publish="+topic+"\nconsumer subscribe="+topic+" groups=g1\n")
+	testcerts.WriteFile(t, cs.Dir, "producer.token", "producer\n")
+	testcerts.WriteFile(t, cs.Dir, "consumer.token", "consumer\n")
 
 	fs := flag.NewFlagSet("databus", flag.ContinueOnError)
 	var p gateway.Process
 	p.RegisterFlags(fs, "http-addr")
-	if err := fs.Parse([]string{"--tls-cert", cs.serverCert, "--tls-key", cs.serverKey, "--tls-client-ca", cs.caFile, "--tokens", tokens}); err != nil {
+	if err := fs.Parse([]string{"--tls-cert", cs.ServerCert, "--tls-key", cs.ServerKey, "--tls-client-ca", cs.CAFile, "--tokens", tokens}); err != nil {
 		t.Fatal(err)
 	}
 	auth, err := p.Auth.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := startSecured(t, gateway.Config{Brokers: k.Brokers}, auth)
+	addr := gatewaytest.Start(t, gateway.Config{Brokers: k.Brokers}, gateway.ServerOptions{Auth: auth})
 	creds := func(who string) []databus.Option {
-		return databus.Credentials{CAFile: cs.caFile, CertFile: cs.clientCert, KeyFile: cs.clientKey, TokenFile: filepath.Join(cs.dir, who+".token")}.Options()
+		return databus.Credentials{CAFile: cs.CAFile, CertFile: cs.ClientCert, KeyFile: cs.ClientKey, TokenFile: filepath.Join(cs.Dir, who+".token")}.Options()
 	}
 	producer, consumer := dial(t, addr, creds("producer")...), dial(t, addr, creds("consumer")...)
 
@@ -326,20 +289,19 @@ func TestSecuredRoundTrip(t *testing.T) {
 // what to fix.
 func TestAuthFilesLoad(t *testing.T) {
 	cs := newCerts(t)
-	empty := filepath.Join(cs.dir, "empty")
-	writeFile(t, empty, "# nothing\n")
+	empty := testcerts.WriteFile(t, cs.Dir, "empty", "# nothing\n")
 	for _, tc := range []struct {
 		name  string
 		files gateway.AuthFiles
 		want  string // "" : loads
 	}{
 		{"nothing", gateway.AuthFiles{}, ""},
-		{"TLS", gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.serverKey}, ""},
-		{"certificate without key", gateway.AuthFiles{TLSCert: cs.serverCert}, "--tls-key"},
-		{"client CA alone", gateway.AuthFiles{TLSClientCA: cs.caFile}, "--tls-cert"},
-		{"key of another certificate", gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.clientKey}, "private key does not match"},
-		{"client CA that is not PEM", gateway.AuthFiles{TLSCert: cs.serverCert, TLSKey: cs.serverKey, TLSClientCA: cs.serverKey}, "no PEM certificate"},
-		{"missing tokens file", gateway.AuthFiles{Tokens: filepath.Join(cs.dir, "nope")}, "no such file"},
+		{"TLS", gateway.AuthFiles{TLSCert: cs.ServerCert, TLSKey: cs.ServerKey}, ""},
+		{"certificate without key", gateway.AuthFiles{TLSCert: cs.ServerCert}, "--tls-key"},
+		{"client CA alone", gateway.AuthFiles{TLSClientCA: cs.CAFile}, "--tls-cert"},
+		{"key of another certificate", gateway.AuthFiles{TLSCert: cs.ServerCert, TLSKey: cs.ClientKey}, "private key does not match"},
+		{"client CA that is not PEM", gateway.AuthFiles{TLSCert: cs.ServerCert, TLSKey: cs.ServerKey, TLSClientCA: cs.ServerKey}, "no PEM certificate"},
+		{"missing tokens file", gateway.AuthFiles{Tokens: filepath.Join(cs.Dir, "nope")}, "no such file"},
 		{"tokens file without tokens", gateway.AuthFiles{Tokens: empty}, "no tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,8 +337,7 @@ func TestParseTokensErrors(t *testing.T) {
 // at start; a secured one says how it authenticates instead.
 func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
 	cs := newCerts(t)
-	tokens := filepath.Join(cs.dir, "tokens")
-	writeFile(t, tokens, "tok publish=*\n")
+	tokens := testcerts.WriteFile(t, cs.Dir, "tokens", "tok publish=*\n")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -384,9 +345,9 @@ func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
 		not  string
 	}{
 		{"no flags", nil, "UNAUTHENTICATED", "databus gateway authentication"},
-		{"TLS without client auth", []string{"--tls-cert", cs.serverCert, "--tls-key", cs.serverKey}, "authenticates no one", "UNAUTHENTICATED"},
+		{"TLS without client auth", []string{"--tls-cert", cs.ServerCert, "--tls-key", cs.ServerKey}, "authenticates no one", "UNAUTHENTICATED"},
 		{"tokens over plaintext", []string{"--tokens", tokens}, "tokens can be read off the network", "UNAUTHENTICATED"},
-		{"mutual TLS", []string{"--tls-cert", cs.serverCert, "--tls-key", cs.serverKey, "--tls-client-ca", cs.caFile}, `"client_certificates":true`, `"level":"WARN"`},
+		{"mutual TLS", []string{"--tls-cert", cs.ServerCert, "--tls-key", cs.ServerKey, "--tls-client-ca", cs.CAFile}, `"client_certificates":true`, `"level":"WARN"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("databus", flag.ContinueOnError)
@@ -413,12 +374,5 @@ func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
 				t.Fatalf("the log should say %q and not %q:\n%s", tc.want, tc.not, log.String())
 			}
 		})
-	}
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }

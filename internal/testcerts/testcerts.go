@@ -7,6 +7,12 @@
 //	srv := ca.Server(t, "127.0.0.1")
 //	cli := ca.Client(t, "alice")
 //	serverTLS := &tls.Config{Certificates: []tls.Certificate{srv.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+//
+// A test of flags that name files takes them all at once, with the token
+// files that go beside them:
+//
+//	files := testcerts.NewFiles(t, dir) // dir/ca.crt, server.crt, server.key, client.crt, client.key
+//	tokens := testcerts.WriteFile(t, dir, "tokens", "tok publish=orders\n")
 package testcerts
 
 import (
@@ -122,6 +128,40 @@ func (ca *CA) WriteFile(t testing.TB, dir, name string) string {
 func (l *Leaf) WriteFiles(t testing.TB, dir, name string) (certFile, keyFile string) {
 	t.Helper()
 	return write(t, filepath.Join(dir, name+".crt"), l.CertPEM), write(t, filepath.Join(dir, name+".key"), l.KeyPEM)
+}
+
+// Files are a CA, a server certificate it issued for 127.0.0.1 and a
+// client certificate it issued, with the paths of the PEM files they were
+// written to.
+type Files struct {
+	CA             *CA
+	Server, Client *Leaf
+	// Dir holds the files: ca.crt, server.crt, server.key, client.crt
+	// and client.key.
+	Dir                   string
+	CAFile                string
+	ServerCert, ServerKey string
+	ClientCert, ClientKey string
+}
+
+// NewFiles makes a CA, a server certificate for 127.0.0.1 and a client
+// certificate, and writes them to dir.
+func NewFiles(t testing.TB, dir string) *Files {
+	t.Helper()
+	ca := NewCA(t, "test CA")
+	f := &Files{CA: ca, Server: ca.Server(t, "127.0.0.1"), Client: ca.Client(t, "client"), Dir: dir}
+	f.CAFile = ca.WriteFile(t, dir, "ca.crt")
+	f.ServerCert, f.ServerKey = f.Server.WriteFiles(t, dir, "server")
+	f.ClientCert, f.ClientKey = f.Client.WriteFiles(t, dir, "client")
+	return f
+}
+
+// WriteFile writes content to dir/name, readable by its owner only, and
+// returns the path: for the secrets that go beside certificates (a token,
+// a file of tokens).
+func WriteFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	return write(t, filepath.Join(dir, name), []byte(content))
 }
 
 func write(t testing.TB, path string, b []byte) string {

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/activities"
 )
 
@@ -50,33 +50,11 @@ func TestServeSlowBody(t *testing.T) {
 		return nil
 	})
 
-	conn, err := net.Dial("tcp", addr)
+	answer, held, err := servertest.Trickle(addr, "POST", "/activities", "application/json", "", 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /activities HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			if _, err := conn.Write([]byte{' '}); err != nil {
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-stop:
-				return
-			}
-		}
-	}()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	answer, err := io.ReadAll(conn)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if held {
 		t.Fatal("the server still holds the connection of a body trickled a byte a second after 20 s (read timeout 1 s)")
 	}
 	if len(answer) > 0 && !bytes.HasPrefix(answer, []byte("HTTP/1.1 408 ")) {

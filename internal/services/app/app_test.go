@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gatewaytest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
 )
 
@@ -247,7 +247,7 @@ func TestEndToEnd(t *testing.T) {
 				topic := depstest.Topic(t, k, 1)
 				cfg := Config{Mode: mode, Brokers: k.Brokers, Topic: topic}
 				if mode == Databus {
-					cfg.Databus = startGateway(t, k.Brokers)
+					cfg.Databus = gatewaytest.Start(t, gateway.Config{Brokers: k.Brokers}, gateway.ServerOptions{})
 				}
 				a := startApp(t, cfg)
 				checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
@@ -268,30 +268,4 @@ func TestEndToEnd(t *testing.T) {
 			})
 		}
 	}
-}
-
-// startGateway runs a databus gateway in this process and returns its
-// gRPC address.
-func startGateway(t testing.TB, brokers []string) string {
-	t.Helper()
-	g, err := gateway.New(gateway.Config{Brokers: brokers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{})
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer dcancel()
-		g.Drain(dctx)
-		srv.Stop()
-		g.Close()
-		cancel()
-	})
-	return ln.Addr().String()
 }

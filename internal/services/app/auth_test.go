@@ -1,43 +1,26 @@
 package app
 
 import (
-	"context"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gatewaytest"
+	"github.com/highload-lab/hlab/internal/testcerts"
 )
 
 // TestDatabusToken: --databus-token-file reaches a gateway that requires
 // a token; without it the gateway's refusal is the request's 503.
 func TestDatabusToken(t *testing.T) {
 	dir := t.TempDir()
-	tokens, token := filepath.Join(dir, "tokens"), filepath.Join(dir, "token")
-	for path, content := range map[string]string{tokens: "app-token publish=events\n", token: "app-token\n"} {
-		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tokens := testcerts.WriteFile(t, dir, "tokens", "app-token publish=events\n")
+	token := testcerts.WriteFile(t, dir, "token", "app-token\n")
 	auth, err := gateway.AuthFiles{Tokens: tokens}.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(gateway.Config{Echo: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := gateway.NewServer(ctx, g, gateway.ServerOptions{Auth: auth})
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Stop(); g.Close(); cancel() })
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true}, gateway.ServerOptions{Auth: auth})
 
 	for _, tc := range []struct {
 		name    string
@@ -49,7 +32,7 @@ func TestDatabusToken(t *testing.T) {
 		{"without a token", databus.Credentials{}, 503, "rejected_unauthenticated"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := startApp(t, Config{Mode: Databus, Databus: ln.Addr().String(), Topic: "events", DatabusCredentials: tc.creds, Timeout: 5 * time.Second})
+			a := startApp(t, Config{Mode: Databus, Databus: addr, Topic: "events", DatabusCredentials: tc.creds, Timeout: 5 * time.Second})
 			got := get(a.URL + "/handle")
 			if got.code != tc.code || got.failure != tc.failure {
 				t.Fatalf("GET /handle: %+v, want %d and X-Failure %q", got, tc.code, tc.failure)

@@ -2,16 +2,15 @@ package refdata_test
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/server"
+	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -49,32 +48,11 @@ func TestServeSlowBody(t *testing.T) {
 			t.Errorf("Serve: %v", err)
 		}
 	}()
-	conn, err := net.Dial("tcp", ln.Addr().String())
+	_, held, err := servertest.Trickle(ln.Addr().String(), "POST", "/customers", "", "", 8*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /customers HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			if _, err := conn.Write([]byte{' '}); err != nil {
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-stop:
-				return
-			}
-		}
-	}()
-	conn.SetReadDeadline(time.Now().Add(8 * time.Second))
-	if _, err := io.ReadAll(conn); errors.Is(err, os.ErrDeadlineExceeded) {
+	if held {
 		t.Fatal("the server still holds the connection of a body trickled a byte a second after 8 s (read timeout 1 s)")
 	}
 }

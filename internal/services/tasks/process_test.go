@@ -3,18 +3,17 @@ package tasks_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/tasks"
 )
 
@@ -129,33 +128,11 @@ func TestProcessLimitFlags(t *testing.T) {
 // instead of holding a handler as long as the client likes.
 func TestProcessSlowBody(t *testing.T) {
 	e, _ := runProcess(t, "--read-timeout", "1s")
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
+	answer, held, err := servertest.Trickle(strings.TrimPrefix(e.srv.URL, "http://"), "POST", "/v1/auth/signup", "application/json", "{", 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	if _, err := io.WriteString(conn, "POST /v1/auth/signup HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tick.C:
-			case <-stop:
-				return
-			}
-			if _, err := conn.Write([]byte{' '}); err != nil {
-				return
-			}
-		}
-	}()
-	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
-	answer, err := io.ReadAll(conn)
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+	if held {
 		t.Fatal("the service still holds the connection of a body trickled a byte a second after 20 s (--read-timeout 1s)")
 	}
 	if !bytes.HasPrefix(answer, []byte("HTTP/1.1 408 ")) || !bytes.Contains(answer, []byte(`"error":"body_timeout"`)) {
