@@ -6,7 +6,7 @@ import (
 
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/gateway"
-	"github.com/highload-lab/hlab/internal/gatewaytest"
+	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testcerts"
 )
 
