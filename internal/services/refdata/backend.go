@@ -25,8 +25,7 @@ type Backend struct {
 // FromReplica, binds set to a Replica. A failed readiness ping wraps
 // errs.Database.
 func OpenBackend(ctx context.Context, service string, cfg Config, set Set, errs Errors) (*Backend, error) {
-	cfg, err := cfg.WithDefaults(service)
-	if err != nil {
+	if err := cfg.SetDefaults(service); err != nil {
 		return nil, fmt.Errorf("%w: %w", errs.Config, err)
 	}
 	db := cfg.DB
