@@ -29,19 +29,18 @@
 package checker
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/highload-lab/hlab/internal/promtext"
 )
 
 // Progress receives what the checker is doing, for people; nil is quiet.
@@ -246,25 +245,12 @@ func leadersKnown(d kadm.TopicDetail) bool {
 // GatewayRSS reads the gateway's resident memory, in bytes, from its
 // Prometheus /metrics (process_resident_memory_bytes).
 func GatewayRSS(ctx context.Context, metricsURL string) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metricsURL, nil)
-	if err != nil {
-		return 0, fmt.Errorf("checker: gateway metrics URL %q: %w", metricsURL, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	m, err := promtext.Scrape(ctx, http.DefaultClient, metricsURL)
 	if err != nil {
 		return 0, fmt.Errorf("checker: read the gateway's RSS: %w", err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return 0, fmt.Errorf("checker: gateway RSS %q: %w", v, err)
-			}
-			return int64(f), nil
-		}
+	if !m.Has("process_resident_memory_bytes") {
+		return 0, fmt.Errorf("checker: %s has no process_resident_memory_bytes (is it the gateway's HTTP address?)", metricsURL)
 	}
-	return 0, fmt.Errorf("checker: %s has no process_resident_memory_bytes (is it the gateway's HTTP address?)", metricsURL)
+	return int64(m.Sum("process_resident_memory_bytes", nil)), nil
 }

@@ -3,14 +3,13 @@ package lab
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/highload-lab/hlab/internal/promtext"
 )
 
 // Counter is a Prometheus counter of a service under test, read before and
@@ -38,97 +37,14 @@ var metricsClient = &http.Client{
 	Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true},
 }
 
-// Metrics are one scrape of a Prometheus text exposition.
-type Metrics map[string]*dto.MetricFamily
-
-// Sum returns the sum of the series of metric name whose labels include
-// labels (every series when labels is empty); 0 when there is none. A
-// histogram's or a summary's _sum and _count are metrics of their own
-// here, as the text format names them.
-func (m Metrics) Sum(name string, labels map[string]string) float64 {
-	var total float64
-	fam, suffix := m[name], ""
-	if fam == nil {
-		for _, sfx := range []string{"_sum", "_count"} {
-			if base, ok := cutSuffix(name, sfx); ok && m[base] != nil {
-				fam, suffix = m[base], sfx
-			}
-		}
-	}
-	if fam == nil {
-		return 0
-	}
-	for _, metric := range fam.GetMetric() {
-		if !hasLabels(metric, labels) {
-			continue
-		}
-		total += value(metric, suffix)
-	}
-	return total
-}
-
-func cutSuffix(s, suffix string) (string, bool) {
-	if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
-		return s[:len(s)-len(suffix)], true
-	}
-	return s, false
-}
-
-func hasLabels(metric *dto.Metric, want map[string]string) bool {
-	for k, v := range want {
-		found := false
-		for _, lp := range metric.GetLabel() {
-			if lp.GetName() == k && lp.GetValue() == v {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
-// value is a series' value: the counter, gauge or untyped value, or a
-// histogram's or summary's _sum or _count.
-func value(m *dto.Metric, suffix string) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Untyped != nil:
-		return m.GetUntyped().GetValue()
-	case m.Histogram != nil && suffix == "_sum":
-		return m.GetHistogram().GetSampleSum()
-	case m.Histogram != nil && suffix == "_count":
-		return float64(m.GetHistogram().GetSampleCount())
-	case m.Summary != nil && suffix == "_sum":
-		return m.GetSummary().GetSampleSum()
-	case m.Summary != nil && suffix == "_count":
-		return float64(m.GetSummary().GetSampleCount())
-	}
-	return 0
-}
+// Metrics are one scrape of a Prometheus text exposition (promtext).
+type Metrics = promtext.Metrics
 
 // ScrapeMetrics reads the Prometheus text exposition at url.
 func ScrapeMetrics(ctx context.Context, url string) (Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	m, err := promtext.Scrape(ctx, metricsClient, url)
 	if err != nil {
-		return nil, fmt.Errorf("lab: scrape %s: %w", url, err)
-	}
-	resp, err := metricsClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("lab: scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("lab: scrape %s: status %d", url, resp.StatusCode)
-	}
-	m, err := parseMetrics(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("lab: scrape %s: %w", url, err)
+		return nil, fmt.Errorf("lab: %w", err)
 	}
 	return m, nil
 }
@@ -152,16 +68,6 @@ func Scrape(ctx context.Context, url string) (map[string]float64, error) {
 		}
 	}
 	return out, nil
-}
-
-// parseMetrics parses a text exposition with prometheus/common's parser.
-func parseMetrics(r io.Reader) (Metrics, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		return nil, fmt.Errorf("lab: metrics: %w", err)
-	}
-	return Metrics(fams), nil
 }
 
 func readCounters(ctx context.Context, cs []Counter) (map[string]float64, error) {

@@ -13,45 +13,6 @@ import (
 	"github.com/highload-lab/hlab/loadgen"
 )
 
-func TestParseMetrics(t *testing.T) {
-	text := `# HELP go_goroutines Number of goroutines.
-# TYPE go_goroutines gauge
-go_goroutines 42
-go_memstats_heap_alloc_bytes 1.048576e+06
-http_requests_total{code="200",path="GET /"} 10
-http_requests_total{path="GET /",code="504"} 5
-odd_total{label="with } and \" inside"} 2 1700000000000
-# TYPE lat_seconds histogram
-lat_seconds_bucket{le="1"} 2
-lat_seconds_bucket{le="+Inf"} 3
-lat_seconds_sum 1.5
-lat_seconds_count 3
-`
-	got, err := parseMetrics(strings.NewReader(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]float64{"go_goroutines": 42, "go_memstats_heap_alloc_bytes": 1 << 20, "http_requests_total": 15, "odd_total": 2,
-		"lat_seconds_sum": 1.5, "lat_seconds_count": 3}
-	for k, v := range want {
-		if g := got.Sum(k, nil); g != v {
-			t.Errorf("%s = %v, want %v", k, g, v)
-		}
-	}
-	// Labels pick series, in whatever order they are written.
-	if g := got.Sum("http_requests_total", map[string]string{"code": "504"}); g != 5 {
-		t.Errorf("code 504: %v, want 5", g)
-	}
-	if g := got.Sum("http_requests_total", map[string]string{"path": "GET /", "code": "200"}); g != 10 {
-		t.Errorf("code 200: %v, want 10", g)
-	}
-	for _, bad := range []string{"x{a=\"1\" 3\n", "x\n", "x abc\n"} {
-		if _, err := parseMetrics(strings.NewReader(bad)); err == nil {
-			t.Errorf("parsed %q", bad)
-		}
-	}
-}
-
 func TestFigureFallsBackToFigures(t *testing.T) {
 	r := &Row{HeapMBAvg: F(3), P95MS: F(7), Figures: map[string]float64{"extra": 0.1}}
 	for metric, want := range map[string]float64{"heap_mb_avg": 3, "p95_ms": 7, "extra": 0.1} {

@@ -24,7 +24,9 @@ func TestWriteLoadIsSeen(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cust := refdata.NewCustomers()
-	rep, err := refdata.NewReplica(refdata.DB{DSN: dsn}.WithDefaults("fresh"), cust, prometheus.NewRegistry(), nil)
+	db := refdata.DB{DSN: dsn}
+	db.SetDefaults("fresh")
+	rep, err := refdata.NewReplica(db, cust, prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,15 @@
 package replicaexp
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/promtext"
 )
 
 // histogram is a Prometheus histogram as scraped: cumulative counts by
@@ -26,103 +25,30 @@ var scrapeClient = &http.Client{Timeout: 2 * time.Second}
 // scrapeHistogram reads histogram name from a /metrics URL, its series
 // summed.
 func scrapeHistogram(ctx context.Context, url, name string) (histogram, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	m, err := promtext.Scrape(ctx, scrapeClient, url)
 	if err != nil {
 		return histogram{}, err
 	}
-	resp, err := scrapeClient.Do(req)
-	if err != nil {
-		return histogram{}, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return histogram{}, fmt.Errorf("scrape %s: status %d", url, resp.StatusCode)
-	}
-	return parseHistogram(io.LimitReader(resp.Body, 16<<20), name)
+	return histogramOf(m, name)
 }
 
 // parseHistogram sums the series of histogram name over their labels
 // (but le): every table's replica_lag_seconds, for one.
 func parseHistogram(r io.Reader, name string) (histogram, error) {
-	var h histogram
-	byLE := map[float64]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		metric, labels, value, ok := splitSample(line)
-		if !ok {
-			continue
-		}
-		switch metric {
-		case name + "_bucket":
-			leText, found := label(labels, "le")
-			if !found {
-				return h, fmt.Errorf("metrics line %q: a bucket without le", line)
-			}
-			le, err := strconv.ParseFloat(leText, 64)
-			if err != nil {
-				return h, fmt.Errorf("metrics line %q: %w", line, err)
-			}
-			byLE[le] += value
-		case name + "_sum":
-			h.sum += value
-		case name + "_count":
-			h.count += value
-		}
+	m, err := promtext.Parse(r)
+	if err != nil {
+		return histogram{}, err
 	}
-	if err := sc.Err(); err != nil {
-		return h, err
-	}
-	for le := range byLE {
-		h.le = append(h.le, le)
-	}
-	slices.Sort(h.le)
-	for _, le := range h.le {
-		h.cum = append(h.cum, byLE[le])
-	}
-	if len(h.le) < 2 || !math.IsInf(h.le[len(h.le)-1], 1) {
+	return histogramOf(m, name)
+}
+
+func histogramOf(m promtext.Metrics, name string) (histogram, error) {
+	ph, ok := m.Histogram(name)
+	h := histogram{le: ph.Bounds, cum: ph.Cumulative, sum: ph.Sum, count: ph.Count}
+	if !ok || !math.IsInf(h.le[len(h.le)-1], 1) {
 		return h, fmt.Errorf("no histogram %s in the metrics", name)
 	}
 	return h, nil
-}
-
-// splitSample splits a text-format sample line into name, label text and
-// value; comments and malformed lines give ok false.
-func splitSample(line string) (name, labels string, value float64, ok bool) {
-	line = strings.TrimSpace(line)
-	if line == "" || line[0] == '#' {
-		return "", "", 0, false
-	}
-	rest := line
-	if i := strings.IndexAny(line, "{ "); i >= 0 {
-		name, rest = line[:i], line[i:]
-	}
-	if strings.HasPrefix(rest, "{") {
-		end := strings.LastIndex(rest, "}")
-		if end < 0 {
-			return "", "", 0, false
-		}
-		labels, rest = rest[1:end], rest[end+1:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return "", "", 0, false
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	return name, labels, v, err == nil
-}
-
-// label returns the value of label name in a label text (a="x",b="y");
-// values holding quotes or commas are not expected here.
-func label(labels, name string) (string, bool) {
-	for _, kv := range strings.Split(labels, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if ok && k == name {
-			return strings.Trim(v, `"`), true
-		}
-	}
-	return "", false
 }
 
 // bucketFactor is how much wider each bucket is than the last (the

@@ -71,6 +71,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -168,13 +169,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c Config) normalized() (Config, error) {
-	if c.Mode == "" {
-		c.Mode = DefaultMode
-	}
-	if c.Topic == "" {
-		c.Topic = eventlog.DefaultTopic
-	}
+// setDefaults fills the zero fields with their defaults and checks the
+// rest.
+func (c *Config) setDefaults() error {
+	c.Mode = cmp.Or(c.Mode, DefaultMode)
+	c.Topic = cmp.Or(c.Topic, eventlog.DefaultTopic)
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -200,20 +199,20 @@ func (c Config) normalized() (Config, error) {
 	case Sync:
 		u, err := url.Parse(c.EventLog)
 		if c.EventLog == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return c, fmt.Errorf("app: sync mode needs the event log's URL (--eventlog http://host:port), got %q", c.EventLog)
+			return fmt.Errorf("app: sync mode needs the event log's URL (--eventlog http://host:port), got %q", c.EventLog)
 		}
 	case Async, KafkaAck:
 		if len(c.Brokers) == 0 {
-			return c, fmt.Errorf("app: %s mode needs Kafka's brokers (--brokers host:port)", c.Mode)
+			return fmt.Errorf("app: %s mode needs Kafka's brokers (--brokers host:port)", c.Mode)
 		}
 	case Databus:
 		if _, _, err := net.SplitHostPort(c.Databus); err != nil {
-			return c, fmt.Errorf("app: databus mode needs the gateway's gRPC address (--databus host:port), got %q", c.Databus)
+			return fmt.Errorf("app: databus mode needs the gateway's gRPC address (--databus host:port), got %q", c.Databus)
 		}
 	default:
-		return c, fmt.Errorf("app: unknown mode %q: use %s", c.Mode, modeList())
+		return fmt.Errorf("app: unknown mode %q: use %s", c.Mode, modeList())
 	}
-	return c, nil
+	return nil
 }
 
 // modeList is "sync, async, kafka-ack or databus".
@@ -280,11 +279,11 @@ func newMetrics(reg prometheus.Registerer, mode Mode) *metrics {
 // New makes the app. In async, kafka-ack and databus modes it connects in
 // the background; Ready says when it can record.
 func New(cfg Config) (*App, error) {
-	cfg, err := cfg.normalized()
-	if err != nil {
+	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
 	a := &App{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Mode), inflight: make(chan struct{}, cfg.MaxInflight)}
+	var err error
 	switch cfg.Mode {
 	case Sync:
 		a.rec = newSyncRecorder(cfg)

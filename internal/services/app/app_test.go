@@ -41,7 +41,8 @@ func TestConfigValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := tt.cfg.normalized()
+			c := tt.cfg
+			err := c.setDefaults()
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -22,6 +22,7 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -86,41 +87,31 @@ type Config struct {
 	BodyBytes int `json:"body_bytes"`
 }
 
-// normalized fills in defaults and checks bounds. It is idempotent.
-func (c Config) normalized() (Config, error) {
-	if c.Mode == "" {
-		c.Mode = Normal
-	}
-	if c.Delay == 0 {
-		c.Delay = DefaultDelay
-	}
-	if c.SlowDelay == 0 {
-		c.SlowDelay = DefaultSlowDelay
-	}
-	if c.TrickleInterval == 0 {
-		c.TrickleInterval = DefaultTrickleInterval
-	}
-	if c.BodyBytes == 0 {
-		c.BodyBytes = DefaultBodyBytes
-	}
+// setDefaults fills in defaults and checks bounds. It is idempotent.
+func (c *Config) setDefaults() error {
+	c.Mode = cmp.Or(c.Mode, Normal)
+	c.Delay = cmp.Or(c.Delay, DefaultDelay)
+	c.SlowDelay = cmp.Or(c.SlowDelay, DefaultSlowDelay)
+	c.TrickleInterval = cmp.Or(c.TrickleInterval, DefaultTrickleInterval)
+	c.BodyBytes = cmp.Or(c.BodyBytes, DefaultBodyBytes)
 	switch c.Mode {
 	case Normal, Trickle, BlackHole:
 	default:
-		return c, fmt.Errorf("%w, got %q", ErrBadMode, c.Mode)
+		return fmt.Errorf("%w, got %q", ErrBadMode, c.Mode)
 	}
 	switch {
 	case c.Delay < 0 || c.Delay > MaxDelay:
-		return c, fmt.Errorf("%w: delay %v: want 0 (default %v) to %v", ErrBadConfig, c.Delay, DefaultDelay, MaxDelay)
+		return fmt.Errorf("%w: delay %v: want 0 (default %v) to %v", ErrBadConfig, c.Delay, DefaultDelay, MaxDelay)
 	case c.SlowDelay < 0 || c.SlowDelay > MaxDelay:
-		return c, fmt.Errorf("%w: slow delay %v: want 0 (default %v) to %v", ErrBadConfig, c.SlowDelay, DefaultSlowDelay, MaxDelay)
+		return fmt.Errorf("%w: slow delay %v: want 0 (default %v) to %v", ErrBadConfig, c.SlowDelay, DefaultSlowDelay, MaxDelay)
 	case !(c.SlowFraction >= 0 && c.SlowFraction <= 1):
-		return c, fmt.Errorf("%w: slow fraction %v: want 0 to 1", ErrBadConfig, c.SlowFraction)
+		return fmt.Errorf("%w: slow fraction %v: want 0 to 1", ErrBadConfig, c.SlowFraction)
 	case c.TrickleInterval < time.Millisecond || c.TrickleInterval > MaxTrickleInterval:
-		return c, fmt.Errorf("%w: trickle interval %v: want 1ms to %v", ErrBadConfig, c.TrickleInterval, MaxTrickleInterval)
+		return fmt.Errorf("%w: trickle interval %v: want 1ms to %v", ErrBadConfig, c.TrickleInterval, MaxTrickleInterval)
 	case c.BodyBytes < 0 || c.BodyBytes > MaxBodyBytes:
-		return c, fmt.Errorf("%w: body bytes %d: want 0 (default %d) to %d", ErrBadConfig, c.BodyBytes, DefaultBodyBytes, MaxBodyBytes)
+		return fmt.Errorf("%w: body bytes %d: want 0 (default %d) to %d", ErrBadConfig, c.BodyBytes, DefaultBodyBytes, MaxBodyBytes)
 	}
-	return c, nil
+	return nil
 }
 
 // state is what a request reads, swapped whole on a fault change.
@@ -185,8 +176,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Service, error) {
 // SetFault replaces the back's behaviour; requests already being served
 // keep the behaviour they started with.
 func (s *Service) SetFault(cfg Config) error {
-	cfg, err := cfg.normalized()
-	if err != nil {
+	if err := cfg.setDefaults(); err != nil {
 		return err
 	}
 	s.st.Store(&state{cfg: cfg, body: makeBody(cfg.BodyBytes)})

@@ -57,20 +57,15 @@ type Service struct {
 // New opens the pool (and, with DB.Init, creates and seeds the schema)
 // and binds the replica; Run starts the replica.
 func New(ctx context.Context, cfg Config) (*Service, error) {
-	cfg, err := cfg.WithDefaults("catalog")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	s := &Service{cfg: cfg}
 	c := refdata.NewCustomers()
-	b, err := refdata.OpenBackend(ctx, cfg, c, ErrDatabase)
+	b, err := refdata.OpenBackend(ctx, "catalog", cfg, c, errs)
 	if err != nil {
 		return nil, err
 	}
-	s.Backend = b
+	s := &Service{cfg: b.Config, Backend: b}
 	pool := b.Pool
-	if cfg.Source == FromPostgres {
-		s.store = pgStore{pool: pool, timeout: cfg.DB.Timeout}
+	if s.cfg.Source == FromPostgres {
+		s.store = pgStore{pool: pool, timeout: s.cfg.DB.Timeout}
 		return s, nil
 	}
 	s.store = replicaStore{c: c, rep: b.Rep}
@@ -85,7 +80,7 @@ func (s *Service) Handler() http.Handler {
 	return mux
 }
 
-func fail(w http.ResponseWriter, err error) { http.Error(w, err.Error(), statusOf(err)) }
+func fail(w http.ResponseWriter, err error) { errs.Fail(w, err) }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")

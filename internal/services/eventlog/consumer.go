@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,16 +77,14 @@ type ConsumerConfig struct {
 	Processed func(Event)
 }
 
-func (c ConsumerConfig) normalized() (ConsumerConfig, error) {
+// setDefaults fills the zero fields with their defaults, or says what is
+// missing.
+func (c *ConsumerConfig) setDefaults() error {
 	if len(c.Brokers) == 0 {
-		return c, fmt.Errorf("%w: give Kafka's seed brokers (--brokers host:port)", ErrNoBrokers)
+		return fmt.Errorf("%w: give Kafka's seed brokers (--brokers host:port)", ErrNoBrokers)
 	}
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-	if c.Group == "" {
-		c.Group = DefaultGroup
-	}
+	c.Topic = cmp.Or(c.Topic, DefaultTopic)
+	c.Group = cmp.Or(c.Group, DefaultGroup)
 	if c.DedupWindow <= 0 {
 		c.DedupWindow = DefaultDedupWindow
 	}
@@ -113,7 +112,7 @@ func (c ConsumerConfig) normalized() (ConsumerConfig, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return c, nil
+	return nil
 }
 
 // Consumer processes the events of a topic as a member of a consumer
@@ -141,8 +140,7 @@ type consumerMetrics struct {
 
 // NewConsumer makes a consumer; it connects lazily, when Run starts.
 func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
-	cfg, err := cfg.normalized()
-	if err != nil {
+	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
 	c := &Consumer{cfg: cfg, seen: newWindow(cfg.DedupWindow), hwm: map[int32]int64{}, next: map[int32]int64{}}
@@ -171,6 +169,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	}
 	cfg.Registry.MustRegister(c.m.consumed, c.m.duplicates, c.m.malformed, c.m.commits, c.m.errors, c.m.lag, c.m.lastCommit)
 
+	var err error
 	c.cl, err = kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.DialTimeout(cfg.DialTimeout),

@@ -28,6 +28,7 @@
 package frontend
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,52 +149,29 @@ type Config struct {
 	LimitMin, LimitMax, LimitInitial uint
 }
 
-func (c Config) normalized() (Config, error) {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	if c.Policy == "" {
-		c.Policy = DefaultPolicy
-	}
-	def(&c.Timeout, DefaultTimeout)
-	def(&c.ConnectTimeout, DefaultConnectTimeout)
-	def(&c.HeaderTimeout, DefaultHeaderTimeout)
-	def(&c.BodyTimeout, DefaultBodyTimeout)
-	def(&c.BreakerWindow, DefaultBreakerWindow)
-	def(&c.BreakerDelay, DefaultBreakerDelay)
-	def(&c.HedgeDelay, DefaultHedgeDelay)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.MaxInflight == 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
-	if c.BreakerFailureRate == 0 {
-		c.BreakerFailureRate = DefaultBreakerFailureRate
-	}
-	if c.BreakerMinRequests == 0 {
-		c.BreakerMinRequests = DefaultBreakerMinRequests
-	}
-	if c.MaxHedges == 0 {
-		c.MaxHedges = DefaultMaxHedges
-	}
-	if c.HedgeBudget == 0 {
-		c.HedgeBudget = DefaultHedgeBudget
-	}
-	if c.LimitMin == 0 {
-		c.LimitMin = DefaultLimitMin
-	}
-	if c.LimitMax == 0 {
-		c.LimitMax = DefaultLimitMax
-	}
-	if c.LimitInitial == 0 {
-		c.LimitInitial = min(max(DefaultLimitInitial, c.LimitMin), c.LimitMax)
-	}
+// setDefaults fills the zero fields with their defaults and checks the
+// rest.
+func (c *Config) setDefaults() error {
+	c.Policy = cmp.Or(c.Policy, DefaultPolicy)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, DefaultConnectTimeout)
+	c.HeaderTimeout = cmp.Or(c.HeaderTimeout, DefaultHeaderTimeout)
+	c.BodyTimeout = cmp.Or(c.BodyTimeout, DefaultBodyTimeout)
+	c.BreakerWindow = cmp.Or(c.BreakerWindow, DefaultBreakerWindow)
+	c.BreakerDelay = cmp.Or(c.BreakerDelay, DefaultBreakerDelay)
+	c.HedgeDelay = cmp.Or(c.HedgeDelay, DefaultHedgeDelay)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxInflight = cmp.Or(c.MaxInflight, DefaultMaxInflight)
+	c.BreakerFailureRate = cmp.Or(c.BreakerFailureRate, DefaultBreakerFailureRate)
+	c.BreakerMinRequests = cmp.Or(c.BreakerMinRequests, DefaultBreakerMinRequests)
+	c.MaxHedges = cmp.Or(c.MaxHedges, DefaultMaxHedges)
+	c.HedgeBudget = cmp.Or(c.HedgeBudget, DefaultHedgeBudget)
+	c.LimitMin = cmp.Or(c.LimitMin, DefaultLimitMin)
+	c.LimitMax = cmp.Or(c.LimitMax, DefaultLimitMax)
+	c.LimitInitial = cmp.Or(c.LimitInitial, min(max(DefaultLimitInitial, c.LimitMin), c.LimitMax))
 
-	bad := func(format string, args ...any) (Config, error) {
-		return c, fmt.Errorf("frontend: "+format, args...)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("frontend: "+format, args...)
 	}
 	u, err := url.Parse(c.Backend)
 	switch {
@@ -232,7 +210,7 @@ func (c Config) normalized() (Config, error) {
 	case c.LimitMax > maxLimit || c.LimitMin > c.LimitInitial || c.LimitInitial > c.LimitMax:
 		return bad("concurrency limits min %d, initial %d, max %d: want min <= initial <= max <= %d", c.LimitMin, c.LimitInitial, c.LimitMax, maxLimit)
 	}
-	return c, nil
+	return nil
 }
 
 // answer is what a successful call returns.
@@ -258,8 +236,7 @@ type Front struct {
 
 // New returns the front for cfg, registering its metrics with reg.
 func New(cfg Config, reg prometheus.Registerer) (*Front, error) {
-	cfg, err := cfg.normalized()
-	if err != nil {
+	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
 	f := &Front{

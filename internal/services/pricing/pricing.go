@@ -54,23 +54,18 @@ type Service struct {
 // New opens the pool (and, with DB.Init, creates and seeds the schema)
 // and binds the replica; Run starts the replica.
 func New(ctx context.Context, cfg Config) (*Service, error) {
-	cfg, err := cfg.WithDefaults("pricing")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	s := &Service{cfg: cfg}
-	s.requests = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "pricing_requests_total", Help: "GET /price requests answered, whatever the outcome.",
-	})
-	cfg.Registry.MustRegister(s.requests)
 	ref := refdata.NewRefTables()
-	b, err := refdata.OpenBackend(ctx, cfg, ref, ErrDatabase)
+	b, err := refdata.OpenBackend(ctx, "pricing", cfg, ref, errs)
 	if err != nil {
 		return nil, err
 	}
-	s.Backend = b
+	s := &Service{cfg: b.Config, Backend: b}
+	s.requests = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pricing_requests_total", Help: "GET /price requests answered, whatever the outcome.",
+	})
+	s.cfg.Registry.MustRegister(s.requests)
 	pool := b.Pool
-	if cfg.Source == FromPostgres {
+	if s.cfg.Source == FromPostgres {
 		s.store = pgStore{pool: pool}
 		return s, nil
 	}
@@ -102,7 +97,7 @@ func (s *Service) price(w http.ResponseWriter, r *http.Request) {
 	defer s.requests.Inc()
 	q, err := s.quote(r)
 	if err != nil {
-		http.Error(w, err.Error(), statusOf(err))
+		errs.Fail(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -13,22 +13,27 @@ import (
 // directly, a Replica of its tables kept fresh from it. Services embed it
 // for Run, Ready and Close.
 type Backend struct {
-	Pool  *pgxpool.Pool
-	Rep   *Replica // nil: the service reads Postgres
-	errDB error
+	Config Config // with its defaults
+	Pool   *pgxpool.Pool
+	Rep    *Replica // nil: the service reads Postgres
+	errDB  error
 }
 
-// OpenBackend opens the pool on cfg.DB (counting queries on cfg.Registry),
-// creates and seeds the schema with DB.Init, and, with FromReplica, binds
-// set to a Replica. cfg has its defaults (Config.WithDefaults). errDB is
-// the service's database error, which a failed readiness ping wraps.
-func OpenBackend(ctx context.Context, cfg Config, set Set, errDB error) (*Backend, error) {
+// OpenBackend gives cfg its defaults for service (an invalid cfg wraps
+// errs.Config), opens the pool on cfg.DB (counting queries on
+// cfg.Registry), creates and seeds the schema with DB.Init, and, with
+// FromReplica, binds set to a Replica. A failed readiness ping wraps
+// errs.Database.
+func OpenBackend(ctx context.Context, service string, cfg Config, set Set, errs Errors) (*Backend, error) {
+	if err := cfg.SetDefaults(service); err != nil {
+		return nil, fmt.Errorf("%w: %w", errs.Config, err)
+	}
 	db := cfg.DB
 	pool, err := OpenPool(ctx, db, NewQueryCounter(cfg.Registry))
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{Pool: pool, errDB: errDB}
+	b := &Backend{Config: cfg, Pool: pool, errDB: errs.Database}
 	if db.Init {
 		ictx, cancel := context.WithTimeout(ctx, time.Minute)
 		err := Init(ictx, pool, db.Seed)

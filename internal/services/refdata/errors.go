@@ -1,6 +1,10 @@
 package refdata
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"net/http"
+)
 
 var (
 	// ErrLoading is returned by Replica.Ready until the first snapshot is
@@ -9,3 +13,54 @@ var (
 	// ErrNoDSN is returned by OpenPool and NewReplica without a DSN.
 	ErrNoDSN = errors.New("refdata: no Postgres DSN (pass --dsn postgres://user@host:port/db)")
 )
+
+// Errors are the errors a reference-data service's requests end with,
+// each message starting with the service's name ("catalog: not found").
+// Catalog and pricing fail the same ways, so they share these and the one
+// mapping to HTTP (Status) rather than each keeping a copy.
+type Errors struct {
+	// BadRequest: an invalid id or query (400); wrapped with why.
+	BadRequest error
+	// NotFound: no such row (404).
+	NotFound error
+	// Stale: a reference row another row points to is not in the replica
+	// yet (replication lag) (503, retry).
+	Stale error
+	// NotLoaded: the replica has not loaded its first snapshot (503).
+	NotLoaded error
+	// Database: Postgres failed or timed out (503, or 504 on the deadline).
+	Database error
+	// Config: the service was given an invalid Config (OpenBackend).
+	Config error
+}
+
+// NewErrors returns the errors of the service named service.
+func NewErrors(service string) Errors {
+	return Errors{
+		BadRequest: errors.New(service + ": bad request"),
+		NotFound:   errors.New(service + ": not found"),
+		Stale:      errors.New(service + ": reference data not in the replica yet"),
+		NotLoaded:  errors.New(service + ": the replica is still loading"),
+		Database:   errors.New(service + ": database"),
+		Config:     errors.New(service + ": bad config"),
+	}
+}
+
+// Status is the one place the errors become status codes: 400, 404, 504
+// on a deadline, 503 for the other errors above, 500 for anything else.
+func (e Errors) Status(err error) int {
+	switch {
+	case errors.Is(err, e.BadRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, e.NotFound):
+		return http.StatusNotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	case errors.Is(err, e.Stale), errors.Is(err, e.NotLoaded), errors.Is(err, e.Database):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// Fail answers err as plain text with its status.
+func (e Errors) Fail(w http.ResponseWriter, err error) { http.Error(w, err.Error(), e.Status(err)) }

@@ -1,6 +1,7 @@
 package refdata
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -56,8 +57,9 @@ const (
 	DefaultConnectTimeout  = 5 * time.Second
 )
 
-// WithDefaults fills the zero fields; service names the default slot.
-func (d DB) WithDefaults(service string) DB {
+// SetDefaults fills the zero fields; service names the default slot and
+// publication.
+func (d *DB) SetDefaults(service string) {
 	if d.Timeout <= 0 {
 		d.Timeout = DefaultTimeout
 	}
@@ -76,13 +78,8 @@ func (d DB) WithDefaults(service string) DB {
 	if d.ConnectTimeout <= 0 {
 		d.ConnectTimeout = DefaultConnectTimeout
 	}
-	if d.Slot == "" {
-		d.Slot = "hlab_" + service
-	}
-	if d.Publication == "" {
-		d.Publication = "hlab_" + service
-	}
-	return d
+	d.Slot = cmp.Or(d.Slot, "hlab_"+service)
+	d.Publication = cmp.Or(d.Publication, "hlab_"+service)
 }
 
 // RegisterFlags adds the database flags to fs; service names the default
@@ -113,7 +110,7 @@ func int32Flag(p *int32) func(string) error {
 	}
 }
 
-// OpenPool returns a pool with d's limits (call WithDefaults first) whose
+// OpenPool returns a pool with d's limits (call SetDefaults first) whose
 // every query increments queries: the figure behind "8x fewer queries".
 // It does not wait for a connection; the first query or Ping does.
 func OpenPool(ctx context.Context, d DB, queries prometheus.Counter) (*pgxpool.Pool, error) {

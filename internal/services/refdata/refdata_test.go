@@ -111,7 +111,8 @@ func TestReplicaFollowsAndSkipsBadRows(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ref, cust := refdata.NewRefTables(), refdata.NewCustomers()
 	start := func(set refdata.Set, slot string, reg prometheus.Registerer) *refdata.Replica {
-		db := refdata.DB{DSN: dsn}.WithDefaults(slot)
+		db := refdata.DB{DSN: dsn}
+		db.SetDefaults(slot)
 		r, err := refdata.NewReplica(db, set, reg, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -71,8 +71,19 @@ func (r *Replica) Run(ctx context.Context) {
 }
 
 // Loaded reports whether the first snapshot is in memory. After it, the
-// tables serve their last data even while the stream reconnects.
-func (r *Replica) Loaded() bool { return r.loaded.Load() }
+// tables serve their last data even while the stream reconnects. Once
+// Ready is nil, Loaded is true, even before Run's watcher has noticed the
+// load (a service that answered ready must not then answer "loading").
+func (r *Replica) Loaded() bool {
+	if r.loaded.Load() {
+		return true
+	}
+	if r.Ready() == nil {
+		r.loaded.Store(true)
+		return true
+	}
+	return false
+}
 
 // Ready is nil while every table is current; otherwise the source's error
 // (why the stream is down), or ErrLoading before the first load.

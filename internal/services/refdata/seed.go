@@ -35,14 +35,13 @@ const (
 	NumRules      = NumCategories * NumZones
 )
 
-func (s Size) withDefaults() Size {
+func (s *Size) setDefaults() {
 	if s.Products <= 0 {
 		s.Products = DefaultProducts
 	}
 	if s.Customers <= 0 {
 		s.Customers = DefaultCustomers
 	}
-	return s
 }
 
 // Regions are the regions cities and customers belong to.
@@ -86,7 +85,7 @@ func word(r *rand.Rand, parts int) string {
 
 // Generate makes a dataset of the given size (zero fields: defaults).
 func Generate(size Size) *Dataset {
-	size = size.withDefaults()
+	size.setDefaults()
 	r := rand.New(rand.NewPCG(seed, uint64(size.Products)<<32|uint64(size.Customers)))
 	d := &Dataset{}
 	for i := range NumBrands {

@@ -1,6 +1,7 @@
 package refdata
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -32,14 +33,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, service, sourceHelp string) {
 	c.DB.RegisterFlags(fs, service)
 }
 
-// WithDefaults returns c with its zero fields defaulted for service, or
-// an error naming what is wrong.
-func (c Config) WithDefaults(service string) (Config, error) {
-	if c.Source == "" {
-		c.Source = FromReplica
-	}
+// SetDefaults fills c's zero fields with the defaults for service, or
+// returns an error naming what is wrong.
+func (c *Config) SetDefaults(service string) error {
+	c.Source = cmp.Or(c.Source, FromReplica)
 	if c.Source != FromReplica && c.Source != FromPostgres {
-		return c, fmt.Errorf("source %q: want replica or postgres", c.Source)
+		return fmt.Errorf("source %q: want replica or postgres", c.Source)
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
@@ -47,8 +46,8 @@ func (c Config) WithDefaults(service string) (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	c.DB = c.DB.WithDefaults(service)
-	return c, nil
+	c.DB.SetDefaults(service)
+	return nil
 }
 
 // Service is what Serve runs: a catalog or pricing service.
