@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -118,9 +117,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
 		}
 		// A new node needs empty storage: a previous run's is another cluster.
-		for _, d := range []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"} {
-			os.RemoveAll(filepath.Join(c.Dir, d))
-		}
+		removeStorage(c.Dir, cassandraStorage)
 	}
 	ok := false
 	defer func() {
@@ -164,19 +161,14 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	}
 	yamlPath := filepath.Join(c.Dir, "cassandra.yaml")
 
-	var lastErr error
-	for range 3 { // a free port can be taken before the node binds it
-		ports, err := freePorts(3)
-		if err != nil {
-			return nil, err
-		}
+	err = OnFreePorts(ctx, 3, func(ports []int) error {
 		native, storage, jmx := ports[0], ports[1], ports[2]
 		y, err := RenderCassandraYAML(c.Dir, native, storage, c.Settings)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(yamlPath, y, 0o644); err != nil {
-			return nil, fmt.Errorf("deps: cassandra config: %w", err)
+			return fmt.Errorf("deps: cassandra config: %w", err)
 		}
 		args := []string{"-Xms" + strconv.Itoa(heap) + "m", "-Xmx" + strconv.Itoa(heap) + "m"}
 		args = append(args, cassandraJVM...)
@@ -199,23 +191,33 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		}
 		c.Addr = fmt.Sprintf("127.0.0.1:%d", native)
 		start := time.Now()
-		err = c.srv.startServer(ctx)
-		if err == nil {
-			c.Started = time.Since(start)
-			ok = true
-			return c, nil
+		if err := c.srv.startServer(ctx); err != nil {
+			if PortTaken(err) {
+				// Another try on new ports needs a new node: this one may
+				// have written its identity before it failed to bind.
+				removeStorage(c.Dir, cassandraStorage)
+			}
+			return err
 		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "Address already in use") || ctx.Err() != nil {
-			break
-		}
-		// Another try on new ports needs a new node: this one may have
-		// written its identity before it failed to bind.
-		for _, d := range []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"} {
-			os.RemoveAll(filepath.Join(c.Dir, d))
-		}
+		c.Started = time.Since(start)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	ok = true
+	return c, nil
+}
+
+// cassandraStorage are the directories of a node's identity and data
+// under its Dir: a new node needs them empty.
+var cassandraStorage = []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"}
+
+// removeStorage removes the storage directories subdirs of dir.
+func removeStorage(dir string, subdirs []string) {
+	for _, d := range subdirs {
+		os.RemoveAll(filepath.Join(dir, d))
+	}
 }
 
 // jammJar finds the jamm agent among the jars (Cassandra measures object
@@ -228,25 +230,6 @@ func jammJar(lib string) string {
 	return filepath.Base(ms[0])
 }
 
-// freePorts returns n distinct free ports.
-func freePorts(n int) ([]int, error) {
-	seen := map[int]bool{}
-	var ports []int
-	for len(ports) < n {
-		p, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		if !seen[p] {
-			seen[p] = true
-			ports = append(ports, p)
-		}
-	}
-	return ports, nil
-}
-
-// start starts the JVM and waits for it to answer a CQL query. Callers
-// hold c.mu (or own c alone).
 // launch starts the node and waits until it answers CQL.
 func (c *Cassandra) launch(ctx context.Context) (*sandbox.Process, error) {
 	stdoutPath := filepath.Join(c.Dir, "stdout.log")

@@ -179,49 +179,36 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 		CPU:  cfg.CPU, MemoryMB: cfg.MemoryMB,
 	}
 
-	var lastErr error
-	for attempt := range 3 { // a free port can be taken before the broker binds it
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		cport, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		if cport == port {
-			continue
-		}
+	formatted := false
+	err = OnFreePorts(ctx, 2, func(ports []int) error {
+		port, cport := ports[0], ports[1]
 		props, err := RenderKafkaProps(version, port, cport, r.dir, cfg.Partitions)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(propsPath, props, 0o644); err != nil {
-			return nil, fmt.Errorf("deps: kafka config: %w", err)
+			return fmt.Errorf("deps: kafka config: %w", err)
 		}
-		if attempt == 0 {
+		if !formatted {
 			// Formatting does not depend on the ports: once is enough.
 			if err := r.format(ctx, java, classpath, dist.logFlag+logConfPath, propsPath); err != nil {
-				return nil, err
+				return err
 			}
+			formatted = true
 		}
 		r.brokers = []string{fmt.Sprintf("127.0.0.1:%d", port)}
-		err = r.srv.startServer(ctx)
-		if err == nil {
-			ok = true
-			return &Kafka{
-				Kind: "kafka " + version, Version: version,
-				Brokers: r.brokers, Dir: r.dir,
-				partitions: cfg.Partitions,
-				real:       r,
-			}, nil
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "Address already in use") {
-			break
-		}
+		return r.srv.startServer(ctx)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	ok = true
+	return &Kafka{
+		Kind: "kafka " + version, Version: version,
+		Brokers: r.brokers, Dir: r.dir,
+		partitions: cfg.Partitions,
+		real:       r,
+	}, nil
 }
 
 // format writes the storage of a new cluster (meta.properties and the
@@ -241,8 +228,6 @@ func (r *realBroker) format(ctx context.Context, java, classpath, logFlag, props
 	return nil
 }
 
-// start starts the JVM and waits for it to answer a metadata request.
-// startBroker calls it holding r.mu; startReal before r is shared.
 // launch starts the broker and waits until it answers metadata requests.
 func (r *realBroker) launch(ctx context.Context) (*sandbox.Process, error) {
 	stdoutPath := filepath.Join(r.dir, "stdout.log")

@@ -344,18 +344,12 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 		}
 	}
 	logPath := filepath.Join(m.Dir, "stdout.log")
-	var lastErr error
-	for range 3 { // a free port can be taken before the stand-in binds it
-		port, err := FreePort()
-		if err != nil {
-			m.removeDir()
-			return nil, err
-		}
+	err = OnFreePorts(ctx, 1, func(ports []int) error {
+		port := ports[0]
 		from := map[string]int64{logPath: fileSize(logPath)}
 		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			m.removeDir()
-			return nil, fmt.Errorf("deps: mongo log: %w", err)
+			return fmt.Errorf("deps: mongo log: %w", err)
 		}
 		proc, err := sb.Start(ctx, sandbox.Spec{
 			Name: "mongo", Path: java, Dir: m.Dir,
@@ -369,24 +363,22 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 		})
 		logf.Close() // the process has its own descriptor
 		if err != nil {
-			m.removeDir()
-			return nil, fmt.Errorf("deps: start the mongo stand-in: %w", err)
+			return fmt.Errorf("deps: start the mongo stand-in: %w", err)
 		}
 		m.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		m.URI = "mongodb://" + m.Addr + "/?directConnection=true"
-		err = awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, proc.Done())
-		if err == nil {
-			m.proc = proc
-			return m, nil
+		if err := awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, proc.Done()); err != nil {
+			proc.Stop(5 * time.Second)
+			return fmt.Errorf("%w; %s", err, logsSince(from, logPath))
 		}
-		proc.Stop(5 * time.Second)
-		lastErr = fmt.Errorf("%w; %s", err, logsSince(from, logPath))
-		if !strings.Contains(lastErr.Error(), "Address already in use") {
-			break
-		}
+		m.proc = proc
+		return nil
+	})
+	if err != nil {
+		m.removeDir()
+		return nil, err
 	}
-	m.removeDir()
-	return nil, lastErr
+	return m, nil
 }
 
 // awaitMongo waits until the server at addr accepts connections, then
