@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -126,20 +124,8 @@ func CheckCassandra() (CassandraSetup, error) {
 // apt-get), then fetches the jars into the cache. Progress goes to w. It
 // is quick when everything is there.
 func InstallCassandra(ctx context.Context, w io.Writer) error {
-	var pkgs []string
-	if _, err := exec.LookPath("java"); err != nil {
-		pkgs = append(pkgs, "openjdk-17-jre-headless")
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		pkgs = append(pkgs, "maven")
-	}
-	if len(pkgs) > 0 {
-		if os.Geteuid() != 0 {
-			return errors.New("deps: installing Java and Maven needs root: run 'sudo hlab deps install cassandra' or 'sudo make deps'")
-		}
-		if err := AptInstall(w, pkgs...); err != nil {
-			return err
-		}
+	if err := installTools(ctx, w, "cassandra", "Java and Maven", javaTools); err != nil {
+		return err
 	}
 	s, err := CheckCassandra()
 	if err != nil {
@@ -151,13 +137,7 @@ func InstallCassandra(ctx context.Context, w io.Writer) error {
 	if s.Cached {
 		return nil
 	}
-	fmt.Fprintf(w, "deps: fetching the %s jars from Maven Central\n", CassandraKind)
-	lib, err := FetchCassandra(ctx, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "deps: cassandra jars in %s (%.0f MB)\n", lib, float64(dirSize(lib))/(1<<20))
-	return nil
+	return fetchJarsSaying(w, CassandraKind, func() (string, error) { return FetchCassandra(ctx, nil) })
 }
 
 // cassandraJVM are the JVM flags the node runs with: those of Cassandra

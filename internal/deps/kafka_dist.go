@@ -3,7 +3,6 @@ package deps
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -286,40 +285,13 @@ func checkJava(v string, minimum int, kafka string) error {
 // fetches the jars into the cache. Progress goes to w. It is quick when
 // everything is there.
 func InstallKafka(ctx context.Context, w io.Writer, version string) error {
-	var pkgs []string
-	if _, err := exec.LookPath("java"); err != nil {
-		pkgs = append(pkgs, "openjdk-17-jre-headless")
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		pkgs = append(pkgs, "maven")
-	}
-	if len(pkgs) > 0 {
-		if _, err := exec.LookPath("apt-get"); err != nil {
-			return fmt.Errorf("deps: %v missing and no apt-get here: install Java 17 and Maven with your package manager", pkgs)
-		}
-		if os.Geteuid() != 0 {
-			return errors.New("deps: installing Java and Maven needs root: run 'sudo hlab deps install kafka' or 'sudo make deps'")
-		}
-		fmt.Fprintf(w, "deps: installing %s from Debian's packages\n", strings.Join(pkgs, " "))
-		for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)} {
-			cmd := exec.CommandContext(ctx, "apt-get", args...)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			cmd.Stdout, cmd.Stderr = w, w
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("deps: apt-get %v: %w", args, err)
-			}
-		}
+	if err := installTools(ctx, w, "kafka", "Java and Maven", javaTools); err != nil {
+		return err
 	}
 	if _, cached, err := KafkaLibDir(version); err != nil || cached {
 		return err
 	}
-	fmt.Fprintf(w, "deps: fetching the kafka %s jars from Maven Central\n", orDefault(version, DefaultKafkaVersion))
-	lib, err := FetchKafka(ctx, version, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "deps: kafka jars in %s (%.0f MB)\n", lib, float64(dirSize(lib))/(1<<20))
-	return nil
+	return fetchJarsSaying(w, "kafka "+orDefault(version, DefaultKafkaVersion), func() (string, error) { return FetchKafka(ctx, version, nil) })
 }
 
 func orDefault(s, def string) string {

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"text/template"
 	"time"
@@ -229,29 +228,9 @@ func checkJDK() (java string, err error) {
 // apt-get), fetches the jars and compiles the main. Progress goes to w.
 // It is quick when everything is there.
 func InstallMongo(ctx context.Context, w io.Writer) error {
-	var pkgs []string
-	if _, err := exec.LookPath("javac"); err != nil {
-		pkgs = append(pkgs, "openjdk-17-jdk-headless")
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		pkgs = append(pkgs, "maven")
-	}
-	if len(pkgs) > 0 {
-		if _, err := exec.LookPath("apt-get"); err != nil {
-			return fmt.Errorf("deps: %v missing and no apt-get here: install a JDK 17 and Maven with your package manager", pkgs)
-		}
-		if os.Geteuid() != 0 {
-			return errors.New("deps: installing a JDK and Maven needs root: run 'sudo hlab deps install mongo' or 'sudo make deps'")
-		}
-		fmt.Fprintf(w, "deps: installing %s from Debian's packages\n", strings.Join(pkgs, " "))
-		for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)} {
-			cmd := exec.CommandContext(ctx, "apt-get", args...)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			cmd.Stdout, cmd.Stderr = w, w
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("deps: apt-get %v: %w", args, err)
-			}
-		}
+	jdk := []aptTool{{"javac", "openjdk-17-jdk-headless"}, {"mvn", "maven"}}
+	if err := installTools(ctx, w, "mongo", "a JDK and Maven", jdk); err != nil {
+		return err
 	}
 	if _, err := checkJDK(); err != nil {
 		return err
