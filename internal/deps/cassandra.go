@@ -1,7 +1,6 @@
 package deps
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,13 +61,7 @@ type Cassandra struct {
 	// CQL answer.
 	Started time.Duration
 
-	sb      *sandbox.Sandbox
-	life    context.Context // bounds the process, as with sandbox.Start
-	spec    sandbox.Spec    // Stdout/Stderr set per start
-	timeout time.Duration
-	ownDir  bool
-
-	srv restartable
+	node *jvmNode
 }
 
 const cassandraTempPrefix = "hlab-cassandra-"
@@ -95,34 +88,21 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 3 * time.Minute
 	}
-	heap := cfg.HeapMB
-	if heap <= 0 {
-		heap = 1024
-		if cfg.MemoryMB > 0 && cfg.MemoryMB/2 < heap {
-			heap = cfg.MemoryMB / 2
-		}
+	heap := jvmHeap(cfg.HeapMB, cfg.MemoryMB, 1024)
+	// SIGTERM: Cassandra drains and flushes, which takes a while.
+	node, err := newJVMNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
+	if err != nil {
+		return nil, err
 	}
-	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, sb: sb, life: ctx, timeout: cfg.StartTimeout, Dir: cfg.Dir}
-	c.srv = restartable{what: "cassandra", stopTimeout: 30 * time.Second, errStopped: ErrCassandraStopped, launch: c.launch}
-	if c.Dir == "" {
-		if c.Dir, err = ownedTempDir(cassandraTempPrefix); err != nil {
-			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
-		}
-		c.ownDir = true
-	} else {
-		if c.Dir, err = filepath.Abs(c.Dir); err == nil {
-			err = os.MkdirAll(c.Dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
-		}
-		// A new node needs empty storage: a previous run's is another cluster.
-		removeStorage(c.Dir, cassandraStorage)
+	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, Dir: node.dir, node: node}
+	node.log = "system.log"
+	node.await = func(ctx context.Context, exited <-chan struct{}) error {
+		return awaitCassandra(ctx, c.Addr, cfg.StartTimeout, exited)
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			c.removeDir()
+			node.removeDir()
 		}
 	}()
 	if err := os.MkdirAll(filepath.Join(c.Dir, "triggers"), 0o755); err != nil {
@@ -147,13 +127,9 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		c.Settings[k] = v
 	}
 
-	var logback bytes.Buffer
-	if err := cassandraLogback.Execute(&logback, c.Dir); err != nil {
+	logbackPath, err := node.writeConf("logback.xml", cassandraLogback, c.Dir)
+	if err != nil {
 		return nil, err
-	}
-	logbackPath := filepath.Join(c.Dir, "logback.xml")
-	if err := os.WriteFile(logbackPath, logback.Bytes(), 0o644); err != nil {
-		return nil, fmt.Errorf("deps: cassandra log config: %w", err)
 	}
 	java, _, err := FindJava()
 	if err != nil {
@@ -185,17 +161,17 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 			"-cp", filepath.Join(lib, "*"), // the JVM expands a trailing * to every jar
 			"org.apache.cassandra.service.CassandraDaemon",
 		)
-		c.spec = sandbox.Spec{
+		node.spec = sandbox.Spec{
 			Name: "cassandra", Path: java, Dir: c.Dir, Args: args,
 			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
 		}
 		c.Addr = fmt.Sprintf("127.0.0.1:%d", native)
 		start := time.Now()
-		if err := c.srv.startServer(ctx); err != nil {
+		if err := node.startServer(ctx); err != nil {
 			if PortTaken(err) {
 				// Another try on new ports needs a new node: this one may
 				// have written its identity before it failed to bind.
-				removeStorage(c.Dir, cassandraStorage)
+				node.removeStorage()
 			}
 			return err
 		}
@@ -213,13 +189,6 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 // under its Dir: a new node needs them empty.
 var cassandraStorage = []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"}
 
-// removeStorage removes the storage directories subdirs of dir.
-func removeStorage(dir string, subdirs []string) {
-	for _, d := range subdirs {
-		os.RemoveAll(filepath.Join(dir, d))
-	}
-}
-
 // jammJar finds the jamm agent among the jars (Cassandra measures object
 // sizes with it and needs it as -javaagent).
 func jammJar(lib string) string {
@@ -228,30 +197,6 @@ func jammJar(lib string) string {
 		return "jamm.jar" // the JVM then says what is missing
 	}
 	return filepath.Base(ms[0])
-}
-
-// launch starts the node and waits until it answers CQL.
-func (c *Cassandra) launch(ctx context.Context) (*sandbox.Process, error) {
-	stdoutPath := filepath.Join(c.Dir, "stdout.log")
-	systemLog := filepath.Join(c.Dir, "system.log")
-	// Errors are looked for in what this start appended to the logs.
-	from := map[string]int64{stdoutPath: fileSize(stdoutPath), systemLog: fileSize(systemLog)}
-	logf, err := os.OpenFile(stdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("deps: cassandra log: %w", err)
-	}
-	defer logf.Close() // the process has its own descriptor
-	spec := c.spec
-	spec.Stdout, spec.Stderr = logf, logf
-	proc, err := c.sb.Start(c.life, spec)
-	if err != nil {
-		return nil, fmt.Errorf("deps: start cassandra: %w", err)
-	}
-	if err := awaitCassandra(ctx, c.Addr, c.timeout, proc.Done()); err != nil {
-		proc.Stop(5 * time.Second)
-		return nil, fmt.Errorf("%w; %s", err, logsSince(from, systemLog, stdoutPath))
-	}
-	return proc, nil
 }
 
 // awaitCassandra waits until the node at addr answers a query through
@@ -318,27 +263,21 @@ func (c *Cassandra) Session(keyspace string) (*gocql.Session, error) {
 
 // Proc returns the node's current process (a new one after each
 // StartServer), nil while it is stopped.
-func (c *Cassandra) Proc() *sandbox.Process { return c.srv.process() }
+func (c *Cassandra) Proc() *sandbox.Process { return c.node.process() }
 
 // StopServer stops the node (SIGTERM: Cassandra drains and flushes; SIGKILL
 // after 30 s) and keeps its data and ports, for tests of what a service
 // does while its database is down.
-func (c *Cassandra) StopServer() error { return c.srv.stopServer() }
+func (c *Cassandra) StopServer() error { return c.node.stopServer() }
 
 // StartServer starts the node again on its data and ports (after
 // StopServer, or after it died) and waits until it answers CQL. It does
 // nothing while the node runs.
-func (c *Cassandra) StartServer(ctx context.Context) error { return c.srv.startServer(ctx) }
+func (c *Cassandra) StartServer(ctx context.Context) error { return c.node.startServer(ctx) }
 
 // Stop stops the node for good and removes a temporary Dir. It is
 // idempotent.
-func (c *Cassandra) Stop() error { return c.srv.stop(c.removeDir) }
-
-func (c *Cassandra) removeDir() {
-	if c.ownDir {
-		os.RemoveAll(c.Dir)
-	}
-}
+func (c *Cassandra) Stop() error { return c.node.stop(c.node.removeDir) }
 
 // CloseCassandraSession closes s, giving up after 5 s: gocql v2.1.2's
 // Session.Close can deadlock when the session's control connection is

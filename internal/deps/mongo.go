@@ -302,26 +302,10 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 		cfg.StartTimeout = 30 * time.Second
 	}
 	m := &Mongo{Kind: MongoStandInKind, Version: MongoStandInVersion, StandIn: true, Dir: cfg.Dir}
-	if m.Dir == "" {
-		if m.Dir, err = os.MkdirTemp("", "hlab-mongo-"); err != nil {
-			return nil, fmt.Errorf("deps: mongo dir: %w", err)
-		}
-		m.ownDir = true
-	} else {
-		if m.Dir, err = filepath.Abs(m.Dir); err == nil {
-			err = os.MkdirAll(m.Dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deps: mongo dir: %w", err)
-		}
+	if m.Dir, m.ownDir, err = depDir("mongo", m.Dir, "hlab-mongo-"); err != nil {
+		return nil, err
 	}
-	heap := cfg.HeapMB
-	if heap <= 0 {
-		heap = 512
-		if cfg.MemoryMB > 0 && cfg.MemoryMB/2 < heap {
-			heap = cfg.MemoryMB / 2
-		}
-	}
+	heap := jvmHeap(cfg.HeapMB, cfg.MemoryMB, 512)
 	logPath := filepath.Join(m.Dir, "stdout.log")
 	err = OnFreePorts(ctx, 1, func(ports []int) error {
 		port := ports[0]

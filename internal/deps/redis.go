@@ -90,18 +90,8 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 		cfg.StartTimeout = 10 * time.Second
 	}
 	r := &Redis{Kind: "redis " + version, Version: version, Dir: cfg.Dir}
-	if r.Dir == "" {
-		if r.Dir, err = os.MkdirTemp("", "hlab-redis-"); err != nil {
-			return nil, fmt.Errorf("deps: redis dir: %w", err)
-		}
-		r.ownDir = true
-	} else {
-		if r.Dir, err = filepath.Abs(r.Dir); err == nil {
-			err = os.MkdirAll(r.Dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deps: redis dir: %w", err)
-		}
+	if r.Dir, r.ownDir, err = depDir("redis", r.Dir, "hlab-redis-"); err != nil {
+		return nil, err
 	}
 	logPath := filepath.Join(r.Dir, "redis.log")
 	err = OnFreePorts(ctx, 1, func(ports []int) error {
