@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,16 +32,11 @@ type CassandraConfig struct {
 	// Settings are extra cassandra.yaml settings (key -> one-line YAML
 	// value), applied last.
 	Settings map[string]string
-	HeapMB   int     // -Xmx and -Xms; 0 = 1024, or half of MemoryMB when that is smaller
-	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
-	MemoryMB int     // sandbox memory limit; 0 = none
-	// StartTimeout bounds the wait for the first CQL connection (also
-	// after StartServer); 0 = 3 min: the JVM takes 10-30 s on 2 busy
-	// cores, more under a CPU quota. Fetching the jars is not counted.
-	StartTimeout time.Duration
-	// Log receives the progress of a jar download (Maven's output); nil =
-	// discard.
-	Log io.Writer
+	// JVMConfig: the heap defaults to 1024 MB (-Xms too); StartTimeout
+	// bounds the wait for the first CQL connection (also after
+	// StartServer), 0 = 3 min: the JVM takes 10-30 s on 2 busy cores, more
+	// under a CPU quota.
+	JVMConfig
 }
 
 // Cassandra is a running single-node Cassandra on 127.0.0.1 (the JVM
@@ -88,7 +82,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 3 * time.Minute
 	}
-	heap := jvmHeap(cfg.HeapMB, cfg.MemoryMB, 1024)
+	heap := cfg.heap(1024)
 	// SIGTERM: Cassandra drains and flushes, which takes a while.
 	node, err := newJVMNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
 	if err != nil {

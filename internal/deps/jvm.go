@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"text/template"
@@ -11,6 +12,36 @@ import (
 
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
+
+// JVMConfig is what the configs of the dependencies that run on the JVM
+// (CassandraConfig, KafkaConfig's real broker, MongoConfig) share.
+type JVMConfig struct {
+	// HeapMB is the heap (-Xmx; Cassandra's -Xms too); 0 = the
+	// dependency's default (Cassandra 1024, Kafka and Mongo 512), or half
+	// of MemoryMB when that is smaller.
+	HeapMB   int
+	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
+	MemoryMB int     // sandbox memory limit; 0 = none
+	// StartTimeout bounds the wait until the server answers (also after a
+	// restart); 0 = the dependency's default, said in its config.
+	// Fetching the jars is not counted.
+	StartTimeout time.Duration
+	// Log receives the progress of a jar download (Maven's output); nil =
+	// discard.
+	Log io.Writer
+}
+
+// heap returns the heap in MB: HeapMB when set, else def but at most half
+// of MemoryMB when that limit is set.
+func (c JVMConfig) heap(def int) int {
+	if c.HeapMB > 0 {
+		return c.HeapMB
+	}
+	if c.MemoryMB > 0 && c.MemoryMB/2 < def {
+		return c.MemoryMB / 2
+	}
+	return def
+}
 
 // jvmNode is a dependency's server that runs as one JVM under the
 // sandbox, in a directory of its own, and that tests take down and bring
@@ -68,18 +99,6 @@ func depDir(what, dir, prefix string) (path string, own bool, err error) {
 		return "", false, fmt.Errorf("deps: %s dir: %w", what, err)
 	}
 	return path, false, nil
-}
-
-// jvmHeap returns the heap of a JVM in MB: heapMB when set, else def but
-// at most half of memoryMB when that limit is set.
-func jvmHeap(heapMB, memoryMB, def int) int {
-	if heapMB > 0 {
-		return heapMB
-	}
-	if memoryMB > 0 && memoryMB/2 < def {
-		return memoryMB / 2
-	}
-	return def
 }
 
 // writeConf writes the template t filled with data into the node's

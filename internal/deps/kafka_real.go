@@ -138,7 +138,7 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	if err != nil {
 		return nil, err
 	}
-	heap := jvmHeap(cfg.HeapMB, cfg.MemoryMB, 512)
+	heap := cfg.heap(512)
 	propsPath := filepath.Join(r.dir, "server.properties")
 	classpath := filepath.Join(lib, "*") // the JVM expands a trailing * to every jar
 	jvm := []string{

@@ -251,17 +251,11 @@ func InstallMongo(ctx context.Context, w io.Writer) error {
 type MongoConfig struct {
 	// Dir holds the stand-in's log (stdout.log). "" = a temporary
 	// directory that Stop removes. Data is in memory only.
-	Dir      string
-	HeapMB   int     // -Xmx; 0 = 512, or half of MemoryMB when that is smaller
-	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
-	MemoryMB int     // sandbox memory limit; 0 = none
-	// StartTimeout bounds the wait for the first ping (default 30 s). A
-	// first start that fetches the jars and compiles the main is not
-	// counted.
-	StartTimeout time.Duration
-	// Log receives the progress of a jar download (Maven's output); nil =
-	// discard.
-	Log io.Writer
+	Dir string
+	// JVMConfig: the heap defaults to 512 MB; StartTimeout bounds the
+	// wait for the first ping, 0 = 30 s (a first start that compiles the
+	// main is not counted).
+	JVMConfig
 }
 
 // Mongo is a running MongoDB stand-in on 127.0.0.1 (see the comment at
@@ -305,7 +299,7 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 	if m.Dir, m.ownDir, err = depDir("mongo", m.Dir, "hlab-mongo-"); err != nil {
 		return nil, err
 	}
-	heap := jvmHeap(cfg.HeapMB, cfg.MemoryMB, 512)
+	heap := cfg.heap(512)
 	logPath := filepath.Join(m.Dir, "stdout.log")
 	err = OnFreePorts(ctx, 1, func(ports []int) error {
 		port := ports[0]
