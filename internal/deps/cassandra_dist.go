@@ -83,39 +83,19 @@ func FetchCassandra(ctx context.Context, w io.Writer) (string, error) {
 }
 
 // CassandraSetup says what the node needs and has.
-type CassandraSetup struct {
-	LibDir string // where its jars are (or go)
-	Cached bool   // all jars are in LibDir
-	SizeMB float64
-
-	Java, JavaVersion string // path and version; "" when missing
-	JavaErr           error  // why java is unusable (missing, older than 17)
-	Maven, MavenVer   string // path and version; "" when missing
-	MavenErr          error
-}
-
-// Ready reports whether the node can start without installing or
-// downloading anything.
-func (s CassandraSetup) Ready() bool { return s.Cached && s.JavaErr == nil }
+type CassandraSetup struct{ JVMSetup }
 
 // CheckCassandra reports what the node needs and has, without changing
 // anything.
 func CheckCassandra() (CassandraSetup, error) {
-	var s CassandraSetup
-	var err error
-	if s.LibDir, s.Cached, err = CassandraLibDir(); err != nil {
-		return s, err
+	lib, cached, err := CassandraLibDir()
+	if err != nil {
+		return CassandraSetup{JVMSetup{LibDir: lib}}, err
 	}
-	if s.Cached {
-		s.SizeMB = float64(dirSize(s.LibDir)) / (1 << 20)
-	}
-	s.Java, s.JavaVersion, s.JavaErr = FindJava()
-	if s.JavaErr != nil {
+	s := CassandraSetup{checkJVMSetup(lib, cached, 17, CassandraKind)}
+	if s.Java == "" {
 		s.JavaErr = ErrCassandraNeedsJava
-	} else if s.JavaVersion != "unknown" && javaMajor(s.JavaVersion) < 17 {
-		s.JavaErr = fmt.Errorf("deps: java %s is too old for cassandra %s, which needs 17 or newer (install 'openjdk-17-jre-headless')", s.JavaVersion, CassandraVersion)
 	}
-	s.Maven, s.MavenVer, s.MavenErr = FindMaven()
 	return s, nil
 }
 

@@ -43,6 +43,47 @@ func (c JVMConfig) heap(def int) int {
 	return def
 }
 
+// JVMSetup says what a dependency that runs on the JVM needs and has:
+// its jars, Java, and Maven (which fetches the jars).
+type JVMSetup struct {
+	LibDir string // where its jars are (or go)
+	Cached bool   // all jars are in LibDir
+	SizeMB float64
+
+	Java, JavaVersion string // path and version; "" when missing
+	JavaErr           error  // why java is unusable (missing, too old)
+	Maven, MavenVer   string // path and version; "" when missing
+	MavenErr          error
+}
+
+// Ready reports whether the dependency can start without installing or
+// downloading anything.
+func (s JVMSetup) Ready() bool { return s.Cached && s.JavaErr == nil }
+
+// checkJVMSetup reports what what ("kafka 3.9.2") needs and has, its jars
+// in lib (cached: all there), running on java minJava or newer.
+func checkJVMSetup(lib string, cached bool, minJava int, what string) JVMSetup {
+	s := JVMSetup{LibDir: lib, Cached: cached}
+	if s.Cached {
+		s.SizeMB = float64(dirSize(s.LibDir)) / (1 << 20)
+	}
+	s.Java, s.JavaVersion, s.JavaErr = FindJava()
+	if s.JavaErr == nil {
+		s.JavaErr = checkJava(s.JavaVersion, minJava, what)
+	}
+	s.Maven, s.MavenVer, s.MavenErr = FindMaven()
+	return s
+}
+
+// checkJava says when java version v is older than minimum, which what
+// ("kafka 3.9.2") needs.
+func checkJava(v string, minimum int, what string) error {
+	if v == "unknown" || javaMajor(v) >= minimum {
+		return nil
+	}
+	return fmt.Errorf("deps: java %s is too old for %s, which needs %d or newer (install it with 'apt-get install -y openjdk-17-jre-headless')", v, what, minimum)
+}
+
 // jvmNode is a dependency's server that runs as one JVM under the
 // sandbox, in a directory of its own, and that tests take down and bring
 // back on the same data and ports (Cassandra, the real Kafka broker): its

@@ -236,19 +236,8 @@ func FindMaven() (path, version string, err error) {
 // KafkaSetup says what the real broker of a Kafka version needs and has.
 type KafkaSetup struct {
 	Version string
-	LibDir  string // where its jars are (or go)
-	Cached  bool   // all jars are in LibDir
-	SizeMB  float64
-
-	Java, JavaVersion string // path and version; "" when missing
-	JavaErr           error  // why java is unusable (missing, too old)
-	Maven, MavenVer   string // path and version; "" when missing
-	MavenErr          error
+	JVMSetup
 }
-
-// Ready reports whether the real broker can start without installing or
-// downloading anything.
-func (s KafkaSetup) Ready() bool { return s.Cached && s.JavaErr == nil }
 
 // CheckKafka reports what the real broker of version ("" =
 // DefaultKafkaVersion) needs and has, without changing anything.
@@ -257,26 +246,11 @@ func CheckKafka(version string) (KafkaSetup, error) {
 	if err != nil {
 		return KafkaSetup{}, err
 	}
-	s := KafkaSetup{Version: version}
-	if s.LibDir, s.Cached, err = KafkaLibDir(version); err != nil {
-		return s, err
+	lib, cached, err := KafkaLibDir(version)
+	if err != nil {
+		return KafkaSetup{Version: version}, err
 	}
-	if s.Cached {
-		s.SizeMB = float64(dirSize(s.LibDir)) / (1 << 20)
-	}
-	s.Java, s.JavaVersion, s.JavaErr = FindJava()
-	if s.JavaErr == nil {
-		s.JavaErr = checkJava(s.JavaVersion, dist.minJava, version)
-	}
-	s.Maven, s.MavenVer, s.MavenErr = FindMaven()
-	return s, nil
-}
-
-func checkJava(v string, minimum int, kafka string) error {
-	if v == "unknown" || javaMajor(v) >= minimum {
-		return nil
-	}
-	return fmt.Errorf("deps: java %s is too old for kafka %s, which needs %d or newer (install it with 'apt-get install -y openjdk-17-jre-headless')", v, kafka, minimum)
+	return KafkaSetup{version, checkJVMSetup(lib, cached, dist.minJava, "kafka "+version)}, nil
 }
 
 // InstallKafka prepares the real broker of version ("" =

@@ -108,7 +108,7 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	if err != nil {
 		return nil, err
 	}
-	if err := checkJava(javaVersion, dist.minJava, version); err != nil {
+	if err := checkJava(javaVersion, dist.minJava, "kafka "+version); err != nil {
 		return nil, err
 	}
 	lib, err := FetchKafka(ctx, version, cfg.Log)
