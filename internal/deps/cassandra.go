@@ -1,15 +1,12 @@
 package deps
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -35,16 +32,11 @@ type CassandraConfig struct {
 	// Settings are extra cassandra.yaml settings (key -> one-line YAML
 	// value), applied last.
 	Settings map[string]string
-	HeapMB   int     // -Xmx and -Xms; 0 = 1024, or half of MemoryMB when that is smaller
-	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
-	MemoryMB int     // sandbox memory limit; 0 = none
-	// StartTimeout bounds the wait for the first CQL connection (also
-	// after StartServer); 0 = 3 min: the JVM takes 10-30 s on 2 busy
-	// cores, more under a CPU quota. Fetching the jars is not counted.
-	StartTimeout time.Duration
-	// Log receives the progress of a jar download (Maven's output); nil =
-	// discard.
-	Log io.Writer
+	// JVMConfig: the heap defaults to 1024 MB (-Xms too); StartTimeout
+	// bounds the wait for the first CQL connection (also after
+	// StartServer), 0 = 3 min: the JVM takes 10-30 s on 2 busy cores, more
+	// under a CPU quota.
+	JVMConfig
 }
 
 // Cassandra is a running single-node Cassandra on 127.0.0.1 (the JVM
@@ -63,13 +55,7 @@ type Cassandra struct {
 	// CQL answer.
 	Started time.Duration
 
-	sb      *sandbox.Sandbox
-	life    context.Context // bounds the process, as with sandbox.Start
-	spec    sandbox.Spec    // Stdout/Stderr set per start
-	timeout time.Duration
-	ownDir  bool
-
-	srv restartable
+	node *jvmNode
 }
 
 const cassandraTempPrefix = "hlab-cassandra-"
@@ -96,36 +82,21 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 3 * time.Minute
 	}
-	heap := cfg.HeapMB
-	if heap <= 0 {
-		heap = 1024
-		if cfg.MemoryMB > 0 && cfg.MemoryMB/2 < heap {
-			heap = cfg.MemoryMB / 2
-		}
+	heap := cfg.heap(1024)
+	// SIGTERM: Cassandra drains and flushes, which takes a while.
+	node, err := newJVMNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
+	if err != nil {
+		return nil, err
 	}
-	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, sb: sb, life: ctx, timeout: cfg.StartTimeout, Dir: cfg.Dir}
-	c.srv = restartable{what: "cassandra", stopTimeout: 30 * time.Second, errStopped: ErrCassandraStopped, launch: c.launch}
-	if c.Dir == "" {
-		if c.Dir, err = ownedTempDir(cassandraTempPrefix); err != nil {
-			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
-		}
-		c.ownDir = true
-	} else {
-		if c.Dir, err = filepath.Abs(c.Dir); err == nil {
-			err = os.MkdirAll(c.Dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deps: cassandra dir: %w", err)
-		}
-		// A new node needs empty storage: a previous run's is another cluster.
-		for _, d := range []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"} {
-			os.RemoveAll(filepath.Join(c.Dir, d))
-		}
+	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, Dir: node.dir, node: node}
+	node.log = "system.log"
+	node.await = func(ctx context.Context, exited <-chan struct{}) error {
+		return awaitCassandra(ctx, c.Addr, cfg.StartTimeout, exited)
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			c.removeDir()
+			node.removeDir()
 		}
 	}()
 	if err := os.MkdirAll(filepath.Join(c.Dir, "triggers"), 0o755); err != nil {
@@ -150,13 +121,9 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		c.Settings[k] = v
 	}
 
-	var logback bytes.Buffer
-	if err := cassandraLogback.Execute(&logback, c.Dir); err != nil {
+	logbackPath, err := node.writeConf("logback.xml", cassandraLogback, c.Dir)
+	if err != nil {
 		return nil, err
-	}
-	logbackPath := filepath.Join(c.Dir, "logback.xml")
-	if err := os.WriteFile(logbackPath, logback.Bytes(), 0o644); err != nil {
-		return nil, fmt.Errorf("deps: cassandra log config: %w", err)
 	}
 	java, _, err := FindJava()
 	if err != nil {
@@ -164,19 +131,14 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	}
 	yamlPath := filepath.Join(c.Dir, "cassandra.yaml")
 
-	var lastErr error
-	for range 3 { // a free port can be taken before the node binds it
-		ports, err := freePorts(3)
-		if err != nil {
-			return nil, err
-		}
+	err = OnFreePorts(ctx, 3, func(ports []int) error {
 		native, storage, jmx := ports[0], ports[1], ports[2]
 		y, err := RenderCassandraYAML(c.Dir, native, storage, c.Settings)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(yamlPath, y, 0o644); err != nil {
-			return nil, fmt.Errorf("deps: cassandra config: %w", err)
+			return fmt.Errorf("deps: cassandra config: %w", err)
 		}
 		args := []string{"-Xms" + strconv.Itoa(heap) + "m", "-Xmx" + strconv.Itoa(heap) + "m"}
 		args = append(args, cassandraJVM...)
@@ -193,30 +155,33 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 			"-cp", filepath.Join(lib, "*"), // the JVM expands a trailing * to every jar
 			"org.apache.cassandra.service.CassandraDaemon",
 		)
-		c.spec = sandbox.Spec{
+		node.spec = sandbox.Spec{
 			Name: "cassandra", Path: java, Dir: c.Dir, Args: args,
 			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
 		}
 		c.Addr = fmt.Sprintf("127.0.0.1:%d", native)
 		start := time.Now()
-		err = c.srv.startServer(ctx)
-		if err == nil {
-			c.Started = time.Since(start)
-			ok = true
-			return c, nil
+		if err := node.startServer(ctx); err != nil {
+			if PortTaken(err) {
+				// Another try on new ports needs a new node: this one may
+				// have written its identity before it failed to bind.
+				node.removeStorage()
+			}
+			return err
 		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "Address already in use") || ctx.Err() != nil {
-			break
-		}
-		// Another try on new ports needs a new node: this one may have
-		// written its identity before it failed to bind.
-		for _, d := range []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"} {
-			os.RemoveAll(filepath.Join(c.Dir, d))
-		}
+		c.Started = time.Since(start)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	ok = true
+	return c, nil
 }
+
+// cassandraStorage are the directories of a node's identity and data
+// under its Dir: a new node needs them empty.
+var cassandraStorage = []string{"data", "commitlog", "hints", "saved_caches", "cdc_raw"}
 
 // jammJar finds the jamm agent among the jars (Cassandra measures object
 // sizes with it and needs it as -javaagent).
@@ -226,49 +191,6 @@ func jammJar(lib string) string {
 		return "jamm.jar" // the JVM then says what is missing
 	}
 	return filepath.Base(ms[0])
-}
-
-// freePorts returns n distinct free ports.
-func freePorts(n int) ([]int, error) {
-	seen := map[int]bool{}
-	var ports []int
-	for len(ports) < n {
-		p, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		if !seen[p] {
-			seen[p] = true
-			ports = append(ports, p)
-		}
-	}
-	return ports, nil
-}
-
-// start starts the JVM and waits for it to answer a CQL query. Callers
-// hold c.mu (or own c alone).
-// launch starts the node and waits until it answers CQL.
-func (c *Cassandra) launch(ctx context.Context) (*sandbox.Process, error) {
-	stdoutPath := filepath.Join(c.Dir, "stdout.log")
-	systemLog := filepath.Join(c.Dir, "system.log")
-	// Errors are looked for in what this start appended to the logs.
-	from := map[string]int64{stdoutPath: fileSize(stdoutPath), systemLog: fileSize(systemLog)}
-	logf, err := os.OpenFile(stdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("deps: cassandra log: %w", err)
-	}
-	defer logf.Close() // the process has its own descriptor
-	spec := c.spec
-	spec.Stdout, spec.Stderr = logf, logf
-	proc, err := c.sb.Start(c.life, spec)
-	if err != nil {
-		return nil, fmt.Errorf("deps: start cassandra: %w", err)
-	}
-	if err := awaitCassandra(ctx, c.Addr, c.timeout, proc.Done()); err != nil {
-		proc.Stop(5 * time.Second)
-		return nil, fmt.Errorf("%w; %s", err, logsSince(from, systemLog, stdoutPath))
-	}
-	return proc, nil
 }
 
 // awaitCassandra waits until the node at addr answers a query through
@@ -335,27 +257,21 @@ func (c *Cassandra) Session(keyspace string) (*gocql.Session, error) {
 
 // Proc returns the node's current process (a new one after each
 // StartServer), nil while it is stopped.
-func (c *Cassandra) Proc() *sandbox.Process { return c.srv.process() }
+func (c *Cassandra) Proc() *sandbox.Process { return c.node.process() }
 
 // StopServer stops the node (SIGTERM: Cassandra drains and flushes; SIGKILL
 // after 30 s) and keeps its data and ports, for tests of what a service
 // does while its database is down.
-func (c *Cassandra) StopServer() error { return c.srv.stopServer() }
+func (c *Cassandra) StopServer() error { return c.node.stopServer() }
 
 // StartServer starts the node again on its data and ports (after
 // StopServer, or after it died) and waits until it answers CQL. It does
 // nothing while the node runs.
-func (c *Cassandra) StartServer(ctx context.Context) error { return c.srv.startServer(ctx) }
+func (c *Cassandra) StartServer(ctx context.Context) error { return c.node.startServer(ctx) }
 
 // Stop stops the node for good and removes a temporary Dir. It is
 // idempotent.
-func (c *Cassandra) Stop() error { return c.srv.stop(c.removeDir) }
-
-func (c *Cassandra) removeDir() {
-	if c.ownDir {
-		os.RemoveAll(c.Dir)
-	}
-}
+func (c *Cassandra) Stop() error { return c.node.stop(c.node.removeDir) }
 
 // CloseCassandraSession closes s, giving up after 5 s: gocql v2.1.2's
 // Session.Close can deadlock when the session's control connection is

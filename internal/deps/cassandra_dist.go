@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -85,39 +83,19 @@ func FetchCassandra(ctx context.Context, w io.Writer) (string, error) {
 }
 
 // CassandraSetup says what the node needs and has.
-type CassandraSetup struct {
-	LibDir string // where its jars are (or go)
-	Cached bool   // all jars are in LibDir
-	SizeMB float64
-
-	Java, JavaVersion string // path and version; "" when missing
-	JavaErr           error  // why java is unusable (missing, older than 17)
-	Maven, MavenVer   string // path and version; "" when missing
-	MavenErr          error
-}
-
-// Ready reports whether the node can start without installing or
-// downloading anything.
-func (s CassandraSetup) Ready() bool { return s.Cached && s.JavaErr == nil }
+type CassandraSetup struct{ JVMSetup }
 
 // CheckCassandra reports what the node needs and has, without changing
 // anything.
 func CheckCassandra() (CassandraSetup, error) {
-	var s CassandraSetup
-	var err error
-	if s.LibDir, s.Cached, err = CassandraLibDir(); err != nil {
-		return s, err
+	lib, cached, err := CassandraLibDir()
+	if err != nil {
+		return CassandraSetup{JVMSetup{LibDir: lib}}, err
 	}
-	if s.Cached {
-		s.SizeMB = float64(dirSize(s.LibDir)) / (1 << 20)
-	}
-	s.Java, s.JavaVersion, s.JavaErr = FindJava()
-	if s.JavaErr != nil {
+	s := CassandraSetup{checkJVMSetup(lib, cached, 17, CassandraKind)}
+	if s.Java == "" {
 		s.JavaErr = ErrCassandraNeedsJava
-	} else if s.JavaVersion != "unknown" && javaMajor(s.JavaVersion) < 17 {
-		s.JavaErr = fmt.Errorf("deps: java %s is too old for cassandra %s, which needs 17 or newer (install 'openjdk-17-jre-headless')", s.JavaVersion, CassandraVersion)
 	}
-	s.Maven, s.MavenVer, s.MavenErr = FindMaven()
 	return s, nil
 }
 
@@ -126,20 +104,8 @@ func CheckCassandra() (CassandraSetup, error) {
 // apt-get), then fetches the jars into the cache. Progress goes to w. It
 // is quick when everything is there.
 func InstallCassandra(ctx context.Context, w io.Writer) error {
-	var pkgs []string
-	if _, err := exec.LookPath("java"); err != nil {
-		pkgs = append(pkgs, "openjdk-17-jre-headless")
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		pkgs = append(pkgs, "maven")
-	}
-	if len(pkgs) > 0 {
-		if os.Geteuid() != 0 {
-			return errors.New("deps: installing Java and Maven needs root: run 'sudo hlab deps install cassandra' or 'sudo make deps'")
-		}
-		if err := AptInstall(w, pkgs...); err != nil {
-			return err
-		}
+	if err := installTools(ctx, w, "cassandra", "Java and Maven", javaTools); err != nil {
+		return err
 	}
 	s, err := CheckCassandra()
 	if err != nil {
@@ -151,13 +117,7 @@ func InstallCassandra(ctx context.Context, w io.Writer) error {
 	if s.Cached {
 		return nil
 	}
-	fmt.Fprintf(w, "deps: fetching the %s jars from Maven Central\n", CassandraKind)
-	lib, err := FetchCassandra(ctx, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "deps: cassandra jars in %s (%.0f MB)\n", lib, float64(dirSize(lib))/(1<<20))
-	return nil
+	return fetchJarsSaying(w, CassandraKind, func() (string, error) { return FetchCassandra(ctx, nil) })
 }
 
 // cassandraJVM are the JVM flags the node runs with: those of Cassandra

@@ -14,8 +14,8 @@ import (
 )
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-// Another process can take it before the caller binds it; callers that
-// start a server on it detect that through Await and may retry.
+// Another process can take it before the caller binds it: to start a
+// server, use OnFreePorts, which tries again on new ports.
 func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

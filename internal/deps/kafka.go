@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strings"
@@ -84,17 +83,11 @@ type KafkaConfig struct {
 	// Dir holds server.properties, the logs (server.log, stdout.log) and,
 	// under data/, the partitions. "" = a temporary directory that Stop
 	// removes; a given Dir keeps its logs after Stop, and loses data/.
-	Dir      string
-	HeapMB   int     // -Xmx; 0 = 512, or half of MemoryMB when that is smaller
-	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
-	MemoryMB int     // sandbox memory limit; 0 = none
-	// StartTimeout bounds the wait for the broker to answer a metadata
-	// request (also after StartBroker); 0 = 60 s. Fetching the jars is not
-	// counted.
-	StartTimeout time.Duration
-	// Log receives the progress of a jar download (Maven's output); nil =
-	// discard.
-	Log io.Writer
+	Dir string
+	// JVMConfig: the heap defaults to 512 MB; StartTimeout bounds the
+	// wait for the broker to answer a metadata request (also after
+	// StartBroker), 0 = 60 s.
+	JVMConfig
 }
 
 // Kafka is a running Kafka of either kind. Its methods are safe for

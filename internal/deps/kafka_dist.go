@@ -3,7 +3,6 @@ package deps
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -237,19 +236,8 @@ func FindMaven() (path, version string, err error) {
 // KafkaSetup says what the real broker of a Kafka version needs and has.
 type KafkaSetup struct {
 	Version string
-	LibDir  string // where its jars are (or go)
-	Cached  bool   // all jars are in LibDir
-	SizeMB  float64
-
-	Java, JavaVersion string // path and version; "" when missing
-	JavaErr           error  // why java is unusable (missing, too old)
-	Maven, MavenVer   string // path and version; "" when missing
-	MavenErr          error
+	JVMSetup
 }
-
-// Ready reports whether the real broker can start without installing or
-// downloading anything.
-func (s KafkaSetup) Ready() bool { return s.Cached && s.JavaErr == nil }
 
 // CheckKafka reports what the real broker of version ("" =
 // DefaultKafkaVersion) needs and has, without changing anything.
@@ -258,26 +246,11 @@ func CheckKafka(version string) (KafkaSetup, error) {
 	if err != nil {
 		return KafkaSetup{}, err
 	}
-	s := KafkaSetup{Version: version}
-	if s.LibDir, s.Cached, err = KafkaLibDir(version); err != nil {
-		return s, err
+	lib, cached, err := KafkaLibDir(version)
+	if err != nil {
+		return KafkaSetup{Version: version}, err
 	}
-	if s.Cached {
-		s.SizeMB = float64(dirSize(s.LibDir)) / (1 << 20)
-	}
-	s.Java, s.JavaVersion, s.JavaErr = FindJava()
-	if s.JavaErr == nil {
-		s.JavaErr = checkJava(s.JavaVersion, dist.minJava, version)
-	}
-	s.Maven, s.MavenVer, s.MavenErr = FindMaven()
-	return s, nil
-}
-
-func checkJava(v string, minimum int, kafka string) error {
-	if v == "unknown" || javaMajor(v) >= minimum {
-		return nil
-	}
-	return fmt.Errorf("deps: java %s is too old for kafka %s, which needs %d or newer (install it with 'apt-get install -y openjdk-17-jre-headless')", v, kafka, minimum)
+	return KafkaSetup{version, checkJVMSetup(lib, cached, dist.minJava, "kafka "+version)}, nil
 }
 
 // InstallKafka prepares the real broker of version ("" =
@@ -286,40 +259,13 @@ func checkJava(v string, minimum int, kafka string) error {
 // fetches the jars into the cache. Progress goes to w. It is quick when
 // everything is there.
 func InstallKafka(ctx context.Context, w io.Writer, version string) error {
-	var pkgs []string
-	if _, err := exec.LookPath("java"); err != nil {
-		pkgs = append(pkgs, "openjdk-17-jre-headless")
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		pkgs = append(pkgs, "maven")
-	}
-	if len(pkgs) > 0 {
-		if _, err := exec.LookPath("apt-get"); err != nil {
-			return fmt.Errorf("deps: %v missing and no apt-get here: install Java 17 and Maven with your package manager", pkgs)
-		}
-		if os.Geteuid() != 0 {
-			return errors.New("deps: installing Java and Maven needs root: run 'sudo hlab deps install kafka' or 'sudo make deps'")
-		}
-		fmt.Fprintf(w, "deps: installing %s from Debian's packages\n", strings.Join(pkgs, " "))
-		for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)} {
-			cmd := exec.CommandContext(ctx, "apt-get", args...)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			cmd.Stdout, cmd.Stderr = w, w
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("deps: apt-get %v: %w", args, err)
-			}
-		}
+	if err := installTools(ctx, w, "kafka", "Java and Maven", javaTools); err != nil {
+		return err
 	}
 	if _, cached, err := KafkaLibDir(version); err != nil || cached {
 		return err
 	}
-	fmt.Fprintf(w, "deps: fetching the kafka %s jars from Maven Central\n", orDefault(version, DefaultKafkaVersion))
-	lib, err := FetchKafka(ctx, version, nil)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "deps: kafka jars in %s (%.0f MB)\n", lib, float64(dirSize(lib))/(1<<20))
-	return nil
+	return fetchJarsSaying(w, "kafka "+orDefault(version, DefaultKafkaVersion), func() (string, error) { return FetchKafka(ctx, version, nil) })
 }
 
 func orDefault(s, def string) string {

@@ -84,7 +84,7 @@ func TestJavaMajor(t *testing.T) {
 			t.Errorf("javaMajor(%q) = %d, want %d", v, got, want)
 		}
 	}
-	if err := checkJava("11.0.2", 17, "4.3.1"); err == nil {
+	if err := checkJava("11.0.2", 17, "kafka 4.3.1"); err == nil {
 		t.Error("java 11 for kafka 4.3.1: want an error")
 	}
 }

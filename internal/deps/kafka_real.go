@@ -93,15 +93,8 @@ const kafkaTempPrefix = "hlab-kafka-"
 // realBroker is the JVM behind a real Kafka, with what it takes to start
 // it again after StopBroker.
 type realBroker struct {
-	sb      *sandbox.Sandbox
-	life    context.Context // bounds the process, as with sandbox.Start
-	spec    sandbox.Spec    // Stdout/Stderr set per start
-	dir     string
-	ownDir  bool // created by StartKafka: removed by stop
+	*jvmNode
 	brokers []string
-	timeout time.Duration
-
-	srv restartable
 }
 
 // startReal fetches the jars if needed, formats the storage of a new
@@ -115,7 +108,7 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	if err != nil {
 		return nil, err
 	}
-	if err := checkJava(javaVersion, dist.minJava, version); err != nil {
+	if err := checkJava(javaVersion, dist.minJava, "kafka "+version); err != nil {
 		return nil, err
 	}
 	lib, err := FetchKafka(ctx, version, cfg.Log)
@@ -123,46 +116,29 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 		return nil, err
 	}
 
-	r := &realBroker{sb: sb, life: ctx, timeout: cfg.StartTimeout, dir: cfg.Dir}
 	// SIGTERM is a controlled shutdown: a few seconds for a single node.
-	r.srv = restartable{what: "kafka", stopTimeout: 15 * time.Second, errStopped: ErrKafkaStopped, launch: r.launch}
-	if r.dir == "" {
-		if r.dir, err = ownedTempDir(kafkaTempPrefix); err != nil {
-			return nil, fmt.Errorf("deps: kafka dir: %w", err)
-		}
-		r.ownDir = true
-	} else {
-		if r.dir, err = filepath.Abs(r.dir); err == nil {
-			err = os.MkdirAll(r.dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deps: kafka dir: %w", err)
-		}
-		// A new cluster id needs empty storage; a previous run's is stale.
-		os.RemoveAll(filepath.Join(r.dir, "data"))
+	// A new cluster id needs empty storage; a previous run's is stale.
+	node, err := newJVMNode(ctx, sb, "kafka", cfg.Dir, kafkaTempPrefix, []string{"data"}, 15*time.Second, ErrKafkaStopped)
+	if err != nil {
+		return nil, err
+	}
+	r := &realBroker{jvmNode: node}
+	node.log = "server.log"
+	node.await = func(ctx context.Context, exited <-chan struct{}) error {
+		return awaitKafka(ctx, r.brokers, cfg.StartTimeout, exited)
 	}
 	ok := false
 	defer func() {
-		if !ok && r.ownDir {
-			os.RemoveAll(r.dir)
+		if !ok {
+			r.removeDir()
 		}
 	}()
 
-	var logConf bytes.Buffer
-	if err := dist.logConf.Execute(&logConf, r.dir); err != nil {
+	logConfPath, err := r.writeConf(dist.logFile, dist.logConf, r.dir)
+	if err != nil {
 		return nil, err
 	}
-	logConfPath := filepath.Join(r.dir, dist.logFile)
-	if err := os.WriteFile(logConfPath, logConf.Bytes(), 0o644); err != nil {
-		return nil, fmt.Errorf("deps: kafka log config: %w", err)
-	}
-	heap := cfg.HeapMB
-	if heap <= 0 {
-		heap = 512
-		if cfg.MemoryMB > 0 && cfg.MemoryMB/2 < heap {
-			heap = cfg.MemoryMB / 2
-		}
-	}
+	heap := cfg.heap(512)
 	propsPath := filepath.Join(r.dir, "server.properties")
 	classpath := filepath.Join(lib, "*") // the JVM expands a trailing * to every jar
 	jvm := []string{
@@ -179,49 +155,36 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 		CPU:  cfg.CPU, MemoryMB: cfg.MemoryMB,
 	}
 
-	var lastErr error
-	for attempt := range 3 { // a free port can be taken before the broker binds it
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		cport, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		if cport == port {
-			continue
-		}
+	formatted := false
+	err = OnFreePorts(ctx, 2, func(ports []int) error {
+		port, cport := ports[0], ports[1]
 		props, err := RenderKafkaProps(version, port, cport, r.dir, cfg.Partitions)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := os.WriteFile(propsPath, props, 0o644); err != nil {
-			return nil, fmt.Errorf("deps: kafka config: %w", err)
+			return fmt.Errorf("deps: kafka config: %w", err)
 		}
-		if attempt == 0 {
+		if !formatted {
 			// Formatting does not depend on the ports: once is enough.
 			if err := r.format(ctx, java, classpath, dist.logFlag+logConfPath, propsPath); err != nil {
-				return nil, err
+				return err
 			}
+			formatted = true
 		}
 		r.brokers = []string{fmt.Sprintf("127.0.0.1:%d", port)}
-		err = r.srv.startServer(ctx)
-		if err == nil {
-			ok = true
-			return &Kafka{
-				Kind: "kafka " + version, Version: version,
-				Brokers: r.brokers, Dir: r.dir,
-				partitions: cfg.Partitions,
-				real:       r,
-			}, nil
-		}
-		lastErr = err
-		if !strings.Contains(err.Error(), "Address already in use") {
-			break
-		}
+		return r.startServer(ctx)
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	ok = true
+	return &Kafka{
+		Kind: "kafka " + version, Version: version,
+		Brokers: r.brokers, Dir: r.dir,
+		partitions: cfg.Partitions,
+		real:       r,
+	}, nil
 }
 
 // format writes the storage of a new cluster (meta.properties and the
@@ -239,32 +202,6 @@ func (r *realBroker) format(ctx context.Context, java, classpath, logFlag, props
 		return fmt.Errorf("deps: kafka storage format failed: %w: %s", err, lastLines(string(out), 5))
 	}
 	return nil
-}
-
-// start starts the JVM and waits for it to answer a metadata request.
-// startBroker calls it holding r.mu; startReal before r is shared.
-// launch starts the broker and waits until it answers metadata requests.
-func (r *realBroker) launch(ctx context.Context) (*sandbox.Process, error) {
-	stdoutPath := filepath.Join(r.dir, "stdout.log")
-	serverLog := filepath.Join(r.dir, "server.log")
-	// Errors are looked for in what this start appended to the logs.
-	from := map[string]int64{stdoutPath: fileSize(stdoutPath), serverLog: fileSize(serverLog)}
-	logf, err := os.OpenFile(stdoutPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("deps: kafka log: %w", err)
-	}
-	defer logf.Close() // the process has its own descriptor
-	spec := r.spec
-	spec.Stdout, spec.Stderr = logf, logf
-	proc, err := r.sb.Start(r.life, spec)
-	if err != nil {
-		return nil, fmt.Errorf("deps: start kafka: %w", err)
-	}
-	if err := awaitKafka(ctx, r.brokers, r.timeout, proc.Done()); err != nil {
-		proc.Stop(5 * time.Second)
-		return nil, fmt.Errorf("%w; %s", err, logsSince(from, serverLog, stdoutPath))
-	}
-	return proc, nil
 }
 
 // fileSize returns the size of path, 0 when it does not exist.
@@ -310,19 +247,17 @@ func logsSince(from map[string]int64, paths ...string) string {
 	return strings.Join(parts, "; ")
 }
 
-func (r *realBroker) process() *sandbox.Process { return r.srv.process() }
-
 // stopBroker stops the JVM, keeping its directory for startBroker.
-func (r *realBroker) stopBroker() error { return r.srv.stopServer() }
+func (r *realBroker) stopBroker() error { return r.stopServer() }
 
-func (r *realBroker) startBroker(ctx context.Context) error { return r.srv.startServer(ctx) }
+func (r *realBroker) startBroker(ctx context.Context) error { return r.startServer(ctx) }
 
 func (r *realBroker) stop() error {
-	return r.srv.stop(func() {
+	return r.jvmNode.stop(func() {
 		if r.ownDir {
-			os.RemoveAll(r.dir)
+			r.removeDir()
 		} else {
-			os.RemoveAll(filepath.Join(r.dir, "data"))
+			r.removeStorage()
 		}
 	})
 }

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"text/template"
 	"time"
@@ -229,29 +228,9 @@ func checkJDK() (java string, err error) {
 // apt-get), fetches the jars and compiles the main. Progress goes to w.
 // It is quick when everything is there.
 func InstallMongo(ctx context.Context, w io.Writer) error {
-	var pkgs []string
-	if _, err := exec.LookPath("javac"); err != nil {
-		pkgs = append(pkgs, "openjdk-17-jdk-headless")
-	}
-	if _, err := exec.LookPath("mvn"); err != nil {
-		pkgs = append(pkgs, "maven")
-	}
-	if len(pkgs) > 0 {
-		if _, err := exec.LookPath("apt-get"); err != nil {
-			return fmt.Errorf("deps: %v missing and no apt-get here: install a JDK 17 and Maven with your package manager", pkgs)
-		}
-		if os.Geteuid() != 0 {
-			return errors.New("deps: installing a JDK and Maven needs root: run 'sudo hlab deps install mongo' or 'sudo make deps'")
-		}
-		fmt.Fprintf(w, "deps: installing %s from Debian's packages\n", strings.Join(pkgs, " "))
-		for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)} {
-			cmd := exec.CommandContext(ctx, "apt-get", args...)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			cmd.Stdout, cmd.Stderr = w, w
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("deps: apt-get %v: %w", args, err)
-			}
-		}
+	jdk := []aptTool{{"javac", "openjdk-17-jdk-headless"}, {"mvn", "maven"}}
+	if err := installTools(ctx, w, "mongo", "a JDK and Maven", jdk); err != nil {
+		return err
 	}
 	if _, err := checkJDK(); err != nil {
 		return err
@@ -272,17 +251,11 @@ func InstallMongo(ctx context.Context, w io.Writer) error {
 type MongoConfig struct {
 	// Dir holds the stand-in's log (stdout.log). "" = a temporary
 	// directory that Stop removes. Data is in memory only.
-	Dir      string
-	HeapMB   int     // -Xmx; 0 = 512, or half of MemoryMB when that is smaller
-	CPU      float64 // sandbox CPU quota (fraction of a core); 0 = none
-	MemoryMB int     // sandbox memory limit; 0 = none
-	// StartTimeout bounds the wait for the first ping (default 30 s). A
-	// first start that fetches the jars and compiles the main is not
-	// counted.
-	StartTimeout time.Duration
-	// Log receives the progress of a jar download (Maven's output); nil =
-	// discard.
-	Log io.Writer
+	Dir string
+	// JVMConfig: the heap defaults to 512 MB; StartTimeout bounds the
+	// wait for the first ping, 0 = 30 s (a first start that compiles the
+	// main is not counted).
+	JVMConfig
 }
 
 // Mongo is a running MongoDB stand-in on 127.0.0.1 (see the comment at
@@ -323,39 +296,17 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 		cfg.StartTimeout = 30 * time.Second
 	}
 	m := &Mongo{Kind: MongoStandInKind, Version: MongoStandInVersion, StandIn: true, Dir: cfg.Dir}
-	if m.Dir == "" {
-		if m.Dir, err = os.MkdirTemp("", "hlab-mongo-"); err != nil {
-			return nil, fmt.Errorf("deps: mongo dir: %w", err)
-		}
-		m.ownDir = true
-	} else {
-		if m.Dir, err = filepath.Abs(m.Dir); err == nil {
-			err = os.MkdirAll(m.Dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deps: mongo dir: %w", err)
-		}
+	if m.Dir, m.ownDir, err = depDir("mongo", m.Dir, "hlab-mongo-"); err != nil {
+		return nil, err
 	}
-	heap := cfg.HeapMB
-	if heap <= 0 {
-		heap = 512
-		if cfg.MemoryMB > 0 && cfg.MemoryMB/2 < heap {
-			heap = cfg.MemoryMB / 2
-		}
-	}
+	heap := cfg.heap(512)
 	logPath := filepath.Join(m.Dir, "stdout.log")
-	var lastErr error
-	for range 3 { // a free port can be taken before the stand-in binds it
-		port, err := FreePort()
-		if err != nil {
-			m.removeDir()
-			return nil, err
-		}
+	err = OnFreePorts(ctx, 1, func(ports []int) error {
+		port := ports[0]
 		from := map[string]int64{logPath: fileSize(logPath)}
 		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			m.removeDir()
-			return nil, fmt.Errorf("deps: mongo log: %w", err)
+			return fmt.Errorf("deps: mongo log: %w", err)
 		}
 		proc, err := sb.Start(ctx, sandbox.Spec{
 			Name: "mongo", Path: java, Dir: m.Dir,
@@ -369,24 +320,22 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 		})
 		logf.Close() // the process has its own descriptor
 		if err != nil {
-			m.removeDir()
-			return nil, fmt.Errorf("deps: start the mongo stand-in: %w", err)
+			return fmt.Errorf("deps: start the mongo stand-in: %w", err)
 		}
 		m.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		m.URI = "mongodb://" + m.Addr + "/?directConnection=true"
-		err = awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, proc.Done())
-		if err == nil {
-			m.proc = proc
-			return m, nil
+		if err := awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, proc.Done()); err != nil {
+			proc.Stop(5 * time.Second)
+			return fmt.Errorf("%w; %s", err, logsSince(from, logPath))
 		}
-		proc.Stop(5 * time.Second)
-		lastErr = fmt.Errorf("%w; %s", err, logsSince(from, logPath))
-		if !strings.Contains(lastErr.Error(), "Address already in use") {
-			break
-		}
+		m.proc = proc
+		return nil
+	})
+	if err != nil {
+		m.removeDir()
+		return nil, err
 	}
-	m.removeDir()
-	return nil, lastErr
+	return m, nil
 }
 
 // awaitMongo waits until the server at addr accepts connections, then

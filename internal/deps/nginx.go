@@ -133,43 +133,43 @@ func StartNginx(ctx context.Context, sb *sandbox.Sandbox, cfg NginxConfig) (*Ngi
 	if cfg.HealthPath == "" {
 		cfg.HealthPath = "/healthz"
 	}
-	var lastErr error
-	for range 3 { // a free port can be taken before nginx binds it
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var lb *NginxLB
+	err = OnFreePorts(ctx, 1, func(ports []int) error {
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 		conf, err := RenderNginxConf(cfg, addr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		confPath := filepath.Join(cfg.Dir, "nginx.conf")
 		if err := os.WriteFile(confPath, conf, 0o644); err != nil {
-			return nil, fmt.Errorf("deps: nginx config: %w", err)
+			return fmt.Errorf("deps: nginx config: %w", err)
 		}
 		logf, err := os.Create(filepath.Join(cfg.Dir, "stderr.log"))
 		if err != nil {
-			return nil, fmt.Errorf("deps: nginx log: %w", err)
+			return fmt.Errorf("deps: nginx log: %w", err)
 		}
+		defer logf.Close() // the process has its own descriptor
 		proc, err := sb.Start(ctx, sandbox.Spec{
 			Name: "nginx", Path: path,
 			Args:   []string{"-p", cfg.Dir, "-c", confPath, "-e", filepath.Join(cfg.Dir, "error.log")},
 			Stdout: logf, Stderr: logf,
 		})
 		if err != nil {
-			logf.Close()
-			return nil, fmt.Errorf("deps: start nginx: %w", err)
+			return fmt.Errorf("deps: start nginx: %w", err)
 		}
-		err = AwaitHTTP(ctx, "http://"+addr+cfg.HealthPath, 10*time.Second, proc.Done())
-		logf.Close()
-		if err == nil {
-			return &NginxLB{Version: version, Addr: addr, Proc: proc, dir: cfg.Dir}, nil
+		if err := AwaitHTTP(ctx, "http://"+addr+cfg.HealthPath, 10*time.Second, proc.Done()); err != nil {
+			proc.Stop(2 * time.Second)
+			// nginx says why in its error log ("bind() ... failed (98:
+			// Address already in use)" when its port was taken).
+			return fmt.Errorf("deps: nginx did not become ready: %w; %s", err, tail(filepath.Join(cfg.Dir, "error.log")))
 		}
-		proc.Stop(2 * time.Second)
-		lastErr = fmt.Errorf("deps: nginx did not become ready: %w; %s", err, tail(filepath.Join(cfg.Dir, "error.log")))
+		lb = &NginxLB{Version: version, Addr: addr, Proc: proc, dir: cfg.Dir}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	return lb, nil
 }
 
 // Stop stops nginx (SIGTERM is nginx's fast shutdown).

@@ -131,31 +131,30 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 		p.removeTemp()
 		return nil, err
 	}
-	port, err := FreePort()
+	err = OnFreePorts(ctx, 1, func(ports []int) error {
+		port := ports[0]
+		p.Addr = fmt.Sprintf("127.0.0.1:%d", port)
+		p.Settings = map[string]string{
+			"listen_addresses":        "127.0.0.1",
+			"port":                    strconv.Itoa(port),
+			"unix_socket_directories": p.Dir,
+			"wal_level":               "logical",
+			"max_replication_slots":   "16",
+			"max_wal_senders":         "16",
+			"max_connections":         "500",
+			"fsync":                   "off",
+			"synchronous_commit":      "off",
+			"full_page_writes":        "off",
+		}
+		if cfg.Durable {
+			p.Settings["fsync"], p.Settings["synchronous_commit"], p.Settings["full_page_writes"] = "on", "on", "on"
+		}
+		for k, v := range cfg.Settings {
+			p.Settings[k] = v
+		}
+		return p.StartServer(ctx)
+	})
 	if err != nil {
-		p.removeTemp()
-		return nil, err
-	}
-	p.Addr = fmt.Sprintf("127.0.0.1:%d", port)
-	p.Settings = map[string]string{
-		"listen_addresses":        "127.0.0.1",
-		"port":                    strconv.Itoa(port),
-		"unix_socket_directories": p.Dir,
-		"wal_level":               "logical",
-		"max_replication_slots":   "16",
-		"max_wal_senders":         "16",
-		"max_connections":         "500",
-		"fsync":                   "off",
-		"synchronous_commit":      "off",
-		"full_page_writes":        "off",
-	}
-	if cfg.Durable {
-		p.Settings["fsync"], p.Settings["synchronous_commit"], p.Settings["full_page_writes"] = "on", "on", "on"
-	}
-	for k, v := range cfg.Settings {
-		p.Settings[k] = v
-	}
-	if err := p.StartServer(ctx); err != nil {
 		p.removeTemp()
 		return nil, err
 	}

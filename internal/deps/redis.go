@@ -90,27 +90,12 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 		cfg.StartTimeout = 10 * time.Second
 	}
 	r := &Redis{Kind: "redis " + version, Version: version, Dir: cfg.Dir}
-	if r.Dir == "" {
-		if r.Dir, err = os.MkdirTemp("", "hlab-redis-"); err != nil {
-			return nil, fmt.Errorf("deps: redis dir: %w", err)
-		}
-		r.ownDir = true
-	} else {
-		if r.Dir, err = filepath.Abs(r.Dir); err == nil {
-			err = os.MkdirAll(r.Dir, 0o755)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deps: redis dir: %w", err)
-		}
+	if r.Dir, r.ownDir, err = depDir("redis", r.Dir, "hlab-redis-"); err != nil {
+		return nil, err
 	}
 	logPath := filepath.Join(r.Dir, "redis.log")
-	var lastErr error
-	for range 3 { // a free port can be taken before the server binds it
-		port, err := FreePort()
-		if err != nil {
-			r.removeDir()
-			return nil, err
-		}
+	err = OnFreePorts(ctx, 1, func(ports []int) error {
+		port := ports[0]
 		r.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		r.Args = append([]string{
 			"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
@@ -120,8 +105,7 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 		from := map[string]int64{logPath: fileSize(logPath)}
 		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			r.removeDir()
-			return nil, fmt.Errorf("deps: redis log: %w", err)
+			return fmt.Errorf("deps: redis log: %w", err)
 		}
 		proc, err := sb.Start(ctx, sandbox.Spec{
 			Name: "redis", Path: path, Args: r.Args, Dir: r.Dir,
@@ -130,22 +114,20 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 		})
 		logf.Close() // the process has its own descriptor
 		if err != nil {
-			r.removeDir()
-			return nil, fmt.Errorf("deps: start redis: %w", err)
+			return fmt.Errorf("deps: start redis: %w", err)
 		}
-		err = awaitRedis(ctx, r.Addr, cfg.StartTimeout, proc.Done())
-		if err == nil {
-			r.proc = proc
-			return r, nil
+		if err := awaitRedis(ctx, r.Addr, cfg.StartTimeout, proc.Done()); err != nil {
+			proc.Stop(5 * time.Second)
+			return fmt.Errorf("%w; %s", err, logsSince(from, logPath))
 		}
-		proc.Stop(5 * time.Second)
-		lastErr = fmt.Errorf("%w; %s", err, logsSince(from, logPath))
-		if !strings.Contains(lastErr.Error(), "Address already in use") {
-			break
-		}
+		r.proc = proc
+		return nil
+	})
+	if err != nil {
+		r.removeDir()
+		return nil, err
 	}
-	r.removeDir()
-	return nil, lastErr
+	return r, nil
 }
 
 // PingRedis sends PING to the server at addr and expects PONG.

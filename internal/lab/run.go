@@ -89,49 +89,44 @@ func (r *Run) StartService(ctx context.Context, name string, cpu float64, memMB 
 
 // StartServicePorts is StartService for a service that listens on more
 // ports than --addr: each flag of portFlags ("--grpc-addr") gets a free
-// 127.0.0.1 port too (Service.Ports). A port can be taken between its
-// choice and the bind: the whole start is tried up to three times, with
-// new ports each time.
+// 127.0.0.1 port too (Service.Ports). It is the one place the lab starts
+// a service on free ports: through deps.OnFreePorts, which starts again
+// on new ports (three sets at most) when the service could not bind one.
 func (r *Run) StartServicePorts(ctx context.Context, name string, cpu float64, memMB int, portFlags []string, args ...string) (*Service, error) {
 	r.seq++
 	label := fmt.Sprintf("%s-%d", name, r.seq)
-	var lastErr error
-	for range 3 {
+	flags := append([]string{"--addr"}, portFlags...)
+	var svc *Service
+	err := deps.OnFreePorts(ctx, len(flags), func(ports []int) error {
 		addrs := map[string]string{}
-		for _, flag := range append([]string{"--addr"}, portFlags...) {
-			port, err := deps.FreePort()
-			if err != nil {
-				return nil, err
-			}
-			addrs[flag] = fmt.Sprintf("127.0.0.1:%d", port)
-		}
 		argv := []string{"serve", name}
-		for _, flag := range append([]string{"--addr"}, portFlags...) {
+		for i, flag := range flags {
+			addrs[flag] = fmt.Sprintf("127.0.0.1:%d", ports[i])
 			argv = append(argv, flag, addrs[flag])
 		}
-		addr := addrs["--addr"]
-		logPath := filepath.Join(r.dir, label+".log")
 		spec := sandbox.Spec{
 			Name: label, Path: r.Opts.Self,
 			Args: append(argv, args...),
 			CPU:  cpu, MemoryMB: memMB,
 		}
-		svc := &Service{Name: label, Addr: addr, Ports: addrs, run: r, spec: spec}
-		err := svc.start(ctx, logPath, os.O_TRUNC)
-		if err == nil {
-			delete(addrs, "--addr")
-			return svc, nil
+		s := &Service{Name: label, Addr: addrs["--addr"], Ports: addrs, run: r, spec: spec}
+		if err := s.start(ctx, filepath.Join(r.dir, label+".log"), os.O_TRUNC); err != nil {
+			return err
 		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
+		delete(addrs, "--addr")
+		svc = s
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	return svc, nil
 }
 
 // start starts s's process from its spec, its output going to logPath
 // (truncated or appended to, by flag), and waits until /healthz answers.
+// A service that could not bind an address says so in its log ("bind:
+// address already in use"): the error then wraps deps.ErrPortTaken.
 func (s *Service) start(ctx context.Context, logPath string, flag int) error {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|flag, 0o644)
 	if err != nil {
@@ -146,6 +141,9 @@ func (s *Service) start(ctx context.Context, logPath string, flag int) error {
 	}
 	if err := deps.AwaitHTTP(ctx, "http://"+s.Addr+"/healthz", 15*time.Second, proc.Done()); err != nil {
 		proc.Stop(2 * time.Second)
+		if b, _ := os.ReadFile(logPath); deps.PortTaken(errors.New(string(b))) {
+			err = fmt.Errorf("%w: %w", deps.ErrPortTaken, err)
+		}
 		return fmt.Errorf("lab: %s did not start: %w (log: %s)", s.Name, err, logPath)
 	}
 	s.Proc = proc

@@ -407,7 +407,7 @@ func (e *Experiment) startDatabases(ctx context.Context, run *lab.Run, dir strin
 	)
 	for _, name := range nodes {
 		wg.Go(func() {
-			c, err := deps.StartCassandra(ctx, run.Sandbox, deps.CassandraConfig{Durable: name == dbCas, CPU: dbCPU, HeapMB: heapMB})
+			c, err := deps.StartCassandra(ctx, run.Sandbox, deps.CassandraConfig{Durable: name == dbCas, JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
