@@ -11,13 +11,13 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/lab"
-	"github.com/highload-lab/hlab/internal/lab/async"
-	"github.com/highload-lab/hlab/internal/lab/crud"
-	"github.com/highload-lab/hlab/internal/lab/databus"
-	"github.com/highload-lab/hlab/internal/lab/nosql"
-	replicaexp "github.com/highload-lab/hlab/internal/lab/replica"
-	"github.com/highload-lab/hlab/internal/lab/scale"
-	"github.com/highload-lab/hlab/internal/lab/timeouts"
+	"github.com/highload-lab/hlab/internal/lab/asyncexp"
+	"github.com/highload-lab/hlab/internal/lab/crudexp"
+	"github.com/highload-lab/hlab/internal/lab/databusexp"
+	"github.com/highload-lab/hlab/internal/lab/nosqlexp"
+	"github.com/highload-lab/hlab/internal/lab/replicaexp"
+	"github.com/highload-lab/hlab/internal/lab/scaleexp"
+	"github.com/highload-lab/hlab/internal/lab/timeoutsexp"
 	"github.com/highload-lab/hlab/internal/report"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -25,13 +25,13 @@ import (
 // experiments lists every experiment, in the order "hlab lab" runs them.
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
-		scale.New(),
-		async.New(),
-		nosql.New(),
+		scaleexp.New(),
+		asyncexp.New(),
+		nosqlexp.New(),
 		replicaexp.New(),
-		crud.New(),
-		timeouts.New(),
-		databus.New(),
+		crudexp.New(),
+		timeoutsexp.New(),
+		databusexp.New(),
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/lab/crud"
+	"github.com/highload-lab/hlab/internal/lab/crudexp"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -154,13 +154,13 @@ Examples:
 // tasksScenario makes report C's virtual users for the task API at base:
 // it creates their accounts (sign-up; existing ones are kept) and signs
 // them in before the load starts, so password hashing is not measured.
-func tasksScenario(ctx context.Context, base string, accounts, conns int) (*crud.Scenario, error) {
+func tasksScenario(ctx context.Context, base string, accounts, conns int) (*crudexp.Scenario, error) {
 	vus := max(conns, 1)
 	base = strings.TrimSuffix(base, "/")
 	if accounts <= 0 {
 		accounts = max(1, vus/4)
 	}
-	sc := &crud.Scenario{
+	sc := &crudexp.Scenario{
 		Users:    accounts,
 		Email:    func(i int) string { return fmt.Sprintf("load-user-%d@hlab.test", i) },
 		Password: "hlab-load-password",

@@ -1,4 +1,4 @@
-package databus
+package databusexp
 
 import (
 	"context"

@@ -31,7 +31,7 @@
 //
 // Both databases and every service run for the whole experiment; the
 // claims' four rows take turns, round by round, their order alternating.
-package nosql
+package nosqlexp
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nosql
+package nosqlexp
 
 import (
 	"encoding/json"

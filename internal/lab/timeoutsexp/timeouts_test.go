@@ -1,4 +1,4 @@
-package timeouts
+package timeoutsexp
 
 import (
 	"encoding/json"

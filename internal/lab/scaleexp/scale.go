@@ -3,7 +3,7 @@
 // balancer, each instance at 0.2 CPU and 500 MB like the report's
 // containers, under wrk-like closed-model load with 1 and 3 connections,
 // plus an open-model sweep for the highest rate whose p99 stays under 100 ms.
-package scale
+package scaleexp
 
 import (
 	"context"

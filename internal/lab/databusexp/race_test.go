@@ -1,6 +1,6 @@
 //go:build race
 
-package databus
+package databusexp
 
 // raceEnabled: the race detector slows the checker in the test's process
 // several times over, so the end-to-end run is left to non-race runs (the

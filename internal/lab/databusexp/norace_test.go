@@ -1,5 +1,5 @@
 //go:build !race
 
-package databus
+package databusexp
 
 const raceEnabled = false

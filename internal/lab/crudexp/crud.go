@@ -17,7 +17,7 @@
 // 10,000 and 1,000,000 in full mode), interleaved as a live system writes
 // them, and 4 devices each; the list query's own time is measured beside
 // the request figures.
-package crud
+package crudexp
 
 import (
 	"context"

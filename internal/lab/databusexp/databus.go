@@ -28,7 +28,7 @@
 // (hlab serve kfake) so that it neither shares the checker's heap and
 // garbage collector nor hides in its CPU figures; --kafka real runs a
 // single-node KRaft broker instead.
-package databus
+package databusexp
 
 import (
 	"context"

@@ -25,7 +25,7 @@
 // each consumer to drain, then compares the events each app answered 200
 // for with the events consumed: a difference is data lost, and makes the
 // claims on that app's rows INVALID.
-package async
+package asyncexp
 
 import (
 	"context"

@@ -12,7 +12,7 @@
 // latency and success at equal throughput, where the front's memory (RSS
 // and Go heap, sampled every 100 ms in the steady state) can be compared:
 // the report's lesson on method.
-package timeouts
+package timeoutsexp
 
 import (
 	"context"
