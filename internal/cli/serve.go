@@ -75,7 +75,7 @@ var services = map[string]service{
 		},
 	},
 	"tasks": {
-		summary: "report C's task API: auth, task CRUD, WebSocket updates, push notifications, on Postgres (--db)",
+		summary: "report C's task API: auth, task CRUD, WebSocket updates, push notifications, on Postgres (--dsn)",
 		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
 			var p tasks.Process
 			p.RegisterFlags(fs, "addr")

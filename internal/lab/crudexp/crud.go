@@ -222,7 +222,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}()
 	for i, v := range all {
 		run.Progress.Step(v.label+": start the service", 3*time.Second)
-		args := []string{"--db", dsns[!slices.Contains(v.flags, "--indexes=false")], "--webhook-url", hook.url,
+		args := []string{"--dsn", dsns[!slices.Contains(v.flags, "--indexes=false")], "--webhook-url", hook.url,
 			"--token-secret-file", secret, "--bcrypt-cost", fmt.Sprint(bcryptCost), "--log-format", "json"}
 		if svcs[i], err = run.StartService(ctx, "tasks", serviceCPU, serviceMemMB, append(args, v.flags...)...); err != nil {
 			return err

@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -96,7 +97,7 @@ type Config struct {
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", Postgres, "where activities go: postgres or cassandra")
-	fs.StringVar(&c.DSN, "dsn", "", "Postgres connection string (--store postgres)")
+	fs.StringVar(&c.DSN, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string (--store postgres; default $DATABASE_URL)")
 	fs.IntVar(&c.PoolMax, "pool-max", DefaultPoolMax, "most Postgres connections in the pool")
 	fs.StringVar(&c.PGPool, "pg-pool", PoolBounded, "Postgres connections: bounded (a pgx pool of at most --pool-max, kept open) or sql-defaults (database/sql with no limits set: unbounded, 2 idle kept, the rest reopened per request; report A3's app)")
 	fs.StringVar(&c.Cassandra, "cassandra", "127.0.0.1:9042", "Cassandra nodes, host:port, comma-separated (--store cassandra)")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -85,7 +86,7 @@ func (d *DB) SetDefaults(service string) {
 // RegisterFlags adds the database flags to fs; service names the default
 // slot and publication.
 func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
-	fs.StringVar(&d.DSN, "dsn", "", "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/hlab (required)")
+	fs.StringVar(&d.DSN, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/hlab (required; default $DATABASE_URL)")
 	fs.DurationVar(&d.Timeout, "db-timeout", DefaultTimeout, "bound on one request's database work (also the server's statement_timeout)")
 	fs.Func("max-conns", "largest number of Postgres connections (default 16)", int32Flag(&d.MaxConns))
 	fs.Func("min-conns", "Postgres connections kept open (default 2)", int32Flag(&d.MinConns))

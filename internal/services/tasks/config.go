@@ -138,7 +138,7 @@ type Config struct {
 
 func (c *Config) setDefaults() error {
 	if c.DatabaseURL == "" {
-		return errors.New("tasks: no database: set DatabaseURL (--db postgres://user@host:port/db)")
+		return errors.New("tasks: no database: set DatabaseURL (--dsn postgres://user@host:port/db)")
 	}
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)

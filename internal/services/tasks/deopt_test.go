@@ -213,7 +213,7 @@ func TestObservability(t *testing.T) {
 		}
 	}
 	// Profiles are on the admin address only (TestProcessAdminAddr): the
-	// public one must not show the command line, --db password included.
+	// public one must not show the command line, --dsn password included.
 	for path, want := range map[string]int{"/healthz": http.StatusOK, "/debug/pprof/": http.StatusNotFound, "/debug/pprof/cmdline": http.StatusNotFound, "/debug/pprof/profile": http.StatusNotFound} {
 		resp, err := httpClient.Get(e.srv.URL + path)
 		if err != nil {

@@ -36,7 +36,7 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, addrFlag string) {
 	c := &p.Config
 	fs.StringVar(&p.Server.Addr, addrFlag, "127.0.0.1:8080", "address to listen on (the API, /healthz and /metrics)")
 	p.Server.RegisterFlags(fs)
-	fs.StringVar(&c.DatabaseURL, "db", os.Getenv("DATABASE_URL"), "Postgres URL, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
+	fs.StringVar(&c.DatabaseURL, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
 	fs.BoolVar(&p.poolLimits, "pool-limits", true, "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
 	fs.BoolVar(&p.indexes, "indexes", true, "optimization 3: indexes on the JOIN and ORDER BY columns (false: drop them)")
 	fs.BoolVar(&p.noUserTouch, "no-user-touch", true, "optimization 4: no per-request user-row update (false: the report's bug, a transaction around every request updating the user row)")

@@ -26,7 +26,7 @@ func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
 	var p tasks.Process
 	p.RegisterFlags(fs, "addr")
-	args = append([]string{"--db", dsn, "--bcrypt-cost", "4", "--log-format", "text"}, args...)
+	args = append([]string{"--dsn", dsn, "--bcrypt-cost", "4", "--log-format", "text"}, args...)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestProcessAdminAddr: the profiles, whose /cmdline shows --db with its
+// TestProcessAdminAddr: the profiles, whose /cmdline shows --dsn with its
 // password, are on --admin-addr only.
 func TestProcessAdminAddr(t *testing.T) {
 	e, admin := runProcess(t)
