@@ -13,7 +13,7 @@
 //		replica.Bind(products,
 //			func(r replica.Row) (int64, error) { return r["id"].(int64), nil },
 //			decodeProduct),
-//	}, replica.Slot("pricing_1"))
+//	}, replica.PostgresSlot("pricing_1"))
 //	if err != nil { ... }
 //	go src.Run(ctx)
 //	if err := products.WaitReady(ctx); err != nil { ... } // the snapshot is loaded

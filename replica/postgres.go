@@ -72,27 +72,29 @@ type pgConfig struct {
 // PostgresOption configures a PostgresSource.
 type PostgresOption func(*pgConfig)
 
-// Slot names the replication slot (default "hlab_replica"). Each running
+// PostgresSlot names the replication slot (default "hlab_replica"). Each running
 // replica needs its own: a source whose slot another one uses does not
 // stream, and says so (ErrSlotInUse). The slot lives while Run runs.
-func Slot(name string) PostgresOption { return func(c *pgConfig) { c.slot = name } }
+func PostgresSlot(name string) PostgresOption { return func(c *pgConfig) { c.slot = name } }
 
-// Publication names the publication the source creates for its tables if
+// PostgresPublication names the publication the source creates for its tables if
 // it does not exist (default "hlab_replica").
-func Publication(name string) PostgresOption { return func(c *pgConfig) { c.publication = name } }
+func PostgresPublication(name string) PostgresOption {
+	return func(c *pgConfig) { c.publication = name }
+}
 
-// StatusInterval is how often applied positions are confirmed (default 1s).
-func StatusInterval(d time.Duration) PostgresOption {
+// PostgresStatusInterval is how often applied positions are confirmed (default 1s).
+func PostgresStatusInterval(d time.Duration) PostgresOption {
 	return func(c *pgConfig) { c.statusInterval = d }
 }
 
-// Backoff bounds the wait between reconnects (default 100ms to 5s).
-func Backoff(min, max time.Duration) PostgresOption {
+// PostgresBackoff bounds the wait between reconnects (default 100ms to 5s).
+func PostgresBackoff(min, max time.Duration) PostgresOption {
 	return func(c *pgConfig) { c.minBackoff, c.maxBackoff = min, max }
 }
 
-// Logger sets where the source logs (default slog.Default()).
-func Logger(l *slog.Logger) PostgresOption { return func(c *pgConfig) { c.logger = l } }
+// PostgresLogger sets where the source logs (default slog.Default()).
+func PostgresLogger(l *slog.Logger) PostgresOption { return func(c *pgConfig) { c.logger = l } }
 
 // NewPostgresSource returns a source for the tables bound; dsn is a
 // libpq-style connection string or URL.

@@ -98,7 +98,7 @@ func TestInvalidatedSlotResyncs(t *testing.T) {
 	if _, err := db.Exec(ctx, `CREATE TABLE filler (id serial PRIMARY KEY, pad text)`); err != nil {
 		t.Fatal(err)
 	}
-	tb, src := start(t, dsn, replica.Slot("invalidated"))
+	tb, src := start(t, dsn, replica.PostgresSlot("invalidated"))
 	reg := prometheus.NewRegistry()
 	if err := replica.RegisterSource(reg, "pg", src); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestInvalidatedSlotResyncs(t *testing.T) {
 func TestSlotDroppedWhenRunEnds(t *testing.T) {
 	dsn, db := setup(t, 50)
 	tb := replica.NewTable[int32, item]("items")
-	_, stop := run(t, dsn, bindItems(tb), replica.Slot("stopped"))
+	_, stop := run(t, dsn, bindItems(tb), replica.PostgresSlot("stopped"))
 	waitReady(t, tb)
 	if !slotState(t, db, "stopped").exists {
 		t.Fatal("no slot while running")
@@ -173,7 +173,7 @@ func TestLeftoverSlotIsReplaced(t *testing.T) {
 	if _, err := db.Exec(ctx, `DELETE FROM items WHERE id <= 10`); err != nil {
 		t.Fatal(err)
 	}
-	tb, src := start(t, dsn, replica.Slot("leftover"))
+	tb, src := start(t, dsn, replica.PostgresSlot("leftover"))
 	converged(t, db, tb)
 	if src.Resyncs() != 0 {
 		t.Errorf("Resyncs = %d: a first load is not a resync", src.Resyncs())
@@ -216,7 +216,7 @@ func TestKillMidTransaction(t *testing.T) {
 			})
 			// A backoff long enough for waitUnready to see the replica
 			// down, and for the slot to be dropped before it reconnects.
-			src, _ := run(t, dsn, b, replica.Slot(slot), replica.Backoff(2*time.Second, 2*time.Second))
+			src, _ := run(t, dsn, b, replica.PostgresSlot(slot), replica.PostgresBackoff(2*time.Second, 2*time.Second))
 			waitReady(t, tb)
 			// 100k wide rows (~30 MB of stream, more than socket buffers
 			// hold), net effect: items 1..1000 renamed.
@@ -278,7 +278,7 @@ func TestSlotTakenOverDuringReconnect(t *testing.T) {
 	// A long backoff holds the first replica off while the second starts.
 	const holdOff = 8 * time.Second
 	tb1 := replica.NewTable[int32, item]("items")
-	src1, _ := run(t, dsn, bindItems(tb1), replica.Slot("shared"), replica.Backoff(holdOff, holdOff))
+	src1, _ := run(t, dsn, bindItems(tb1), replica.PostgresSlot("shared"), replica.PostgresBackoff(holdOff, holdOff))
 	waitReady(t, tb1)
 	terminateWalsender(t, db, "shared")
 	killed := time.Now()
@@ -289,7 +289,7 @@ func TestSlotTakenOverDuringReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb2 := replica.NewTable[int32, item]("items")
-	_, stop2 := run(t, dsn, bindItems(tb2), replica.Slot("shared"))
+	_, stop2 := run(t, dsn, bindItems(tb2), replica.PostgresSlot("shared"))
 	waitReady(t, tb2)
 	if time.Since(killed) > holdOff {
 		t.Fatalf("the second replica took %s to start, longer than the first one's backoff", time.Since(killed))
@@ -313,9 +313,9 @@ func TestSlotTakenOverDuringReconnect(t *testing.T) {
 // to give each its own slot; the first is undisturbed.
 func TestSecondReplicaOnSameSlotFails(t *testing.T) {
 	dsn, db := setup(t, 100)
-	tb1, _ := start(t, dsn, replica.Slot("twice"))
+	tb1, _ := start(t, dsn, replica.PostgresSlot("twice"))
 	tb2 := replica.NewTable[int32, item]("items")
-	run(t, dsn, bindItems(tb2), replica.Slot("twice"))
+	run(t, dsn, bindItems(tb2), replica.PostgresSlot("twice"))
 	eventually(t, 3*time.Second, "the second replica reports the slot in use", func() bool {
 		return errors.Is(tb2.Err(), replica.ErrSlotInUse)
 	})
@@ -342,7 +342,7 @@ func TestForeignSlotIsLeftAlone(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Exec(ctx, `SELECT pg_drop_replication_slot('standby')`) })
 	tb := replica.NewTable[int32, item]("items")
-	_, stop := run(t, dsn, bindItems(tb), replica.Slot("standby"))
+	_, stop := run(t, dsn, bindItems(tb), replica.PostgresSlot("standby"))
 	eventually(t, 10*time.Second, "the replica reports the slot in use", func() bool {
 		return errors.Is(tb.Err(), replica.ErrSlotInUse)
 	})
@@ -394,7 +394,7 @@ func TestCaughtUpAfterFault(t *testing.T) {
 	if _, err := db.Exec(ctx, `CREATE TABLE other (id int PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	tb, src := start(t, dsn, replica.Slot("caught_up"))
+	tb, src := start(t, dsn, replica.PostgresSlot("caught_up"))
 	reg := prometheus.NewRegistry()
 	if err := replica.RegisterSource(reg, "pg", src); err != nil {
 		t.Fatal(err)

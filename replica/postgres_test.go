@@ -109,7 +109,7 @@ func start(t *testing.T, dsn string, opts ...replica.PostgresOption) (*replica.T
 // does not wait for readiness. stop returns once Run has.
 func run(t *testing.T, dsn string, b replica.Binding, opts ...replica.PostgresOption) (src *replica.PostgresSource, stop func()) {
 	t.Helper()
-	opts = append([]replica.PostgresOption{replica.Backoff(20*time.Millisecond, 200*time.Millisecond), replica.StatusInterval(100 * time.Millisecond)}, opts...)
+	opts = append([]replica.PostgresOption{replica.PostgresBackoff(20*time.Millisecond, 200*time.Millisecond), replica.PostgresStatusInterval(100 * time.Millisecond)}, opts...)
 	src, err := replica.NewPostgresSource(dsn, []replica.Binding{b}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -267,7 +267,7 @@ func waitUnready(t *testing.T, tb *replica.Table[int32, item]) {
 
 func TestKillReplicationConnection(t *testing.T) {
 	dsn, db := setup(t, 500)
-	tb, src := start(t, dsn, replica.Slot("kill_conn"))
+	tb, src := start(t, dsn, replica.PostgresSlot("kill_conn"))
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { writer(ctx, db, 1, 800) })
@@ -295,7 +295,7 @@ func waitReady(t *testing.T, tb *replica.Table[int32, item]) {
 
 func TestDroppedSlotResyncs(t *testing.T) {
 	dsn, db := setup(t, 500)
-	tb, src := start(t, dsn, replica.Slot("dropped"))
+	tb, src := start(t, dsn, replica.PostgresSlot("dropped"))
 	ctx := context.Background()
 	// Kill the connection and drop the slot before the replica reconnects.
 	deadline := time.Now().Add(10 * time.Second)
@@ -322,7 +322,7 @@ func TestDroppedSlotResyncs(t *testing.T) {
 
 func TestPostgresRestart(t *testing.T) {
 	dsn, db := setup(t, 300)
-	tb, _ := start(t, dsn, replica.Slot("restart"))
+	tb, _ := start(t, dsn, replica.PostgresSlot("restart"))
 	if err := pg.StopServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestPostgresRestart(t *testing.T) {
 
 func TestUndecodableRowsAreSkipped(t *testing.T) {
 	dsn, db := setup(t, 10)
-	tb, src := start(t, dsn, replica.Slot("poison"))
+	tb, src := start(t, dsn, replica.PostgresSlot("poison"))
 	if _, err := db.Exec(context.Background(), `INSERT INTO items VALUES (100, 'poison', 1), (101, 'fine', 2)`); err != nil {
 		t.Fatal(err)
 	}

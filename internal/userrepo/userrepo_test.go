@@ -195,7 +195,7 @@ func startReplica(ctx context.Context, pgDSN, mongoURI string) *backend {
 		}
 		b.kind, run = "replica.Table fed by a MongoDB change stream (stand-in)", src.Run
 	case pgDSN != "":
-		src, err := replica.NewPostgresSource(pgDSN, []replica.Binding{userrepo.BindPostgres(t)}, replica.Logger(quiet))
+		src, err := replica.NewPostgresSource(pgDSN, []replica.Binding{userrepo.BindPostgres(t)}, replica.PostgresLogger(quiet))
 		if err != nil {
 			b.skip = err.Error()
 			return b

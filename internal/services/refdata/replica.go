@@ -43,7 +43,7 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 		obs = append(obs, t.obs)
 	}
 	src, err := replica.NewPostgresSource(db.DSN, bindings,
-		replica.Slot(db.Slot), replica.Publication(db.Publication), replica.Logger(logger))
+		replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
 	if err != nil {
 		return nil, err
 	}
