@@ -171,16 +171,8 @@ var services = map[string]service{
 		longHandlers: true,
 		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
 			var c backend.Config
-			mode := fs.String("mode", string(backend.Normal), "normal, trickle (headers at once, body a byte per --trickle-interval) or blackhole (never answers)")
-			fs.DurationVar(&c.Delay, "delay", backend.DefaultDelay, "how long a normal answer takes")
-			fs.Float64Var(&c.SlowFraction, "slow-fraction", 0.1, "share of requests (0-1) that take --slow-delay instead (report E: 1 in 10)")
-			fs.DurationVar(&c.SlowDelay, "slow-delay", backend.DefaultSlowDelay, "how long a slow answer takes")
-			fs.DurationVar(&c.TrickleInterval, "trickle-interval", backend.DefaultTrickleInterval, "trickle mode: pause before each body byte")
-			fs.IntVar(&c.BodyBytes, "body-bytes", backend.DefaultBodyBytes, "size of the answer")
-			return func(reg *prometheus.Registry) (http.Handler, error) {
-				c.Mode = backend.Mode(*mode)
-				return backend.New(c, reg)
-			}
+			c.RegisterFlags(fs)
+			return func(reg *prometheus.Registry) (http.Handler, error) { return backend.New(c, reg) }
 		},
 	},
 	"frontend": {
@@ -188,28 +180,8 @@ var services = map[string]service{
 		longHandlers: true,
 		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
 			var c frontend.Config
-			fs.StringVar(&c.Backend, "backend", "", "the back's URL, e.g. http://127.0.0.1:9000/ (required)")
-			policy := fs.String("policy", string(frontend.DefaultPolicy), "what guards the call: none (no timeout at all), timeout, breaker, hedge or adaptive (each but none includes the timeouts)")
-			fs.DurationVar(&c.Timeout, "timeout", frontend.DefaultTimeout, "overall deadline of a call to the back, hedges included")
-			fs.DurationVar(&c.ConnectTimeout, "connect-timeout", frontend.DefaultConnectTimeout, "bound on connecting to the back")
-			fs.DurationVar(&c.HeaderTimeout, "header-timeout", frontend.DefaultHeaderTimeout, "bound on the wait for the back's response headers")
-			fs.DurationVar(&c.BodyTimeout, "body-timeout", frontend.DefaultBodyTimeout, "bound on reading the back's body, from its headers")
-			fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", frontend.DefaultMaxBodyBytes, "largest answer accepted from the back")
-			fs.IntVar(&c.MaxInflight, "max-inflight", frontend.DefaultMaxInflight, "requests served at once; more get 503")
-			fs.Float64Var(&c.BreakerFailureRate, "breaker-failure-rate", frontend.DefaultBreakerFailureRate, "breaker: failure rate that opens the circuit")
-			fs.UintVar(&c.BreakerMinRequests, "breaker-min-requests", frontend.DefaultBreakerMinRequests, "breaker: calls in the window before the rate counts")
-			fs.DurationVar(&c.BreakerWindow, "breaker-window", frontend.DefaultBreakerWindow, "breaker: window of the failure rate")
-			fs.DurationVar(&c.BreakerDelay, "breaker-delay", frontend.DefaultBreakerDelay, "breaker: time open before a trial call")
-			fs.DurationVar(&c.HedgeDelay, "hedge-delay", frontend.DefaultHedgeDelay, "hedge: wait this long for an answer before sending another attempt (about the healthy back's tail latency)")
-			fs.IntVar(&c.MaxHedges, "max-hedges", frontend.DefaultMaxHedges, "hedge: extra attempts per request at most")
-			fs.Float64Var(&c.HedgeBudget, "hedge-budget", frontend.DefaultHedgeBudget, "hedge: largest share of calls in flight that may be hedges (the budget)")
-			fs.UintVar(&c.LimitMin, "limit-min", frontend.DefaultLimitMin, "adaptive: lowest concurrency limit")
-			fs.UintVar(&c.LimitMax, "limit-max", frontend.DefaultLimitMax, "adaptive: highest concurrency limit")
-			fs.UintVar(&c.LimitInitial, "limit-initial", frontend.DefaultLimitInitial, "adaptive: starting concurrency limit")
-			return func(reg *prometheus.Registry) (http.Handler, error) {
-				c.Policy = frontend.Policy(*policy)
-				return frontend.New(c, reg)
-			}
+			c.RegisterFlags(fs)
+			return func(reg *prometheus.Registry) (http.Handler, error) { return frontend.New(c, reg) }
 		},
 	},
 }
