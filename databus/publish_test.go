@@ -14,6 +14,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestPublisherRecoversWhenTheTopicAppears: a publisher opened before its
@@ -54,7 +55,7 @@ func TestPublisherRecoversWhenTheTopicAppears(t *testing.T) {
 		answered := map[string]bool{}
 		// A real broker shows a new topic in its metadata a moment after
 		// creating it: until then the gateway still answers NotFound.
-		waitFor(t, 30*time.Second, "a publish succeeds once the topic exists", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "a publish succeeds once the topic exists", func() error {
 			err := publish(100, 1)
 			if err == nil {
 				answered["100"] = true

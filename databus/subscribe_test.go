@@ -11,6 +11,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // heldSubscriber runs Subscribe through a proxy whose first batch the
@@ -121,7 +122,7 @@ func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
 		old.kill()
 		close(s.release)
 
-		waitFor(t, 60*time.Second, "every message, the held batch again among them, received after the restart", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message, the held batch again among them, received after the restart", func() error {
 			select {
 			case err := <-s.ended:
 				t.Fatalf("Subscribe returned: %v", err)
@@ -132,7 +133,7 @@ func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
 		if err := pub.Publish(ctx, msgs(100, 50)...); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 60*time.Second, "every message received", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message received", func() error {
 			return s.missing(append(keys(0, 100), keys(100, 50)...)...)
 		})
 		stop()

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -44,18 +45,6 @@ func slotState(t *testing.T, db *pgxpool.Pool, slot string) slotInfo {
 		s.walStatus = *status
 	}
 	return s
-}
-
-// eventually polls cond every 20 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // setServer sets a server setting for the whole cluster (ALTER SYSTEM and
@@ -116,7 +105,7 @@ func TestInvalidatedSlotResyncs(t *testing.T) {
 	}
 	// WAL past the limit and a checkpoint: the server ends the walsender
 	// and invalidates the slot.
-	eventually(t, 60*time.Second, "the server invalidates the slot", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the server invalidates the slot", func() bool {
 		for _, q := range []string{`INSERT INTO filler (pad) SELECT repeat('x', 100) FROM generate_series(1, 100)`, `SELECT pg_switch_wal()`, `CHECKPOINT`} {
 			if _, err := db.Exec(ctx, q); err != nil {
 				t.Fatal(err)
@@ -260,7 +249,7 @@ func TestKillMidTransaction(t *testing.T) {
 func dropSlot(t *testing.T, db *pgxpool.Pool, slot string) {
 	t.Helper()
 	var err error
-	eventually(t, 10*time.Second, "drop the slot", func() bool {
+	testkit.Eventually(t, 10*time.Second, "drop the slot", func() bool {
 		_, err = db.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot)
 		return err == nil
 	})
@@ -295,7 +284,7 @@ func TestSlotTakenOverDuringReconnect(t *testing.T) {
 		t.Fatalf("the second replica took %s to start, longer than the first one's backoff", time.Since(killed))
 	}
 	// The first one comes back to a slot another replica holds.
-	eventually(t, 3*holdOff, "the first replica says its slot is in use", func() bool {
+	testkit.Eventually(t, 3*holdOff, "the first replica says its slot is in use", func() bool {
 		return !tb1.Ready() && errors.Is(tb1.Err(), replica.ErrSlotInUse)
 	})
 	t.Logf("first replica: %v", tb1.Err())
@@ -316,7 +305,7 @@ func TestSecondReplicaOnSameSlotFails(t *testing.T) {
 	tb1, _ := start(t, dsn, replica.Slot("twice"))
 	tb2 := replica.NewTable[int32, item]("items")
 	run(t, dsn, bindItems(tb2), replica.Slot("twice"))
-	eventually(t, 3*time.Second, "the second replica reports the slot in use", func() bool {
+	testkit.Eventually(t, 3*time.Second, "the second replica reports the slot in use", func() bool {
 		return errors.Is(tb2.Err(), replica.ErrSlotInUse)
 	})
 	t.Logf("second replica: %v", tb2.Err())
@@ -343,7 +332,7 @@ func TestForeignSlotIsLeftAlone(t *testing.T) {
 	t.Cleanup(func() { db.Exec(ctx, `SELECT pg_drop_replication_slot('standby')`) })
 	tb := replica.NewTable[int32, item]("items")
 	_, stop := run(t, dsn, bindItems(tb), replica.Slot("standby"))
-	eventually(t, 10*time.Second, "the replica reports the slot in use", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the replica reports the slot in use", func() bool {
 		return errors.Is(tb.Err(), replica.ErrSlotInUse)
 	})
 	t.Logf("replica: %v", tb.Err())
@@ -423,7 +412,7 @@ func TestCaughtUpAfterFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := position()
-	eventually(t, 15*time.Second, "caught up with writes to a table it does not follow", caughtUp(target))
+	testkit.Eventually(t, 15*time.Second, "caught up with writes to a table it does not follow", caughtUp(target))
 
 	// The fault: the connection killed while the table changes.
 	terminateWalsender(t, db, "caught_up")
@@ -431,7 +420,7 @@ func TestCaughtUpAfterFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	target = position()
-	eventually(t, 30*time.Second, "caught up after the fault", caughtUp(target))
+	testkit.Eventually(t, 30*time.Second, "caught up after the fault", caughtUp(target))
 	// Caught up means the table holds everything before the target.
 	got, _ := tb.Get(1)
 	if got.Qty != 1001 {

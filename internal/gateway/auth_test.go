@@ -29,6 +29,7 @@ import (
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testcerts"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
@@ -360,7 +361,7 @@ func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx, slog.New(slog.NewJSONHandler(&log, nil))) }()
-			waitFor(t, 10*time.Second, "the gateway logs that it serves", func() error {
+			testkit.EventuallyNil(t, 10*time.Second, "the gateway logs that it serves", func() error {
 				if !strings.Contains(log.String(), "serving gRPC") {
 					return fmt.Errorf("log so far: %s", log.String())
 				}

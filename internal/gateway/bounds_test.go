@@ -10,6 +10,7 @@ import (
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestOneUnackedMessageStopsDelivery: a subscriber that never acks one
@@ -96,7 +97,7 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			}
 			// Wait until delivery stops: no message for half a second.
 			last, since := -1, time.Now()
-			waitFor(t, 30*time.Second, "delivery to settle", func() error {
+			testkit.EventuallyNil(t, 30*time.Second, "delivery to settle", func() error {
 				select {
 				case err := <-recvErr:
 					t.Fatalf("subscription ended: %v", err)
@@ -133,7 +134,7 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			if err := sub.Ack(d); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, "the rest delivered once the gap is acked", func() error {
+			testkit.EventuallyNil(t, 30*time.Second, "the rest delivered once the gap is acked", func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(received) < total {

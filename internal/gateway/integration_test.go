@@ -31,6 +31,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // gw is a gateway serving gRPC on 127.0.0.1, restartable on its address.
@@ -119,22 +120,6 @@ func msgs(from, n int) []databus.Message {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes (nats' checkFor).
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestPublishSubscribeRoundTrip(t *testing.T) {
 	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 4)
@@ -164,7 +149,7 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 			}
 			return nil
 		})
-		waitFor(t, 30*time.Second, "all 1000 messages consumed", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "all 1000 messages consumed", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) < 1000 {
@@ -438,7 +423,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 			mu.Unlock()
 			return nil
 		})
-		waitFor(t, 60*time.Second, "B receives what A held unacked", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "B receives what A held unacked", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			for key := range held {
@@ -504,7 +489,7 @@ func TestOutOfOrderAcksNeverPassAGap(t *testing.T) {
 			t.Fatalf("committed %d past the unacked offset %d", c, ds[0].Offset)
 		}
 		sub.Ack(ds[0])
-		waitFor(t, 10*time.Second, "commit after the gap closed", func() error {
+		testkit.EventuallyNil(t, 10*time.Second, "commit after the gap closed", func() error {
 			if c := committed(); c != ds[9].Offset+1 {
 				return fmt.Errorf("committed %d, want %d", c, ds[9].Offset+1)
 			}
@@ -574,7 +559,7 @@ func (g *gatewayProcess) start() {
 	}
 	g.exited = make(chan struct{})
 	go func() { g.cmd.Wait(); close(g.exited) }()
-	waitFor(g.t, 30*time.Second, "the gateway process serves", func() error {
+	testkit.EventuallyNil(g.t, 30*time.Second, "the gateway process serves", func() error {
 		select {
 		case <-g.exited:
 			g.t.Fatalf("the gateway exited: %v\n%s", g.cmd.ProcessState, g.log.String())
@@ -719,7 +704,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		// another test).
 		for kill := range 2 {
 			mark := int(next.Load())
-			waitFor(t, 60*time.Second, fmt.Sprintf("messages flow before kill %d", kill+1), func() error {
+			testkit.EventuallyNil(t, 60*time.Second, fmt.Sprintf("messages flow before kill %d", kill+1), func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				if maxReceived < mark+200 {
@@ -733,7 +718,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 			t.Logf("kill %d: SIGKILLed gateway pid %d at message %d, started pid %d", kill+1, pid, next.Load(), g.cmd.Process.Pid)
 		}
 		mark := int(next.Load())
-		waitFor(t, 60*time.Second, "messages flow after the last restart", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "messages flow after the last restart", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if maxReceived < mark+200 {
@@ -759,7 +744,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		if nFailed > 0 || nAcked != sent {
 			t.Fatalf("%d of %d messages answered as published, %d batches failed (first: %v): the publisher must ride through a SIGKILL", nAcked, sent, nFailed, firstFail)
 		}
-		waitFor(t, 90*time.Second, "the subscriber receives every acked message", func() error {
+		testkit.EventuallyNil(t, 90*time.Second, "the subscriber receives every acked message", func() error {
 			select {
 			case err := <-subEnded:
 				t.Fatalf("Subscribe returned: %v", err)
@@ -789,7 +774,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		}
 		defer cl.Close()
 		stored := map[string]bool{}
-		waitFor(t, 30*time.Second, "every acked message in Kafka", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "every acked message in Kafka", func() error {
 			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { stored[string(r.Key)] = true })
 			pcancel()

@@ -25,6 +25,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // gaugeValue reads a gauge's series whose label name has value ("" for a
@@ -132,7 +133,7 @@ func TestStreamLimitRefuses(t *testing.T) {
 	if _, err := open[0].Recv(); err == nil {
 		t.Fatal("want the closed stream to end")
 	}
-	waitFor(t, 10*time.Second, "a place frees when a stream ends", func() error {
+	testkit.EventuallyNil(t, 10*time.Second, "a place frees when a stream ends", func() error {
 		_, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 		return err
 	})
@@ -280,7 +281,7 @@ func TestPublishBytesInFlightBounded(t *testing.T) {
 		}()
 	}
 	inFlight := func() float64 { return gaugeValue(t, reg, "databus_bytes_in_flight", "kind", "publish") }
-	waitFor(t, 20*time.Second, "the gateway's budget filled", func() error {
+	testkit.EventuallyNil(t, 20*time.Second, "the gateway's budget filled", func() error {
 		if got := inFlight(); got < gwLimit {
 			return fmt.Errorf("%v bytes in flight", got)
 		}
@@ -307,7 +308,7 @@ func TestPublishBytesInFlightBounded(t *testing.T) {
 	if got := answered.Load(); got != 2*batches {
 		t.Fatalf("%d of %d batches answered", got, 2*batches)
 	}
-	waitFor(t, 10*time.Second, "bytes released", func() error {
+	testkit.EventuallyNil(t, 10*time.Second, "bytes released", func() error {
 		if got := inFlight(); got != 0 {
 			return fmt.Errorf("%v bytes still counted", got)
 		}
@@ -389,7 +390,7 @@ func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, 60*time.Second, "every message delivered and every partition owned", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message delivered and every partition owned", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) < total || len(owner) < partitions {
@@ -443,7 +444,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 			t.Fatal(err)
 		}
 		held := map[string]bool{}
-		waitFor(t, 30*time.Second, "A receives its cap", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "A receives its cap", func() error {
 			b, err := a.Recv()
 			if err != nil {
 				t.Fatal(err)
@@ -472,7 +473,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 		// of it); when A ends, B gets the other too.
 		time.Sleep(200 * time.Millisecond)
 		a.Close()
-		waitFor(t, 30*time.Second, "B receives everything, A's unacked messages included", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "B receives everything, A's unacked messages included", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			for key := range held {
@@ -591,7 +592,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		}
 		wg.Wait()
 		// The stream that stayed finishes the job.
-		waitFor(t, 60*time.Second, "every message acked", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message acked", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(acked) < total {
@@ -607,7 +608,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, "commits at the end of every partition", func() error {
+		testkit.EventuallyNil(t, 20*time.Second, "commits at the end of every partition", func() error {
 			offs, err := admin.FetchOffsets(ctx, "g")
 			if err != nil {
 				return err

@@ -37,6 +37,7 @@ import (
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // soak skips t unless HLAB_SOAK is set.
@@ -509,7 +510,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 10*time.Minute, "every stream open on the gateway", func() error {
+	testkit.EventuallyNil(t, 10*time.Minute, "every stream open on the gateway", func() error {
 		if n := metricValue(gatewayMetrics(t, gw.http), "databus_streams", "kind", "subscribe"); int(n) != streams {
 			return fmt.Errorf("%v of %d open", n, streams)
 		}
@@ -517,7 +518,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 	})
 	t.Logf("%d subscribe streams open over %d connections in %v", streams, conns, time.Since(openStart).Round(time.Millisecond))
 	produceSoak(t, broker, topic, messages)
-	waitFor(t, 5*time.Minute, "every message received", func() error {
+	testkit.EventuallyNil(t, 5*time.Minute, "every message received", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(received) < messages {

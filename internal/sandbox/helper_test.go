@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // The test binary doubles as the child processes: with helperEnv set it
@@ -165,22 +167,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitOutput waits until out contains s.
 func waitOutput(t *testing.T, out *syncBuffer, s string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("output %q (have %q)", s, out), func() bool {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("output %q (have %q)", s, out), func() bool {
 		return strings.Contains(out.String(), s)
 	})
 }

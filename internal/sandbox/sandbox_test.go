@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestNewReportsMechanism(t *testing.T) {
@@ -272,7 +274,7 @@ func testStopKillsDescendants(t *testing.T, s *Sandbox) {
 	if err := p.Stop(200 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "grandchild to die", func() bool { return gone(gpid) })
+	testkit.Eventually(t, 5*time.Second, "grandchild to die", func() bool { return gone(gpid) })
 }
 
 func TestCloseRemovesEverything(t *testing.T) {
@@ -347,7 +349,7 @@ func TestOwnerCrash(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitFor(t, 5*time.Second, "the orphan to die of Pdeathsig", func() bool { return gone(rep.PID) })
+	testkit.Eventually(t, 5*time.Second, "the orphan to die of Pdeathsig", func() bool { return gone(rep.PID) })
 	for _, d := range rep.Dirs {
 		if !dirExists(d) {
 			t.Errorf("%s vanished before any sweep", d)
@@ -510,7 +512,7 @@ func TestUserAndStopSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the shell to print its uid", func() bool { return strings.Contains(out.String(), "\n") })
+	testkit.Eventually(t, 5*time.Second, "the shell to print its uid", func() bool { return strings.Contains(out.String(), "\n") })
 	if err := p.Stop(3 * time.Second); err != nil {
 		t.Fatal(err)
 	}

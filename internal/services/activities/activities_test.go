@@ -18,6 +18,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/activities"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestAcknowledgedIsReadable: every write answered 200/201 is in the
@@ -198,7 +199,7 @@ func TestDatabaseDown(t *testing.T) {
 
 		n := 2
 		for name, e := range envs {
-			eventually(t, time.Minute, name+": a write after the database came back", func() error {
+			testkit.EventuallyNil(t, time.Minute, name+": a write after the database came back", func() error {
 				n++
 				code, b, _ := e.post(body(n))
 				if code != http.StatusCreated {
@@ -279,7 +280,7 @@ func TestDatabaseFrozen(t *testing.T) {
 		thaw()
 		n := 2
 		for name, e := range envs {
-			eventually(t, time.Minute, name+": a write after the database thawed", func() error {
+			testkit.EventuallyNil(t, time.Minute, name+": a write after the database thawed", func() error {
 				n++
 				code, b, _ := e.post(body(n))
 				if code != http.StatusCreated {

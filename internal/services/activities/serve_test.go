@@ -14,6 +14,7 @@ import (
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/activities"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestServeSlowBody: a POST whose body is trickled a byte a second is cut
@@ -38,7 +39,7 @@ func TestServeSlowBody(t *testing.T) {
 		}
 	}()
 	addr := ln.Addr().String()
-	eventually(t, 30*time.Second, "/healthz answers", func() error {
+	testkit.EventuallyNil(t, 30*time.Second, "/healthz answers", func() error {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // The fault tests' load: workers × one request per interval (~200 req/s).
@@ -35,7 +36,7 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 				SessionTimeout: 6 * time.Second, CommitTimeout: 3 * time.Second,
 			})
 			a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic, Buffer: faultBuffer, KafkaDeadline: 2 * time.Second})
-			checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+			testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 
 			heap := sampleHeap()
 			var pendingMax float64
@@ -73,7 +74,7 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 			close(stopPending)
 			<-pendingDone
 
-			checkFor(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
+			testkit.Eventually(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
 				return a.metric(t, "app_events_pending") == 0
 			})
 			heapMax := heap.Stop()
@@ -84,7 +85,7 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 				t.Errorf("%d answers neither 200 with an event id nor 503 with a reason, e.g. %s", len(l.odd), l.odd[0])
 			}
 			ok, failed := l.counts()
-			checkFor(t, 90*time.Second, "every event answered 200 consumed", func() bool {
+			testkit.Eventually(t, 90*time.Second, "every event answered 200 consumed", func() bool {
 				n, _ := tr.missing(l.ok)
 				return n == 0
 			})
@@ -133,7 +134,7 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				topic := depstest.Topic(t, k, 1)
 				group := depstest.Group(t)
 				a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic})
-				checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+				testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 
 				first := newTracker()
 				var stopFirst func()
@@ -142,14 +143,14 @@ func TestConsumerRestartMidStream(t *testing.T) {
 					// A backlog first, so the helper polls a batch of
 					// hundreds and is killed in its middle, before its
 					// commit.
-					checkFor(t, 30*time.Second, "a backlog of 300 events", func() bool { ok, _ := l.counts(); return ok >= 300 })
+					testkit.Eventually(t, 30*time.Second, "a backlog of 300 events", func() bool { ok, _ := l.counts(); return ok >= 300 })
 					stopFirst = startHelperConsumer(t, k.Brokers, topic, group, first)
-					checkFor(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 100 })
+					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 100 })
 				} else {
 					_, stopFirst = startConsumer(t, eventlog.ConsumerConfig{
 						Brokers: k.Brokers, Topic: topic, Group: group, Processed: first.add, SessionTimeout: 6 * time.Second,
 					})
-					checkFor(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 200 })
+					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 200 })
 				}
 				stopFirst()
 				stoppedAt := first.total()
@@ -162,11 +163,11 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				if len(l.odd) > 0 || len(l.fail) > 0 {
 					t.Fatalf("with Kafka up: %d failed %v, %d odd answers %v", len(l.fail), l.fail, len(l.odd), l.odd)
 				}
-				checkFor(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
+				testkit.Eventually(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
 					return a.metric(t, "app_events_pending") == 0
 				})
 				both := newTracker()
-				checkFor(t, 90*time.Second, "every event answered 200 consumed by one of the consumers", func() bool {
+				testkit.Eventually(t, 90*time.Second, "every event answered 200 consumed by one of the consumers", func() bool {
 					both = newTracker()
 					for _, tr := range []*tracker{first, second} {
 						tr.mu.Lock()

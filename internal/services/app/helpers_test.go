@@ -62,18 +62,6 @@ func helperConsumer(spec string) int {
 	return 0
 }
 
-// checkFor polls cond every 50 ms until it holds or timeout passes.
-func checkFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // metric sums the series of a counter or gauge in reg (0 when absent).
 func metric(t testing.TB, reg prometheus.Gatherer, name string) float64 {
 	t.Helper()

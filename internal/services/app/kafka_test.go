@@ -14,6 +14,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestKafkaAck checks kafka-ack mode against kfake and the real broker:
@@ -27,7 +28,7 @@ func TestKafkaAck(t *testing.T) {
 			k := depstest.Kafka(t, kind)
 			topic := depstest.Topic(t, k, 1)
 			a := startApp(t, Config{Mode: KafkaAck, Brokers: k.Brokers, Topic: topic})
-			checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+			testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 			adm := kadm.NewClient(depstest.Client(t, k))
 
 			var ids []string
@@ -117,7 +118,7 @@ func TestKafkaAckUnreachable(t *testing.T) {
 		k := depstest.Kafka(t, deps.KafkaFake)
 		topic := depstest.Topic(t, k, 1)
 		a := startApp(t, Config{Mode: KafkaAck, Brokers: k.Brokers, Topic: topic, Timeout: timeout})
-		checkFor(t, 10*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+		testkit.Eventually(t, 10*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 		before := get(a.URL + "/handle")
 		if before.code != 200 {
 			t.Fatalf("with kafka up: %+v", before)
@@ -165,7 +166,7 @@ func TestKafkaAckUnreachable(t *testing.T) {
 
 		depstest.StartBroker(t, k)
 		var after answer
-		checkFor(t, 20*time.Second, "an event recorded with kafka back", func() bool {
+		testkit.Eventually(t, 20*time.Second, "an event recorded with kafka back", func() bool {
 			after = get(a.URL + "/handle")
 			return after.code == 200
 		})

@@ -15,21 +15,10 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
-
-// checkFor polls cond every 50 ms until it holds or timeout passes.
-func checkFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // produce writes events with ids prefix-0.. and returns the ids.
 func produce(t testing.TB, cl *kgo.Client, topic, prefix string, n int) []string {
@@ -139,8 +128,8 @@ func TestConsumer(t *testing.T) {
 
 			tr := newTracker()
 			r := startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr.add, MaxPollRecords: 7})
-			checkFor(t, 30*time.Second, "every event processed", func() bool { return tr.has(ids) })
-			checkFor(t, 10*time.Second, "the duplicate and the malformed record counted", func() bool {
+			testkit.Eventually(t, 30*time.Second, "every event processed", func() bool { return tr.has(ids) })
+			testkit.Eventually(t, 10*time.Second, "the duplicate and the malformed record counted", func() bool {
 				return metric(t, r.reg, "eventlog_consumer_duplicates_total") == 1 && metric(t, r.reg, "eventlog_consumer_malformed_total") == 1
 			})
 			if got := metric(t, r.reg, "eventlog_consumed_total"); got != 50 {
@@ -150,7 +139,7 @@ func TestConsumer(t *testing.T) {
 				t.Fatalf("Ready after consuming: %v", err)
 			}
 			adm := kadm.NewClient(cl)
-			checkFor(t, 15*time.Second, "the group's lag in kafka to reach 0", func() bool {
+			testkit.Eventually(t, 15*time.Second, "the group's lag in kafka to reach 0", func() bool {
 				ls, err := adm.Lag(context.Background(), group)
 				if err != nil {
 					return false
@@ -158,7 +147,7 @@ func TestConsumer(t *testing.T) {
 				l := ls[group]
 				return l.Error() == nil && l.Lag.Total() == 0
 			})
-			checkFor(t, 5*time.Second, "the lag gauge to reach 0", func() bool {
+			testkit.Eventually(t, 5*time.Second, "the lag gauge to reach 0", func() bool {
 				return metric(t, r.reg, "eventlog_consumer_lag_records") == 0
 			})
 			for id, n := range tr.snapshot() {
@@ -184,7 +173,7 @@ func TestConsumerResumesAfterGracefulStop(t *testing.T) {
 			first := produce(t, cl, topic, "first", 30)
 			tr1 := newTracker()
 			r1 := startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr1.add})
-			checkFor(t, 30*time.Second, "the first events processed", func() bool { return tr1.has(first) })
+			testkit.Eventually(t, 30*time.Second, "the first events processed", func() bool { return tr1.has(first) })
 			if err := r1.stop(); err != nil {
 				t.Fatalf("Run after a graceful stop = %v, want nil", err)
 			}
@@ -192,7 +181,7 @@ func TestConsumerResumesAfterGracefulStop(t *testing.T) {
 			second := produce(t, cl, topic, "second", 30)
 			tr2 := newTracker()
 			startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr2.add})
-			checkFor(t, 30*time.Second, "the second events processed by the successor", func() bool { return tr2.has(second) })
+			testkit.Eventually(t, 30*time.Second, "the second events processed by the successor", func() bool { return tr2.has(second) })
 			seen2 := tr2.snapshot()
 			for _, id := range first {
 				if seen2[id] > 0 {

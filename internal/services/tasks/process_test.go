@@ -15,6 +15,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/tasks"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // runProcess runs "hlab serve tasks" with args on a fresh database, on
@@ -49,7 +50,7 @@ func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 		}
 	})
 	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
-	eventually(t, "the service to answer /healthz", func() bool {
+	testkit.Eventually(t, 15*time.Second, "the service to answer /healthz", func() bool {
 		resp, err := httpClient.Get(e.srv.URL + "/healthz")
 		if err != nil {
 			return false

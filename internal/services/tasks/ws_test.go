@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/highload-lab/hlab/internal/services/tasks"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // dialWS opens the user's WebSocket and waits until the hub has it.
@@ -34,7 +35,7 @@ func (c *client) dialWS(t *testing.T, viaQuery bool) *websocket.Conn {
 		t.Fatalf("dial %s: %v", url, err)
 	}
 	t.Cleanup(func() { conn.CloseNow() })
-	eventually(t, "the hub to register the WebSocket", func() bool { return c.e.metric("tasks_ws_connections", "") > before })
+	testkit.Eventually(t, 15*time.Second, "the hub to register the WebSocket", func() bool { return c.e.metric("tasks_ws_connections", "") > before })
 	return conn
 }
 
@@ -148,7 +149,7 @@ func TestWebSocketsPerUserBounded(t *testing.T) {
 
 	before := e.metric("tasks_ws_connections", "")
 	first.Close(websocket.StatusNormalClosure, "")
-	eventually(t, "the closed socket to leave the hub", func() bool { return e.metric("tasks_ws_connections", "") < before })
+	testkit.Eventually(t, 15*time.Second, "the closed socket to leave the hub", func() bool { return e.metric("tasks_ws_connections", "") < before })
 	if _, resp, err := dialAs(t, e, alice.token); err != nil {
 		t.Fatalf("socket of alice after closing one: %v %v, want accepted", err, resp)
 	}
