@@ -126,7 +126,7 @@ func TestInvalidatedSlotResyncs(t *testing.T) {
 	if n := src.ResyncsByReason(); n[replica.ResyncSlotInvalidated] != 1 || src.Resyncs() != 1 {
 		t.Errorf("resyncs %v, want one %s", n, replica.ResyncSlotInvalidated)
 	}
-	if n := metricValue(t, reg, "replica_resyncs_total", map[string]string{"source": "pg", "reason": replica.ResyncSlotInvalidated}); n != 1 {
+	if n := testkit.MetricSum(t, reg, "replica_resyncs_total", map[string]string{"source": "pg", "reason": replica.ResyncSlotInvalidated}); n != 1 {
 		t.Errorf(`replica_resyncs_total{reason="slot_invalidated"} = %v, want 1`, n)
 	}
 	if st := slotState(t, db, "invalidated"); !st.exists || st.walStatus == "lost" {
@@ -343,35 +343,6 @@ func TestForeignSlotIsLeftAlone(t *testing.T) {
 	}
 }
 
-// metricValue is the value of the series of name with labels in reg (a
-// counter or a gauge), or fails t.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-					continue series
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
-}
-
 // TestCaughtUpAfterFault is how an experiment tells that a replica has
 // converged after a fault: it reads the server's position after the
 // fault's last write, and waits until the source's AppliedLSN (or
@@ -405,7 +376,7 @@ func TestCaughtUpAfterFault(t *testing.T) {
 	caughtUp := func(target uint64) func() bool {
 		return func() bool {
 			return tb.Ready() && uint64(src.AppliedLSN()) >= target &&
-				metricValue(t, reg, "replica_applied_lsn", map[string]string{"source": "pg"}) >= float64(target)
+				testkit.MetricSum(t, reg, "replica_applied_lsn", map[string]string{"source": "pg"}) >= float64(target)
 		}
 	}
 	if _, err := db.Exec(ctx, `INSERT INTO other SELECT generate_series(1, 100)`); err != nil {

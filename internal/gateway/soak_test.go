@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,9 +28,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/highload-lab/hlab/databus"
@@ -245,50 +241,6 @@ func tcpConnsTo(t *testing.T, pid, port int) int {
 	return n
 }
 
-// gatewayMetrics reads the gateway's /metrics.
-func gatewayMetrics(t *testing.T, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mfs
-}
-
-// metricValue is the value of a metric's series whose label name is
-// value (any series when name is ""), summed; 0 when absent.
-func metricValue(mfs map[string]*dto.MetricFamily, metric, name, value string) float64 {
-	mf := mfs[metric]
-	if mf == nil {
-		return 0
-	}
-	sum := 0.0
-	for _, m := range mf.GetMetric() {
-		match := name == ""
-		for _, l := range m.GetLabel() {
-			if l.GetName() == name && l.GetValue() == value {
-				match = true
-			}
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 // produceSoak writes n small records (keys "0".."n-1") straight to Kafka
 // at broker, from this process, so that the gateway's memory shows only
 // what subscribing costs it.
@@ -416,11 +368,11 @@ func TestNeverAckedOneMemory(t *testing.T) {
 	}
 	peakRSS := peak.end()
 	endRSS := vmRSSMB(t, gw.pid())
-	m := gatewayMetrics(t, gw.http)
+	m := testkit.Scrape(t, "http://"+gw.http+"/metrics")
 	n := delivered.Load()
 	t.Logf("gateway RSS: start %.1f MB, peak %.1f MB (+%.1f), end %.1f MB", startRSS, peakRSS, peakRSS-startRSS, endRSS)
 	t.Logf("delivered %d of %d (%d acked first, then 1 never acked, cap %d): %d acked; the gateway holds %v offsets, %v unacked; delivery ran %v",
-		n, total, ackedFirst, maxUnacked, acked.Load(), metricValue(m, "databus_held_offsets", "", ""), metricValue(m, "databus_unacked_messages", "", ""), since.Sub(start).Round(time.Millisecond))
+		n, total, ackedFirst, maxUnacked, acked.Load(), testkit.SumFamily(m["databus_held_offsets"], nil), testkit.SumFamily(m["databus_unacked_messages"], nil), since.Sub(start).Round(time.Millisecond))
 	if want := int64(ackedFirst + maxUnacked); n != want {
 		t.Errorf("delivered %d messages, want %d: %d acked, then the cap of %d from the unacked one on", n, want, ackedFirst, maxUnacked)
 	}
@@ -511,7 +463,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 		}()
 	}
 	testkit.EventuallyNil(t, 10*time.Minute, "every stream open on the gateway", func() error {
-		if n := metricValue(gatewayMetrics(t, gw.http), "databus_streams", "kind", "subscribe"); int(n) != streams {
+		if n := testkit.SumFamily(testkit.Scrape(t, "http://"+gw.http+"/metrics")["databus_streams"], map[string]string{"kind": "subscribe"}); int(n) != streams {
 			return fmt.Errorf("%v of %d open", n, streams)
 		}
 		return nil
@@ -529,9 +481,9 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 	time.Sleep(3 * time.Second) // idle: the figures of 10k open streams
 	rss := vmRSSMB(t, gw.pid())
 	kafkaConns := tcpConnsTo(t, gw.pid(), brokerPort)
-	m := gatewayMetrics(t, gw.http)
-	members := metricValue(m, "databus_kafka_clients", "kind", "member")
-	allClients := metricValue(m, "databus_kafka_clients", "", "")
+	m := testkit.Scrape(t, "http://"+gw.http+"/metrics")
+	members := testkit.SumFamily(m["databus_kafka_clients"], map[string]string{"kind": "member"})
+	allClients := testkit.SumFamily(m["databus_kafka_clients"], nil)
 	t.Logf("gateway RSS %.1f MB before the streams, %.1f MB with %d streams open (%.1f KB per stream)", startRSS, rss, streams, (rss-startRSS)*1024/float64(streams))
 	t.Logf("Kafka: %d TCP connections from the gateway to the broker; %v Kafka clients for the group (member), %v in all (with the shared producer)", kafkaConns, members, allClients)
 	t.Logf("%d messages received; %d streams were given a partition (%d partitions)", messages, owners.Load(), partitions)

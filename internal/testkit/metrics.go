@@ -3,6 +3,7 @@ package testkit
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -27,14 +28,14 @@ func MetricSum(t testing.TB, g prometheus.Gatherer, name string, labels map[stri
 	return 0
 }
 
-// SumFamily sums the values of mf's counter or gauge series whose labels
+// SumFamily sums the values of mf's counter, gauge or untyped series whose labels
 // include every pair of labels (every series when labels is empty); 0
 // when mf is nil.
 func SumFamily(mf *dto.MetricFamily, labels map[string]string) float64 {
 	sum := 0.0
 	for _, m := range mf.GetMetric() {
 		if hasLabels(m, labels) {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
 		}
 	}
 	return sum
@@ -54,11 +55,14 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 	return found == len(labels)
 }
 
+// scrapeClient gives up on a server that does not answer.
+var scrapeClient = &http.Client{Timeout: 30 * time.Second}
+
 // Scrape reads the metrics a server exposes at url in Prometheus's text
 // format, by name; it fails t when they cannot be read or parsed.
 func Scrape(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := scrapeClient.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 			unique, dups := duplicates(tr)
 			t.Logf("requests: %d ok (%d before the outage, %d by its end), %d refused with 503 %v; events produced %v, consumed %d (unique), duplicates %d (consumer's own count %v), lost %v; pending max %v (bound %d), heap max %.1f MB; app's kafka errors %v",
 				ok, okBefore, okDuring, failed, l.fail, a.metric(t, "app_events_delivered_total"), unique, dups,
-				metric(t, consReg, "eventlog_consumer_duplicates_total"), a.metric(t, "app_events_lost_total"),
+				testkit.MetricSum(t, consReg, "eventlog_consumer_duplicates_total", nil), a.metric(t, "app_events_lost_total"),
 				pendingMax, faultBuffer, heapMax, a.metric(t, "app_kafka_errors_total"))
 			if failDuring == 0 {
 				t.Error("no request was refused during a 10 s outage: the bound was not exercised")
@@ -188,7 +188,7 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				if unique != len(l.ok) {
 					t.Errorf("%d unique events consumed, %d answered 200", unique, len(l.ok))
 				}
-				if n := metric(t, secondReg, "eventlog_consumer_duplicates_total"); n != 0 {
+				if n := testkit.MetricSum(t, secondReg, "eventlog_consumer_duplicates_total", nil); n != 0 {
 					t.Errorf("the second consumer recognized %v duplicates within its own life", n)
 				}
 			})

@@ -20,6 +20,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // helperEnv, when set, makes the test binary a consumer process (for the
@@ -62,24 +63,6 @@ func helperConsumer(spec string) int {
 	return 0
 }
 
-// metric sums the series of a counter or gauge in reg (0 when absent).
-func metric(t testing.TB, reg prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // testApp is an app served by httptest, with its metrics.
 type testApp struct {
 	*App
@@ -103,7 +86,9 @@ func startApp(t testing.TB, cfg Config) *testApp {
 	return &testApp{App: a, URL: srv.URL, reg: reg}
 }
 
-func (a *testApp) metric(t testing.TB, name string) float64 { return metric(t, a.reg, name) }
+func (a *testApp) metric(t testing.TB, name string) float64 {
+	return testkit.MetricSum(t, a.reg, name, nil)
+}
 
 // answer is one GET /handle as the client saw it.
 type answer struct {

@@ -130,9 +130,9 @@ func TestConsumer(t *testing.T) {
 			r := startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr.add, MaxPollRecords: 7})
 			testkit.Eventually(t, 30*time.Second, "every event processed", func() bool { return tr.has(ids) })
 			testkit.Eventually(t, 10*time.Second, "the duplicate and the malformed record counted", func() bool {
-				return metric(t, r.reg, "eventlog_consumer_duplicates_total") == 1 && metric(t, r.reg, "eventlog_consumer_malformed_total") == 1
+				return testkit.MetricSum(t, r.reg, "eventlog_consumer_duplicates_total", nil) == 1 && testkit.MetricSum(t, r.reg, "eventlog_consumer_malformed_total", nil) == 1
 			})
-			if got := metric(t, r.reg, "eventlog_consumed_total"); got != 50 {
+			if got := testkit.MetricSum(t, r.reg, "eventlog_consumed_total", nil); got != 50 {
 				t.Fatalf("eventlog_consumed_total = %v, want 50 (duplicate %s excluded)", got, dup[0])
 			}
 			if err := r.c.Ready(); err != nil {
@@ -148,7 +148,7 @@ func TestConsumer(t *testing.T) {
 				return l.Error() == nil && l.Lag.Total() == 0
 			})
 			testkit.Eventually(t, 5*time.Second, "the lag gauge to reach 0", func() bool {
-				return metric(t, r.reg, "eventlog_consumer_lag_records") == 0
+				return testkit.MetricSum(t, r.reg, "eventlog_consumer_lag_records", nil) == 0
 			})
 			for id, n := range tr.snapshot() {
 				if n != 1 {

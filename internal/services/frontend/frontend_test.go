@@ -222,27 +222,8 @@ func TestDeadlinePropagatesToTheBack(t *testing.T) {
 	}
 	// The back stops the work the front gave up on: nothing left running.
 	testkit.Eventually(t, 5*time.Second, "the back's request ends at the deadline", func() bool {
-		return metric(t, reg, "backend_inflight_requests") == 0 && metric(t, reg, "backend_answers_total") == 1
+		return testkit.MetricSum(t, reg, "backend_inflight_requests", nil) == 0 && testkit.MetricSum(t, reg, "backend_answers_total", nil) == 1
 	})
-}
-
-// metric sums the series of a metric in reg.
-func metric(t testing.TB, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
 }
 
 func TestHedgeAnswersFromTheFasterAttempt(t *testing.T) {

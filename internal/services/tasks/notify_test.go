@@ -103,14 +103,14 @@ func TestNotificationsReachTheWebhook(t *testing.T) {
 				n.Devices[0].PushToken != "apns-a" || n.Devices[1].PushToken != "fcm-b" {
 				t.Fatalf("notification = %+v", n)
 			}
-			if got := e.metric("tasks_notify_attempts_total", ""); got != 2 {
+			if got := e.metric("tasks_notify_attempts_total", nil); got != 2 {
 				t.Fatalf("webhook attempts = %v, want 2 (one retry)", got)
 			}
 			nobody.createTask(map[string]any{"title": "nobody to tell"})
 			testkit.Eventually(t, 15*time.Second, "the job without devices", func() bool {
-				return e.metric("tasks_notify_jobs_total", `result="no_devices"`) == 1
+				return e.metric("tasks_notify_jobs_total", map[string]string{"result": "no_devices"}) == 1
 			})
-			if got := e.metric("tasks_notify_jobs_total", `result="delivered"`); got != 1 {
+			if got := e.metric("tasks_notify_jobs_total", map[string]string{"result": "delivered"}); got != 1 {
 				t.Fatalf("delivered = %v, want 1", got)
 			}
 		})
@@ -154,10 +154,10 @@ func TestFullQueueNeverBlocksARequest(t *testing.T) {
 		}
 	}
 	// Two jobs fill the queue; the rest are dropped.
-	if got := e.metric("tasks_notify_jobs_total", `result="dropped"`); got != n-2 {
+	if got := e.metric("tasks_notify_jobs_total", map[string]string{"result": "dropped"}); got != n-2 {
 		t.Fatalf("dropped jobs = %v, want %d", got, n-2)
 	}
-	if got := e.metric("tasks_notify_queue_depth", ""); got != 2 {
+	if got := e.metric("tasks_notify_queue_depth", nil); got != 2 {
 		t.Fatalf("queue depth = %v, want 2 (its capacity)", got)
 	}
 	close(hook.block)
