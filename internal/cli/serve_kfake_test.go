@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -31,7 +32,7 @@ func TestServeKfake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds hlab")
 	}
-	bin := buildHlab(t)
+	bin := testkit.HlabBinary(t)
 	kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "serve", "kfake", "--addr", httpAddr, "--kafka-addr", kafka, "--topics", "orders,audit", "--partitions", "3")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/server/servertest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestServeHelp: every service has the flags every service shares, and
@@ -50,7 +51,7 @@ func TestServeAdminAndTimeouts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds hlab and starts every service")
 	}
-	bin := buildHlab(t)
+	bin := testkit.HlabBinary(t)
 	port := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
 	for _, tc := range []struct {
 		name    string

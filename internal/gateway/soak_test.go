@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,26 +55,6 @@ func soakEnvInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: give a positive whole number", name, v)
 	}
 	return n
-}
-
-// hlabBinary returns $HLAB_BIN, or builds cmd/hlab.
-func hlabBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("HLAB_BIN"); bin != "" {
-		if !filepath.IsAbs(bin) {
-			bin = filepath.Join("..", "..", bin) // relative to the repository's root
-		}
-		abs, err := filepath.Abs(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	bin := filepath.Join(t.TempDir(), "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // soakProc is an "hlab serve" process of a soak check.
@@ -291,7 +270,7 @@ func TestNeverAckedOneMemory(t *testing.T) {
 	)
 	ackedFirst := soakEnvInt(t, "HLAB_SOAK_ACKED", 1_000_000)
 	total := ackedFirst + 1 + maxUnacked + 10_000 // enough to run far past the cap were it not kept
-	bin := hlabBinary(t)
+	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +376,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 	streams := soakEnvInt(t, "HLAB_SOAK_STREAMS", 10_000)
 	conns := soakEnvInt(t, "HLAB_SOAK_CONNS", 4)
 	perConn := (streams + conns - 1) / conns
-	bin := hlabBinary(t)
+	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
 		t.Fatal(err)

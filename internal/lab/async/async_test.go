@@ -2,14 +2,13 @@ package async
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestPlan checks that the claim compares rows the experiment measures and
@@ -47,10 +46,7 @@ func TestExperimentQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the async experiment for about 70 s")
 	}
-	bin := filepath.Join(t.TempDir(), "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
 		t.Fatal(err)

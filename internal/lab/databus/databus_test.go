@@ -2,13 +2,12 @@ package databus
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestExperimentQuick runs the experiment for real in quick mode, its runs
@@ -22,10 +21,7 @@ func TestExperimentQuick(t *testing.T) {
 	if raceEnabled {
 		t.Skip("runs without -race: 21,000 streams under the race detector take minutes")
 	}
-	bin := filepath.Join(t.TempDir(), "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
 		t.Fatal(err)

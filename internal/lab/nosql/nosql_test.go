@@ -10,6 +10,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestPlan: every row names a service, the claims' rows (measured
@@ -65,10 +66,7 @@ func TestQuickRunEndToEnd(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("build hlab: %v\n%s", err, out)
-	}
+	bin := testkit.HlabBinary(t)
 	jsonPath := filepath.Join(dir, "r.json")
 	out, err := exec.Command(bin, "lab", "nosql", "--quick", "--pairs", "2", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestQuickRunEndToEnd runs "hlab lab replica --quick --pairs 2" as a
@@ -18,10 +20,7 @@ func TestQuickRunEndToEnd(t *testing.T) {
 		t.Skip("runs the whole experiment (about a minute)")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("build hlab: %v\n%s", err, out)
-	}
+	bin := testkit.HlabBinary(t)
 	jsonPath := filepath.Join(dir, "r.json")
 	out, err := exec.Command(bin, "lab", "replica", "--quick", "--pairs", "2", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestPlans checks each mode's plan: the rows the claims compare are
@@ -73,10 +74,7 @@ func TestQuickRun(t *testing.T) {
 		t.Skip("runs the timeouts experiment for about 3 minutes")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testkit.HlabBinary(t)
 	jsonPath := filepath.Join(dir, "r.json")
 	out, err := exec.Command(bin, "lab", "timeouts", "--quick", "--pairs", "2", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
 	if err != nil {
