@@ -27,6 +27,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 var testSandbox *sandbox.Sandbox
@@ -90,24 +91,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 var (
@@ -535,7 +518,7 @@ func TestKillEverySigkillsTheGateway(t *testing.T) {
 		// how long a group waits for the member a SIGKILL left behind.
 		gwCmd := fmt.Sprintf("exec %s --brokers %s --grpc-addr %s --http-addr %s --session-timeout 6s --commit-interval 200ms",
 			bin, strings.Join(k.Brokers, ","), target, freeAddr(t))
-		var log syncBuffer
+		var log testkit.SyncBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		res, err := checker.Run(ctx, checker.Config{

@@ -357,7 +357,7 @@ func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
 			if err := fs.Parse(append([]string{"--echo", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--drain-timeout", "1s"}, tc.args...)); err != nil {
 				t.Fatal(err)
 			}
-			var log syncBuffer
+			var log testkit.SyncBuffer
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx, slog.New(slog.NewJSONHandler(&log, nil))) }()

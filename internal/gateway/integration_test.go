@@ -505,7 +505,7 @@ type gatewayProcess struct {
 	bin    string
 	args   []string
 	addr   string
-	log    syncBuffer
+	log    testkit.SyncBuffer
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
@@ -581,24 +581,6 @@ func (g *gatewayProcess) kill() {
 	g.cmd.Process.Signal(syscall.SIGKILL)
 	<-g.exited
 	g.cmd = nil
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestGatewayRestartLosesNothing SIGKILLs the gateway, twice, while a

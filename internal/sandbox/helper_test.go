@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -141,7 +139,7 @@ func eachMechanism(t *testing.T, f func(t *testing.T, s *Sandbox)) {
 }
 
 // helperSpec is a Spec running the test binary in helper mode.
-func helperSpec(name, mode string, out *syncBuffer) Spec {
+func helperSpec(name, mode string, out *testkit.SyncBuffer) Spec {
 	sp := Spec{Name: name, Path: os.Args[0], Env: helperEnvFor(mode)}
 	if out != nil {
 		sp.Stdout, sp.Stderr = out, out
@@ -149,26 +147,8 @@ func helperSpec(name, mode string, out *syncBuffer) Spec {
 	return sp
 }
 
-// syncBuffer is an io.Writer safe to read while the copier writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitOutput waits until out contains s.
-func waitOutput(t *testing.T, out *syncBuffer, s string) {
+func waitOutput(t *testing.T, out *testkit.SyncBuffer, s string) {
 	t.Helper()
 	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("output %q (have %q)", s, out), func() bool {
 		return strings.Contains(out.String(), s)
