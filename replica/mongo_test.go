@@ -170,21 +170,10 @@ func mongoWriter(ctx context.Context, coll *mongo.Collection, seed uint64, maxID
 	return nil
 }
 
-// mongoConverged waits until the table equals the collection.
+// mongoConverged waits until the replica equals the collection.
 func mongoConverged(t *testing.T, coll *mongo.Collection, tb *replica.Table[int32, item]) {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		want, err := readItems(coll)
-		if err != nil {
-			last = err.Error()
-		} else if last = diff(want, tb); last == "" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the replica did not converge to the collection: %s (source err: %v)", last, tb.Err())
+	convergedTo(t, tb, "the collection", func() (map[int32]item, error) { return readItems(coll) })
 }
 
 func readItems(coll *mongo.Collection) (map[int32]item, error) {
@@ -259,20 +248,6 @@ func TestMongoSnapshotStreamBoundary(t *testing.T) {
 	t.Logf("%d rows, %d changes applied", tb.Len(), tb.Stats().Applied)
 }
 
-// waitUnreadyItems waits until the table reports it is not current, with
-// a reason.
-func waitUnreadyItems(t *testing.T, tb *replica.Table[int32, item]) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for tb.Ready() || tb.Err() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica stayed ready with no error after losing its stream")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Logf("while down: ready=%v err=%v", tb.Ready(), tb.Err())
-}
-
 // TestMongoResumeAfterConnectionLoss cuts the source off the server (every
 // connection, and new ones refused) while writers run, then lets it back:
 // it must resume from its token, not reload, and converge.
@@ -288,25 +263,16 @@ func TestMongoResumeAfterConnectionLoss(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { mongoWriter(ctx, coll, 3, 800) })
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	time.Sleep(300 * time.Millisecond)
 	proxy.setDown(false)
 	time.Sleep(300 * time.Millisecond)
 	stop()
 	wg.Wait()
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if src.Resyncs() != 0 {
 		t.Errorf("%d resyncs: a lost connection should resume from the token", src.Resyncs())
-	}
-}
-
-func waitReadyItems(t *testing.T, tb *replica.Table[int32, item]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := tb.WaitReady(ctx); err != nil {
-		t.Fatalf("not ready again: %v", err)
 	}
 }
 
@@ -331,10 +297,10 @@ func TestMongoHistoryLostResyncs(t *testing.T) {
 	if _, err := coll.UpdateMany(context.Background(), bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: int32(400)}}}}, bson.D{{Key: "$set", Value: bson.D{{Key: "qty", Value: int32(-1)}}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	proxy.setDown(false)
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if proxy.failed.Load() != 1 {
 		t.Fatalf("the proxy failed %d resumes, want 1: the source did not resume by token", proxy.failed.Load())
 	}
@@ -358,7 +324,7 @@ func TestMongoDropWhileCutOffResyncs(t *testing.T) {
 	mongoConverged(t, coll, tb)
 
 	proxy.setDown(true)
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	ctx := context.Background()
 	if err := coll.Drop(ctx); err != nil {
 		t.Fatal(err)
@@ -368,7 +334,7 @@ func TestMongoDropWhileCutOffResyncs(t *testing.T) {
 	}
 	proxy.setDown(false)
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if src.Resyncs() < 1 {
 		t.Errorf("no resync after the collection was dropped")
 	}
@@ -390,7 +356,7 @@ func TestMongoStalledServer(t *testing.T) {
 
 	proxy.setStalled(true)
 	start := time.Now()
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	t.Logf("unready %s after the server went silent", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(tb.Err().Error(), "no answer from the server") {
 		t.Errorf("Err %q does not say the server stopped answering", tb.Err())
@@ -399,7 +365,7 @@ func TestMongoStalledServer(t *testing.T) {
 	proxy.setStalled(false)
 	start = time.Now()
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	t.Logf("current again %s after the server answered again", time.Since(start).Round(time.Millisecond))
 	if src.Resyncs() != 0 {
 		t.Errorf("%d resyncs: a stalled server should be resumed from, not reloaded", src.Resyncs())
@@ -420,7 +386,7 @@ func TestMongoDropWhileStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if n := src.ResyncsByReason(); n[replica.ResyncStreamEnded] < 1 {
 		t.Errorf("resyncs %v after a drop, want a %s", n, replica.ResyncStreamEnded)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -175,29 +176,35 @@ func containsAny(s string, subs ...string) bool {
 // converged waits until the replica equals the database, row by row.
 func converged(t *testing.T, db *pgxpool.Pool, tb *replica.Table[int32, item]) {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		want := map[int32]item{}
+	convergedTo(t, tb, "the database", func() (map[int32]item, error) {
 		rows, err := db.Query(context.Background(), "SELECT id, name, qty FROM items")
 		if err != nil {
-			last = err.Error()
-			time.Sleep(100 * time.Millisecond)
-			continue
+			return nil, err
 		}
+		defer rows.Close()
+		want := map[int32]item{}
 		for rows.Next() {
 			var it item
 			rows.Scan(&it.ID, &it.Name, &it.Qty)
 			want[it.ID] = it
 		}
-		rows.Close()
-		last = diff(want, tb)
-		if last == "" {
-			return
+		return want, rows.Err()
+	})
+}
+
+// convergedTo waits until the replica in tb equals what read returns.
+func convergedTo(t *testing.T, tb *replica.Table[int32, item], what string, read func() (map[int32]item, error)) {
+	t.Helper()
+	testkit.EventuallyNil(t, 30*time.Second, "the replica converges to "+what, func() error {
+		want, err := read()
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the replica did not converge to the database: %s (source err: %v)", last, tb.Err())
+		if d := diff(want, tb); d != "" {
+			return fmt.Errorf("%s (source err: %v)", d, tb.Err())
+		}
+		return nil
+	})
 }
 
 func diff(want map[int32]item, tb *replica.Table[int32, item]) string {
@@ -255,7 +262,7 @@ func terminateWalsender(t *testing.T, db *pgxpool.Pool, slot string) {
 // waitUnready waits until the table reports it is not current, with a reason.
 func waitUnready(t *testing.T, tb *replica.Table[int32, item]) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for tb.Ready() || tb.Err() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica stayed ready with no error after losing its stream")
