@@ -20,6 +20,7 @@ import (
 	"github.com/highload-lab/hlab/internal/services/pricing"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
@@ -60,7 +61,7 @@ func start(t testing.TB, dsn string, source pricing.Source, slot string) svc {
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; s.Close() })
-	refdatatest.Eventually(t, 20*time.Second, "service ready", func() bool { return s.Ready() == nil })
+	testkit.Eventually(t, 20*time.Second, "service ready", func() bool { return s.Ready() == nil })
 	return svc{s, s.Handler(), reg}
 }
 
@@ -183,7 +184,7 @@ func TestReplicaSeesReferenceChanges(t *testing.T) {
 		WHERE id = (SELECT warehouse_id FROM zones WHERE id = (SELECT zone_id FROM cities WHERE id = 1))`); err != nil {
 		t.Fatal(err)
 	}
-	refdatatest.Eventually(t, 5*time.Second, "new handling fee in the price", func() bool { return price() == 424242 })
+	testkit.Eventually(t, 5*time.Second, "new handling fee in the price", func() bool { return price() == 424242 })
 }
 
 // TestServeHealth runs the whole service: /healthz is 503 with the reason
@@ -211,7 +212,7 @@ func TestServeHealth(t *testing.T) {
 	base := "http://" + ln.Addr().String()
 	var code int
 	var body string
-	refdatatest.Eventually(t, 5*time.Second, "/healthz answers", func() bool {
+	testkit.Eventually(t, 5*time.Second, "/healthz answers", func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {
 			return false
