@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -22,22 +21,11 @@ import (
 // holding the connection (and a handler) for as long as the client likes.
 func TestServeSlowBody(t *testing.T) {
 	postgres(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- activities.Serve(ctx, server.Config{Listener: ln, ReadTimeout: time.Second},
+	ln := testkit.Listen(t)
+	testkit.Background(t, "Serve", func(ctx context.Context) error {
+		return activities.Serve(ctx, server.Config{Listener: ln, ReadTimeout: time.Second},
 			activities.Config{DSN: pgDSN, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	})
 	addr := ln.Addr().String()
 	testkit.EventuallyNil(t, 30*time.Second, "/healthz answers", func() error {
 		resp, err := http.Get("http://" + addr + "/healthz")

@@ -193,22 +193,11 @@ func TestServeHealth(t *testing.T) {
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: pricing.FromPostgres,
+	ln := testkit.Listen(t)
+	testkit.Background(t, "Serve", func(ctx context.Context) error {
+		return pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: pricing.FromPostgres,
 			DB: refdata.DB{DSN: "postgres://postgres@" + deadAddr + "/x?sslmode=disable", ConnectTimeout: 200 * time.Millisecond}})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	})
 	base := "http://" + ln.Addr().String()
 	var code int
 	var body string

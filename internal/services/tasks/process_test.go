@@ -6,7 +6,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,23 +30,10 @@ func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, admin := testkit.Listen(t), testkit.Listen(t)
 	p.Server.Listener, p.Server.AdminListener = ln, admin
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	testkit.Background(t, "Run", func(ctx context.Context) error {
+		return p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	})
 	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
 	testkit.Eventually(t, 15*time.Second, "the service to answer /healthz", func() bool {
