@@ -42,16 +42,7 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			pub, err := w.client(t).NewPublisher(ctx, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < total; i += 50 {
-				if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			pub.Close()
+			w.publishAll(t, ctx, topic, total)
 
 			sub, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(limit), databus.BatchSize(10))
 			if err != nil {

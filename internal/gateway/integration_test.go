@@ -120,6 +120,22 @@ func msgs(from, n int) []databus.Message {
 	return out
 }
 
+// publishAll publishes msgs(0, total) to topic through w, 50 a batch,
+// and closes the publisher.
+func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total int) {
+	t.Helper()
+	pub, err := w.client(t).NewPublisher(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for i := 0; i < total; i += 50 {
+		if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestPublishSubscribeRoundTrip(t *testing.T) {
 	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 4)

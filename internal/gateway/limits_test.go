@@ -337,16 +337,7 @@ func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg, CommitInterval: 100 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		pub, err := w.client(t).NewPublisher(ctx, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < total; i += 50 {
-			if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, total)
 
 		var (
 			mu      sync.Mutex
