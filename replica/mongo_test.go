@@ -24,6 +24,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -415,16 +416,7 @@ func TestMongoUndecodableDocuments(t *testing.T) {
 	if _, err := coll.InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := tb.Get(101); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the good document never arrived")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the good document arrives", func() bool { _, ok := tb.Get(101); return ok })
 	if _, ok := tb.Get(100); ok {
 		t.Fatal("the poison document was applied")
 	}

@@ -246,17 +246,11 @@ func TestSnapshotStreamBoundary(t *testing.T) {
 // walsender returns the pid of the replication connection of slot.
 func terminateWalsender(t *testing.T, db *pgxpool.Pool, slot string) {
 	t.Helper()
-	var n int
-	deadline := time.Now().Add(10 * time.Second)
-	for n == 0 && time.Now().Before(deadline) {
+	testkit.Eventually(t, 10*time.Second, "an active replication connection to kill", func() bool {
+		var n int
 		db.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot).Scan(&n)
-		if n == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if n == 0 {
-		t.Fatal("no active replication connection to kill")
-	}
+		return n > 0
+	})
 }
 
 // waitUnready waits until the table reports it is not current, with a reason.
@@ -305,17 +299,11 @@ func TestDroppedSlotResyncs(t *testing.T) {
 	tb, src := start(t, dsn, replica.Slot("dropped"))
 	ctx := context.Background()
 	// Kill the connection and drop the slot before the replica reconnects.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.EventuallyNil(t, 10*time.Second, "drop the slot", func() error {
 		db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'dropped' AND active_pid IS NOT NULL`)
 		_, err := db.Exec(ctx, `SELECT pg_drop_replication_slot('dropped')`)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("could not drop the slot: %v", err)
-		}
-	}
+		return err
+	})
 	// Changes made while no slot exists reach the replica only by a resync.
 	if _, err := db.Exec(ctx, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 400`); err != nil {
 		t.Fatal(err)
@@ -351,16 +339,7 @@ func TestUndecodableRowsAreSkipped(t *testing.T) {
 	if _, err := db.Exec(context.Background(), `INSERT INTO items VALUES (100, 'poison', 1), (101, 'fine', 2)`); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := tb.Get(101); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the good row of the transaction never arrived")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the good row of the transaction arrives", func() bool { _, ok := tb.Get(101); return ok })
 	if _, ok := tb.Get(100); ok {
 		t.Fatal("the poison row was applied")
 	}

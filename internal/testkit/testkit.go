@@ -14,9 +14,10 @@ import (
 
 // Eventually polls cond until it holds, and fails t (naming what and how
 // long it waited) once timeout has passed without it holding. It polls
-// every 10 ms at first, backing off to every 200 ms, so that a quick
-// condition is seen quickly and a costly one (a query, a request) is not
-// hammered. For what takes a while, never a bare sleep (nats' checkFor).
+// every 10 ms at first, backing off to every 50 ms: a quick condition is
+// seen quickly, a costly one (a query, a request) is not hammered, and a
+// state that lasts a fraction of a second is still caught. For what takes
+// a while, never a bare sleep (nats' checkFor).
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	EventuallyNil(t, timeout, what, func() error {
@@ -46,7 +47,7 @@ func EventuallyNil(t testing.TB, timeout time.Duration, what string, cond func()
 			t.Fatalf("not within %v: %s: %v", timeout, what, err)
 		}
 		time.Sleep(pause)
-		pause = min(2*pause, 200*time.Millisecond)
+		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
 
