@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
@@ -41,20 +40,7 @@ func TestServeKfake(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no /healthz: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Healthy(t, 10*time.Second, "http://"+httpAddr+"/healthz")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

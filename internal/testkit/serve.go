@@ -2,8 +2,11 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/http"
 	"testing"
+	"time"
 )
 
 // Listen returns a TCP listener on a free loopback port, closed when the
@@ -33,5 +36,22 @@ func Background(t testing.TB, what string, run func(ctx context.Context) error) 
 		if err := <-done; err != nil {
 			t.Errorf("%s: %v", what, err)
 		}
+	})
+}
+
+// Healthy waits (timeout at most) until GET url answers 200 OK, as a
+// service's /healthz does once it serves.
+func Healthy(t testing.TB, timeout time.Duration, url string) {
+	t.Helper()
+	EventuallyNil(t, timeout, url+" answers 200", func() error {
+		resp, err := scrapeClient.Get(url)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
+		}
+		return nil
 	})
 }

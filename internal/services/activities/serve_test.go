@@ -3,10 +3,8 @@ package activities_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
@@ -27,17 +25,7 @@ func TestServeSlowBody(t *testing.T) {
 			activities.Config{DSN: pgDSN, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	})
 	addr := ln.Addr().String()
-	testkit.EventuallyNil(t, 30*time.Second, "/healthz answers", func() error {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
-	})
+	testkit.Healthy(t, 30*time.Second, "http://"+addr+"/healthz")
 
 	answer, held, err := servertest.Trickle(addr, "POST", "/activities", "application/json", "", 20*time.Second)
 	if err != nil {

@@ -36,14 +36,7 @@ func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 		return p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	})
 	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
-	testkit.Eventually(t, 15*time.Second, "the service to answer /healthz", func() bool {
-		resp, err := httpClient.Get(e.srv.URL + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	testkit.Healthy(t, 15*time.Second, e.srv.URL+"/healthz")
 	return e, "http://" + admin.Addr().String()
 }
 
