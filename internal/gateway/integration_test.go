@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -526,35 +525,10 @@ type gatewayProcess struct {
 	exited chan struct{}
 }
 
-// buildGateway builds cmd/databus into a directory of t's.
-func buildGateway(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go tool is not in PATH: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "databus")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/highload-lab/hlab/cmd/databus").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/databus: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// freeAddr returns a 127.0.0.1 address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func startGatewayProcess(t *testing.T, bin string, args ...string) *gatewayProcess {
 	t.Helper()
-	g := &gatewayProcess{t: t, bin: bin, addr: freeAddr(t)}
-	g.args = append([]string{"--grpc-addr", g.addr, "--http-addr", freeAddr(t)}, args...)
+	g := &gatewayProcess{t: t, bin: bin, addr: testkit.FreeAddr(t)}
+	g.args = append([]string{"--grpc-addr", g.addr, "--http-addr", testkit.FreeAddr(t)}, args...)
 	g.start()
 	t.Cleanup(func() {
 		g.kill()
@@ -604,7 +578,7 @@ func (g *gatewayProcess) kill() {
 // the same address: every batch is answered as published, every one of
 // them is in Kafka, and the subscriber receives every one of them.
 func TestGatewayRestartLosesNothing(t *testing.T) {
-	bin := buildGateway(t)
+	bin := testkit.Binary(t, "./cmd/databus")
 	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 3)
 		// 6s: the shortest session a real broker allows by default; a

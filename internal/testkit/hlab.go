@@ -12,50 +12,79 @@ import (
 	"testing"
 )
 
-var hlab struct {
+// HlabBinary returns the path of an hlab binary: $HLAB_BIN when set
+// (absolute, or relative to the repository's root), else ./cmd/hlab built
+// once per test process (Binary).
+func HlabBinary(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("HLAB_BIN"); bin != "" {
+		if filepath.IsAbs(bin) {
+			return bin
+		}
+		root, err := repoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(root, bin)
+	}
+	return Binary(t, "./cmd/hlab")
+}
+
+// builds holds each command's build, by package.
+var builds struct {
+	sync.Mutex
+	m map[string]*build
+}
+
+type build struct {
 	once sync.Once
 	bin  string
 	err  error
 }
 
-// HlabBinary returns the path of an hlab binary: $HLAB_BIN when set
-// (absolute, or relative to the repository's root), else cmd/hlab built
-// once per test process. The build goes to a directory of its own under
-// the system's temporary directory, named for the process; since a test
-// process cannot remove it as it exits, each build removes those of
-// processes that have ended.
-func HlabBinary(t testing.TB) string {
+// Binary returns the path of the command in pkg (relative to the
+// repository's root: "./cmd/databus"), built once per test process. The
+// builds go to a directory of the process's own under the system's
+// temporary directory; since a test process cannot remove it as it exits,
+// each process removes those of processes that have ended.
+func Binary(t testing.TB, pkg string) string {
 	t.Helper()
-	hlab.once.Do(func() { hlab.bin, hlab.err = hlabBinary() })
-	if hlab.err != nil {
-		t.Fatal(hlab.err)
+	builds.Lock()
+	if builds.m == nil {
+		builds.m = map[string]*build{}
 	}
-	return hlab.bin
+	b := builds.m[pkg]
+	if b == nil {
+		b = &build{}
+		builds.m[pkg] = b
+	}
+	builds.Unlock()
+	b.once.Do(func() { b.bin, b.err = goBuild(pkg) })
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
 }
 
 const buildPrefix = "hlab-testkit-"
 
-func hlabBinary() (string, error) {
+var removeStale sync.Once
+
+func goBuild(pkg string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	if bin := os.Getenv("HLAB_BIN"); bin != "" {
-		if !filepath.IsAbs(bin) {
-			bin = filepath.Join(root, bin)
-		}
-		return bin, nil
-	}
-	removeStaleBuilds()
+	removeStale.Do(removeStaleBuilds)
 	dir := filepath.Join(os.TempDir(), buildPrefix+strconv.Itoa(os.Getpid()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "hlab")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hlab")
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", errors.New("go build ./cmd/hlab: " + err.Error() + "\n" + string(out))
+		return "", errors.New("go build " + pkg + ": " + err.Error() + "\n" + string(out))
 	}
 	return bin, nil
 }

@@ -55,3 +55,15 @@ func Healthy(t testing.TB, timeout time.Duration, url string) {
 		return nil
 	})
 }
+
+// FreeAddr returns a loopback address that was free a moment ago, for a
+// process the test starts to listen on.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
