@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
@@ -107,21 +107,9 @@ func startGateway(t *testing.T, cfg gateway.Config, opts ...grpc.ServerOption) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := grpc.NewServer(opts...)
 	databusv1.RegisterDataBusServer(srv, g)
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		g.Drain(ctx)
-		srv.Stop()
-		g.Close()
-	})
-	return ln.Addr().String()
+	return gatewaytest.Serve(t, g, srv)
 }
 
 func TestScenariosVerifyDelivery(t *testing.T) {
