@@ -203,20 +203,9 @@ func readItems(coll *mongo.Collection) (map[int32]item, error) {
 // writeSome runs n writers for d, then fails t on a write error.
 func writeSome(t *testing.T, coll *mongo.Collection, n int, d time.Duration, maxID int) {
 	t.Helper()
-	ctx, stop := context.WithTimeout(context.Background(), d)
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Go(func() { errs <- mongoWriter(ctx, coll, rand.Uint64()+uint64(i), maxID) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	stop := runWriters(t, n, func(ctx context.Context, i int) error { return mongoWriter(ctx, coll, rand.Uint64()+uint64(i), maxID) })
+	time.Sleep(d)
+	stop()
 }
 
 // TestMongoSnapshotStreamBoundary starts the replica while writers run:
@@ -225,23 +214,11 @@ func writeSome(t *testing.T, coll *mongo.Collection, n int, d time.Duration, max
 func TestMongoSnapshotStreamBoundary(t *testing.T) {
 	m := startStandIn(t)
 	db, coll := mongoItems(t, m, 2000)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := range 4 {
-		wg.Go(func() { errs <- mongoWriter(ctx, coll, uint64(i), 3000) })
-	}
+	stop := runWriters(t, 4, func(ctx context.Context, i int) error { return mongoWriter(ctx, coll, uint64(i), 3000) })
 	time.Sleep(200 * time.Millisecond)
 	tb, src := startMongoSource(t, m.URI, db)
 	time.Sleep(700 * time.Millisecond)
 	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	mongoConverged(t, coll, tb)
 	if src.DecodeErrors() != 0 || src.Resyncs() != 0 {
 		t.Errorf("DecodeErrors %d, Resyncs %d: want none", src.DecodeErrors(), src.Resyncs())

@@ -223,24 +223,35 @@ func diff(want map[int32]item, tb *replica.Table[int32, item]) string {
 // change around the snapshot may be lost or applied twice.
 func TestSnapshotStreamBoundary(t *testing.T) {
 	dsn, db := setup(t, 2000)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := range 4 {
-		wg.Go(func() { errs <- writer(ctx, db, uint64(i), 3000) })
-	}
+	stop := runWriters(t, 4, func(ctx context.Context, i int) error { return writer(ctx, db, uint64(i), 3000) })
 	time.Sleep(200 * time.Millisecond)
 	tb, _ := start(t, dsn)
 	time.Sleep(500 * time.Millisecond)
 	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	converged(t, db, tb)
+}
+
+// runWriters runs n writers, write(ctx, 0) to write(ctx, n-1), until the
+// returned stop is called; stop cancels their context, waits for them and
+// fails t with the first error one returned.
+func runWriters(t *testing.T, n int, write func(ctx context.Context, i int) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() { errs <- write(ctx, i) })
+	}
+	return func() {
+		t.Helper()
+		cancel()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	converged(t, db, tb)
 }
 
 // walsender returns the pid of the replication connection of slot.
