@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
@@ -263,16 +262,7 @@ func startConsumer(t testing.TB, cfg eventlog.ConsumerConfig) (reg *prometheus.R
 // binary) whose processed ids go to tr; kill ends it with SIGKILL.
 func startHelperConsumer(t testing.TB, brokers []string, topic, group string, tr *tracker) (kill func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(brokers, ",")+"|"+topic+"|"+group)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := testkit.StartSelf(t, helperEnv+"="+strings.Join(brokers, ",")+"|"+topic+"|"+group)
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
