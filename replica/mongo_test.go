@@ -88,24 +88,8 @@ func itemDoc(id int32, name string, qty int32) bson.D {
 
 func bindMongoItems(t *replica.Table[int32, item]) replica.Binding {
 	return replica.Bind(t,
-		func(r replica.Row) (int32, error) {
-			id, ok := r["_id"].(int32)
-			if !ok {
-				return 0, fmt.Errorf("_id is %T", r["_id"])
-			}
-			return id, nil
-		},
-		func(r replica.Row) (item, error) {
-			name, _ := r["name"].(string)
-			qty, ok := r["qty"].(int32)
-			if !ok {
-				return item{}, fmt.Errorf("qty is %T, want int32", r["qty"])
-			}
-			if name == "poison" {
-				return item{}, errors.New("poison document")
-			}
-			return item{ID: r["_id"].(int32), Name: name, Qty: qty}, nil
-		})
+		func(r replica.Row) (int32, error) { return itemKeyOf(r, "_id") },
+		func(r replica.Row) (item, error) { return decodeItemOf(r, "_id", "document") })
 }
 
 // startMongoSource runs a source for db.items at uri and waits until the

@@ -53,24 +53,31 @@ func bindItems(t *replica.Table[int32, item]) replica.Binding {
 	return replica.Bind(t, itemKey, decodeItem)
 }
 
-func itemKey(r replica.Row) (int32, error) {
-	id, ok := r["id"].(int32)
+func itemKey(r replica.Row) (int32, error) { return itemKeyOf(r, "id") }
+
+func decodeItem(r replica.Row) (item, error) { return decodeItemOf(r, "id", "row") }
+
+// itemKeyOf is the key of an item row whose id is the field key.
+func itemKeyOf(r replica.Row, key string) (int32, error) {
+	id, ok := r[key].(int32)
 	if !ok {
-		return 0, fmt.Errorf("id is %T", r["id"])
+		return 0, fmt.Errorf("%s is %T", key, r[key])
 	}
 	return id, nil
 }
 
-func decodeItem(r replica.Row) (item, error) {
+// decodeItemOf decodes an item row whose id is the field key; a row
+// named "poison" fails, as a "poison what".
+func decodeItemOf(r replica.Row, key, what string) (item, error) {
 	name, _ := r["name"].(string)
 	qty, ok := r["qty"].(int32)
 	if !ok {
 		return item{}, fmt.Errorf("qty is %T, want int32", r["qty"])
 	}
 	if name == "poison" {
-		return item{}, errors.New("poison row")
+		return item{}, errors.New("poison " + what)
 	}
-	return item{ID: r["id"].(int32), Name: name, Qty: qty}, nil
+	return item{ID: r[key].(int32), Name: name, Qty: qty}, nil
 }
 
 // setup makes a database with an items table and returns a pool on it.
