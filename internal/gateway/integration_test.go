@@ -30,61 +30,19 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// gw is a gateway serving gRPC on 127.0.0.1, restartable on its address.
+// gw is a gateway serving gRPC on 127.0.0.1 until the test ends
+// (gatewaytest.Start).
 type gw struct {
-	t    *testing.T
-	cfg  gateway.Config
 	addr string
-	g    *gateway.Gateway
-	srv  *grpc.Server
-	stop context.CancelFunc
 }
 
 func startGateway(t *testing.T, cfg gateway.Config) *gw {
 	t.Helper()
-	w := &gw{t: t, cfg: cfg, addr: "127.0.0.1:0"}
-	w.start()
-	t.Cleanup(w.close)
-	return w
-}
-
-func (w *gw) start() {
-	w.t.Helper()
-	g, err := gateway.New(w.cfg)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var ln net.Listener
-	for range 50 { // after a restart the old port may linger briefly
-		if ln, err = net.Listen("tcp", w.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.addr = ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	w.g, w.srv, w.stop = g, gateway.NewServer(ctx, g, gateway.ServerOptions{}), cancel
-	go w.srv.Serve(ln)
-}
-
-// close drains (finishing batches in flight) and stops the gateway.
-func (w *gw) close() {
-	if w.g == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w.g.Drain(ctx)
-	w.srv.Stop()
-	w.g.Close()
-	w.stop()
-	w.g = nil
+	return &gw{addr: gatewaytest.Start(t, cfg, gateway.ServerOptions{})}
 }
 
 func (w *gw) client(t *testing.T) *databus.Client {
