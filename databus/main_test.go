@@ -24,14 +24,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
 
-// forEachKafka runs test against kfake and the real broker (depstest
-// skips the real one in -short mode or when HLAB_TEST_KAFKA=kfake).
-func forEachKafka(t *testing.T, test func(t *testing.T, k *deps.Kafka)) {
-	for _, kind := range deps.KafkaKinds {
-		t.Run(string(kind), func(t *testing.T) { test(t, depstest.Kafka(t, kind)) })
-	}
-}
-
 // gw is an in-process gateway on 127.0.0.1:0.
 type gw struct {
 	addr string

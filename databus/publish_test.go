@@ -23,7 +23,7 @@ import (
 // there. It used to stop for good after the first NotFound: every later
 // publish waited out its deadline.
 func TestPublisherRecoversWhenTheTopicAppears(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		topic := depstest.Name(t)
 		ctx := context.Background()
@@ -80,7 +80,7 @@ func TestPublisherRecoversWhenTheTopicAppears(t *testing.T) {
 // ones. It used to fail every batch in flight with that error and then
 // answer nothing more.
 func TestFinalErrorFailsOnlyItsBatch(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := depstest.Topic(t, k, 1)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxBatchMessages: 5})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

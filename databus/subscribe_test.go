@@ -87,7 +87,7 @@ func keys(from, n int) []string {
 // subscription goes on. Subscribe used to return the failed ack's io.EOF:
 // a rolling deploy of the gateway ended every consumer.
 func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := depstest.Topic(t, k, 2)
 		cfg := gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond}
 		old := startGateway(t, cfg)

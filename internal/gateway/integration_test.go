@@ -55,14 +55,6 @@ func (w *gw) client(t *testing.T) *databus.Client {
 	return c
 }
 
-// forEachKafka runs test against kfake and the real broker (depstest
-// skips the real one in -short mode or when HLAB_TEST_KAFKA=kfake).
-func forEachKafka(t *testing.T, test func(t *testing.T, k *deps.Kafka)) {
-	for _, kind := range deps.KafkaKinds {
-		t.Run(string(kind), func(t *testing.T) { test(t, depstest.Kafka(t, kind)) })
-	}
-}
-
 func newTopic(t *testing.T, k *deps.Kafka, partitions int) string {
 	t.Helper()
 	return depstest.Topic(t, k, partitions)
@@ -94,7 +86,7 @@ func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total i
 }
 
 func TestPublishSubscribeRoundTrip(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 4)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -328,7 +320,7 @@ func TestSubscriberChild(t *testing.T) {
 // receives a batch and is SIGKILLed before acking it; another member of
 // the group receives those messages.
 func TestKilledSubscriberRedelivers(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 2)
 		group := depstest.Group(t)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
@@ -412,7 +404,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 // TestOutOfOrderAcksNeverPassAGap acks every message but the first: the
 // committed offset must not move; once the first is acked it covers all.
 func TestOutOfOrderAcksNeverPassAGap(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 1)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -537,7 +529,7 @@ func (g *gatewayProcess) kill() {
 // them is in Kafka, and the subscriber receives every one of them.
 func TestGatewayRestartLosesNothing(t *testing.T) {
 	bin := testkit.Binary(t, "./cmd/databus")
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 3)
 		// 6s: the shortest session a real broker allows by default; a
 		// group waits that long for the member a SIGKILL left behind.

@@ -330,7 +330,7 @@ func TestPublishBytesInFlightBounded(t *testing.T) {
 // gateway spreads the member's partitions over them, each partition to
 // one stream at a time, and every message is delivered.
 func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		const partitions, streams, total = 4, 6, 400
 		topic := newTopic(t, k, partitions)
 		reg := prometheus.NewRegistry()
@@ -418,7 +418,7 @@ func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
 // gateway; the one holding unacked messages ends, and the other receives
 // them (its partitions move to it, from the last acked offset).
 func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 2)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -486,7 +486,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 // must be acked by some stream in the end, and the group's commits must
 // reach the end of every partition.
 func TestStreamChurnLosesNothing(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		const partitions, total = 4, 2000
 		topic := newTopic(t, k, partitions)
 		reg := prometheus.NewRegistry()

@@ -75,7 +75,7 @@ func stalledSubscriber(t *testing.T, ctx context.Context, addr, topic, group str
 // held go to the group's other stream. (Before, the send waited forever
 // and the partition stayed with the stalled stream: the other got nothing.)
 func TestStalledSubscriberTimesOut(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		const total, size = 600, 1 << 10
 		topic := newTopic(t, k, 1)
 		reg := prometheus.NewRegistry()
