@@ -26,11 +26,7 @@ func start(t testing.TB, dsn string, source catalog.Source, slot string) http.Ha
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; s.Close() })
-	testkit.Eventually(t, 20*time.Second, "service ready", func() bool { return s.Ready() == nil })
+	refdatatest.Run(t, s)
 	return s.Handler()
 }
 
