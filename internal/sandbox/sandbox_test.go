@@ -321,16 +321,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 // TestOwnerCrash: a lab killed with SIGKILL takes its children with it,
 // and the next lab removes the cgroups it left.
 func TestOwnerCrash(t *testing.T) {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = helperEnvFor("owner")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := testkit.StartSelf(t, helperEnv+"=owner", "GORACE=atexit_sleep_ms=0")
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		cmd.Process.Kill()
