@@ -1,8 +1,18 @@
-// Package testkit holds the helpers that tests across hlab share: polling
-// for an asynchronous condition, summing a Prometheus metric, a buffer
-// safe to write and read at once, and the hlab binary built once per test
-// process. It imports no other hlab package, so any package's tests
-// (internal or external) may use it without an import cycle.
+// Package testkit holds the helpers that tests across hlab share, one
+// name each:
+//
+//   - waiting: Eventually, EventuallyNil (polling, never a bare sleep),
+//     Healthy (a service's /healthz);
+//   - metrics: MetricSum (from a Gatherer), Scrape and SumFamily (from a
+//     server's /metrics, parsed by expfmt);
+//   - serving: Listen, FreeAddr, Background (a Serve or Run until the test
+//     ends, its error checked);
+//   - processes: Binary and HlabBinary (a command built once per test
+//     process), StartSelf (the test binary as a helper child), SyncBuffer
+//     (output read while it is written).
+//
+// It imports no other hlab package, so the tests of any package, the
+// sandbox's own included, may use it without an import cycle.
 package testkit
 
 import (
