@@ -3,8 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"syscall"
@@ -15,16 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // TestServeKfake: "hlab serve kfake" speaks Kafka on --kafka-addr with the
 // --topics created, answers /healthz, and stops cleanly on SIGTERM.
 func TestServeKfake(t *testing.T) {
@@ -32,8 +20,8 @@ func TestServeKfake(t *testing.T) {
 		t.Skip("builds hlab")
 	}
 	bin := testkit.HlabBinary(t)
-	kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	kafka := testkit.FreeAddr(t)
+	httpAddr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, "serve", "kfake", "--addr", httpAddr, "--kafka-addr", kafka, "--topics", "orders,audit", "--partitions", "3")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -52,7 +51,7 @@ func TestServeAdminAndTimeouts(t *testing.T) {
 		t.Skip("builds hlab and starts every service")
 	}
 	bin := testkit.HlabBinary(t)
-	port := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	port := func() string { return testkit.FreeAddr(t) }
 	for _, tc := range []struct {
 		name    string
 		args    []string
