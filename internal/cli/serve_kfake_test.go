@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestServeKfake: "hlab serve kfake" speaks Kafka on --kafka-addr with the

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // start serves a back with cfg on 127.0.0.1.

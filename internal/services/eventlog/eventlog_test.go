@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestLogMarshalsEveryIteration(t *testing.T) {
