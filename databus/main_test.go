@@ -19,17 +19,10 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
-
-// forEachKafka runs test against kfake and the real broker (depstest
-// skips the real one in -short mode or when HLAB_TEST_KAFKA=kfake).
-func forEachKafka(t *testing.T, test func(t *testing.T, k *deps.Kafka)) {
-	for _, kind := range deps.KafkaKinds {
-		t.Run(string(kind), func(t *testing.T) { test(t, depstest.Kafka(t, kind)) })
-	}
-}
 
 // gw is an in-process gateway on 127.0.0.1:0.
 type gw struct {
@@ -150,29 +143,13 @@ func msgs(from, n int) []databus.Message {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes (nats' checkFor).
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // storedKeys reads topic from the start, straight from Kafka, until it
 // has every key of want or the deadline passes; it returns what it read.
 func storedKeys(t *testing.T, k *deps.Kafka, topic string, want map[string]bool) map[string]bool {
 	t.Helper()
 	cl := depstest.Client(t, k, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	stored := map[string]bool{}
-	waitFor(t, 30*time.Second, "every message answered as published is in Kafka", func() error {
+	testkit.EventuallyNil(t, 30*time.Second, "every message answered as published is in Kafka", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		fs := cl.PollFetches(ctx)
 		cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestPublisherRecoversWhenTheTopicAppears: a publisher opened before its
@@ -22,7 +23,7 @@ import (
 // there. It used to stop for good after the first NotFound: every later
 // publish waited out its deadline.
 func TestPublisherRecoversWhenTheTopicAppears(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		topic := depstest.Name(t)
 		ctx := context.Background()
@@ -54,7 +55,7 @@ func TestPublisherRecoversWhenTheTopicAppears(t *testing.T) {
 		answered := map[string]bool{}
 		// A real broker shows a new topic in its metadata a moment after
 		// creating it: until then the gateway still answers NotFound.
-		waitFor(t, 30*time.Second, "a publish succeeds once the topic exists", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "a publish succeeds once the topic exists", func() error {
 			err := publish(100, 1)
 			if err == nil {
 				answered["100"] = true
@@ -79,7 +80,7 @@ func TestPublisherRecoversWhenTheTopicAppears(t *testing.T) {
 // ones. It used to fail every batch in flight with that error and then
 // answer nothing more.
 func TestFinalErrorFailsOnlyItsBatch(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := depstest.Topic(t, k, 1)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxBatchMessages: 5})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // heldSubscriber runs Subscribe through a proxy whose first batch the
@@ -86,7 +87,7 @@ func keys(from, n int) []string {
 // subscription goes on. Subscribe used to return the failed ack's io.EOF:
 // a rolling deploy of the gateway ended every consumer.
 func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := depstest.Topic(t, k, 2)
 		cfg := gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond}
 		old := startGateway(t, cfg)
@@ -121,7 +122,7 @@ func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
 		old.kill()
 		close(s.release)
 
-		waitFor(t, 60*time.Second, "every message, the held batch again among them, received after the restart", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message, the held batch again among them, received after the restart", func() error {
 			select {
 			case err := <-s.ended:
 				t.Fatalf("Subscribe returned: %v", err)
@@ -132,7 +133,7 @@ func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
 		if err := pub.Publish(ctx, msgs(100, 50)...); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 60*time.Second, "every message received", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message received", func() error {
 			return s.missing(append(keys(0, 100), keys(100, 50)...)...)
 		})
 		stop()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -87,24 +88,8 @@ func itemDoc(id int32, name string, qty int32) bson.D {
 
 func bindMongoItems(t *replica.Table[int32, item]) replica.Binding {
 	return replica.Bind(t,
-		func(r replica.Row) (int32, error) {
-			id, ok := r["_id"].(int32)
-			if !ok {
-				return 0, fmt.Errorf("_id is %T", r["_id"])
-			}
-			return id, nil
-		},
-		func(r replica.Row) (item, error) {
-			name, _ := r["name"].(string)
-			qty, ok := r["qty"].(int32)
-			if !ok {
-				return item{}, fmt.Errorf("qty is %T, want int32", r["qty"])
-			}
-			if name == "poison" {
-				return item{}, errors.New("poison document")
-			}
-			return item{ID: r["_id"].(int32), Name: name, Qty: qty}, nil
-		})
+		func(r replica.Row) (int32, error) { return itemKeyOf(r, "_id") },
+		func(r replica.Row) (item, error) { return decodeItemOf(r, "_id", "document") })
 }
 
 // startMongoSource runs a source for db.items at uri and waits until the
@@ -170,21 +155,10 @@ func mongoWriter(ctx context.Context, coll *mongo.Collection, seed uint64, maxID
 	return nil
 }
 
-// mongoConverged waits until the table equals the collection.
+// mongoConverged waits until the replica equals the collection.
 func mongoConverged(t *testing.T, coll *mongo.Collection, tb *replica.Table[int32, item]) {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		want, err := readItems(coll)
-		if err != nil {
-			last = err.Error()
-		} else if last = diff(want, tb); last == "" {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the replica did not converge to the collection: %s (source err: %v)", last, tb.Err())
+	convergedTo(t, tb, "the collection", func() (map[int32]item, error) { return readItems(coll) })
 }
 
 func readItems(coll *mongo.Collection) (map[int32]item, error) {
@@ -213,20 +187,9 @@ func readItems(coll *mongo.Collection) (map[int32]item, error) {
 // writeSome runs n writers for d, then fails t on a write error.
 func writeSome(t *testing.T, coll *mongo.Collection, n int, d time.Duration, maxID int) {
 	t.Helper()
-	ctx, stop := context.WithTimeout(context.Background(), d)
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Go(func() { errs <- mongoWriter(ctx, coll, rand.Uint64()+uint64(i), maxID) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	stop := runWriters(t, n, func(ctx context.Context, i int) error { return mongoWriter(ctx, coll, rand.Uint64()+uint64(i), maxID) })
+	time.Sleep(d)
+	stop()
 }
 
 // TestMongoSnapshotStreamBoundary starts the replica while writers run:
@@ -235,42 +198,16 @@ func writeSome(t *testing.T, coll *mongo.Collection, n int, d time.Duration, max
 func TestMongoSnapshotStreamBoundary(t *testing.T) {
 	m := startStandIn(t)
 	db, coll := mongoItems(t, m, 2000)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := range 4 {
-		wg.Go(func() { errs <- mongoWriter(ctx, coll, uint64(i), 3000) })
-	}
+	stop := runWriters(t, 4, func(ctx context.Context, i int) error { return mongoWriter(ctx, coll, uint64(i), 3000) })
 	time.Sleep(200 * time.Millisecond)
 	tb, src := startMongoSource(t, m.URI, db)
 	time.Sleep(700 * time.Millisecond)
 	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	mongoConverged(t, coll, tb)
 	if src.DecodeErrors() != 0 || src.Resyncs() != 0 {
 		t.Errorf("DecodeErrors %d, Resyncs %d: want none", src.DecodeErrors(), src.Resyncs())
 	}
 	t.Logf("%d rows, %d changes applied", tb.Len(), tb.Stats().Applied)
-}
-
-// waitUnreadyItems waits until the table reports it is not current, with
-// a reason.
-func waitUnreadyItems(t *testing.T, tb *replica.Table[int32, item]) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for tb.Ready() || tb.Err() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the replica stayed ready with no error after losing its stream")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Logf("while down: ready=%v err=%v", tb.Ready(), tb.Err())
 }
 
 // TestMongoResumeAfterConnectionLoss cuts the source off the server (every
@@ -288,25 +225,16 @@ func TestMongoResumeAfterConnectionLoss(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { mongoWriter(ctx, coll, 3, 800) })
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	time.Sleep(300 * time.Millisecond)
 	proxy.setDown(false)
 	time.Sleep(300 * time.Millisecond)
 	stop()
 	wg.Wait()
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if src.Resyncs() != 0 {
 		t.Errorf("%d resyncs: a lost connection should resume from the token", src.Resyncs())
-	}
-}
-
-func waitReadyItems(t *testing.T, tb *replica.Table[int32, item]) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := tb.WaitReady(ctx); err != nil {
-		t.Fatalf("not ready again: %v", err)
 	}
 }
 
@@ -331,10 +259,10 @@ func TestMongoHistoryLostResyncs(t *testing.T) {
 	if _, err := coll.UpdateMany(context.Background(), bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: int32(400)}}}}, bson.D{{Key: "$set", Value: bson.D{{Key: "qty", Value: int32(-1)}}}}); err != nil {
 		t.Fatal(err)
 	}
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	proxy.setDown(false)
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if proxy.failed.Load() != 1 {
 		t.Fatalf("the proxy failed %d resumes, want 1: the source did not resume by token", proxy.failed.Load())
 	}
@@ -358,7 +286,7 @@ func TestMongoDropWhileCutOffResyncs(t *testing.T) {
 	mongoConverged(t, coll, tb)
 
 	proxy.setDown(true)
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	ctx := context.Background()
 	if err := coll.Drop(ctx); err != nil {
 		t.Fatal(err)
@@ -368,7 +296,7 @@ func TestMongoDropWhileCutOffResyncs(t *testing.T) {
 	}
 	proxy.setDown(false)
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if src.Resyncs() < 1 {
 		t.Errorf("no resync after the collection was dropped")
 	}
@@ -390,7 +318,7 @@ func TestMongoStalledServer(t *testing.T) {
 
 	proxy.setStalled(true)
 	start := time.Now()
-	waitUnreadyItems(t, tb)
+	waitUnready(t, tb)
 	t.Logf("unready %s after the server went silent", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(tb.Err().Error(), "no answer from the server") {
 		t.Errorf("Err %q does not say the server stopped answering", tb.Err())
@@ -399,7 +327,7 @@ func TestMongoStalledServer(t *testing.T) {
 	proxy.setStalled(false)
 	start = time.Now()
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	t.Logf("current again %s after the server answered again", time.Since(start).Round(time.Millisecond))
 	if src.Resyncs() != 0 {
 		t.Errorf("%d resyncs: a stalled server should be resumed from, not reloaded", src.Resyncs())
@@ -420,7 +348,7 @@ func TestMongoDropWhileStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	mongoConverged(t, coll, tb)
-	waitReadyItems(t, tb)
+	waitReady(t, tb)
 	if n := src.ResyncsByReason(); n[replica.ResyncStreamEnded] < 1 {
 		t.Errorf("resyncs %v after a drop, want a %s", n, replica.ResyncStreamEnded)
 	}
@@ -449,16 +377,7 @@ func TestMongoUndecodableDocuments(t *testing.T) {
 	if _, err := coll.InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := tb.Get(101); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the good document never arrived")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the good document arrives", func() bool { _, ok := tb.Get(101); return ok })
 	if _, ok := tb.Get(100); ok {
 		t.Fatal("the poison document was applied")
 	}

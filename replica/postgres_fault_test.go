@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -44,18 +45,6 @@ func slotState(t *testing.T, db *pgxpool.Pool, slot string) slotInfo {
 		s.walStatus = *status
 	}
 	return s
-}
-
-// eventually polls cond every 20 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // setServer sets a server setting for the whole cluster (ALTER SYSTEM and
@@ -116,7 +105,7 @@ func TestInvalidatedSlotResyncs(t *testing.T) {
 	}
 	// WAL past the limit and a checkpoint: the server ends the walsender
 	// and invalidates the slot.
-	eventually(t, 60*time.Second, "the server invalidates the slot", func() bool {
+	testkit.Eventually(t, 60*time.Second, "the server invalidates the slot", func() bool {
 		for _, q := range []string{`INSERT INTO filler (pad) SELECT repeat('x', 100) FROM generate_series(1, 100)`, `SELECT pg_switch_wal()`, `CHECKPOINT`} {
 			if _, err := db.Exec(ctx, q); err != nil {
 				t.Fatal(err)
@@ -137,7 +126,7 @@ func TestInvalidatedSlotResyncs(t *testing.T) {
 	if n := src.ResyncsByReason(); n[replica.ResyncSlotInvalidated] != 1 || src.Resyncs() != 1 {
 		t.Errorf("resyncs %v, want one %s", n, replica.ResyncSlotInvalidated)
 	}
-	if n := metricValue(t, reg, "replica_resyncs_total", map[string]string{"source": "pg", "reason": replica.ResyncSlotInvalidated}); n != 1 {
+	if n := testkit.MetricSum(t, reg, "replica_resyncs_total", map[string]string{"source": "pg", "reason": replica.ResyncSlotInvalidated}); n != 1 {
 		t.Errorf(`replica_resyncs_total{reason="slot_invalidated"} = %v, want 1`, n)
 	}
 	if st := slotState(t, db, "invalidated"); !st.exists || st.walStatus == "lost" {
@@ -260,7 +249,7 @@ func TestKillMidTransaction(t *testing.T) {
 func dropSlot(t *testing.T, db *pgxpool.Pool, slot string) {
 	t.Helper()
 	var err error
-	eventually(t, 10*time.Second, "drop the slot", func() bool {
+	testkit.Eventually(t, 10*time.Second, "drop the slot", func() bool {
 		_, err = db.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, slot)
 		return err == nil
 	})
@@ -295,7 +284,7 @@ func TestSlotTakenOverDuringReconnect(t *testing.T) {
 		t.Fatalf("the second replica took %s to start, longer than the first one's backoff", time.Since(killed))
 	}
 	// The first one comes back to a slot another replica holds.
-	eventually(t, 3*holdOff, "the first replica says its slot is in use", func() bool {
+	testkit.Eventually(t, 3*holdOff, "the first replica says its slot is in use", func() bool {
 		return !tb1.Ready() && errors.Is(tb1.Err(), replica.ErrSlotInUse)
 	})
 	t.Logf("first replica: %v", tb1.Err())
@@ -316,7 +305,7 @@ func TestSecondReplicaOnSameSlotFails(t *testing.T) {
 	tb1, _ := start(t, dsn, replica.PostgresSlot("twice"))
 	tb2 := replica.NewTable[int32, item]("items")
 	run(t, dsn, bindItems(tb2), replica.PostgresSlot("twice"))
-	eventually(t, 3*time.Second, "the second replica reports the slot in use", func() bool {
+	testkit.Eventually(t, 3*time.Second, "the second replica reports the slot in use", func() bool {
 		return errors.Is(tb2.Err(), replica.ErrSlotInUse)
 	})
 	t.Logf("second replica: %v", tb2.Err())
@@ -343,7 +332,7 @@ func TestForeignSlotIsLeftAlone(t *testing.T) {
 	t.Cleanup(func() { db.Exec(ctx, `SELECT pg_drop_replication_slot('standby')`) })
 	tb := replica.NewTable[int32, item]("items")
 	_, stop := run(t, dsn, bindItems(tb), replica.PostgresSlot("standby"))
-	eventually(t, 10*time.Second, "the replica reports the slot in use", func() bool {
+	testkit.Eventually(t, 10*time.Second, "the replica reports the slot in use", func() bool {
 		return errors.Is(tb.Err(), replica.ErrSlotInUse)
 	})
 	t.Logf("replica: %v", tb.Err())
@@ -352,35 +341,6 @@ func TestForeignSlotIsLeftAlone(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT slot_type FROM pg_replication_slots WHERE slot_name = 'standby'`).Scan(&kind); err != nil || kind != "physical" {
 		t.Fatalf("the standby's slot is %q (%v), want it untouched", kind, err)
 	}
-}
-
-// metricValue is the value of the series of name with labels in reg (a
-// counter or a gauge), or fails t.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
-					continue series
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
 }
 
 // TestCaughtUpAfterFault is how an experiment tells that a replica has
@@ -416,14 +376,14 @@ func TestCaughtUpAfterFault(t *testing.T) {
 	caughtUp := func(target uint64) func() bool {
 		return func() bool {
 			return tb.Ready() && uint64(src.AppliedLSN()) >= target &&
-				metricValue(t, reg, "replica_applied_lsn", map[string]string{"source": "pg"}) >= float64(target)
+				testkit.MetricSum(t, reg, "replica_applied_lsn", map[string]string{"source": "pg"}) >= float64(target)
 		}
 	}
 	if _, err := db.Exec(ctx, `INSERT INTO other SELECT generate_series(1, 100)`); err != nil {
 		t.Fatal(err)
 	}
 	target := position()
-	eventually(t, 15*time.Second, "caught up with writes to a table it does not follow", caughtUp(target))
+	testkit.Eventually(t, 15*time.Second, "caught up with writes to a table it does not follow", caughtUp(target))
 
 	// The fault: the connection killed while the table changes.
 	terminateWalsender(t, db, "caught_up")
@@ -431,7 +391,7 @@ func TestCaughtUpAfterFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	target = position()
-	eventually(t, 30*time.Second, "caught up after the fault", caughtUp(target))
+	testkit.Eventually(t, 30*time.Second, "caught up after the fault", caughtUp(target))
 	// Caught up means the table holds everything before the target.
 	got, _ := tb.Get(1)
 	if got.Qty != 1001 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -52,24 +53,31 @@ func bindItems(t *replica.Table[int32, item]) replica.Binding {
 	return replica.Bind(t, itemKey, decodeItem)
 }
 
-func itemKey(r replica.Row) (int32, error) {
-	id, ok := r["id"].(int32)
+func itemKey(r replica.Row) (int32, error) { return itemKeyOf(r, "id") }
+
+func decodeItem(r replica.Row) (item, error) { return decodeItemOf(r, "id", "row") }
+
+// itemKeyOf is the key of an item row whose id is the field key.
+func itemKeyOf(r replica.Row, key string) (int32, error) {
+	id, ok := r[key].(int32)
 	if !ok {
-		return 0, fmt.Errorf("id is %T", r["id"])
+		return 0, fmt.Errorf("%s is %T", key, r[key])
 	}
 	return id, nil
 }
 
-func decodeItem(r replica.Row) (item, error) {
+// decodeItemOf decodes an item row whose id is the field key; a row
+// named "poison" fails, as a "poison what".
+func decodeItemOf(r replica.Row, key, what string) (item, error) {
 	name, _ := r["name"].(string)
 	qty, ok := r["qty"].(int32)
 	if !ok {
 		return item{}, fmt.Errorf("qty is %T, want int32", r["qty"])
 	}
 	if name == "poison" {
-		return item{}, errors.New("poison row")
+		return item{}, errors.New("poison " + what)
 	}
-	return item{ID: r["id"].(int32), Name: name, Qty: qty}, nil
+	return item{ID: r[key].(int32), Name: name, Qty: qty}, nil
 }
 
 // setup makes a database with an items table and returns a pool on it.
@@ -175,29 +183,35 @@ func containsAny(s string, subs ...string) bool {
 // converged waits until the replica equals the database, row by row.
 func converged(t *testing.T, db *pgxpool.Pool, tb *replica.Table[int32, item]) {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		want := map[int32]item{}
+	convergedTo(t, tb, "the database", func() (map[int32]item, error) {
 		rows, err := db.Query(context.Background(), "SELECT id, name, qty FROM items")
 		if err != nil {
-			last = err.Error()
-			time.Sleep(100 * time.Millisecond)
-			continue
+			return nil, err
 		}
+		defer rows.Close()
+		want := map[int32]item{}
 		for rows.Next() {
 			var it item
 			rows.Scan(&it.ID, &it.Name, &it.Qty)
 			want[it.ID] = it
 		}
-		rows.Close()
-		last = diff(want, tb)
-		if last == "" {
-			return
+		return want, rows.Err()
+	})
+}
+
+// convergedTo waits until the replica in tb equals what read returns.
+func convergedTo(t *testing.T, tb *replica.Table[int32, item], what string, read func() (map[int32]item, error)) {
+	t.Helper()
+	testkit.EventuallyNil(t, 30*time.Second, "the replica converges to "+what, func() error {
+		want, err := read()
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the replica did not converge to the database: %s (source err: %v)", last, tb.Err())
+		if d := diff(want, tb); d != "" {
+			return fmt.Errorf("%s (source err: %v)", d, tb.Err())
+		}
+		return nil
+	})
 }
 
 func diff(want map[int32]item, tb *replica.Table[int32, item]) string {
@@ -216,46 +230,51 @@ func diff(want map[int32]item, tb *replica.Table[int32, item]) string {
 // change around the snapshot may be lost or applied twice.
 func TestSnapshotStreamBoundary(t *testing.T) {
 	dsn, db := setup(t, 2000)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for i := range 4 {
-		wg.Go(func() { errs <- writer(ctx, db, uint64(i), 3000) })
-	}
+	stop := runWriters(t, 4, func(ctx context.Context, i int) error { return writer(ctx, db, uint64(i), 3000) })
 	time.Sleep(200 * time.Millisecond)
 	tb, _ := start(t, dsn)
 	time.Sleep(500 * time.Millisecond)
 	stop()
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	converged(t, db, tb)
+}
+
+// runWriters runs n writers, write(ctx, 0) to write(ctx, n-1), until the
+// returned stop is called; stop cancels their context, waits for them and
+// fails t with the first error one returned.
+func runWriters(t *testing.T, n int, write func(ctx context.Context, i int) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() { errs <- write(ctx, i) })
+	}
+	return func() {
+		t.Helper()
+		cancel()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	converged(t, db, tb)
 }
 
 // walsender returns the pid of the replication connection of slot.
 func terminateWalsender(t *testing.T, db *pgxpool.Pool, slot string) {
 	t.Helper()
-	var n int
-	deadline := time.Now().Add(10 * time.Second)
-	for n == 0 && time.Now().Before(deadline) {
+	testkit.Eventually(t, 10*time.Second, "an active replication connection to kill", func() bool {
+		var n int
 		db.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot).Scan(&n)
-		if n == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if n == 0 {
-		t.Fatal("no active replication connection to kill")
-	}
+		return n > 0
+	})
 }
 
 // waitUnready waits until the table reports it is not current, with a reason.
 func waitUnready(t *testing.T, tb *replica.Table[int32, item]) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for tb.Ready() || tb.Err() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the replica stayed ready with no error after losing its stream")
@@ -298,17 +317,11 @@ func TestDroppedSlotResyncs(t *testing.T) {
 	tb, src := start(t, dsn, replica.PostgresSlot("dropped"))
 	ctx := context.Background()
 	// Kill the connection and drop the slot before the replica reconnects.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.EventuallyNil(t, 10*time.Second, "drop the slot", func() error {
 		db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'dropped' AND active_pid IS NOT NULL`)
 		_, err := db.Exec(ctx, `SELECT pg_drop_replication_slot('dropped')`)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("could not drop the slot: %v", err)
-		}
-	}
+		return err
+	})
 	// Changes made while no slot exists reach the replica only by a resync.
 	if _, err := db.Exec(ctx, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 400`); err != nil {
 		t.Fatal(err)
@@ -344,16 +357,7 @@ func TestUndecodableRowsAreSkipped(t *testing.T) {
 	if _, err := db.Exec(context.Background(), `INSERT INTO items VALUES (100, 'poison', 1), (101, 'fine', 2)`); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := tb.Get(101); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the good row of the transaction never arrived")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, "the good row of the transaction arrives", func() bool { _, ok := tb.Get(101); return ok })
 	if _, ok := tb.Get(100); ok {
 		t.Fatal("the poison row was applied")
 	}

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,7 +24,9 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 var testSandbox *sandbox.Sandbox
@@ -43,71 +43,7 @@ func TestMain(m *testing.M) {
 		k.Stop()
 	}
 	sb.Close()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
 	os.Exit(code)
-}
-
-var (
-	binOnce sync.Once
-	binDir  string
-	binPath string
-	binErr  error
-)
-
-// gatewayBinary builds cmd/databus once per test binary, for tests that
-// run the gateway as a process of its own (to SIGKILL it).
-func gatewayBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			binErr = fmt.Errorf("the go tool is not in PATH: %w", err)
-			return
-		}
-		if binDir, binErr = os.MkdirTemp("", "checker-test-bin-"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "databus")
-		out, err := exec.Command(goTool, "build", "-o", binPath, "github.com/highload-lab/hlab/cmd/databus").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build ./cmd/databus: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
-// freeAddr returns a 127.0.0.1 address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 var (
@@ -171,21 +107,9 @@ func startGateway(t *testing.T, cfg gateway.Config, opts ...grpc.ServerOption) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := grpc.NewServer(opts...)
 	databusv1.RegisterDataBusServer(srv, g)
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		g.Drain(ctx)
-		srv.Stop()
-		g.Close()
-	})
-	return ln.Addr().String()
+	return gatewaytest.Serve(t, g, srv)
 }
 
 func TestScenariosVerifyDelivery(t *testing.T) {
@@ -528,14 +452,14 @@ func TestCommitPastUnackedIsReportedLost(t *testing.T) {
 // it again on the same address, and still verifies that every acked
 // message reached every group.
 func TestKillEverySigkillsTheGateway(t *testing.T) {
-	bin := gatewayBinary(t)
+	bin := testkit.Binary(t, "./cmd/databus")
 	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		target := freeAddr(t)
+		target := testkit.FreeAddr(t)
 		// 6s: the shortest session a real broker allows by default. It is
 		// how long a group waits for the member a SIGKILL left behind.
 		gwCmd := fmt.Sprintf("exec %s --brokers %s --grpc-addr %s --http-addr %s --session-timeout 6s --commit-interval 200ms",
-			bin, strings.Join(k.Brokers, ","), target, freeAddr(t))
-		var log syncBuffer
+			bin, strings.Join(k.Brokers, ","), target, testkit.FreeAddr(t))
+		var log testkit.SyncBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		res, err := checker.Run(ctx, checker.Config{

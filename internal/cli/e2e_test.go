@@ -13,18 +13,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
-)
 
-// buildHlab builds the hlab binary once per test run.
-func buildHlab(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hlab")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/hlab").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+	"github.com/highload-lab/hlab/internal/testkit"
+)
 
 // TestLabScaleQuick runs the scale experiment for real (services under
 // quota, the load balancer, the generator) and checks the JSON contract.
@@ -33,7 +24,7 @@ func TestLabScaleQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the scale experiment for about a minute")
 	}
-	bin := buildHlab(t)
+	bin := testkit.HlabBinary(t)
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "r.json")
 	// The default, relative --report (lab-report) as make lab runs it.
@@ -114,7 +105,7 @@ func TestLabInterruptLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the scale experiment")
 	}
-	bin := buildHlab(t)
+	bin := testkit.HlabBinary(t)
 	cmd := exec.Command(bin, "lab", "scale", "--quick", "--report", t.TempDir())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -3,9 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
@@ -13,17 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-)
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+	"github.com/highload-lab/hlab/internal/testkit"
+)
 
 // TestServeKfake: "hlab serve kfake" speaks Kafka on --kafka-addr with the
 // --topics created, answers /healthz, and stops cleanly on SIGTERM.
@@ -31,29 +20,16 @@ func TestServeKfake(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds hlab")
 	}
-	bin := buildHlab(t)
-	kafka := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	bin := testkit.HlabBinary(t)
+	kafka := testkit.FreeAddr(t)
+	httpAddr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, "serve", "kfake", "--addr", httpAddr, "--kafka-addr", kafka, "--topics", "orders,audit", "--partitions", "3")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + httpAddr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no /healthz: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Healthy(t, 10*time.Second, "http://"+httpAddr+"/healthz")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

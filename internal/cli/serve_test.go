@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/server/servertest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestServeHelp: every service has the flags every service shares, and
@@ -50,8 +50,8 @@ func TestServeAdminAndTimeouts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds hlab and starts every service")
 	}
-	bin := buildHlab(t)
-	port := func() string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }
+	bin := testkit.HlabBinary(t)
+	port := func() string { return testkit.FreeAddr(t) }
 	for _, tc := range []struct {
 		name    string
 		args    []string

@@ -17,14 +17,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
 
-// eachKafka runs fn against the shared Kafka of every kind: the same
-// suite for the embedded kfake and the real broker.
-func eachKafka(t *testing.T, fn func(t *testing.T, k *deps.Kafka)) {
-	for _, kind := range deps.KafkaKinds {
-		t.Run(string(kind), func(t *testing.T) { fn(t, depstest.Kafka(t, kind)) })
-	}
-}
-
 // produce writes records with values first..last-1 (keyed by the same
 // number, so they spread over the partitions), acks=all and idempotent.
 func produce(t *testing.T, cl *kgo.Client, topic string, first, last int) {
@@ -77,7 +69,7 @@ func consumeUntil(ctx context.Context, t *testing.T, cl *kgo.Client, n int, seen
 // of a consumer group read and commit part of them and leave, and checks
 // that the next member of the group resumes exactly after the commit.
 func TestKafkaGroupResumesAfterCommit(t *testing.T) {
-	eachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := depstest.Topic(t, k, 4)
 		group := depstest.Group(t)
 		start := time.Now()
@@ -122,7 +114,7 @@ func TestKafkaGroupResumesAfterCommit(t *testing.T) {
 // TestKafkaUnknownTopic checks that neither kind creates a topic on first
 // use, even for a client that asks for it: the gateway relies on the error.
 func TestKafkaUnknownTopic(t *testing.T) {
-	eachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		cl := depstest.Client(t, k, kgo.AllowAutoTopicCreation(), kgo.UnknownTopicRetries(1))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
@@ -137,7 +129,7 @@ func TestKafkaUnknownTopic(t *testing.T) {
 // records and checks that the same client produces again once it is back
 // and that nothing written before was lost.
 func TestKafkaBrokerRestart(t *testing.T) {
-	eachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := depstest.Topic(t, k, 2)
 		// franz-go refreshes metadata at most every 5 s by default, which
 		// would be most of this test's time after the restart.

@@ -29,6 +29,7 @@ import (
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testcerts"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
@@ -356,11 +357,11 @@ func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
 			if err := fs.Parse(append([]string{"--echo", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--drain-timeout", "1s"}, tc.args...)); err != nil {
 				t.Fatal(err)
 			}
-			var log syncBuffer
+			var log testkit.SyncBuffer
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx, slog.New(slog.NewJSONHandler(&log, nil))) }()
-			waitFor(t, 10*time.Second, "the gateway logs that it serves", func() error {
+			testkit.EventuallyNil(t, 10*time.Second, "the gateway logs that it serves", func() error {
 				if !strings.Contains(log.String(), "serving gRPC") {
 					return fmt.Errorf("log so far: %s", log.String())
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestOneUnackedMessageStopsDelivery: a subscriber that never acks one
@@ -41,16 +42,7 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			pub, err := w.client(t).NewPublisher(ctx, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := 0; i < total; i += 50 {
-				if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
-					t.Fatal(err)
-				}
-			}
-			pub.Close()
+			w.publishAll(t, ctx, topic, total)
 
 			sub, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(limit), databus.BatchSize(10))
 			if err != nil {
@@ -96,7 +88,7 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			}
 			// Wait until delivery stops: no message for half a second.
 			last, since := -1, time.Now()
-			waitFor(t, 30*time.Second, "delivery to settle", func() error {
+			testkit.EventuallyNil(t, 30*time.Second, "delivery to settle", func() error {
 				select {
 				case err := <-recvErr:
 					t.Fatalf("subscription ended: %v", err)
@@ -133,7 +125,7 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			if err := sub.Ack(d); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, "the rest delivered once the gap is acked", func() error {
+			testkit.EventuallyNil(t, 30*time.Second, "the rest delivered once the gap is acked", func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				if len(received) < total {

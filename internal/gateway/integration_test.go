@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,60 +30,19 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// gw is a gateway serving gRPC on 127.0.0.1, restartable on its address.
+// gw is a gateway serving gRPC on 127.0.0.1 until the test ends
+// (gatewaytest.Start).
 type gw struct {
-	t    *testing.T
-	cfg  gateway.Config
 	addr string
-	g    *gateway.Gateway
-	srv  *grpc.Server
-	stop context.CancelFunc
 }
 
 func startGateway(t *testing.T, cfg gateway.Config) *gw {
 	t.Helper()
-	w := &gw{t: t, cfg: cfg, addr: "127.0.0.1:0"}
-	w.start()
-	t.Cleanup(w.close)
-	return w
-}
-
-func (w *gw) start() {
-	w.t.Helper()
-	g, err := gateway.New(w.cfg)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	var ln net.Listener
-	for range 50 { // after a restart the old port may linger briefly
-		if ln, err = net.Listen("tcp", w.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.addr = ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	w.g, w.srv, w.stop = g, gateway.NewServer(ctx, g, gateway.ServerOptions{}), cancel
-	go w.srv.Serve(ln)
-}
-
-// close drains (finishing batches in flight) and stops the gateway.
-func (w *gw) close() {
-	if w.g == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w.g.Drain(ctx)
-	w.srv.Stop()
-	w.g.Close()
-	w.stop()
-	w.g = nil
+	return &gw{addr: gatewaytest.Start(t, cfg, gateway.ServerOptions{})}
 }
 
 func (w *gw) client(t *testing.T) *databus.Client {
@@ -95,14 +53,6 @@ func (w *gw) client(t *testing.T) *databus.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// forEachKafka runs test against kfake and the real broker (depstest
-// skips the real one in -short mode or when HLAB_TEST_KAFKA=kfake).
-func forEachKafka(t *testing.T, test func(t *testing.T, k *deps.Kafka)) {
-	for _, kind := range deps.KafkaKinds {
-		t.Run(string(kind), func(t *testing.T) { test(t, depstest.Kafka(t, kind)) })
-	}
 }
 
 func newTopic(t *testing.T, k *deps.Kafka, partitions int) string {
@@ -119,24 +69,24 @@ func msgs(from, n int) []databus.Message {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes (nats' checkFor).
-func waitFor(t *testing.T, d time.Duration, what string, cond func() error) {
+// publishAll publishes msgs(0, total) to topic through w, 50 a batch,
+// and closes the publisher.
+func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total int) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	pub, err := w.client(t).NewPublisher(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	for i := 0; i < total; i += 50 {
+		if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 func TestPublishSubscribeRoundTrip(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 4)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -164,7 +114,7 @@ func TestPublishSubscribeRoundTrip(t *testing.T) {
 			}
 			return nil
 		})
-		waitFor(t, 30*time.Second, "all 1000 messages consumed", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "all 1000 messages consumed", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) < 1000 {
@@ -370,7 +320,7 @@ func TestSubscriberChild(t *testing.T) {
 // receives a batch and is SIGKILLed before acking it; another member of
 // the group receives those messages.
 func TestKilledSubscriberRedelivers(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 2)
 		group := depstest.Group(t)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
@@ -438,7 +388,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 			mu.Unlock()
 			return nil
 		})
-		waitFor(t, 60*time.Second, "B receives what A held unacked", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "B receives what A held unacked", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			for key := range held {
@@ -454,7 +404,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 // TestOutOfOrderAcksNeverPassAGap acks every message but the first: the
 // committed offset must not move; once the first is acked it covers all.
 func TestOutOfOrderAcksNeverPassAGap(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 1)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -504,7 +454,7 @@ func TestOutOfOrderAcksNeverPassAGap(t *testing.T) {
 			t.Fatalf("committed %d past the unacked offset %d", c, ds[0].Offset)
 		}
 		sub.Ack(ds[0])
-		waitFor(t, 10*time.Second, "commit after the gap closed", func() error {
+		testkit.EventuallyNil(t, 10*time.Second, "commit after the gap closed", func() error {
 			if c := committed(); c != ds[9].Offset+1 {
 				return fmt.Errorf("committed %d, want %d", c, ds[9].Offset+1)
 			}
@@ -520,40 +470,15 @@ type gatewayProcess struct {
 	bin    string
 	args   []string
 	addr   string
-	log    syncBuffer
+	log    testkit.SyncBuffer
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
-// buildGateway builds cmd/databus into a directory of t's.
-func buildGateway(t *testing.T) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go tool is not in PATH: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "databus")
-	if out, err := exec.Command(goTool, "build", "-o", bin, "github.com/highload-lab/hlab/cmd/databus").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/databus: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// freeAddr returns a 127.0.0.1 address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func startGatewayProcess(t *testing.T, bin string, args ...string) *gatewayProcess {
 	t.Helper()
-	g := &gatewayProcess{t: t, bin: bin, addr: freeAddr(t)}
-	g.args = append([]string{"--grpc-addr", g.addr, "--http-addr", freeAddr(t)}, args...)
+	g := &gatewayProcess{t: t, bin: bin, addr: testkit.FreeAddr(t)}
+	g.args = append([]string{"--grpc-addr", g.addr, "--http-addr", testkit.FreeAddr(t)}, args...)
 	g.start()
 	t.Cleanup(func() {
 		g.kill()
@@ -574,7 +499,7 @@ func (g *gatewayProcess) start() {
 	}
 	g.exited = make(chan struct{})
 	go func() { g.cmd.Wait(); close(g.exited) }()
-	waitFor(g.t, 30*time.Second, "the gateway process serves", func() error {
+	testkit.EventuallyNil(g.t, 30*time.Second, "the gateway process serves", func() error {
 		select {
 		case <-g.exited:
 			g.t.Fatalf("the gateway exited: %v\n%s", g.cmd.ProcessState, g.log.String())
@@ -598,31 +523,13 @@ func (g *gatewayProcess) kill() {
 	g.cmd = nil
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestGatewayRestartLosesNothing SIGKILLs the gateway, twice, while a
 // publisher and a subscriber stream through it, and starts it again on
 // the same address: every batch is answered as published, every one of
 // them is in Kafka, and the subscriber receives every one of them.
 func TestGatewayRestartLosesNothing(t *testing.T) {
-	bin := buildGateway(t)
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	bin := testkit.Binary(t, "./cmd/databus")
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 3)
 		// 6s: the shortest session a real broker allows by default; a
 		// group waits that long for the member a SIGKILL left behind.
@@ -719,7 +626,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		// another test).
 		for kill := range 2 {
 			mark := int(next.Load())
-			waitFor(t, 60*time.Second, fmt.Sprintf("messages flow before kill %d", kill+1), func() error {
+			testkit.EventuallyNil(t, 60*time.Second, fmt.Sprintf("messages flow before kill %d", kill+1), func() error {
 				mu.Lock()
 				defer mu.Unlock()
 				if maxReceived < mark+200 {
@@ -733,7 +640,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 			t.Logf("kill %d: SIGKILLed gateway pid %d at message %d, started pid %d", kill+1, pid, next.Load(), g.cmd.Process.Pid)
 		}
 		mark := int(next.Load())
-		waitFor(t, 60*time.Second, "messages flow after the last restart", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "messages flow after the last restart", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if maxReceived < mark+200 {
@@ -759,7 +666,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		if nFailed > 0 || nAcked != sent {
 			t.Fatalf("%d of %d messages answered as published, %d batches failed (first: %v): the publisher must ride through a SIGKILL", nAcked, sent, nFailed, firstFail)
 		}
-		waitFor(t, 90*time.Second, "the subscriber receives every acked message", func() error {
+		testkit.EventuallyNil(t, 90*time.Second, "the subscriber receives every acked message", func() error {
 			select {
 			case err := <-subEnded:
 				t.Fatalf("Subscribe returned: %v", err)
@@ -789,7 +696,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		}
 		defer cl.Close()
 		stored := map[string]bool{}
-		waitFor(t, 30*time.Second, "every acked message in Kafka", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "every acked message in Kafka", func() error {
 			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			cl.PollFetches(pctx).EachRecord(func(r *kgo.Record) { stored[string(r.Key)] = true })
 			pcancel()

@@ -25,6 +25,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // gaugeValue reads a gauge's series whose label name has value ("" for a
@@ -132,7 +133,7 @@ func TestStreamLimitRefuses(t *testing.T) {
 	if _, err := open[0].Recv(); err == nil {
 		t.Fatal("want the closed stream to end")
 	}
-	waitFor(t, 10*time.Second, "a place frees when a stream ends", func() error {
+	testkit.EventuallyNil(t, 10*time.Second, "a place frees when a stream ends", func() error {
 		_, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 		return err
 	})
@@ -280,7 +281,7 @@ func TestPublishBytesInFlightBounded(t *testing.T) {
 		}()
 	}
 	inFlight := func() float64 { return gaugeValue(t, reg, "databus_bytes_in_flight", "kind", "publish") }
-	waitFor(t, 20*time.Second, "the gateway's budget filled", func() error {
+	testkit.EventuallyNil(t, 20*time.Second, "the gateway's budget filled", func() error {
 		if got := inFlight(); got < gwLimit {
 			return fmt.Errorf("%v bytes in flight", got)
 		}
@@ -307,7 +308,7 @@ func TestPublishBytesInFlightBounded(t *testing.T) {
 	if got := answered.Load(); got != 2*batches {
 		t.Fatalf("%d of %d batches answered", got, 2*batches)
 	}
-	waitFor(t, 10*time.Second, "bytes released", func() error {
+	testkit.EventuallyNil(t, 10*time.Second, "bytes released", func() error {
 		if got := inFlight(); got != 0 {
 			return fmt.Errorf("%v bytes still counted", got)
 		}
@@ -329,23 +330,14 @@ func TestPublishBytesInFlightBounded(t *testing.T) {
 // gateway spreads the member's partitions over them, each partition to
 // one stream at a time, and every message is delivered.
 func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		const partitions, streams, total = 4, 6, 400
 		topic := newTopic(t, k, partitions)
 		reg := prometheus.NewRegistry()
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg, CommitInterval: 100 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		pub, err := w.client(t).NewPublisher(ctx, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < total; i += 50 {
-			if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, total)
 
 		var (
 			mu      sync.Mutex
@@ -389,7 +381,7 @@ func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
 				}
 			}()
 		}
-		waitFor(t, 60*time.Second, "every message delivered and every partition owned", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message delivered and every partition owned", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) < total || len(owner) < partitions {
@@ -426,7 +418,7 @@ func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
 // gateway; the one holding unacked messages ends, and the other receives
 // them (its partitions move to it, from the last acked offset).
 func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 2)
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -443,7 +435,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 			t.Fatal(err)
 		}
 		held := map[string]bool{}
-		waitFor(t, 30*time.Second, "A receives its cap", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "A receives its cap", func() error {
 			b, err := a.Recv()
 			if err != nil {
 				t.Fatal(err)
@@ -472,7 +464,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 		// of it); when A ends, B gets the other too.
 		time.Sleep(200 * time.Millisecond)
 		a.Close()
-		waitFor(t, 30*time.Second, "B receives everything, A's unacked messages included", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "B receives everything, A's unacked messages included", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			for key := range held {
@@ -494,7 +486,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 // must be acked by some stream in the end, and the group's commits must
 // reach the end of every partition.
 func TestStreamChurnLosesNothing(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		const partitions, total = 4, 2000
 		topic := newTopic(t, k, partitions)
 		reg := prometheus.NewRegistry()
@@ -591,7 +583,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		}
 		wg.Wait()
 		// The stream that stayed finishes the job.
-		waitFor(t, 60*time.Second, "every message acked", func() error {
+		testkit.EventuallyNil(t, 60*time.Second, "every message acked", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(acked) < total {
@@ -607,7 +599,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, "commits at the end of every partition", func() error {
+		testkit.EventuallyNil(t, 20*time.Second, "commits at the end of every partition", func() error {
 			offs, err := admin.FetchOffsets(ctx, "g")
 			if err != nil {
 				return err

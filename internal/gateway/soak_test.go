@@ -18,9 +18,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,14 +27,12 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // soak skips t unless HLAB_SOAK is set.
@@ -59,26 +55,6 @@ func soakEnvInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: give a positive whole number", name, v)
 	}
 	return n
-}
-
-// hlabBinary returns $HLAB_BIN, or builds cmd/hlab.
-func hlabBinary(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("HLAB_BIN"); bin != "" {
-		if !filepath.IsAbs(bin) {
-			bin = filepath.Join("..", "..", bin) // relative to the repository's root
-		}
-		abs, err := filepath.Abs(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	bin := filepath.Join(t.TempDir(), "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // soakProc is an "hlab serve" process of a soak check.
@@ -244,50 +220,6 @@ func tcpConnsTo(t *testing.T, pid, port int) int {
 	return n
 }
 
-// gatewayMetrics reads the gateway's /metrics.
-func gatewayMetrics(t *testing.T, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mfs
-}
-
-// metricValue is the value of a metric's series whose label name is
-// value (any series when name is ""), summed; 0 when absent.
-func metricValue(mfs map[string]*dto.MetricFamily, metric, name, value string) float64 {
-	mf := mfs[metric]
-	if mf == nil {
-		return 0
-	}
-	sum := 0.0
-	for _, m := range mf.GetMetric() {
-		match := name == ""
-		for _, l := range m.GetLabel() {
-			if l.GetName() == name && l.GetValue() == value {
-				match = true
-			}
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 // produceSoak writes n small records (keys "0".."n-1") straight to Kafka
 // at broker, from this process, so that the gateway's memory shows only
 // what subscribing costs it.
@@ -338,7 +270,7 @@ func TestNeverAckedOneMemory(t *testing.T) {
 	)
 	ackedFirst := soakEnvInt(t, "HLAB_SOAK_ACKED", 1_000_000)
 	total := ackedFirst + 1 + maxUnacked + 10_000 // enough to run far past the cap were it not kept
-	bin := hlabBinary(t)
+	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
 		t.Fatal(err)
@@ -415,11 +347,11 @@ func TestNeverAckedOneMemory(t *testing.T) {
 	}
 	peakRSS := peak.end()
 	endRSS := vmRSSMB(t, gw.pid())
-	m := gatewayMetrics(t, gw.http)
+	m := testkit.Scrape(t, "http://"+gw.http+"/metrics")
 	n := delivered.Load()
 	t.Logf("gateway RSS: start %.1f MB, peak %.1f MB (+%.1f), end %.1f MB", startRSS, peakRSS, peakRSS-startRSS, endRSS)
 	t.Logf("delivered %d of %d (%d acked first, then 1 never acked, cap %d): %d acked; the gateway holds %v offsets, %v unacked; delivery ran %v",
-		n, total, ackedFirst, maxUnacked, acked.Load(), metricValue(m, "databus_held_offsets", "", ""), metricValue(m, "databus_unacked_messages", "", ""), since.Sub(start).Round(time.Millisecond))
+		n, total, ackedFirst, maxUnacked, acked.Load(), testkit.SumFamily(m["databus_held_offsets"], nil), testkit.SumFamily(m["databus_unacked_messages"], nil), since.Sub(start).Round(time.Millisecond))
 	if want := int64(ackedFirst + maxUnacked); n != want {
 		t.Errorf("delivered %d messages, want %d: %d acked, then the cap of %d from the unacked one on", n, want, ackedFirst, maxUnacked)
 	}
@@ -444,7 +376,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 	streams := soakEnvInt(t, "HLAB_SOAK_STREAMS", 10_000)
 	conns := soakEnvInt(t, "HLAB_SOAK_CONNS", 4)
 	perConn := (streams + conns - 1) / conns
-	bin := hlabBinary(t)
+	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
 		t.Fatal(err)
@@ -509,15 +441,15 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 10*time.Minute, "every stream open on the gateway", func() error {
-		if n := metricValue(gatewayMetrics(t, gw.http), "databus_streams", "kind", "subscribe"); int(n) != streams {
+	testkit.EventuallyNil(t, 10*time.Minute, "every stream open on the gateway", func() error {
+		if n := testkit.SumFamily(testkit.Scrape(t, "http://"+gw.http+"/metrics")["databus_streams"], map[string]string{"kind": "subscribe"}); int(n) != streams {
 			return fmt.Errorf("%v of %d open", n, streams)
 		}
 		return nil
 	})
 	t.Logf("%d subscribe streams open over %d connections in %v", streams, conns, time.Since(openStart).Round(time.Millisecond))
 	produceSoak(t, broker, topic, messages)
-	waitFor(t, 5*time.Minute, "every message received", func() error {
+	testkit.EventuallyNil(t, 5*time.Minute, "every message received", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(received) < messages {
@@ -528,9 +460,9 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 	time.Sleep(3 * time.Second) // idle: the figures of 10k open streams
 	rss := vmRSSMB(t, gw.pid())
 	kafkaConns := tcpConnsTo(t, gw.pid(), brokerPort)
-	m := gatewayMetrics(t, gw.http)
-	members := metricValue(m, "databus_kafka_clients", "kind", "member")
-	allClients := metricValue(m, "databus_kafka_clients", "", "")
+	m := testkit.Scrape(t, "http://"+gw.http+"/metrics")
+	members := testkit.SumFamily(m["databus_kafka_clients"], map[string]string{"kind": "member"})
+	allClients := testkit.SumFamily(m["databus_kafka_clients"], nil)
 	t.Logf("gateway RSS %.1f MB before the streams, %.1f MB with %d streams open (%.1f KB per stream)", startRSS, rss, streams, (rss-startRSS)*1024/float64(streams))
 	t.Logf("Kafka: %d TCP connections from the gateway to the broker; %v Kafka clients for the group (member), %v in all (with the shared producer)", kafkaConns, members, allClients)
 	t.Logf("%d messages received; %d streams were given a partition (%d partitions)", messages, owners.Load(), partitions)

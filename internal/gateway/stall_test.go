@@ -22,6 +22,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // publishBig publishes n messages of size random bytes each (keys
@@ -74,7 +75,7 @@ func stalledSubscriber(t *testing.T, ctx context.Context, addr, topic, group str
 // held go to the group's other stream. (Before, the send waited forever
 // and the partition stayed with the stalled stream: the other got nothing.)
 func TestStalledSubscriberTimesOut(t *testing.T) {
-	forEachKafka(t, func(t *testing.T, k *deps.Kafka) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		const total, size = 600, 1 << 10
 		topic := newTopic(t, k, 1)
 		reg := prometheus.NewRegistry()
@@ -84,7 +85,7 @@ func TestStalledSubscriberTimesOut(t *testing.T) {
 		defer cancel()
 
 		stalled := stalledSubscriber(t, ctx, w.addr, topic, "g")
-		waitFor(t, 20*time.Second, "the stalled stream owns the partition and was sent messages", func() error {
+		testkit.EventuallyNil(t, 20*time.Second, "the stalled stream owns the partition and was sent messages", func() error {
 			if got := counterValue(t, reg, "databus_messages_out_total", "", ""); got == 0 {
 				return fmt.Errorf("nothing sent yet")
 			}
@@ -107,7 +108,7 @@ func TestStalledSubscriberTimesOut(t *testing.T) {
 			return nil
 		})
 		start := time.Now()
-		waitFor(t, 30*time.Second, "the other stream receives every message, those sent to the stalled one included", func() error {
+		testkit.EventuallyNil(t, 30*time.Second, "the other stream receives every message, those sent to the stalled one included", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(got) < total {
@@ -173,7 +174,7 @@ func TestSubscribeBytesInFlightBounded(t *testing.T) {
 			}
 			inFlight := func() float64 { return gaugeValue(t, reg, "databus_bytes_in_flight", "kind", "subscribe") }
 			last, since := -1.0, time.Now()
-			waitFor(t, 20*time.Second, "bytes in flight to settle", func() error {
+			testkit.EventuallyNil(t, 20*time.Second, "bytes in flight to settle", func() error {
 				n := inFlight()
 				if n != last || n == 0 {
 					last, since = n, time.Now()
@@ -214,7 +215,7 @@ func TestSubscribeBytesInFlightBounded(t *testing.T) {
 				}()
 			}
 			wg.Wait()
-			waitFor(t, 10*time.Second, "bytes counted off", func() error {
+			testkit.EventuallyNil(t, 10*time.Second, "bytes counted off", func() error {
 				if n := inFlight(); n != 0 {
 					return fmt.Errorf("%v bytes still counted", n)
 				}

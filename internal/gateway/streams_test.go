@@ -12,6 +12,7 @@ import (
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // openStreams reads the gateway's databus_streams gauge for kind.
@@ -73,7 +74,7 @@ func TestPublishStreamsEndWhenClientsGo(t *testing.T) {
 				}
 			}
 			c.Close()
-			waitFor(t, 10*time.Second, "every publish stream ended on the gateway", func() error {
+			testkit.EventuallyNil(t, 10*time.Second, "every publish stream ended on the gateway", func() error {
 				if got := openStreams(t, reg, "publish"); got != 0 {
 					return fmt.Errorf("%v of %d streams still open", got, n)
 				}
@@ -103,7 +104,7 @@ func TestSubscribeStreamsEndWhenClientsGo(t *testing.T) {
 		}
 		subs = append(subs, sub)
 	}
-	waitFor(t, 10*time.Second, "every subscribe stream open on the gateway", func() error {
+	testkit.EventuallyNil(t, 10*time.Second, "every subscribe stream open on the gateway", func() error {
 		if got := openStreams(t, reg, "subscribe"); got != n {
 			return fmt.Errorf("%v of %d open", got, n)
 		}
@@ -113,7 +114,7 @@ func TestSubscribeStreamsEndWhenClientsGo(t *testing.T) {
 		s.Close()
 	}
 	c.Close()
-	waitFor(t, 15*time.Second, "every subscribe stream ended on the gateway", func() error {
+	testkit.EventuallyNil(t, 15*time.Second, "every subscribe stream ended on the gateway", func() error {
 		if got := openStreams(t, reg, "subscribe"); got != 0 {
 			return fmt.Errorf("%v of %d streams still open", got, n)
 		}

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,10 +9,11 @@ import (
 	"os/signal"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // The test binary doubles as the child processes: with helperEnv set it
@@ -139,7 +139,7 @@ func eachMechanism(t *testing.T, f func(t *testing.T, s *Sandbox)) {
 }
 
 // helperSpec is a Spec running the test binary in helper mode.
-func helperSpec(name, mode string, out *syncBuffer) Spec {
+func helperSpec(name, mode string, out *testkit.SyncBuffer) Spec {
 	sp := Spec{Name: name, Path: os.Args[0], Env: helperEnvFor(mode)}
 	if out != nil {
 		sp.Stdout, sp.Stderr = out, out
@@ -147,40 +147,10 @@ func helperSpec(name, mode string, out *syncBuffer) Spec {
 	return sp
 }
 
-// syncBuffer is an io.Writer safe to read while the copier writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitOutput waits until out contains s.
-func waitOutput(t *testing.T, out *syncBuffer, s string) {
+func waitOutput(t *testing.T, out *testkit.SyncBuffer, s string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, fmt.Sprintf("output %q (have %q)", s, out), func() bool {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("output %q (have %q)", s, out), func() bool {
 		return strings.Contains(out.String(), s)
 	})
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestNewReportsMechanism(t *testing.T) {
@@ -30,7 +32,7 @@ func TestNewReportsMechanism(t *testing.T) {
 func TestCgroupLayout(t *testing.T) {
 	s := newSandboxT(t)
 	requireLimits(t, s)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	p, err := s.Start(context.Background(), helperSpec("layout", "cgroup", out))
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +108,7 @@ func TestCPUUnlimited(t *testing.T) {
 // failed.
 func spinWindows(t *testing.T, s *Sandbox, sp Spec, d time.Duration, ok func(Usage) bool, want string) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	sp.Stdout = out
 	p, err := s.Start(context.Background(), sp)
 	if err != nil {
@@ -152,7 +154,7 @@ func idleSeconds(t *testing.T) float64 {
 func TestMemoryLimit(t *testing.T) {
 	s := newSandboxT(t)
 	requireLimits(t, s)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	sp := helperSpec("alloc", "alloc", out)
 	sp.MemoryMB = 64
 	p, err := s.Start(context.Background(), sp)
@@ -186,7 +188,7 @@ func TestMemoryLimit(t *testing.T) {
 func TestStopSendsSIGTERM(t *testing.T) {
 	s := newSandboxT(t)
 	mark := filepath.Join(t.TempDir(), "mark")
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	sp := helperSpec("term", "sleep", out)
 	sp.Env = append(sp.Env, markEnv+"="+mark)
 	p, err := s.Start(context.Background(), sp)
@@ -223,7 +225,7 @@ func TestStopSendsSIGTERM(t *testing.T) {
 
 func TestStopKillsAfterGrace(t *testing.T) {
 	s := newSandboxT(t)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	p, err := s.Start(context.Background(), helperSpec("stubborn", "ignore-term", out))
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +260,7 @@ func TestStopKillsDescendants(t *testing.T) {
 }
 
 func testStopKillsDescendants(t *testing.T, s *Sandbox) {
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	p, err := s.Start(context.Background(), helperSpec("forker", "fork", out))
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +274,7 @@ func testStopKillsDescendants(t *testing.T, s *Sandbox) {
 	if err := p.Stop(200 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "grandchild to die", func() bool { return gone(gpid) })
+	testkit.Eventually(t, 5*time.Second, "grandchild to die", func() bool { return gone(gpid) })
 }
 
 func TestCloseRemovesEverything(t *testing.T) {
@@ -283,7 +285,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 	var pids []int
 	var dirs []string
 	for _, mode := range []string{"sleep", "ignore-term"} {
-		out := &syncBuffer{}
+		out := &testkit.SyncBuffer{}
 		p, err := s.Start(context.Background(), helperSpec(mode, mode, out))
 		if err != nil {
 			t.Fatal(err)
@@ -319,16 +321,7 @@ func TestCloseRemovesEverything(t *testing.T) {
 // TestOwnerCrash: a lab killed with SIGKILL takes its children with it,
 // and the next lab removes the cgroups it left.
 func TestOwnerCrash(t *testing.T) {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = helperEnvFor("owner")
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := testkit.StartSelf(t, helperEnv+"=owner", "GORACE=atexit_sleep_ms=0")
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		cmd.Process.Kill()
@@ -347,7 +340,7 @@ func TestOwnerCrash(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	waitFor(t, 5*time.Second, "the orphan to die of Pdeathsig", func() bool { return gone(rep.PID) })
+	testkit.Eventually(t, 5*time.Second, "the orphan to die of Pdeathsig", func() bool { return gone(rep.PID) })
 	for _, d := range rep.Dirs {
 		if !dirExists(d) {
 			t.Errorf("%s vanished before any sweep", d)
@@ -366,7 +359,7 @@ func TestMeasure(t *testing.T) {
 }
 
 func testMeasure(t *testing.T, s *Sandbox) {
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	p, err := s.Start(context.Background(), helperSpec("idle", "sleep", out))
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +388,7 @@ func testMeasure(t *testing.T, s *Sandbox) {
 func TestContextCancelStops(t *testing.T) {
 	s := newSandboxT(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	p, err := s.Start(ctx, helperSpec("ctx", "sleep", out))
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +454,7 @@ func TestCgroupV2Join(t *testing.T) {
 			s := newSandbox(&cgroups{mech: CgroupV2, cpu: h, mem: h}, "")
 			s.forceShell = shell
 			defer s.Close()
-			out := &syncBuffer{}
+			out := &testkit.SyncBuffer{}
 			p, err := s.Start(context.Background(), helperSpec("v2", "cgroup", out))
 			if err != nil {
 				t.Fatal(err)
@@ -500,7 +493,7 @@ func TestUserAndStopSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sb.Close()
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	p, err := sb.Start(context.Background(), Spec{
 		Name: "as-nobody", Path: "/bin/sh",
 		Args:   []string{"-c", `id -u; trap 'echo got INT; exit 0' INT; while :; do sleep 0.05; done`},
@@ -510,7 +503,7 @@ func TestUserAndStopSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the shell to print its uid", func() bool { return strings.Contains(out.String(), "\n") })
+	testkit.Eventually(t, 5*time.Second, "the shell to print its uid", func() bool { return strings.Contains(out.String(), "\n") })
 	if err := p.Stop(3 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -535,7 +528,7 @@ func TestExitedChildrenCounted(t *testing.T) {
 	if s.cg.mech == CgroupV1 && s.cg.acct == nil {
 		t.Skip("cgroup v1 without a separate cpuacct hierarchy: counted from /proc, where exited children are missed")
 	}
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	// 40 children of some 20 ms of work each; "times" then prints the CPU
 	// the shell's children used, as the kernel counted it.
 	script := `for i in $(seq 40); do sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done'; done; times; echo done; sleep 60`
@@ -572,7 +565,7 @@ func TestExitedChildrenCounted(t *testing.T) {
 // by SIGKILL, as a crash would, and cleans up as Stop does.
 func TestKillIsSIGKILL(t *testing.T) {
 	s := newSandboxT(t)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	p, err := s.Start(context.Background(), Spec{Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", `trap "" TERM; echo ready; while :; do sleep 1; done`}, Stdout: out})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/server/servertest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestHealthzAndMetrics(t *testing.T) {
@@ -105,21 +106,9 @@ func TestListenError(t *testing.T) {
 // ends, and returns the service's base URL.
 func serve(t *testing.T, cfg Config, h http.Handler) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listener = ln
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, h) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String()
+	cfg.Listener = testkit.Listen(t)
+	testkit.Background(t, "Run", func(ctx context.Context) error { return Run(ctx, cfg, h) })
+	return "http://" + cfg.Listener.Addr().String()
 }
 
 // TestAdminAddr: Go's profiles (whose /cmdline shows the flags, secrets

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/highload-lab/hlab/internal/gateway"
 )
 
@@ -25,12 +27,21 @@ func Start(t testing.TB, cfg gateway.Config, o gateway.ServerOptions) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return Serve(t, g, gateway.NewServer(ctx, g, o))
+}
+
+// Serve serves srv, a gRPC server of g (gateway.NewServer's, or one of
+// the test's own with interceptors), on 127.0.0.1:0 until the test ends,
+// and returns its address. At the end it drains g's streams for 5 s at
+// most, then stops srv and closes g.
+func Serve(t testing.TB, g *gateway.Gateway, srv *grpc.Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := gateway.NewServer(ctx, g, o)
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -38,7 +49,6 @@ func Start(t testing.TB, cfg gateway.Config, o gateway.ServerOptions) string {
 		g.Drain(dctx)
 		srv.Stop()
 		g.Close()
-		cancel()
 	})
 	return ln.Addr().String()
 }

@@ -1,15 +1,12 @@
 package asyncexp
 
 import (
-	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
-	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
 
 // TestPlan checks that the claim compares rows the experiment measures and
@@ -47,25 +44,7 @@ func TestExperimentQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the async experiment for about 70 s")
 	}
-	bin := filepath.Join(t.TempDir(), "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	var progress strings.Builder
-	results, err := lab.RunAll(context.Background(), []lab.Experiment{New()},
-		lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir()}, sb, lab.NewProgress(&progress, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := results[0]
-	if res.Error != "" {
-		t.Fatalf("experiment failed: %s\n%s", res.Error, progress.String())
-	}
+	res := labtest.RunQuick(t, New())
 	if len(res.Rows) != 8 {
 		t.Fatalf("%d rows, want 8", len(res.Rows))
 	}

@@ -1,14 +1,10 @@
 package databusexp
 
 import (
-	"context"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/lab"
-	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
 
 // TestExperimentQuick runs the experiment for real in quick mode, its runs
@@ -22,25 +18,7 @@ func TestExperimentQuick(t *testing.T) {
 	if raceEnabled {
 		t.Skip("runs without -race: 21,000 streams under the race detector take minutes")
 	}
-	bin := filepath.Join(t.TempDir(), "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	var progress strings.Builder
-	results, err := lab.RunAll(context.Background(), []lab.Experiment{New()},
-		lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir()}, sb, lab.NewProgress(&progress, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := results[0]
-	if res.Error != "" {
-		t.Fatalf("the experiment failed: %s", res.Error)
-	}
+	res := labtest.RunQuick(t, New())
 	rows := map[string]*lab.Row{}
 	for _, r := range res.Rows {
 		rows[r.Label] = r

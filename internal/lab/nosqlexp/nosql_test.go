@@ -1,15 +1,13 @@
 package nosqlexp
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
 
 // TestPlan: every row names a service, the claims' rows (measured
@@ -64,20 +62,6 @@ func TestQuickRunEndToEnd(t *testing.T) {
 			t.Skipf("cassandra cannot run here: %v %v", err, s.JavaErr)
 		}
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("build hlab: %v\n%s", err, out)
-	}
-	jsonPath := filepath.Join(dir, "r.json")
-	out, err := exec.Command(bin, "lab", "nosql", "--quick", "--pairs", "2", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("hlab lab nosql: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		Experiments []struct {
 			Name  string
@@ -92,9 +76,7 @@ func TestQuickRunEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	out, _ := labtest.RunCLI(t, "nosql", &doc, "--quick", "--pairs", "2")
 	if len(doc.Experiments) != 1 {
 		t.Fatalf("%d experiments in the JSON", len(doc.Experiments))
 	}

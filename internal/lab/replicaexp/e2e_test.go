@@ -1,12 +1,10 @@
 package replicaexp
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
 
 // TestQuickRunEndToEnd runs "hlab lab replica --quick --pairs 2" as a
@@ -16,20 +14,6 @@ import (
 func TestQuickRunEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole experiment (about a minute)")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("build hlab: %v\n%s", err, out)
-	}
-	jsonPath := filepath.Join(dir, "r.json")
-	out, err := exec.Command(bin, "lab", "replica", "--quick", "--pairs", "2", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("hlab lab replica: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
 	}
 	var doc struct {
 		Experiments []struct {
@@ -52,9 +36,7 @@ func TestQuickRunEndToEnd(t *testing.T) {
 			Env map[string]string
 		}
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	out, _ := labtest.RunCLI(t, "replica", &doc, "--quick", "--pairs", "2")
 	if len(doc.Experiments) != 1 || doc.Experiments[0].Error != "" {
 		t.Fatalf("experiments: %+v\n%s", doc.Experiments, out)
 	}

@@ -1,15 +1,12 @@
 package timeoutsexp
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
 
 // TestPlans checks each mode's plan: the rows the claims compare are
@@ -72,20 +69,6 @@ func TestQuickRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the timeouts experiment for about 3 minutes")
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "hlab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/hlab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	jsonPath := filepath.Join(dir, "r.json")
-	out, err := exec.Command(bin, "lab", "timeouts", "--quick", "--pairs", "2", "--json", jsonPath, "--report", filepath.Join(dir, "report")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("hlab lab timeouts: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var doc struct {
 		Experiments []struct {
 			Name   string `json:"name"`
@@ -103,9 +86,7 @@ func TestQuickRun(t *testing.T) {
 			} `json:"rows"`
 		} `json:"experiments"`
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	out, b := labtest.RunCLI(t, "timeouts", &doc, "--quick", "--pairs", "2")
 	if len(doc.Experiments) != 1 || doc.Experiments[0].Name != "timeouts" {
 		t.Fatalf("experiments: %s", b)
 	}

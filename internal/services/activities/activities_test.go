@@ -18,6 +18,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/activities"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestAcknowledgedIsReadable: every write answered 200/201 is in the
@@ -140,17 +141,7 @@ func TestDatabaseDown(t *testing.T) {
 	const timeout = 2 * time.Second
 	const grace = 3 * time.Second
 	eachStore(t, func(t *testing.T, store string) {
-		envs := map[string]*env{}
-		for _, batch := range []bool{false, true} {
-			envs[fmt.Sprintf("batch=%v", batch)] = newEnv(t, store, func(c *activities.Config) { c.Batch = batch; c.Timeout = timeout })
-		}
-		user := uuid.NewString()
-		body := func(n int) string { return fmt.Sprintf(`{"user_id": %q, "data": {"n": %d}}`, user, n) }
-		for name, e := range envs {
-			if code, b, _ := e.post(body(0)); code != http.StatusCreated {
-				t.Fatalf("%s: before the outage: %d %s", name, code, b)
-			}
-		}
+		envs, user, body := outageEnvs(t, store, timeout, "the outage")
 
 		var node *deps.Cassandra
 		switch store {
@@ -196,16 +187,8 @@ func TestDatabaseDown(t *testing.T) {
 			depstest.StartCassandra(t, node)
 		}
 
-		n := 2
+		writesResume(t, envs, body, "the database came back")
 		for name, e := range envs {
-			eventually(t, time.Minute, name+": a write after the database came back", func() error {
-				n++
-				code, b, _ := e.post(body(n))
-				if code != http.StatusCreated {
-					return fmt.Errorf("%d %s", code, b)
-				}
-				return nil
-			})
 			if code, b, _ := e.do("GET", "/healthz", "", nil); code != http.StatusOK {
 				t.Errorf("%s: /healthz after the database came back: %d %s", name, code, b)
 			}
@@ -234,17 +217,7 @@ func TestDatabaseFrozen(t *testing.T) {
 	const timeout = 2 * time.Second
 	const grace = 3 * time.Second
 	eachStore(t, func(t *testing.T, store string) {
-		envs := map[string]*env{}
-		for _, batch := range []bool{false, true} {
-			envs[fmt.Sprintf("batch=%v", batch)] = newEnv(t, store, func(c *activities.Config) { c.Batch = batch; c.Timeout = timeout })
-		}
-		user := uuid.NewString()
-		body := func(n int) string { return fmt.Sprintf(`{"user_id": %q, "data": {"n": %d}}`, user, n) }
-		for name, e := range envs {
-			if code, b, _ := e.post(body(0)); code != http.StatusCreated {
-				t.Fatalf("%s: before the freeze: %d %s", name, code, b)
-			}
-		}
+		envs, _, body := outageEnvs(t, store, timeout, "the freeze")
 		var pid int
 		switch store {
 		case activities.Postgres:
@@ -277,18 +250,45 @@ func TestDatabaseFrozen(t *testing.T) {
 			t.Logf("%s: POST: %d in %s: %s", name, code, took.Round(time.Millisecond), strings.TrimSpace(string(b)))
 		}
 		thaw()
-		n := 2
-		for name, e := range envs {
-			eventually(t, time.Minute, name+": a write after the database thawed", func() error {
-				n++
-				code, b, _ := e.post(body(n))
-				if code != http.StatusCreated {
-					return fmt.Errorf("%d %s", code, b)
-				}
-				return nil
-			})
-		}
+		writesResume(t, envs, body, "the database thawed")
 	})
+}
+
+// outageEnvs starts a direct and a batching service on store, each with
+// timeout, and has each store an activity of a new user (body(0)) before
+// the fault (what); it returns them by name, the user and the request
+// body of its n-th activity.
+func outageEnvs(t *testing.T, store string, timeout time.Duration, what string) (map[string]*env, string, func(n int) string) {
+	t.Helper()
+	envs := map[string]*env{}
+	for _, batch := range []bool{false, true} {
+		envs[fmt.Sprintf("batch=%v", batch)] = newEnv(t, store, func(c *activities.Config) { c.Batch = batch; c.Timeout = timeout })
+	}
+	user := uuid.NewString()
+	body := func(n int) string { return fmt.Sprintf(`{"user_id": %q, "data": {"n": %d}}`, user, n) }
+	for name, e := range envs {
+		if code, b, _ := e.post(body(0)); code != http.StatusCreated {
+			t.Fatalf("%s: before %s: %d %s", name, what, code, b)
+		}
+	}
+	return envs, user, body
+}
+
+// writesResume waits (a minute at most) until each of envs stores a
+// write again after the fault ended (what).
+func writesResume(t *testing.T, envs map[string]*env, body func(n int) string, what string) {
+	t.Helper()
+	n := 2
+	for name, e := range envs {
+		testkit.EventuallyNil(t, time.Minute, name+": a write after "+what, func() error {
+			n++
+			code, b, _ := e.post(body(n))
+			if code != http.StatusCreated {
+				return fmt.Errorf("%d %s", code, b)
+			}
+			return nil
+		})
+	}
 }
 
 // children returns the processes whose parent is pid.

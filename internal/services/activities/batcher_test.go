@@ -3,12 +3,14 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/services/activities"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // fakeStore records the batches it is asked to write; a write blocks
@@ -108,10 +110,7 @@ func TestBatcherGathersWhileBusy(t *testing.T) {
 	}
 	// Let every queued row reach the batcher before the flusher is freed
 	// (MaxDelay is an hour, so nothing is sealed by time meanwhile).
-	deadline := time.Now().Add(10 * time.Second)
-	for queued(b) < n+1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d rows queued", n+1), func() bool { return queued(b) >= n+1 })
 	close(f.release)
 	wg.Wait()
 	if err := <-first; err != nil {
@@ -140,10 +139,7 @@ func TestBatcherGivenUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- b.Add(ctx, activity("abandoned")) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for queued(b) < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d rows queued", 2), func() bool { return queued(b) >= 2 })
 	cancel()
 	if err := <-errc; !errors.Is(err, activities.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("abandoned Add = %v, want ErrUnavailable wrapping context.Canceled", err)
@@ -166,10 +162,7 @@ func TestBatcherOverload(t *testing.T) {
 	for range 3 {
 		go b.Add(context.Background(), activity("x"))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for queued(b) < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d rows queued", 3), func() bool { return queued(b) >= 3 })
 	if err := b.Add(context.Background(), activity("one too many")); !errors.Is(err, activities.ErrUnavailable) {
 		t.Fatalf("Add over MaxQueued = %v, want ErrUnavailable", err)
 	}

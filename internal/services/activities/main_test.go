@@ -160,23 +160,6 @@ func (e *env) history(user string) []activities.Activity {
 	return h.Activities
 }
 
-// eventually polls cond every 200 ms until it holds or d passes (nats'
-// checkFor): for what takes a while, never a bare sleep.
-func eventually(t testing.TB, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, d, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // sameJSON reports whether a and b hold the same JSON value (Postgres's
 // jsonb normalizes spacing and key order).
 func sameJSON(a, b []byte) bool {

@@ -3,17 +3,15 @@ package activities_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/activities"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestServeSlowBody: a POST whose body is trickled a byte a second is cut
@@ -21,34 +19,13 @@ import (
 // holding the connection (and a handler) for as long as the client likes.
 func TestServeSlowBody(t *testing.T) {
 	postgres(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- activities.Serve(ctx, server.Config{Listener: ln, ReadTimeout: time.Second},
+	ln := testkit.Listen(t)
+	testkit.Background(t, "Serve", func(ctx context.Context) error {
+		return activities.Serve(ctx, server.Config{Listener: ln, ReadTimeout: time.Second},
 			activities.Config{DSN: pgDSN, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	addr := ln.Addr().String()
-	eventually(t, 30*time.Second, "/healthz answers", func() error {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
 	})
+	addr := ln.Addr().String()
+	testkit.Healthy(t, 30*time.Second, "http://"+addr+"/healthz")
 
 	answer, held, err := servertest.Trickle(addr, "POST", "/activities", "application/json", "", 20*time.Second)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -162,7 +163,7 @@ func TestMaxInflight(t *testing.T) {
 	a := startApp(t, Config{EventLog: hold.URL, MaxInflight: 1, Timeout: 5 * time.Second})
 	first := make(chan answer, 1)
 	go func() { first <- get(a.URL + "/handle") }()
-	checkFor(t, 5*time.Second, "the first request in flight", func() bool { return a.metric(t, "app_inflight_requests") == 1 })
+	testkit.Eventually(t, 5*time.Second, "the first request in flight", func() bool { return a.metric(t, "app_inflight_requests") == 1 })
 	if got := get(a.URL + "/handle"); got.code != 503 || got.failure != "too_many_inflight" {
 		t.Fatalf("second request = %+v, want 503 too_many_inflight", got)
 	}
@@ -197,11 +198,11 @@ func TestAsyncBufferBound(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
 	topic := depstest.Topic(t, k, 1)
 	a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic, Buffer: 3, KafkaDeadline: 500 * time.Millisecond})
-	checkFor(t, 10*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+	testkit.Eventually(t, 10*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 	if got := get(a.URL + "/handle"); got.code != 200 {
 		t.Fatalf("with Kafka up: %+v", got)
 	}
-	checkFor(t, 10*time.Second, "the first event delivered", func() bool { return a.metric(t, "app_events_delivered_total") == 1 })
+	testkit.Eventually(t, 10*time.Second, "the first event delivered", func() bool { return a.metric(t, "app_events_delivered_total") == 1 })
 
 	depstest.StopBroker(t, k)
 	var ids []string
@@ -215,7 +216,7 @@ func TestAsyncBufferBound(t *testing.T) {
 	if got := get(a.URL + "/handle"); got.code != 503 || got.failure != "buffer_full" {
 		t.Fatalf("4th event with a buffer of 3: %+v, want 503 buffer_full", got)
 	}
-	checkFor(t, 5*time.Second, "kafka counted unreachable", func() bool { return a.metric(t, "app_kafka_unreachable") == 1 })
+	testkit.Eventually(t, 5*time.Second, "kafka counted unreachable", func() bool { return a.metric(t, "app_kafka_unreachable") == 1 })
 	if got := get(a.URL + "/handle"); got.code != 503 || got.failure != "kafka_unreachable" {
 		t.Fatalf("after the deadline: %+v, want 503 kafka_unreachable", got)
 	}
@@ -223,7 +224,7 @@ func TestAsyncBufferBound(t *testing.T) {
 		t.Fatalf("app_events_pending = %v, want 3", n)
 	}
 	depstest.StartBroker(t, k)
-	checkFor(t, 30*time.Second, "the buffered events delivered", func() bool {
+	testkit.Eventually(t, 30*time.Second, "the buffered events delivered", func() bool {
 		return a.metric(t, "app_events_pending") == 0 && a.metric(t, "app_events_delivered_total") == 4
 	})
 	if got := get(a.URL + "/handle"); got.code != 200 {
@@ -234,7 +235,7 @@ func TestAsyncBufferBound(t *testing.T) {
 	}
 	tr := newTracker()
 	startConsumer(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.add})
-	checkFor(t, 20*time.Second, "the buffered events consumed", func() bool { n, _ := tr.missing(ids); return n == 0 })
+	testkit.Eventually(t, 20*time.Second, "the buffered events consumed", func() bool { n, _ := tr.missing(ids); return n == 0 })
 }
 
 // TestEndToEnd records events in async mode and through the databus
@@ -251,7 +252,7 @@ func TestEndToEnd(t *testing.T) {
 					cfg.Databus = gatewaytest.Start(t, gateway.Config{Brokers: k.Brokers}, gateway.ServerOptions{})
 				}
 				a := startApp(t, cfg)
-				checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+				testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 				tr := newTracker()
 				startConsumer(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.add})
 				var ids []string
@@ -262,7 +263,7 @@ func TestEndToEnd(t *testing.T) {
 					}
 					ids = append(ids, got.id)
 				}
-				checkFor(t, 30*time.Second, "every event consumed", func() bool { n, _ := tr.missing(ids); return n == 0 })
+				testkit.Eventually(t, 30*time.Second, "every event consumed", func() bool { n, _ := tr.missing(ids); return n == 0 })
 				if n := a.metric(t, "app_events_delivered_total"); n != 50 {
 					t.Fatalf("app_events_delivered_total = %v, want 50", n)
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // The fault tests' load: workers × one request per interval (~200 req/s).
@@ -25,96 +26,93 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 10 s outage under load")
 	}
-	for _, kind := range deps.KafkaKinds {
-		t.Run(string(kind), func(t *testing.T) {
-			k := depstest.Kafka(t, kind)
-			topic := depstest.Topic(t, k, 1)
-			tr := newTracker()
-			consReg, _ := startConsumer(t, eventlog.ConsumerConfig{
-				Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.add,
-				SessionTimeout: 6 * time.Second, CommitTimeout: 3 * time.Second,
-			})
-			a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic, Buffer: faultBuffer, KafkaDeadline: 2 * time.Second})
-			checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
-
-			heap := sampleHeap()
-			var pendingMax float64
-			stopPending := make(chan struct{})
-			pendingDone := make(chan struct{})
-			go func() {
-				defer close(pendingDone)
-				for {
-					pendingMax = max(pendingMax, a.metric(t, "app_events_pending"))
-					select {
-					case <-stopPending:
-						return
-					case <-time.After(20 * time.Millisecond):
-					}
-				}
-			}()
-			l := startLoad(a.URL, faultWorkers, faultInterval)
-			time.Sleep(2 * time.Second)
-			okBefore, _ := l.counts()
-			outage := time.Now()
-			depstest.Outage(t, k, 10*time.Second)
-			t.Logf("broker down and back in %v", time.Since(outage).Round(100*time.Millisecond))
-			okDuring, failDuring := l.counts()
-			healthz := get(a.URL + "/healthz")
-			// The producer's way back (reconnect backoff, metadata, its
-			// waiting events first) takes the real broker a few seconds,
-			// more on a busy machine: wait for it, bounded, then load on.
-			back := time.Now()
-			for ok, _ := l.counts(); ok <= okDuring && time.Since(back) < 30*time.Second; ok, _ = l.counts() {
-				time.Sleep(50 * time.Millisecond)
-			}
-			recovery := time.Since(back)
-			time.Sleep(3 * time.Second) // load after the outage
-			l.finish()
-			close(stopPending)
-			<-pendingDone
-
-			checkFor(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
-				return a.metric(t, "app_events_pending") == 0
-			})
-			heapMax := heap.Stop()
-			if healthz.err != nil || healthz.code != 200 {
-				t.Errorf("the app's /healthz after the outage: %+v", healthz)
-			}
-			if len(l.odd) > 0 {
-				t.Errorf("%d answers neither 200 with an event id nor 503 with a reason, e.g. %s", len(l.odd), l.odd[0])
-			}
-			ok, failed := l.counts()
-			checkFor(t, 90*time.Second, "every event answered 200 consumed", func() bool {
-				n, _ := tr.missing(l.ok)
-				return n == 0
-			})
-			unique, dups := duplicates(tr)
-			t.Logf("requests: %d ok (%d before the outage, %d by its end), %d refused with 503 %v; events produced %v, consumed %d (unique), duplicates %d (consumer's own count %v), lost %v; pending max %v (bound %d), heap max %.1f MB; app's kafka errors %v",
-				ok, okBefore, okDuring, failed, l.fail, a.metric(t, "app_events_delivered_total"), unique, dups,
-				metric(t, consReg, "eventlog_consumer_duplicates_total"), a.metric(t, "app_events_lost_total"),
-				pendingMax, faultBuffer, heapMax, a.metric(t, "app_kafka_errors_total"))
-			if failDuring == 0 {
-				t.Error("no request was refused during a 10 s outage: the bound was not exercised")
-			}
-			if ok <= okDuring {
-				t.Error("no request succeeded within 30 s of the broker coming back")
-			} else {
-				t.Logf("the first request answered 200 %v after the broker came back", recovery.Round(100*time.Millisecond))
-			}
-			if pendingMax > faultBuffer {
-				t.Errorf("%v events waited at once, over the bound of %d", pendingMax, faultBuffer)
-			}
-			if heapMax > 128 {
-				t.Errorf("the test process's heap reached %.1f MB", heapMax)
-			}
-			if n := a.metric(t, "app_events_lost_total"); n != 0 {
-				t.Errorf("app_events_lost_total = %v", n)
-			}
-			if d := a.metric(t, "app_events_delivered_total"); int(d) != ok {
-				t.Errorf("app_events_delivered_total = %v, %d answered 200", d, ok)
-			}
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := depstest.Topic(t, k, 1)
+		tr := newTracker()
+		consReg, _ := startConsumer(t, eventlog.ConsumerConfig{
+			Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.add,
+			SessionTimeout: 6 * time.Second, CommitTimeout: 3 * time.Second,
 		})
-	}
+		a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic, Buffer: faultBuffer, KafkaDeadline: 2 * time.Second})
+		testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+
+		heap := sampleHeap()
+		var pendingMax float64
+		stopPending := make(chan struct{})
+		pendingDone := make(chan struct{})
+		go func() {
+			defer close(pendingDone)
+			for {
+				pendingMax = max(pendingMax, a.metric(t, "app_events_pending"))
+				select {
+				case <-stopPending:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+		l := startLoad(a.URL, faultWorkers, faultInterval)
+		time.Sleep(2 * time.Second)
+		okBefore, _ := l.counts()
+		outage := time.Now()
+		depstest.Outage(t, k, 10*time.Second)
+		t.Logf("broker down and back in %v", time.Since(outage).Round(100*time.Millisecond))
+		okDuring, failDuring := l.counts()
+		healthz := get(a.URL + "/healthz")
+		// The producer's way back (reconnect backoff, metadata, its
+		// waiting events first) takes the real broker a few seconds,
+		// more on a busy machine: wait for it, bounded, then load on.
+		back := time.Now()
+		for ok, _ := l.counts(); ok <= okDuring && time.Since(back) < 30*time.Second; ok, _ = l.counts() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		recovery := time.Since(back)
+		time.Sleep(3 * time.Second) // load after the outage
+		l.finish()
+		close(stopPending)
+		<-pendingDone
+
+		testkit.Eventually(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
+			return a.metric(t, "app_events_pending") == 0
+		})
+		heapMax := heap.Stop()
+		if healthz.err != nil || healthz.code != 200 {
+			t.Errorf("the app's /healthz after the outage: %+v", healthz)
+		}
+		if len(l.odd) > 0 {
+			t.Errorf("%d answers neither 200 with an event id nor 503 with a reason, e.g. %s", len(l.odd), l.odd[0])
+		}
+		ok, failed := l.counts()
+		testkit.Eventually(t, 90*time.Second, "every event answered 200 consumed", func() bool {
+			n, _ := tr.missing(l.ok)
+			return n == 0
+		})
+		unique, dups := duplicates(tr)
+		t.Logf("requests: %d ok (%d before the outage, %d by its end), %d refused with 503 %v; events produced %v, consumed %d (unique), duplicates %d (consumer's own count %v), lost %v; pending max %v (bound %d), heap max %.1f MB; app's kafka errors %v",
+			ok, okBefore, okDuring, failed, l.fail, a.metric(t, "app_events_delivered_total"), unique, dups,
+			testkit.MetricSum(t, consReg, "eventlog_consumer_duplicates_total", nil), a.metric(t, "app_events_lost_total"),
+			pendingMax, faultBuffer, heapMax, a.metric(t, "app_kafka_errors_total"))
+		if failDuring == 0 {
+			t.Error("no request was refused during a 10 s outage: the bound was not exercised")
+		}
+		if ok <= okDuring {
+			t.Error("no request succeeded within 30 s of the broker coming back")
+		} else {
+			t.Logf("the first request answered 200 %v after the broker came back", recovery.Round(100*time.Millisecond))
+		}
+		if pendingMax > faultBuffer {
+			t.Errorf("%v events waited at once, over the bound of %d", pendingMax, faultBuffer)
+		}
+		if heapMax > 128 {
+			t.Errorf("the test process's heap reached %.1f MB", heapMax)
+		}
+		if n := a.metric(t, "app_events_lost_total"); n != 0 {
+			t.Errorf("app_events_lost_total = %v", n)
+		}
+		if d := a.metric(t, "app_events_delivered_total"); int(d) != ok {
+			t.Errorf("app_events_delivered_total = %v, %d answered 200", d, ok)
+		}
+	})
 }
 
 // TestConsumerRestartMidStream restarts the consumer while the app keeps
@@ -133,7 +131,7 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				topic := depstest.Topic(t, k, 1)
 				group := depstest.Group(t)
 				a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic})
-				checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+				testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 
 				first := newTracker()
 				var stopFirst func()
@@ -142,14 +140,14 @@ func TestConsumerRestartMidStream(t *testing.T) {
 					// A backlog first, so the helper polls a batch of
 					// hundreds and is killed in its middle, before its
 					// commit.
-					checkFor(t, 30*time.Second, "a backlog of 300 events", func() bool { ok, _ := l.counts(); return ok >= 300 })
+					testkit.Eventually(t, 30*time.Second, "a backlog of 300 events", func() bool { ok, _ := l.counts(); return ok >= 300 })
 					stopFirst = startHelperConsumer(t, k.Brokers, topic, group, first)
-					checkFor(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 100 })
+					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 100 })
 				} else {
 					_, stopFirst = startConsumer(t, eventlog.ConsumerConfig{
 						Brokers: k.Brokers, Topic: topic, Group: group, Processed: first.add, SessionTimeout: 6 * time.Second,
 					})
-					checkFor(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 200 })
+					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 200 })
 				}
 				stopFirst()
 				stoppedAt := first.total()
@@ -162,11 +160,11 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				if len(l.odd) > 0 || len(l.fail) > 0 {
 					t.Fatalf("with Kafka up: %d failed %v, %d odd answers %v", len(l.fail), l.fail, len(l.odd), l.odd)
 				}
-				checkFor(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
+				testkit.Eventually(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
 					return a.metric(t, "app_events_pending") == 0
 				})
 				both := newTracker()
-				checkFor(t, 90*time.Second, "every event answered 200 consumed by one of the consumers", func() bool {
+				testkit.Eventually(t, 90*time.Second, "every event answered 200 consumed by one of the consumers", func() bool {
 					both = newTracker()
 					for _, tr := range []*tracker{first, second} {
 						tr.mu.Lock()
@@ -187,7 +185,7 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				if unique != len(l.ok) {
 					t.Errorf("%d unique events consumed, %d answered 200", unique, len(l.ok))
 				}
-				if n := metric(t, secondReg, "eventlog_consumer_duplicates_total"); n != 0 {
+				if n := testkit.MetricSum(t, secondReg, "eventlog_consumer_duplicates_total", nil); n != 0 {
 					t.Errorf("the second consumer recognized %v duplicates within its own life", n)
 				}
 			})

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // helperEnv, when set, makes the test binary a consumer process (for the
@@ -62,36 +62,6 @@ func helperConsumer(spec string) int {
 	return 0
 }
 
-// checkFor polls cond every 50 ms until it holds or timeout passes.
-func checkFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// metric sums the series of a counter or gauge in reg (0 when absent).
-func metric(t testing.TB, reg prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // testApp is an app served by httptest, with its metrics.
 type testApp struct {
 	*App
@@ -115,7 +85,9 @@ func startApp(t testing.TB, cfg Config) *testApp {
 	return &testApp{App: a, URL: srv.URL, reg: reg}
 }
 
-func (a *testApp) metric(t testing.TB, name string) float64 { return metric(t, a.reg, name) }
+func (a *testApp) metric(t testing.TB, name string) float64 {
+	return testkit.MetricSum(t, a.reg, name, nil)
+}
 
 // answer is one GET /handle as the client saw it.
 type answer struct {
@@ -290,16 +262,7 @@ func startConsumer(t testing.TB, cfg eventlog.ConsumerConfig) (reg *prometheus.R
 // binary) whose processed ids go to tr; kill ends it with SIGKILL.
 func startHelperConsumer(t testing.TB, brokers []string, topic, group string, tr *tracker) (kill func()) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(brokers, ",")+"|"+topic+"|"+group)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := testkit.StartSelf(t, helperEnv+"="+strings.Join(brokers, ",")+"|"+topic+"|"+group)
 	read := make(chan struct{})
 	go func() {
 		defer close(read)

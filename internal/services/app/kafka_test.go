@@ -14,6 +14,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestKafkaAck checks kafka-ack mode against kfake and the real broker:
@@ -22,87 +23,84 @@ import (
 // the answered events, each under its X-Event-Id (key, id header and the
 // JSON's id).
 func TestKafkaAck(t *testing.T) {
-	for _, kind := range deps.KafkaKinds {
-		t.Run(string(kind), func(t *testing.T) {
-			k := depstest.Kafka(t, kind)
-			topic := depstest.Topic(t, k, 1)
-			a := startApp(t, Config{Mode: KafkaAck, Brokers: k.Brokers, Topic: topic})
-			checkFor(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
-			adm := kadm.NewClient(depstest.Client(t, k))
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := depstest.Topic(t, k, 1)
+		a := startApp(t, Config{Mode: KafkaAck, Brokers: k.Brokers, Topic: topic})
+		testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+		adm := kadm.NewClient(depstest.Client(t, k))
 
-			var ids []string
-			for i := range 20 {
-				got := get(a.URL + "/handle")
-				if got.err != nil || got.code != 200 || got.id == "" {
-					t.Fatalf("GET /handle: %+v", got)
-				}
-				ids = append(ids, got.id)
-				// No polling: the answer must come after Kafka stored it.
-				if end := endOffset(t, adm, topic); end < int64(i+1) {
-					t.Fatalf("event %d answered 200 while kafka's end offset is %d: answered before kafka stored it", i+1, end)
-				}
+		var ids []string
+		for i := range 20 {
+			got := get(a.URL + "/handle")
+			if got.err != nil || got.code != 200 || got.id == "" {
+				t.Fatalf("GET /handle: %+v", got)
 			}
+			ids = append(ids, got.id)
+			// No polling: the answer must come after Kafka stored it.
+			if end := endOffset(t, adm, topic); end < int64(i+1) {
+				t.Fatalf("event %d answered 200 while kafka's end offset is %d: answered before kafka stored it", i+1, end)
+			}
+		}
 
-			// Concurrent requests: their records share produce requests.
-			const workers, each = 8, 10
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			for range workers {
-				wg.Go(func() {
-					for range each {
-						got := get(a.URL + "/handle")
-						if got.err != nil || got.code != 200 || got.id == "" {
-							t.Errorf("concurrent GET /handle: %+v", got)
-							return
-						}
-						mu.Lock()
-						ids = append(ids, got.id)
-						mu.Unlock()
+		// Concurrent requests: their records share produce requests.
+		const workers, each = 8, 10
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for range each {
+					got := get(a.URL + "/handle")
+					if got.err != nil || got.code != 200 || got.id == "" {
+						t.Errorf("concurrent GET /handle: %+v", got)
+						return
 					}
-				})
-			}
-			wg.Wait()
-			if t.Failed() {
-				t.FailNow()
-			}
-			if end := endOffset(t, adm, topic); end != int64(len(ids)) {
-				t.Fatalf("kafka's end offset is %d after %d events answered 200", end, len(ids))
-			}
+					mu.Lock()
+					ids = append(ids, got.id)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		if end := endOffset(t, adm, topic); end != int64(len(ids)) {
+			t.Fatalf("kafka's end offset is %d after %d events answered 200", end, len(ids))
+		}
 
-			recs := readTopic(t, k, topic, len(ids), 30*time.Second)
-			byID := map[string]*kgo.Record{}
-			for _, r := range recs {
-				byID[string(r.Key)] = r
+		recs := readTopic(t, k, topic, len(ids), 30*time.Second)
+		byID := map[string]*kgo.Record{}
+		for _, r := range recs {
+			byID[string(r.Key)] = r
+		}
+		if len(recs) != len(ids) || len(byID) != len(ids) {
+			t.Fatalf("read %d records (%d keys) back, %d events answered 200", len(recs), len(byID), len(ids))
+		}
+		for _, id := range ids {
+			r, ok := byID[id]
+			if !ok {
+				t.Fatalf("event %s answered 200 is not in the topic", id)
 			}
-			if len(recs) != len(ids) || len(byID) != len(ids) {
-				t.Fatalf("read %d records (%d keys) back, %d events answered 200", len(recs), len(byID), len(ids))
+			var ev eventlog.Event
+			if err := json.Unmarshal(r.Value, &ev); err != nil {
+				t.Fatalf("event %s: value %q: %v", id, r.Value, err)
 			}
-			for _, id := range ids {
-				r, ok := byID[id]
-				if !ok {
-					t.Fatalf("event %s answered 200 is not in the topic", id)
-				}
-				var ev eventlog.Event
-				if err := json.Unmarshal(r.Value, &ev); err != nil {
-					t.Fatalf("event %s: value %q: %v", id, r.Value, err)
-				}
-				if ev.ID != id || len(ev.Body) != EventBodyLen {
-					t.Fatalf("record keyed %s holds event %+v", id, ev)
-				}
-				if h := header(r, eventlog.RecordIDHeader); h != id {
-					t.Fatalf("record keyed %s has %s header %q", id, eventlog.RecordIDHeader, h)
-				}
+			if ev.ID != id || len(ev.Body) != EventBodyLen {
+				t.Fatalf("record keyed %s holds event %+v", id, ev)
 			}
-			for _, name := range []string{"app_events_recorded_total", "app_events_delivered_total"} {
-				if n := a.metric(t, name); int(n) != len(ids) {
-					t.Errorf("%s = %v, %d events answered 200", name, n, len(ids))
-				}
+			if h := header(r, eventlog.RecordIDHeader); h != id {
+				t.Fatalf("record keyed %s has %s header %q", id, eventlog.RecordIDHeader, h)
 			}
-			if n := a.metric(t, "app_event_errors_total"); n != 0 {
-				t.Errorf("app_event_errors_total = %v with kafka up", n)
+		}
+		for _, name := range []string{"app_events_recorded_total", "app_events_delivered_total"} {
+			if n := a.metric(t, name); int(n) != len(ids) {
+				t.Errorf("%s = %v, %d events answered 200", name, n, len(ids))
 			}
-		})
-	}
+		}
+		if n := a.metric(t, "app_event_errors_total"); n != 0 {
+			t.Errorf("app_event_errors_total = %v with kafka up", n)
+		}
+	})
 }
 
 // TestKafkaAckUnreachable checks that kafka-ack mode answers nothing 200
@@ -117,7 +115,7 @@ func TestKafkaAckUnreachable(t *testing.T) {
 		k := depstest.Kafka(t, deps.KafkaFake)
 		topic := depstest.Topic(t, k, 1)
 		a := startApp(t, Config{Mode: KafkaAck, Brokers: k.Brokers, Topic: topic, Timeout: timeout})
-		checkFor(t, 10*time.Second, "the app ready", func() bool { return a.Ready() == nil })
+		testkit.Eventually(t, 10*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 		before := get(a.URL + "/handle")
 		if before.code != 200 {
 			t.Fatalf("with kafka up: %+v", before)
@@ -165,7 +163,7 @@ func TestKafkaAckUnreachable(t *testing.T) {
 
 		depstest.StartBroker(t, k)
 		var after answer
-		checkFor(t, 20*time.Second, "an event recorded with kafka back", func() bool {
+		testkit.Eventually(t, 20*time.Second, "an event recorded with kafka back", func() bool {
 			after = get(a.URL + "/handle")
 			return after.code == 200
 		})

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // start serves a back with cfg on 127.0.0.1.
@@ -26,18 +28,6 @@ func start(t *testing.T, cfg Config) (*Service, *httptest.Server) {
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return s, srv
-}
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func get(t *testing.T, url string, header map[string]string) (*http.Response, string, time.Duration) {
@@ -134,7 +124,7 @@ func TestTrickleStopsAtTheDeadline(t *testing.T) {
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Fatal("read a whole body; want it cut short at the deadline")
 	}
-	waitFor(t, 5*time.Second, "the deadline is counted", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the deadline is counted", func() bool {
 		return testutil.ToFloat64(s.answers.WithLabelValues(outcomeDeadline)) == 1
 	})
 }
@@ -150,7 +140,7 @@ func TestBlackHoleNeverAnswers(t *testing.T) {
 		t.Fatalf("err = %v; want the client's timeout", err)
 	}
 	// When the caller leaves, the request ends: nothing leaks.
-	waitFor(t, 5*time.Second, "the black-holed request ends after the caller left", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the black-holed request ends after the caller left", func() bool {
 		return testutil.ToFloat64(s.inflight) == 0 && testutil.ToFloat64(s.answers.WithLabelValues(outcomeCanceled)) == 1
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/highload-lab/hlab/internal/services/catalog"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
@@ -25,11 +26,7 @@ func start(t testing.TB, dsn string, source catalog.Source, slot string) http.Ha
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; s.Close() })
-	refdatatest.Eventually(t, 20*time.Second, "service ready", func() bool { return s.Ready() == nil })
+	refdatatest.Run(t, s)
 	return s.Handler()
 }
 
@@ -138,7 +135,7 @@ func TestReplicaKeepsOrderUnderChanges(t *testing.T) {
 		WHERE id = (SELECT max(id) FROM customers WHERE region = 'Omsk') RETURNING id`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	refdatatest.Eventually(t, 5*time.Second, "renamed customer listed first", func() bool {
+	testkit.Eventually(t, 5*time.Second, "renamed customer listed first", func() bool {
 		var l catalog.Listing
 		get(t, h, "/customers?region=Omsk&limit=1", &l)
 		return len(l.Customers) == 1 && l.Customers[0].ID == id
@@ -146,7 +143,7 @@ func TestReplicaKeepsOrderUnderChanges(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `DELETE FROM customers WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	refdatatest.Eventually(t, 5*time.Second, "deleted customer gone", func() bool {
+	testkit.Eventually(t, 5*time.Second, "deleted customer gone", func() bool {
 		code, _ := get(t, h, fmt.Sprintf("/customers/%d", id), nil)
 		return code == 404
 	})

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestLogMarshalsEveryIteration(t *testing.T) {
@@ -53,7 +55,7 @@ func TestPostEvents(t *testing.T) {
 			}
 		})
 	}
-	if got := metric(t, reg, "eventlog_http_events_total"); got != 1 {
+	if got := testkit.MetricSum(t, reg, "eventlog_http_events_total", nil); got != 1 {
 		t.Fatalf("eventlog_http_events_total = %v, want 1", got)
 	}
 }
@@ -77,24 +79,6 @@ func TestWindow(t *testing.T) {
 	if len(w.ids) != 3 {
 		t.Fatalf("window holds %d ids, want 3", len(w.ids))
 	}
-}
-
-// metric sums the series of a counter or gauge in reg (0 when absent).
-func metric(t testing.TB, reg prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // slowBody is a request body whose read fails as one does at the

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/backend"
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -67,16 +67,7 @@ func runChildFront(p Policy, back string) int {
 // address.
 func startChildFront(t *testing.T, p Policy, back string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childPolicyEnv+"="+string(p), childBackendEnv+"="+back)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := testkit.StartSelf(t, childPolicyEnv+"="+string(p), childBackendEnv+"="+back)
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})

@@ -19,19 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/highload-lab/hlab/internal/services/backend"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
-
-// waitFor polls cond until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // startBack serves a back with cfg on 127.0.0.1.
 func startBack(t testing.TB, cfg backend.Config) (*backend.Service, string) {
@@ -205,7 +194,7 @@ func TestNoTimeoutFollowsTheClient(t *testing.T) {
 	if _, err := client.Get(url); err == nil {
 		t.Fatal("the black hole answered")
 	}
-	waitFor(t, 5*time.Second, "the front's call ends when its client leaves", func() bool {
+	testkit.Eventually(t, 5*time.Second, "the front's call ends when its client leaves", func() bool {
 		return testutil.ToFloat64(f.requests.WithLabelValues("client_gone")) == 1 && f.inflight.Load() == 0
 	})
 }
@@ -232,28 +221,9 @@ func TestDeadlinePropagatesToTheBack(t *testing.T) {
 		t.Errorf("the back got %s: %d ms; want the time left, 1 to 400", backend.TimeoutHeader, ms)
 	}
 	// The back stops the work the front gave up on: nothing left running.
-	waitFor(t, 5*time.Second, "the back's request ends at the deadline", func() bool {
-		return metric(t, reg, "backend_inflight_requests") == 0 && metric(t, reg, "backend_answers_total") == 1
+	testkit.Eventually(t, 5*time.Second, "the back's request ends at the deadline", func() bool {
+		return testkit.MetricSum(t, reg, "backend_inflight_requests", nil) == 0 && testkit.MetricSum(t, reg, "backend_answers_total", nil) == 1
 	})
-}
-
-// metric sums the series of a metric in reg.
-func metric(t testing.TB, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
 }
 
 func TestHedgeAnswersFromTheFasterAttempt(t *testing.T) {
@@ -315,7 +285,7 @@ func TestAdaptiveShedsAboveTheLimit(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, 5*time.Second, "two calls hold the limit", func() bool { return f.inflight.Load() == 2 })
+	testkit.Eventually(t, 5*time.Second, "two calls hold the limit", func() bool { return f.inflight.Load() == 2 })
 	a := call(t, url)
 	if a.code != http.StatusServiceUnavailable || a.failure != "shed" {
 		t.Fatalf("%d %s %q; want 503 shed", a.code, a.failure, a.body)
@@ -352,7 +322,7 @@ func TestBoundsAndBadAnswers(t *testing.T) {
 		}
 	}()
 	defer func() { cancel(); <-done }()
-	waitFor(t, 5*time.Second, "one request in flight", func() bool { return f.inflight.Load() == 1 })
+	testkit.Eventually(t, 5*time.Second, "one request in flight", func() bool { return f.inflight.Load() == 1 })
 	if a := call(t, url); a.code != http.StatusServiceUnavailable || a.failure != "inflight_limit" {
 		t.Errorf("over MaxInflight: %d %s %q; want 503 inflight_limit", a.code, a.failure, a.body)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/highload-lab/hlab/internal/services/pricing"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
@@ -56,11 +57,7 @@ func start(t testing.TB, dsn string, source pricing.Source, slot string) svc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; s.Close() })
-	refdatatest.Eventually(t, 20*time.Second, "service ready", func() bool { return s.Ready() == nil })
+	refdatatest.Run(t, s)
 	return svc{s, s.Handler(), reg}
 }
 
@@ -183,7 +180,7 @@ func TestReplicaSeesReferenceChanges(t *testing.T) {
 		WHERE id = (SELECT warehouse_id FROM zones WHERE id = (SELECT zone_id FROM cities WHERE id = 1))`); err != nil {
 		t.Fatal(err)
 	}
-	refdatatest.Eventually(t, 5*time.Second, "new handling fee in the price", func() bool { return price() == 424242 })
+	testkit.Eventually(t, 5*time.Second, "new handling fee in the price", func() bool { return price() == 424242 })
 }
 
 // TestServeHealth runs the whole service: /healthz is 503 with the reason
@@ -192,26 +189,15 @@ func TestServeHealth(t *testing.T) {
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: pricing.FromPostgres,
+	ln := testkit.Listen(t)
+	testkit.Background(t, "Serve", func(ctx context.Context) error {
+		return pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: pricing.FromPostgres,
 			DB: refdata.DB{DSN: "postgres://postgres@" + deadAddr + "/x?sslmode=disable", ConnectTimeout: 200 * time.Millisecond}})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	})
 	base := "http://" + ln.Addr().String()
 	var code int
 	var body string
-	refdatatest.Eventually(t, 5*time.Second, "/healthz answers", func() bool {
+	testkit.Eventually(t, 5*time.Second, "/healthz answers", func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {
 			return false

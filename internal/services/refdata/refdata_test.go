@@ -13,6 +13,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
+	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -127,7 +128,7 @@ func TestReplicaFollowsAndSkipsBadRows(t *testing.T) {
 	}
 	refRep := start(ref, "ref", prometheus.NewRegistry())
 	custRep := start(cust, "cust", reg)
-	refdatatest.Eventually(t, 20*time.Second, "replicas ready", func() bool {
+	testkit.Eventually(t, 20*time.Second, "replicas ready", func() bool {
 		return refRep.Ready() == nil && custRep.Ready() == nil && refRep.Loaded() && custRep.Loaded()
 	})
 	if ref.Rules.Len() != refdata.NumRules || ref.Cities.Len() != refdata.NumCities || cust.Table.Len() != refdatatest.Small.Customers {
@@ -136,7 +137,7 @@ func TestReplicaFollowsAndSkipsBadRows(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE brands SET markup_bp = 4321 WHERE id = 5`); err != nil {
 		t.Fatal(err)
 	}
-	refdatatest.Eventually(t, 5*time.Second, "brand update visible", func() bool {
+	testkit.Eventually(t, 5*time.Second, "brand update visible", func() bool {
 		b, _ := ref.Brands.Get(5)
 		return b.MarkupBP == 4321
 	})
@@ -146,7 +147,7 @@ func TestReplicaFollowsAndSkipsBadRows(t *testing.T) {
 		(900002, 'Good LLC', 'Omsk', 'x@y', '+7', 0, now())`); err != nil {
 		t.Fatal(err)
 	}
-	refdatatest.Eventually(t, 5*time.Second, "good row visible", func() bool {
+	testkit.Eventually(t, 5*time.Second, "good row visible", func() bool {
 		_, ok := cust.Table.Get(900002)
 		return ok
 	})

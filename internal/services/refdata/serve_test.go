@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/refdata"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // stubService is a refdata.Service without a database.
@@ -31,23 +31,12 @@ func (stubService) Handler() http.Handler {
 // do not read bodies; the server reads what is left to reuse the
 // connection, under the same deadline.
 func TestServeSlowBody(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- refdata.Serve(ctx, server.Config{Name: "catalog", Listener: ln, ReadTimeout: time.Second},
+	ln := testkit.Listen(t)
+	testkit.Background(t, "Serve", func(ctx context.Context) error {
+		return refdata.Serve(ctx, server.Config{Name: "catalog", Listener: ln, ReadTimeout: time.Second},
 			refdata.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 			func(context.Context, refdata.Config) (refdata.Service, error) { return stubService{}, nil })
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	})
 	_, held, err := servertest.Trickle(ln.Addr().String(), "POST", "/customers", "", "", 8*time.Second)
 	if err != nil {
 		t.Fatal(err)

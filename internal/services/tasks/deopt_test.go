@@ -70,7 +70,7 @@ func TestSwitchesKeepBehaviour(t *testing.T) {
 			if (seen != nil) != tc.deopt.UserTouch {
 				t.Fatalf("last_seen_at = %v: the per-request user update ran %v, want %v", seen, seen != nil, tc.deopt.UserTouch)
 			}
-			if max := e.metric("tasks_db_pool_max_conns", ""); (max == 0) != tc.deopt.NoPoolLimits {
+			if max := e.metric("tasks_db_pool_max_conns", nil); (max == 0) != tc.deopt.NoPoolLimits {
 				t.Fatalf("pool max conns = %v with NoPoolLimits %v", max, tc.deopt.NoPoolLimits)
 			}
 		})

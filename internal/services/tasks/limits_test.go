@@ -44,7 +44,7 @@ func TestLoginLimitPerAccount(t *testing.T) {
 	if a := login(anon, "bob@example.com", "password-of-bob@example.com"); a.code != http.StatusOK {
 		t.Fatalf("bob's login while alice's account is limited = %s, want 200", a)
 	}
-	if n := e.metric("tasks_logins_total", `result="limited"`); n != 1 {
+	if n := e.metric("tasks_logins_total", map[string]string{"result": "limited"}); n != 1 {
 		t.Errorf("tasks_logins_total{result=limited} = %v, want 1", n)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/tasks"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // One real Postgres serves the package's tests; each test gets its own
@@ -205,39 +206,9 @@ func (e *env) count(table string) int {
 	return n
 }
 
-// metric returns the sum of a metric's series whose line contains match.
-func (e *env) metric(name, match string) float64 {
+// metric returns the sum of a metric's series that carry labels (every
+// series when labels is nil), as the service's /metrics shows them.
+func (e *env) metric(name string, labels map[string]string) float64 {
 	e.t.Helper()
-	resp, err := httpClient.Get(e.srv.URL + "/metrics")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var sum float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name) || !strings.Contains(line, match) {
-			continue
-		}
-		rest := line[len(name):]
-		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
-			continue
-		}
-		var v float64
-		fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-		sum += v
-	}
-	return sum
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testkit.SumFamily(testkit.Scrape(e.t, e.srv.URL+"/metrics")[name], labels)
 }

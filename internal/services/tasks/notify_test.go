@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/services/tasks"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // sink is a webhook that records the notifications of the batches it
@@ -96,20 +97,20 @@ func TestNotificationsReachTheWebhook(t *testing.T) {
 			}
 			hook.fail.Store(1) // the first call fails and is retried
 			task := c.createTask(map[string]any{"title": "push me"})
-			eventually(t, "the notification", func() bool { return len(hook.notifications()) == 1 })
+			testkit.Eventually(t, 15*time.Second, "the notification", func() bool { return len(hook.notifications()) == 1 })
 			n := hook.notifications()[0]
 			if n.UserID != c.id || n.Event.Type != tasks.EventCreated || n.Event.TaskID != task.ID || len(n.Devices) != 2 ||
 				n.Devices[0].PushToken != "apns-a" || n.Devices[1].PushToken != "fcm-b" {
 				t.Fatalf("notification = %+v", n)
 			}
-			if got := e.metric("tasks_notify_attempts_total", ""); got != 2 {
+			if got := e.metric("tasks_notify_attempts_total", nil); got != 2 {
 				t.Fatalf("webhook attempts = %v, want 2 (one retry)", got)
 			}
 			nobody.createTask(map[string]any{"title": "nobody to tell"})
-			eventually(t, "the job without devices", func() bool {
-				return e.metric("tasks_notify_jobs_total", `result="no_devices"`) == 1
+			testkit.Eventually(t, 15*time.Second, "the job without devices", func() bool {
+				return e.metric("tasks_notify_jobs_total", map[string]string{"result": "no_devices"}) == 1
 			})
-			if got := e.metric("tasks_notify_jobs_total", `result="delivered"`); got != 1 {
+			if got := e.metric("tasks_notify_jobs_total", map[string]string{"result": "delivered"}); got != 1 {
 				t.Fatalf("delivered = %v, want 1", got)
 			}
 		})
@@ -131,7 +132,7 @@ func TestFullQueueNeverBlocksARequest(t *testing.T) {
 	c.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w"})
 	// The first job takes the only worker, which the webhook then holds.
 	c.createTask(map[string]any{"title": "first"})
-	eventually(t, "the worker busy", func() bool { return hook.calls.Load() == 1 })
+	testkit.Eventually(t, 15*time.Second, "the worker busy", func() bool { return hook.calls.Load() == 1 })
 
 	const n = 19
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -153,14 +154,14 @@ func TestFullQueueNeverBlocksARequest(t *testing.T) {
 		}
 	}
 	// Two jobs fill the queue; the rest are dropped.
-	if got := e.metric("tasks_notify_jobs_total", `result="dropped"`); got != n-2 {
+	if got := e.metric("tasks_notify_jobs_total", map[string]string{"result": "dropped"}); got != n-2 {
 		t.Fatalf("dropped jobs = %v, want %d", got, n-2)
 	}
-	if got := e.metric("tasks_notify_queue_depth", ""); got != 2 {
+	if got := e.metric("tasks_notify_queue_depth", nil); got != 2 {
 		t.Fatalf("queue depth = %v, want 2 (its capacity)", got)
 	}
 	close(hook.block)
-	eventually(t, "the queued jobs delivered", func() bool { return len(hook.notifications()) == 3 })
+	testkit.Eventually(t, 15*time.Second, "the queued jobs delivered", func() bool { return len(hook.notifications()) == 3 })
 }
 
 // Changes queued while the webhook is busy go out together: one call
@@ -179,13 +180,13 @@ func TestNotificationsAreBatched(t *testing.T) {
 		}
 	}
 	a.createTask(map[string]any{"title": "first"})
-	eventually(t, "the worker busy", func() bool { return hook.calls.Load() == 1 })
+	testkit.Eventually(t, 15*time.Second, "the worker busy", func() bool { return hook.calls.Load() == 1 })
 	const queued = 10
 	for i := range queued {
 		[]*client{a, b}[i%2].createTask(map[string]any{"title": fmt.Sprint("queued ", i)})
 	}
 	close(hook.block)
-	eventually(t, "every notification", func() bool { return len(hook.notifications()) == 1+queued })
+	testkit.Eventually(t, 15*time.Second, "every notification", func() bool { return len(hook.notifications()) == 1+queued })
 	if got := hook.calls.Load(); got != 2 {
 		t.Fatalf("webhook calls = %d, want 2 (the first change, then the %d queued ones in one batch)", got, queued)
 	}

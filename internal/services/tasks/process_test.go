@@ -6,7 +6,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/tasks"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // runProcess runs "hlab serve tasks" with args on a fresh database, on
@@ -30,33 +30,13 @@ func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, admin := testkit.Listen(t), testkit.Listen(t)
 	p.Server.Listener, p.Server.AdminListener = ln, admin
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	testkit.Background(t, "Run", func(ctx context.Context) error {
+		return p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	})
 	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
-	eventually(t, "the service to answer /healthz", func() bool {
-		resp, err := httpClient.Get(e.srv.URL + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	testkit.Healthy(t, 15*time.Second, e.srv.URL+"/healthz")
 	return e, "http://" + admin.Addr().String()
 }
 

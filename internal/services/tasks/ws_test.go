@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/highload-lab/hlab/internal/services/tasks"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // dialWS opens the user's WebSocket and waits until the hub has it.
@@ -28,13 +29,13 @@ func (c *client) dialWS(t *testing.T, viaQuery bool) *websocket.Conn {
 	} else {
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + c.token}}
 	}
-	before := c.e.metric("tasks_ws_connections", "")
+	before := c.e.metric("tasks_ws_connections", nil)
 	conn, _, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		t.Fatalf("dial %s: %v", url, err)
 	}
 	t.Cleanup(func() { conn.CloseNow() })
-	eventually(t, "the hub to register the WebSocket", func() bool { return c.e.metric("tasks_ws_connections", "") > before })
+	testkit.Eventually(t, 15*time.Second, "the hub to register the WebSocket", func() bool { return c.e.metric("tasks_ws_connections", nil) > before })
 	return conn
 }
 
@@ -141,14 +142,14 @@ func TestWebSocketsPerUserBounded(t *testing.T) {
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
 		t.Fatalf("Retry-After %q, want seconds", resp.Header.Get("Retry-After"))
 	}
-	if n := e.metric("tasks_ws_refused_total", ""); n != 1 {
+	if n := e.metric("tasks_ws_refused_total", nil); n != 1 {
 		t.Errorf("tasks_ws_refused_total = %v, want 1", n)
 	}
 	bob.dialWS(t, false) // the bound is per user
 
-	before := e.metric("tasks_ws_connections", "")
+	before := e.metric("tasks_ws_connections", nil)
 	first.Close(websocket.StatusNormalClosure, "")
-	eventually(t, "the closed socket to leave the hub", func() bool { return e.metric("tasks_ws_connections", "") < before })
+	testkit.Eventually(t, 15*time.Second, "the closed socket to leave the hub", func() bool { return e.metric("tasks_ws_connections", nil) < before })
 	if _, resp, err := dialAs(t, e, alice.token); err != nil {
 		t.Fatalf("socket of alice after closing one: %v %v, want accepted", err, resp)
 	}

@@ -78,15 +78,3 @@ func DB(t testing.TB, size refdata.Size) (string, *pgxpool.Pool) {
 	}
 	return dsn, pool
 }
-
-// Eventually polls cond every 10 ms until it holds or timeout passes.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -1,0 +1,70 @@
+// Package labtest runs an experiment from its tests, in either of the two
+// ways the lab's tests check one: in this process through lab.RunAll,
+// for typed results, or as a user does, "hlab lab NAME --json", for the
+// JSON contract. Both run the hlab binary testkit.HlabBinary gives, so
+// each test process builds it once.
+package labtest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/testkit"
+)
+
+// RunQuick runs exp in this process in quick mode, its runs shortened,
+// over two pairs, and returns its result; it fails t when the run cannot
+// start or the experiment reports an error (with the run's progress).
+// Whether its claims hold is the caller's to check.
+func RunQuick(t *testing.T, exp lab.Experiment) *lab.Result {
+	t.Helper()
+	bin := testkit.HlabBinary(t)
+	sb, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var progress strings.Builder
+	results, err := lab.RunAll(context.Background(), []lab.Experiment{exp},
+		lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir()}, sb, lab.NewProgress(&progress, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := results[0]
+	if res.Error != "" {
+		t.Fatalf("experiment failed: %s\n%s", res.Error, progress.String())
+	}
+	return res
+}
+
+// RunCLI runs "hlab lab name args... --json FILE --report DIR" as a user
+// does, decodes FILE into doc and returns what the command printed and
+// FILE's bytes; it fails t (with the output) when the command fails or
+// FILE does not decode.
+func RunCLI(t *testing.T, name string, doc any, args ...string) (printed, written []byte) {
+	t.Helper()
+	bin := testkit.HlabBinary(t)
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "r.json")
+	args = append([]string{"lab", name}, args...)
+	args = append(args, "--json", jsonPath, "--report", filepath.Join(dir, "report"))
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hlab lab %s: %v\n%s", name, err, out)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, doc); err != nil {
+		t.Fatalf("%s: %v\n%s", jsonPath, err, b)
+	}
+	return out, b
+}

@@ -1,0 +1,137 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// fakeT records a Fatalf instead of ending the test.
+type fakeT struct {
+	testing.TB
+	failed string
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.failed = format
+	panic(f)
+}
+
+// fails reports the message with which fn failed its fakeT ("" if none).
+func fails(fn func(t testing.TB)) (msg string) {
+	f := &fakeT{}
+	defer func() {
+		if r := recover(); r != nil && r != any(f) {
+			panic(r)
+		}
+		msg = f.failed
+	}()
+	fn(f)
+	return ""
+}
+
+func TestEventually(t *testing.T) {
+	n := 0
+	Eventually(t, 5*time.Second, "the third poll", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("polled %d times, want 3", n)
+	}
+	start := time.Now()
+	if msg := fails(func(t testing.TB) { Eventually(t, 50*time.Millisecond, "never", func() bool { return false }) }); msg == "" {
+		t.Fatal("Eventually of a condition that never holds did not fail")
+	}
+	if d := time.Since(start); d < 50*time.Millisecond || d > 2*time.Second {
+		t.Errorf("gave up after %v, want just past 50ms", d)
+	}
+	if msg := fails(func(t testing.TB) {
+		EventuallyNil(t, 20*time.Millisecond, "never", func() error { return errors.New("why") })
+	}); !strings.Contains(msg, "%v") {
+		t.Errorf("EventuallyNil failed with %q, want the error in it", msg)
+	}
+}
+
+func TestMetricSum(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hits_total", Help: "h"}, []string{"code", "path"})
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "depth", Help: "d"})
+	reg.MustRegister(c, g)
+	c.WithLabelValues("200", "/a").Add(2)
+	c.WithLabelValues("200", "/b").Add(3)
+	c.WithLabelValues("500", "/a").Add(5)
+	g.Set(7)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	scraped := Scrape(t, srv.URL)
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"hits_total", nil, 10},
+		{"hits_total", map[string]string{"code": "200"}, 5},
+		{"hits_total", map[string]string{"path": "/a", "code": "500"}, 5},
+		{"hits_total", map[string]string{"code": "404"}, 0},
+		{"hits_total", map[string]string{"nosuch": "x"}, 0},
+		{"depth", nil, 7},
+		{"absent", nil, 0},
+	} {
+		if got := MetricSum(t, reg, tc.name, tc.labels); got != tc.want {
+			t.Errorf("MetricSum(%s, %v) = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+		if got := SumFamily(scraped[tc.name], tc.labels); got != tc.want {
+			t.Errorf("SumFamily(Scrape)[%s, %v] = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
+}
+
+func TestBackground(t *testing.T) {
+	ln := Listen(t)
+	stopped := make(chan struct{})
+	t.Run("serve", func(t *testing.T) {
+		Background(t, "Serve", func(ctx context.Context) error {
+			defer close(stopped)
+			srv := &http.Server{Handler: http.NotFoundHandler()}
+			go func() { <-ctx.Done(); srv.Close() }()
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		resp, err := http.Get("http://" + ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	})
+	select {
+	case <-stopped:
+	default:
+		t.Fatal("the server still runs after its test ended")
+	}
+}
+
+func TestSyncBuffer(t *testing.T) {
+	var b SyncBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			b.Write([]byte("x"))
+		}
+	}()
+	for range 100 {
+		_ = b.String()
+	}
+	<-done
+	if got := b.String(); got != strings.Repeat("x", 100) {
+		t.Fatalf("%q", got)
+	}
+}
