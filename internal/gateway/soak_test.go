@@ -69,11 +69,7 @@ func (p *soakProc) pid() int { return p.proc.PID() }
 // quota) and waits for its /healthz.
 func serve(t *testing.T, sb *sandbox.Sandbox, bin, name string, cpu float64, args ...string) *soakProc {
 	t.Helper()
-	port, err := deps.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := testkit.FreeAddr(t)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -102,11 +98,7 @@ func serve(t *testing.T, sb *sandbox.Sandbox, bin, name string, cpu float64, arg
 // returns it and its Kafka address.
 func startSoakKafka(t *testing.T, sb *sandbox.Sandbox, bin, topic string, partitions int) (*soakProc, string) {
 	t.Helper()
-	port, err := deps.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	broker := fmt.Sprintf("127.0.0.1:%d", port)
+	broker := testkit.FreeAddr(t)
 	k := serve(t, sb, bin, "kfake", 0, "--kafka-addr", broker, "--topics", topic, "--partitions", strconv.Itoa(partitions))
 	return k, broker
 }
@@ -115,68 +107,13 @@ func startSoakKafka(t *testing.T, sb *sandbox.Sandbox, bin, topic string, partit
 // and its gRPC address.
 func startSoakGateway(t *testing.T, sb *sandbox.Sandbox, bin, broker string, cpu float64, args ...string) (*soakProc, string) {
 	t.Helper()
-	port, err := deps.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	grpcAddr := testkit.FreeAddr(t)
 	g := serve(t, sb, bin, "databus", cpu, append([]string{"--grpc-addr", grpcAddr, "--brokers", broker}, args...)...)
 	return g, grpcAddr
 }
 
-// vmRSSMB reads a process's VmRSS from /proc/PID/status, in MiB.
-func vmRSSMB(t *testing.T, pid int) float64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest) // "1234 kB"
-			kb, err := strconv.ParseFloat(f[0], 64)
-			if err != nil {
-				t.Fatalf("VmRSS line %q: %v", line, err)
-			}
-			return kb / 1024
-		}
-	}
-	t.Fatalf("/proc/%d/status has no VmRSS", pid)
-	return 0
-}
-
-// rssPeak samples a process's VmRSS every 100 ms until stopped.
-type rssPeak struct {
-	peak atomic.Uint64 // KiB
-	stop chan struct{}
-	done chan struct{}
-}
-
-func samplePeak(t *testing.T, pid int) *rssPeak {
-	r := &rssPeak{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			if kb := uint64(vmRSSMB(t, pid) * 1024); kb > r.peak.Load() {
-				r.peak.Store(kb)
-			}
-			select {
-			case <-r.stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return r
-}
-
-func (r *rssPeak) end() float64 {
-	close(r.stop)
-	<-r.done
-	return float64(r.peak.Load()) / 1024
-}
+// rssMB is the process's resident memory now, read by its sandbox.
+func (p *soakProc) rssMB() float64 { return p.proc.Measure().Stop().RSSMBMax }
 
 // tcpConnsTo counts pid's established TCP connections to port on the
 // loopback: its socket inodes (/proc/PID/fd) matched against
@@ -288,8 +225,8 @@ func TestNeverAckedOneMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	time.Sleep(time.Second) // let the gateway settle after its start
-	startRSS := vmRSSMB(t, gw.pid())
-	peak := samplePeak(t, gw.pid())
+	startRSS := gw.rssMB()
+	peak := gw.proc.Measure() // the sandbox samples its RSS every 100 ms
 	sub, err := c.OpenSubscription(ctx, topic, "soak", databus.MaxUnacked(maxUnacked))
 	if err != nil {
 		t.Fatal(err)
@@ -338,15 +275,15 @@ func TestNeverAckedOneMemory(t *testing.T) {
 			last, since = n, time.Now()
 		}
 		if time.Since(progress) > 10*time.Second {
-			t.Logf("%d delivered so far, RSS %.1f MB", n, vmRSSMB(t, gw.pid()))
+			t.Logf("%d delivered so far, RSS %.1f MB", n, gw.rssMB())
 			progress = time.Now()
 		}
 		if n >= int64(total) || time.Since(since) > 5*time.Second {
 			break
 		}
 	}
-	peakRSS := peak.end()
-	endRSS := vmRSSMB(t, gw.pid())
+	peakRSS := peak.Stop().RSSMBMax
+	endRSS := gw.rssMB()
 	m := testkit.Scrape(t, "http://"+gw.http+"/metrics")
 	n := delivered.Load()
 	t.Logf("gateway RSS: start %.1f MB, peak %.1f MB (+%.1f), end %.1f MB", startRSS, peakRSS, peakRSS-startRSS, endRSS)
@@ -393,7 +330,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 		t.Logf("no CPU quota on this machine (%s): the gateway runs unconstrained", sb.Reason())
 	}
 	time.Sleep(time.Second)
-	startRSS := vmRSSMB(t, gw.pid())
+	startRSS := gw.rssMB()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -458,7 +395,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 		return nil
 	})
 	time.Sleep(3 * time.Second) // idle: the figures of 10k open streams
-	rss := vmRSSMB(t, gw.pid())
+	rss := gw.rssMB()
 	kafkaConns := tcpConnsTo(t, gw.pid(), brokerPort)
 	m := testkit.Scrape(t, "http://"+gw.http+"/metrics")
 	members := testkit.SumFamily(m["databus_kafka_clients"], map[string]string{"kind": "member"})

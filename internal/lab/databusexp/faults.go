@@ -20,8 +20,10 @@ const (
 	faultPublish   = "fault: gateway SIGKILLed during publish"
 	faultSubscribe = "fault: gateway SIGKILLed during subscribe"
 	faultMember    = "fault: member's connection reset holding unacked messages"
-	faultBroker    = "fault: Kafka broker down for 10 s during publish"
 )
+
+// faultBroker names the outage by its length, so the two cannot drift.
+var faultBroker = fmt.Sprintf("fault: Kafka broker down for %.0f s during publish", brokerOutage.Seconds())
 
 // faultLabels are the rows every mode runs; they gate the claims.
 var faultLabels = []string{faultPublish, faultSubscribe, faultMember}

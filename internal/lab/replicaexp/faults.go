@@ -209,7 +209,8 @@ func awaitServed(ctx context.Context, cat *lab.Service, pool *pgxpool.Pool, limi
 	})
 }
 
-var faultClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+// catalogClient asks a catalog service for customers and its health.
+var catalogClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 
 func getCustomer(ctx context.Context, cat *lab.Service, id int32) (refdata.Customer, error) {
 	var c refdata.Customer
@@ -217,7 +218,7 @@ func getCustomer(ctx context.Context, cat *lab.Service, id int32) (refdata.Custo
 	if err != nil {
 		return c, err
 	}
-	resp, err := faultClient.Do(req)
+	resp, err := catalogClient.Do(req)
 	if err != nil {
 		return c, err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -214,7 +213,7 @@ func (b *bench) badRow(ctx context.Context, pool *pgxpool.Pool, svc *lab.Service
 	}
 	defer pool.Exec(context.WithoutCancel(ctx), `DELETE FROM customers WHERE id IN ($1, $2)`, bad, good)
 	serves := func(id int) int {
-		resp, err := http.Get(svc.URL(fmt.Sprintf("/customers/%d", id)))
+		resp, err := catalogClient.Get(svc.URL(fmt.Sprintf("/customers/%d", id)))
 		if err != nil {
 			return 0
 		}
@@ -226,7 +225,7 @@ func (b *bench) badRow(ctx context.Context, pool *pgxpool.Pool, svc *lab.Service
 		return inLab && serves(good) == 200
 	})
 	hz := 0
-	if resp, err := http.Get(svc.URL("/healthz")); err == nil {
+	if resp, err := catalogClient.Get(svc.URL("/healthz")); err == nil {
 		resp.Body.Close()
 		hz = resp.StatusCode
 	}

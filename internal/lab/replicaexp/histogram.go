@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"slices"
-	"time"
 
+	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/promtext"
 )
 
@@ -20,12 +19,10 @@ type histogram struct {
 	sum, count float64
 }
 
-var scrapeClient = &http.Client{Timeout: 2 * time.Second}
-
 // scrapeHistogram reads histogram name from a /metrics URL, its series
 // summed.
 func scrapeHistogram(ctx context.Context, url, name string) (histogram, error) {
-	m, err := promtext.Scrape(ctx, scrapeClient, url)
+	m, err := lab.ScrapeMetrics(ctx, url)
 	if err != nil {
 		return histogram{}, err
 	}
