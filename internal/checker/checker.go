@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/highload-lab/hlab/internal/kafkatopic"
 	"github.com/highload-lab/hlab/internal/promtext"
 )
 
@@ -208,38 +209,14 @@ func ensureTopic(ctx context.Context, brokers []string, topic string, partitions
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
-	rs, err := adm.CreateTopics(ctx, int32(partitions), 1, nil, topic)
-	if err == nil {
-		err = rs.Error()
+	err = kafkatopic.Create(ctx, adm, partitions, topic)
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		err = kafkatopic.Await(ctx, adm, topic)
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("checker: create topic %q at %v: %w", topic, brokers, err)
+	if err != nil {
+		return fmt.Errorf("checker: topic %q at %v: %w", topic, brokers, err)
 	}
-	// A broker answers CreateTopics before its metadata shows the topic
-	// (KRaft propagates it asynchronously): wait until every partition
-	// has a leader, or the gateway would rightly answer NotFound.
-	for {
-		details, err := adm.ListTopics(ctx, topic)
-		if err == nil {
-			if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) > 0 && leadersKnown(d) {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("checker: topic %q created but not visible in %v's metadata: %w", topic, brokers, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func leadersKnown(d kadm.TopicDetail) bool {
-	for _, p := range d.Partitions {
-		if p.Err != nil || p.Leader < 0 {
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 // GatewayRSS reads the gateway's resident memory, in bytes, from its

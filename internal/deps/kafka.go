@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/highload-lab/hlab/internal/kafkatopic"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -243,12 +244,8 @@ func (k *Kafka) CreateTopics(ctx context.Context, partitions int, topics ...stri
 		partitions = k.partitions
 	}
 	return k.admin(func(adm *kadm.Client) error {
-		rs, err := adm.CreateTopics(ctx, int32(partitions), 1, nil, topics...)
-		if err == nil {
-			err = rs.Error()
-		}
-		if err != nil {
-			return fmt.Errorf("deps: create kafka topics %v: %w", topics, err)
+		if err := kafkatopic.Create(ctx, adm, partitions, topics...); err != nil {
+			return fmt.Errorf("deps: %w", err)
 		}
 		return nil
 	})

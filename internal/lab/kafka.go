@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/kafkatopic"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -101,12 +102,8 @@ func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int) e
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return k.admin(func(adm *kadm.Client) error {
-		rs, err := adm.CreateTopics(ctx, int32(partitions), 1, nil, topic)
-		if err == nil {
-			err = rs.Error()
-		}
-		if err != nil {
-			return fmt.Errorf("lab: create kafka topic %s: %w", topic, err)
+		if err := kafkatopic.Create(ctx, adm, partitions, topic); err != nil {
+			return fmt.Errorf("lab: %w", err)
 		}
 		return nil
 	})
