@@ -14,17 +14,23 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/server"
 )
 
 func main() {
 	fs := flag.NewFlagSet("databus", flag.ExitOnError)
-	var p gateway.Process
-	p.RegisterFlags(fs, "http-addr")
+	var (
+		hs server.Config
+		o  gateway.Options
+	)
+	fs.StringVar(&hs.Addr, "http-addr", "127.0.0.1:7071", "HTTP address for /healthz and /metrics (profiles: --admin-addr)")
+	hs.RegisterFlags(fs)
+	o.RegisterFlags(fs)
 	fs.Parse(os.Args[1:])
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := p.Run(ctx, logger); err != nil {
+	hs.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := gateway.Serve(ctx, hs, o); err != nil {
 		fmt.Fprintln(os.Stderr, "databus:", err)
 		os.Exit(1)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -24,166 +25,117 @@ import (
 	"github.com/highload-lab/hlab/internal/services/eventlog"
 	"github.com/highload-lab/hlab/internal/services/frontend"
 	"github.com/highload-lab/hlab/internal/services/hello"
+	"github.com/highload-lab/hlab/internal/services/kafkafake"
 	"github.com/highload-lab/hlab/internal/services/pricing"
 	"github.com/highload-lab/hlab/internal/services/tasks"
 	"github.com/highload-lab/hlab/internal/services/work"
 )
 
-// service is one "hlab serve NAME": its flags and how to build its handler.
+// service is one "hlab serve NAME". Every service follows one
+// convention: its Config binds its own flags (Config.RegisterFlags) and
+// gives them back (Config.Args, which the lab uses), and the package's
+// Serve(ctx, server.Config, Config) runs it under the shared server, or,
+// for a service that is only a handler, New builds that handler.
 type service struct {
 	summary string
-	// setup registers the service's flags on fs and returns a function that
-	// builds its handler once flags are parsed.
-	setup func(fs *flag.FlagSet) func(reg *prometheus.Registry) (http.Handler, error)
-	// longHandlers marks a setup service whose handlers run long by
-	// design (fault injection, an unguarded call, a proxy): its
-	// --write-timeout defaults to none.
-	longHandlers bool
-	// run, set instead of setup, runs the service itself (a service with
-	// a lifecycle of its own, or more than one listener: the databus
-	// gateway's gRPC beside its HTTP endpoints). It registers its flags on
-	// fs, those of its HTTP server included (serverFlags, or its Process's
-	// RegisterFlags: "addr" is the HTTP address), and returns the runner.
-	run func(fs *flag.FlagSet) func(ctx context.Context, logger *slog.Logger) error
+	// run registers the service's flags on fs, the shared server's
+	// included, and returns the runner to call once they are parsed.
+	run func(fs *flag.FlagSet) func(ctx context.Context, srv server.Config) error
 }
 
-// serverFlags registers a service's HTTP server flags on fs: --addr, and
-// those every service shares (--admin-addr, --read-timeout,
-// --write-timeout; server.Config.RegisterFlags). With longHandlers, the
-// write timeout defaults to none.
-func serverFlags(fs *flag.FlagSet, addrHelp string, longHandlers bool) *server.Config {
+// configFlags is a service Config that binds its flags to its fields.
+type configFlags[C any] interface {
+	*C
+	RegisterFlags(fs *flag.FlagSet)
+}
+
+// serving is a service run by its package's Serve. addr is the default
+// of --addr.
+func serving[C any, P configFlags[C]](summary, addr string, serve func(context.Context, server.Config, C) error) service {
+	return service{summary: summary, run: func(fs *flag.FlagSet) func(context.Context, server.Config) error {
+		srv := serverFlags(fs, addr, false)
+		var c C
+		P(&c).RegisterFlags(fs)
+		return func(ctx context.Context, base server.Config) error {
+			srv.Name, srv.Logger = base.Name, base.Logger
+			return serve(ctx, *srv, c)
+		}
+	}}
+}
+
+// handling is a service that is only a handler, built from its Config.
+// longHandlers marks one whose handlers run long by design (fault
+// injection, an unguarded call, a proxy): its --write-timeout defaults to
+// none.
+func handling[C any, P configFlags[C]](summary string, longHandlers bool, build func(C, *prometheus.Registry) (http.Handler, error)) service {
+	return service{summary: summary, run: func(fs *flag.FlagSet) func(context.Context, server.Config) error {
+		srv := serverFlags(fs, "127.0.0.1:8080", longHandlers)
+		var c C
+		P(&c).RegisterFlags(fs)
+		return func(ctx context.Context, base server.Config) error {
+			reg := prometheus.NewRegistry()
+			h, err := build(c, reg)
+			if err != nil {
+				return usageError{err}
+			}
+			srv.Name, srv.Registry, srv.Logger = base.Name, reg, base.Logger
+			return server.Run(ctx, *srv, h)
+		}
+	}}
+}
+
+// noFlags is the Config of a handler with nothing to configure.
+type noFlags struct{}
+
+func (*noFlags) RegisterFlags(*flag.FlagSet) {}
+
+// serverFlags registers a service's HTTP server flags on fs: --addr, with
+// addr as its default, and those every service shares (--admin-addr,
+// --read-timeout, --write-timeout; server.Config.RegisterFlags). With
+// longHandlers, the write timeout defaults to none.
+func serverFlags(fs *flag.FlagSet, addr string, longHandlers bool) *server.Config {
 	var c server.Config
 	if longHandlers {
 		c.WriteTimeout = -1
 	}
-	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", addrHelp)
+	fs.StringVar(&c.Addr, "addr", addr, "address to listen on (the service, /healthz and /metrics)")
 	c.RegisterFlags(fs)
 	return &c
 }
 
+// usageError marks a Config a service refused before it started: exit
+// code 2, as for a bad flag.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
 var services = map[string]service{
-	"activities": {
-		summary: "report A3's activity service: GET /handle, POST /activities, GET /activities?user_id= on Postgres or Cassandra (--store), optionally --batch",
-		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			srv := serverFlags(fs, "address to listen on", false)
-			var c activities.Config
-			c.RegisterFlags(fs)
-			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger, srv.Logger = logger, logger
-				return activities.Serve(ctx, *srv, c)
-			}
-		},
-	},
-	"tasks": {
-		summary: "report C's task API: auth, task CRUD, WebSocket updates, push notifications, on Postgres (--dsn)",
-		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			var p tasks.Process
-			p.RegisterFlags(fs, "addr")
-			return p.Run
-		},
-	},
-	"hello": {
-		summary: "a Go hello world: GET / answers Hello, World! (the lab's ceiling for a quota)",
-		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
-			return func(*prometheus.Registry) (http.Handler, error) { return hello.Handler(), nil }
-		},
-	},
-	"pricing": {
-		summary: "report B's pricing: GET /price?product=&city= from 8 entities, 7 from an in-memory replica (--source replica) or all from Postgres",
-		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			srv := serverFlags(fs, "address to listen on", false)
-			var c pricing.Config
-			pricing.RegisterFlags(fs, &c)
-			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger, srv.Logger = logger, logger
-				return pricing.Serve(ctx, *srv, c)
-			}
-		},
-	},
-	"catalog": {
-		summary: "report B's customer catalog: GET /customers/{id}, GET /customers?region=&limit=, from an in-memory replica or Postgres",
-		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			srv := serverFlags(fs, "address to listen on", false)
-			var c catalog.Config
-			catalog.RegisterFlags(fs, &c)
-			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger, srv.Logger = logger, logger
-				return catalog.Serve(ctx, *srv, c)
-			}
-		},
-	},
-	"databus": {
-		summary: "report D's gateway: gRPC streams in front of Kafka (--brokers), or --echo without Kafka",
-		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			var p gateway.Process
-			p.RegisterFlags(fs, "addr")
-			return p.Run
-		},
-	},
-	"eventlog": {
-		summary: "report A2's event log: POST /events does the log work; --consume also consumes events from Kafka (at least once, lag in /metrics)",
-		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			srv := serverFlags(fs, "address to listen on", false)
-			var c eventlog.Config
-			c.RegisterFlags(fs)
-			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger, srv.Logger = logger, logger
-				return eventlog.Serve(ctx, *srv, c)
-			}
-		},
-	},
-	"app": {
-		summary: "report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka, buffered), kafka-ack (Kafka, acknowledged) or databus (the gateway)",
-		run: func(fs *flag.FlagSet) func(context.Context, *slog.Logger) error {
-			srv := serverFlags(fs, "address to listen on", false)
-			var c app.Config
-			c.RegisterFlags(fs)
-			return func(ctx context.Context, logger *slog.Logger) error {
-				c.Logger, srv.Logger = logger, logger
-				return app.Serve(ctx, *srv, c)
-			}
-		},
-	},
-	"work": {
-		summary: "report A1's CPU-bound service: GET /handle does 1001 json.Marshal calls and answers done!",
-		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
-			return func(reg *prometheus.Registry) (http.Handler, error) { return work.Handler(reg), nil }
-		},
-	},
-	"lb": {
-		summary:      "the built-in round-robin load balancer (the embedded default when nginx is absent)",
-		longHandlers: true,
-		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
-			upstreams := fs.String("upstreams", "", "comma-separated host:port list to balance over (required)")
-			return func(*prometheus.Registry) (http.Handler, error) {
-				var ups []string
-				for _, u := range strings.Split(*upstreams, ",") {
-					if u = strings.TrimSpace(u); u != "" {
-						ups = append(ups, u)
-					}
-				}
-				return lb.New(lb.Config{Upstreams: ups})
-			}
-		},
-	},
-	"backend": {
-		summary:      "report E's dependency: GET / answers after a delay; faults: slow requests, trickle, black hole",
-		longHandlers: true,
-		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
-			var c backend.Config
-			c.RegisterFlags(fs)
-			return func(reg *prometheus.Registry) (http.Handler, error) { return backend.New(c, reg) }
-		},
-	},
-	"frontend": {
-		summary:      "report E's front: GET / calls --backend under a --policy (none, timeout, breaker, hedge, adaptive)",
-		longHandlers: true,
-		setup: func(fs *flag.FlagSet) func(*prometheus.Registry) (http.Handler, error) {
-			var c frontend.Config
-			c.RegisterFlags(fs)
-			return func(reg *prometheus.Registry) (http.Handler, error) { return frontend.New(c, reg) }
-		},
-	},
+	"activities": serving("report A3's activity service: GET /handle, POST /activities, GET /activities?user_id= on Postgres or Cassandra (--store), optionally --batch",
+		"127.0.0.1:8080", activities.Serve),
+	"tasks": serving("report C's task API: auth, task CRUD, WebSocket updates, push notifications, on Postgres (--dsn)",
+		"127.0.0.1:8080", tasks.Serve),
+	"pricing": serving("report B's pricing: GET /price?product=&city= from 8 entities, 7 from an in-memory replica (--source replica) or all from Postgres",
+		"127.0.0.1:8080", pricing.Serve),
+	"catalog": serving("report B's customer catalog: GET /customers/{id}, GET /customers?region=&limit=, from an in-memory replica or Postgres",
+		"127.0.0.1:8080", catalog.Serve),
+	"databus": serving("report D's gateway: gRPC streams in front of Kafka (--brokers), or --echo without Kafka; --addr is its HTTP address (/healthz, /metrics)",
+		"127.0.0.1:7071", gateway.Serve),
+	"eventlog": serving("report A2's event log: POST /events does the log work; --consume also consumes events from Kafka (at least once, lag in /metrics)",
+		"127.0.0.1:8080", eventlog.Serve),
+	"app": serving("report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka, buffered), kafka-ack (Kafka, acknowledged) or databus (the gateway)",
+		"127.0.0.1:8080", app.Serve),
+	"kfake": serving("franz-go's kfake, an in-memory fake Kafka (embedded default): --kafka-addr, --topics; --addr is its HTTP address (/healthz, /metrics)",
+		"127.0.0.1:8080", kafkafake.Serve),
+	"hello": handling("a Go hello world: GET / answers Hello, World! (the lab's ceiling for a quota)", false,
+		func(noFlags, *prometheus.Registry) (http.Handler, error) { return hello.Handler(), nil }),
+	"work": handling("report A1's CPU-bound service: GET /handle does 1001 json.Marshal calls and answers done!", false,
+		func(_ noFlags, reg *prometheus.Registry) (http.Handler, error) { return work.Handler(reg), nil }),
+	"lb": handling("the built-in round-robin load balancer (the embedded default when nginx is absent)", true,
+		func(c lb.Config, _ *prometheus.Registry) (http.Handler, error) { return lb.New(c) }),
+	"backend": handling("report E's dependency: GET / answers after a delay; faults: slow requests, trickle, black hole", true,
+		func(c backend.Config, reg *prometheus.Registry) (http.Handler, error) { return backend.New(c, reg) }),
+	"frontend": handling("report E's front: GET / calls --backend under a --policy (none, timeout, breaker, hedge, adaptive)", true,
+		func(c frontend.Config, reg *prometheus.Registry) (http.Handler, error) { return frontend.New(c, reg) }),
 }
 
 func runServe(args []string, st *State) int {
@@ -208,17 +160,7 @@ serves Go's profiles (/debug/pprof/) only on --admin-addr (off by
 default; never on --addr), bounds reading a request with --read-timeout
 and answering it with --write-timeout, and shuts down gracefully on
 SIGTERM or Ctrl-C.`)
-	var (
-		srv   *server.Config
-		build func(reg *prometheus.Registry) (http.Handler, error)
-		run   func(ctx context.Context, logger *slog.Logger) error
-	)
-	if svc.run != nil {
-		run = svc.run(fs)
-	} else {
-		srv = serverFlags(fs, "address to listen on", svc.longHandlers)
-		build = svc.setup(fs)
-	}
+	run := svc.run(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return parseError(err)
 	}
@@ -228,19 +170,10 @@ SIGTERM or Ctrl-C.`)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(st.Stderr, nil))
-	if run != nil {
-		if err := run(ctx, logger); err != nil {
-			return fail(st, "serve "+name, 1, err)
+	if err := run(ctx, server.Config{Name: name, Logger: logger}); err != nil {
+		if errors.As(err, new(usageError)) {
+			return fail(st, "serve "+name, 2, err)
 		}
-		return 0
-	}
-	reg := prometheus.NewRegistry()
-	h, err := build(reg)
-	if err != nil {
-		return fail(st, "serve "+name, 2, err)
-	}
-	srv.Name, srv.Registry, srv.Logger = name, reg, logger
-	if err := server.Run(ctx, *srv, h); err != nil {
 		return fail(st, "serve "+name, 1, err)
 	}
 	return 0

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -136,6 +138,20 @@ func TestServeAdminAndTimeouts(t *testing.T) {
 				}
 			case <-time.After(20 * time.Second):
 				t.Error("did not stop within 20 s of SIGTERM")
+			}
+		})
+	}
+}
+
+// Every service's flags read back their field, so that Config.Args can
+// rebuild its command line: none is an fs.Func, whose value reads "".
+func TestServiceFlagsReadBack(t *testing.T) {
+	for name, svc := range services {
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		svc.run(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			if typ := fmt.Sprintf("%T", f.Value); strings.Contains(typ, "funcValue") {
+				t.Errorf("hlab serve %s --%s is an fs.Func (%s): Config.Args cannot give it back; bind it to a field (internal/cliflag)", name, f.Name, typ)
 			}
 		})
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
+	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/testcerts"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
@@ -240,12 +241,12 @@ func TestSecuredRoundTrip(t *testing.T) {
 	testcerts.WriteFile(t, cs.Dir, "consumer.token", "consumer\n")
 
 	fs := flag.NewFlagSet("databus", flag.ContinueOnError)
-	var p gateway.Process
-	p.RegisterFlags(fs, "http-addr")
+	var o gateway.Options
+	o.RegisterFlags(fs)
 	if err := fs.Parse([]string{"--tls-cert", cs.ServerCert, "--tls-key", cs.ServerKey, "--tls-client-ca", cs.CAFile, "--tokens", tokens}); err != nil {
 		t.Fatal(err)
 	}
-	auth, err := p.Auth.Load()
+	auth, err := o.Auth.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,15 +353,16 @@ func TestProcessSaysWhetherItAuthenticates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("databus", flag.ContinueOnError)
-			var p gateway.Process
-			p.RegisterFlags(fs, "http-addr")
-			if err := fs.Parse(append([]string{"--echo", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--drain-timeout", "1s"}, tc.args...)); err != nil {
+			var o gateway.Options
+			o.RegisterFlags(fs)
+			if err := fs.Parse(append([]string{"--echo", "--grpc-addr", "127.0.0.1:0", "--drain-timeout", "1s"}, tc.args...)); err != nil {
 				t.Fatal(err)
 			}
 			var log testkit.SyncBuffer
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- p.Run(ctx, slog.New(slog.NewJSONHandler(&log, nil))) }()
+			hs := server.Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewJSONHandler(&log, nil))}
+			go func() { done <- gateway.Serve(ctx, hs, o) }()
 			testkit.EventuallyNil(t, 10*time.Second, "the gateway logs that it serves", func() error {
 				if !strings.Contains(log.String(), "serving gRPC") {
 					return fmt.Errorf("log so far: %s", log.String())

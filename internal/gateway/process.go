@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,61 +9,45 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
-// Process is a whole gateway process: gRPC for clients, HTTP for
-// /healthz (ready when Kafka answers) and Prometheus /metrics, and Go's
-// profiles on the admin address only (HTTPServer.AdminAddr), never on
-// HTTPAddr.
-type Process struct {
+// Options is what a gateway process takes beyond its HTTP server's flags
+// (/healthz, when Kafka answers, and Prometheus /metrics; Go's profiles
+// on the admin address only): the gateway's Config, its gRPC address,
+// the drain on shutdown and the auth files.
+type Options struct {
+	Config
+	// GRPCAddr is where clients connect (default 127.0.0.1:7070).
 	GRPCAddr string
-	HTTPAddr string
-	// HTTPServer configures the HTTP server beyond its address: the admin
-	// address and the timeouts. Run sets its address from HTTPAddr, and
-	// its name, registry, logger and readiness.
-	HTTPServer server.Config
 	// DrainTimeout bounds the graceful drain on shutdown (default 20s).
 	DrainTimeout time.Duration
-	Config       Config
 	// Auth names the TLS and token files (nothing: plaintext, no auth).
-	Auth    AuthFiles
-	brokers string
+	Auth AuthFiles
 }
 
-// RegisterFlags adds the gateway's flags to fs, with httpAddrFlag naming
-// the HTTP address flag ("addr" under hlab serve, "http-addr" for
-// cmd/databus).
-func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
-	c := &p.Config
-	fs.StringVar(&p.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC address clients connect to")
-	fs.StringVar(&p.HTTPAddr, httpAddrFlag, "127.0.0.1:7071", "HTTP address for /healthz and /metrics (profiles: --admin-addr)")
-	p.HTTPServer.RegisterFlags(fs)
-	fs.StringVar(&p.brokers, "brokers", "", "Kafka seed brokers, host:port,... (required unless --echo)")
+// RegisterFlags adds the gateway's flags to fs (its HTTP address is the
+// server's: --addr under hlab serve, --http-addr for cmd/databus).
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	c := &o.Config
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC address clients connect to")
+	fs.Var(cliflag.List(&c.Brokers), "brokers", "Kafka seed brokers, host:port,... (required unless --echo)")
 	fs.BoolVar(&c.Echo, "echo", false, "answer publishes at once without Kafka (transport test)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 16, "default batches in flight per publish stream")
 	fs.IntVar(&c.MaxUnacked, "max-unacked", 1000, "default cap per subscribe stream on messages held: delivered from its oldest unacked one on, acked or not")
 	fs.IntVar(&c.BatchSize, "batch-size", 100, "default messages per subscribe batch")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", 1<<20, "largest message accepted")
-	fs.Func("fetch-max-bytes", "bytes one fetch brings of one partition (default 32768); a group's fetch carries up to 32 partitions", func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1024 {
-			return fmt.Errorf("give a byte count of at least 1024")
-		}
-		c.FetchMaxBytes = int32(n)
-		return nil
-	})
+	fs.Var(cliflag.AtLeast(&c.FetchMaxBytes, 1024), "fetch-max-bytes", "bytes one fetch brings of one partition (default 32768); a group's fetch carries up to 32 partitions")
 	fs.DurationVar(&c.ProduceTimeout, "produce-timeout", 10*time.Second, "how long a record may wait for Kafka")
 	fs.DurationVar(&c.AggregationLinger, "aggregation-linger", 5*time.Millisecond, "how long shared producers wait to fill a batch")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often acked offsets are committed")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout")
-	fs.DurationVar(&p.DrainTimeout, "drain-timeout", 20*time.Second, "how long shutdown waits for streams to finish")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 20*time.Second, "how long shutdown waits for streams to finish")
 	// Limits: a stream past a count limit is refused with ResourceExhausted
 	// naming the flag; bytes limits make streams wait.
 	fs.IntVar(&c.MaxStreams, "max-streams", 12000, "streams (publish and subscribe) one gateway serves at once; more are refused")
@@ -71,40 +56,44 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, httpAddrFlag string) {
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
 	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", 256<<20, "message bytes all streams may have in flight together")
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
-	p.Auth.RegisterFlags(fs)
+	o.Auth.RegisterFlags(fs)
 }
 
-// Run serves until ctx ends, then drains: batches in flight are answered,
-// acked offsets committed, and streams closed with Unavailable.
-func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
-	if p.brokers != "" {
-		p.Config.Brokers = strings.Split(p.brokers, ",")
-	}
-	auth, err := p.Auth.Load()
+// Args returns the command line that makes a gateway process run o (the
+// fields o changes from the defaults).
+func (o Options) Args() []string { return cliflag.Args(o) }
+
+// Serve runs a gateway process, its HTTP endpoints on hs, until ctx ends,
+// then drains: batches in flight are answered, acked offsets committed,
+// and streams closed with Unavailable.
+func Serve(ctx context.Context, hs server.Config, o Options) error {
+	logger := cmp.Or(hs.Logger, slog.Default())
+	auth, err := o.Auth.Load()
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	p.Config.Registry, p.Config.Logger = reg, logger
-	g, err := New(p.Config)
+	c := o.Config
+	c.Registry, c.Logger = reg, logger
+	g, err := New(c)
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	ln, err := net.Listen("tcp", p.GRPCAddr)
+	grpcAddr := cmp.Or(o.GRPCAddr, "127.0.0.1:7070")
+	ln, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
-		return fmt.Errorf("gateway: cannot listen on %s (is the port taken? pass another --grpc-addr): %w", p.GRPCAddr, err)
+		return fmt.Errorf("gateway: cannot listen on %s (is the port taken? pass another --grpc-addr): %w", grpcAddr, err)
 	}
 	srvCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHealth()
 	grpcSrv := NewServer(srvCtx, g, ServerOptions{Auth: auth})
 	grpcErr := make(chan error, 1)
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
-	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", p.Config.Echo, "brokers", p.Config.Brokers)
+	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", c.Echo, "brokers", c.Brokers)
 	auth.logMode(logger)
 
-	hs := p.HTTPServer
-	hs.Name, hs.Addr, hs.Registry, hs.Logger = "databus", p.HTTPAddr, reg, logger
+	hs.Name, hs.Registry, hs.Logger = "databus", reg, logger
 	hs.Ready = func() error { return g.Ready(ctx) }
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- server.Run(ctx, hs, http.NotFoundHandler()) }()
@@ -119,8 +108,9 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 		}
 	case <-ctx.Done():
 	}
-	logger.Info("databus gateway draining", "timeout", p.DrainTimeout)
-	dctx, cancel := context.WithTimeout(context.Background(), p.DrainTimeout)
+	drain := cmp.Or(o.DrainTimeout, 20*time.Second)
+	logger.Info("databus gateway draining", "timeout", drain)
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
 	drainErr := g.Drain(dctx)
 	stopped := make(chan struct{})

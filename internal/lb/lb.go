@@ -6,6 +6,7 @@ package lb
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"net/url"
 	"sync/atomic"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/cliflag"
 )
 
 // ErrNoUpstreams is returned by New when no upstream is given.
@@ -75,3 +78,14 @@ func New(cfg Config) (http.Handler, error) {
 		},
 	}, nil
 }
+
+// RegisterFlags adds the balancer's flags to fs ("hlab serve lb").
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.Var(cliflag.List(&c.Upstreams), "upstreams", "comma-separated host:port list to balance over (required)")
+	fs.DurationVar(&c.DialTimeout, "dial-timeout", 2*time.Second, "bound on connecting to an upstream")
+	fs.DurationVar(&c.ResponseHeaderTimeout, "response-header-timeout", 60*time.Second, "bound on the wait for an upstream's response headers (nginx's proxy_read_timeout)")
+	fs.IntVar(&c.IdleConnsPerUpstream, "idle-conns-per-upstream", 64, "keep-alive connections kept per upstream (an nginx upstream's keepalive)")
+}
+
+// Args returns the command line that makes "hlab serve lb" run c.
+func (c Config) Args() []string { return cliflag.Args(c) }

@@ -24,6 +24,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
@@ -354,6 +356,7 @@ func (s *Service) recent(w http.ResponseWriter, r *http.Request) {
 // address or listener, admin address and timeouts; Serve sets its name,
 // registry, logger and readiness) until ctx ends.
 func Serve(ctx context.Context, srv server.Config, cfg Config) error {
+	cfg.Logger = cmp.Or(cfg.Logger, srv.Logger)
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
 	s, err := New(ctx, cfg)
@@ -364,3 +367,7 @@ func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	srv.Name, srv.Registry, srv.Logger, srv.Ready = "activities", reg, cfg.Logger, s.Ready
 	return server.Run(ctx, srv, s.Handler())
 }
+
+// Args returns the command line that makes "hlab serve activities" run c (the
+// fields c changes from the defaults).
+func (c Config) Args() []string { return cliflag.Args(c) }

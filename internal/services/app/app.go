@@ -380,9 +380,7 @@ func (a *App) refuse(w http.ResponseWriter, err error) {
 func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, srv.Logger, slog.Default())
 	a, err := New(cfg)
 	if err != nil {
 		return err
@@ -394,15 +392,4 @@ func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 		return srvErr
 	}
 	return closeErr
-}
-
-// splitList splits a comma-separated flag value.
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }

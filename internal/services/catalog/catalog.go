@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
@@ -39,13 +40,17 @@ const (
 	FromPostgres = refdata.FromPostgres
 )
 
-// Config configures the service (refdata.Config; slot hlab_catalog).
-type Config = refdata.Config
+// Config configures the service: a refdata.Config (slot hlab_catalog).
+type Config refdata.Config
 
 // RegisterFlags adds the service's flags to fs.
-func RegisterFlags(fs *flag.FlagSet, c *Config) {
-	c.RegisterFlags(fs, "catalog", "where customers come from: replica (memory, default) or postgres (a query per request)")
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	(*refdata.Config)(c).RegisterFlags(fs, "catalog", "where customers come from: replica (memory, default) or postgres (a query per request)")
 }
+
+// Args returns the command line that makes "hlab serve catalog" run c (the
+// fields c changes from the defaults).
+func (c Config) Args() []string { return cliflag.Args(c) }
 
 // Service is a running catalog service.
 type Service struct {
@@ -58,11 +63,11 @@ type Service struct {
 // and binds the replica; Run starts the replica.
 func New(ctx context.Context, cfg Config) (*Service, error) {
 	c := refdata.NewCustomers()
-	b, err := refdata.OpenBackend(ctx, "catalog", cfg, c, errs)
+	b, err := refdata.OpenBackend(ctx, "catalog", refdata.Config(cfg), c, errs)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: b.Config, Backend: b}
+	s := &Service{cfg: Config(b.Config), Backend: b}
 	pool := b.Pool
 	if s.cfg.Source == FromPostgres {
 		s.store = pgStore{pool: pool, timeout: s.cfg.DB.Timeout}
@@ -136,7 +141,7 @@ func (s *Service) list(w http.ResponseWriter, r *http.Request) {
 // address or listener, admin address and timeouts) until ctx ends.
 func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	srv.Name = "catalog"
-	return refdata.Serve(ctx, srv, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
-		return New(ctx, cfg)
+	return refdata.Serve(ctx, srv, refdata.Config(cfg), func(ctx context.Context, cfg refdata.Config) (refdata.Service, error) {
+		return New(ctx, Config(cfg))
 	})
 }

@@ -1,14 +1,15 @@
 package eventlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"log/slog"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
@@ -26,14 +27,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	cc := &c.Consumer
 	fs.BoolVar(&c.Consume, "consume", false, "also consume events from Kafka (--brokers, --topic) as a consumer-group member: the async path")
-	fs.Func("brokers", "Kafka seed brokers, host:port,... (with --consume)", func(v string) error {
-		for _, b := range strings.Split(v, ",") {
-			if b = strings.TrimSpace(b); b != "" {
-				cc.Brokers = append(cc.Brokers, b)
-			}
-		}
-		return nil
-	})
+	fs.Var(cliflag.List(&cc.Brokers), "brokers", "Kafka seed brokers, host:port,... (with --consume)")
 	fs.StringVar(&cc.Topic, "topic", DefaultTopic, "topic of the events")
 	fs.StringVar(&cc.Group, "group", DefaultGroup, "consumer group")
 	fs.IntVar(&cc.DedupWindow, "dedup-window", DefaultDedupWindow, "recent event ids remembered to recognize redeliveries")
@@ -49,9 +43,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // the consumer when cfg.Consume. On shutdown the consumer commits what it
 // processed and leaves its group.
 func Serve(ctx context.Context, srv server.Config, cfg Config) error {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg.Logger = cmp.Or(cfg.Logger, srv.Logger, slog.Default())
 	reg := prometheus.NewRegistry()
 	scfg := srv
 	scfg.Name, scfg.Registry, scfg.Logger = "eventlog", reg, cfg.Logger
@@ -82,3 +74,7 @@ func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	c.Close()
 	return errors.Join(srvErr, runErr)
 }
+
+// Args returns the command line that makes "hlab serve eventlog" run c (the
+// fields c changes from the defaults).
+func (c Config) Args() []string { return cliflag.Args(c) }

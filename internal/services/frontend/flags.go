@@ -1,16 +1,17 @@
 package frontend
 
-import "flag"
+import (
+	"flag"
+
+	"github.com/highload-lab/hlab/internal/cliflag"
+)
 
 // RegisterFlags registers the front's flags on fs ("hlab serve
 // frontend"), with the package's defaults.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Policy = DefaultPolicy
 	fs.StringVar(&c.Backend, "backend", "", "the back's URL, e.g. http://127.0.0.1:9000/ (required)")
-	fs.Func("policy", "what guards the call: none (no timeout at all), timeout, breaker, hedge or adaptive (each but none includes the timeouts) (default "+string(DefaultPolicy)+")", func(s string) error {
-		c.Policy = Policy(s)
-		return nil
-	})
+	fs.Var(cliflag.Text(&c.Policy), "policy", "what guards the call: none (no timeout at all), timeout, breaker, hedge or adaptive (each but none includes the timeouts)")
 	fs.DurationVar(&c.Timeout, "timeout", DefaultTimeout, "overall deadline of a call to the back, hedges included")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to the back")
 	fs.DurationVar(&c.HeaderTimeout, "header-timeout", DefaultHeaderTimeout, "bound on the wait for the back's response headers")
@@ -28,3 +29,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.UintVar(&c.LimitMax, "limit-max", DefaultLimitMax, "adaptive: highest concurrency limit")
 	fs.UintVar(&c.LimitInitial, "limit-initial", DefaultLimitInitial, "adaptive: starting concurrency limit")
 }
+
+// Args returns the command line that makes "hlab serve frontend" run c (the
+// fields c changes from the defaults).
+func (c Config) Args() []string { return cliflag.Args(c) }

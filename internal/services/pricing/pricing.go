@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
@@ -35,13 +36,17 @@ const (
 	FromPostgres = refdata.FromPostgres
 )
 
-// Config configures the service (refdata.Config; slot hlab_pricing).
-type Config = refdata.Config
+// Config configures the service: a refdata.Config (slot hlab_pricing).
+type Config refdata.Config
 
 // RegisterFlags adds the service's flags to fs.
-func RegisterFlags(fs *flag.FlagSet, c *Config) {
-	c.RegisterFlags(fs, "pricing", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)")
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	(*refdata.Config)(c).RegisterFlags(fs, "pricing", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)")
 }
+
+// Args returns the command line that makes "hlab serve pricing" run c (the
+// fields c changes from the defaults).
+func (c Config) Args() []string { return cliflag.Args(c) }
 
 // Service is a running pricing service.
 type Service struct {
@@ -55,11 +60,11 @@ type Service struct {
 // and binds the replica; Run starts the replica.
 func New(ctx context.Context, cfg Config) (*Service, error) {
 	ref := refdata.NewRefTables()
-	b, err := refdata.OpenBackend(ctx, "pricing", cfg, ref, errs)
+	b, err := refdata.OpenBackend(ctx, "pricing", refdata.Config(cfg), ref, errs)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: b.Config, Backend: b}
+	s := &Service{cfg: Config(b.Config), Backend: b}
 	s.requests = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pricing_requests_total", Help: "GET /price requests answered, whatever the outcome.",
 	})
@@ -126,7 +131,7 @@ func (s *Service) quote(r *http.Request) (Quote, error) {
 // address or listener, admin address and timeouts) until ctx ends.
 func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	srv.Name = "pricing"
-	return refdata.Serve(ctx, srv, cfg, func(ctx context.Context, cfg Config) (refdata.Service, error) {
-		return New(ctx, cfg)
+	return refdata.Serve(ctx, srv, refdata.Config(cfg), func(ctx context.Context, cfg refdata.Config) (refdata.Service, error) {
+		return New(ctx, Config(cfg))
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,8 +89,8 @@ func (d *DB) SetDefaults(service string) {
 func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
 	fs.StringVar(&d.DSN, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/hlab (required; default $DATABASE_URL)")
 	fs.DurationVar(&d.Timeout, "db-timeout", DefaultTimeout, "bound on one request's database work (also the server's statement_timeout)")
-	fs.Func("max-conns", "largest number of Postgres connections (default 16)", int32Flag(&d.MaxConns))
-	fs.Func("min-conns", "Postgres connections kept open (default 2)", int32Flag(&d.MinConns))
+	fs.Var(cliflag.AtLeast(&d.MaxConns, 1), "max-conns", "largest number of Postgres connections (default 16)")
+	fs.Var(cliflag.AtLeast(&d.MinConns, 1), "min-conns", "Postgres connections kept open (default 2)")
 	fs.DurationVar(&d.MaxConnLifetime, "max-conn-lifetime", DefaultMaxConnLifetime, "recycle Postgres connections after this long")
 	fs.DurationVar(&d.MaxConnIdleTime, "max-conn-idle", DefaultMaxConnIdleTime, "close Postgres connections idle this long (above --min-conns)")
 	fs.DurationVar(&d.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to Postgres")
@@ -98,17 +99,6 @@ func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
 	fs.BoolVar(&d.Init, "init", false, "create the tables and load the seed data if the database is empty")
 	fs.IntVar(&d.Seed.Products, "seed-products", DefaultProducts, "with --init: products to generate")
 	fs.IntVar(&d.Seed.Customers, "seed-customers", DefaultCustomers, "with --init: customers to generate")
-}
-
-func int32Flag(p *int32) func(string) error {
-	return func(s string) error {
-		n, err := strconv.ParseInt(s, 10, 32)
-		if err != nil || n < 1 {
-			return fmt.Errorf("give a positive number")
-		}
-		*p = int32(n)
-		return nil
-	}
 }
 
 // OpenPool returns a pool with d's limits (call SetDefaults first) whose

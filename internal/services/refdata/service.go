@@ -64,6 +64,7 @@ type Service interface {
 // registry, logger and readiness) until ctx ends, keeping its replica
 // fresh meanwhile.
 func Serve(ctx context.Context, srv server.Config, cfg Config, newService func(context.Context, Config) (Service, error)) error {
+	cfg.Logger = cmp.Or(cfg.Logger, srv.Logger)
 	reg := prometheus.NewRegistry()
 	cfg.Registry = reg
 	s, err := newService(ctx, cfg)

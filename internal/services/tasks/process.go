@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -11,39 +12,35 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
-// Process is "hlab serve tasks": flags, the file-descriptor limit, the
-// service under the shared server, and a graceful stop.
-type Process struct {
-	// Server is the shared server's configuration: its address (or
-	// listener), admin address and timeouts. Run sets its name, registry,
-	// logger and readiness. The WebSocket lifts the timeouts for itself.
-	Server server.Config
-	Config Config
-
-	secretFile   string
-	logFormat    string
-	drainTimeout time.Duration
-	// The optimization switches, on by default (Config.Deopt is their negation).
-	poolLimits, indexes, noDefaultTx, noUserTouch, workerQueue bool
+// Options is what "hlab serve tasks" takes beyond the shared server's
+// flags: the service's Config and the process's own settings.
+type Options struct {
+	Config
+	// SecretFile holds the token signing secret (default
+	// $TASKS_TOKEN_SECRET, else random per start).
+	SecretFile string
+	// LogFormat is json (the default) or text.
+	LogFormat string
+	// DrainTimeout bounds the wait for queued notifications on shutdown
+	// (default 10s).
+	DrainTimeout time.Duration
 }
 
-// RegisterFlags adds the service's flags to fs; addrFlag names the listen
-// address flag.
-func (p *Process) RegisterFlags(fs *flag.FlagSet, addrFlag string) {
-	c := &p.Config
-	fs.StringVar(&p.Server.Addr, addrFlag, "127.0.0.1:8080", "address to listen on (the API, /healthz and /metrics)")
-	p.Server.RegisterFlags(fs)
+// RegisterFlags adds the service's flags to fs.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	c, d := &o.Config, &o.Config.Deopt
 	fs.StringVar(&c.DatabaseURL, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
-	fs.BoolVar(&p.poolLimits, "pool-limits", true, "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
-	fs.BoolVar(&p.indexes, "indexes", true, "optimization 3: indexes on the JOIN and ORDER BY columns (false: drop them)")
-	fs.BoolVar(&p.noUserTouch, "no-user-touch", true, "optimization 4: no per-request user-row update (false: the report's bug, a transaction around every request updating the user row)")
-	fs.BoolVar(&p.noDefaultTx, "no-default-tx", true, "optimization 5: no transaction around single write statements (false: each write in its own transaction, like GORM's default)")
-	fs.BoolVar(&p.workerQueue, "worker-queue", true, "optimization 7: bounded queue with --workers for side jobs (false: a goroutine per job)")
-	fs.Func("max-conns", fmt.Sprintf("pool: most connections (default %d)", DefaultMaxConns), intFlag(&c.MaxConns))
-	fs.Func("min-conns", fmt.Sprintf("pool: connections kept open (default %d)", DefaultMinConns), intFlag(&c.MinConns))
+	fs.Var(cliflag.Not(&d.NoPoolLimits), "pool-limits", "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
+	fs.Var(cliflag.Not(&d.NoIndexes), "indexes", "optimization 3: indexes on the JOIN and ORDER BY columns (false: drop them)")
+	fs.Var(cliflag.Not(&d.UserTouch), "no-user-touch", "optimization 4: no per-request user-row update (false: the report's bug, a transaction around every request updating the user row)")
+	fs.Var(cliflag.Not(&d.DefaultTx), "no-default-tx", "optimization 5: no transaction around single write statements (false: each write in its own transaction, like GORM's default)")
+	fs.Var(cliflag.Not(&d.GoroutinePerJob), "worker-queue", "optimization 7: bounded queue with --workers for side jobs (false: a goroutine per job)")
+	fs.Var(cliflag.AtLeast(&c.MaxConns, 1), "max-conns", fmt.Sprintf("pool: most connections (default %d)", DefaultMaxConns))
+	fs.Var(cliflag.AtLeast(&c.MinConns, 1), "min-conns", fmt.Sprintf("pool: connections kept open (default %d)", DefaultMinConns))
 	fs.DurationVar(&c.MaxConnIdleTime, "max-idle-time", DefaultMaxConnIdleTime, "pool: close connections idle this long")
 	fs.DurationVar(&c.MaxConnLifetime, "max-lifetime", DefaultMaxConnLifetime, "pool: replace connections this old")
 	fs.StringVar(&c.WebhookURL, "webhook-url", "", "push notifications are POSTed here (empty: off)")
@@ -51,7 +48,7 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, addrFlag string) {
 	fs.IntVar(&c.Workers, "workers", DefaultWorkers, "notification workers")
 	fs.DurationVar(&c.NotifyTimeout, "notify-timeout", DefaultNotifyTimeout, "timeout of one webhook call")
 	fs.IntVar(&c.NotifyRetries, "notify-retries", DefaultNotifyRetries, "retries of a failed webhook call (negative: none)")
-	fs.StringVar(&p.secretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
+	fs.StringVar(&o.SecretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
 	fs.IntVar(&c.BcryptCost, "bcrypt-cost", 10, "password hash cost (4-31; each step doubles the time)")
 	fs.Float64Var(&c.LoginIPRate, "login-ip-rate", DefaultLoginIPRate,
@@ -68,38 +65,30 @@ func (p *Process) RegisterFlags(fs *flag.FlagSet, addrFlag string) {
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "export sampled traces over OTLP/HTTP to host:port or a URL (default $OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")
 	fs.Float64Var(&c.TraceSample, "trace-sample", DefaultTraceSample, "share of requests traced (0-1; negative: none)")
 	fs.BoolVar(&c.AccessLog, "access-log", false, "log every request (default: 5xx and slow ones)")
-	fs.StringVar(&p.logFormat, "log-format", "json", "log format: json or text")
-	fs.DurationVar(&p.drainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for queued notifications")
+	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for queued notifications")
 }
 
-func intFlag(v *int32) func(string) error {
-	return func(s string) error {
-		var n int32
-		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
-			return fmt.Errorf("give a positive number")
-		}
-		*v = n
-		return nil
-	}
-}
+// Args returns the command line that makes "hlab serve tasks" run o (the
+// fields o changes from the defaults).
+func (o Options) Args() []string { return cliflag.Args(o) }
 
-// Run serves until ctx ends, then stops gracefully.
-func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
-	switch p.logFormat {
+// Serve runs the service under the shared server srv until ctx ends, then
+// stops gracefully: "hlab serve tasks". It logs to srv.Logger, or as JSON
+// to stderr with LogFormat json.
+func Serve(ctx context.Context, srv server.Config, o Options) error {
+	logger := cmp.Or(srv.Logger, slog.Default())
+	switch cmp.Or(o.LogFormat, "json") {
 	case "json":
 		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	case "text":
 	default:
-		return fmt.Errorf("tasks: --log-format %q: use json or text", p.logFormat)
+		return fmt.Errorf("tasks: --log-format %q: use json or text", o.LogFormat)
 	}
-	c := p.Config
+	c := o.Config
 	c.Logger = logger
 	if c.TraceSample == 0 {
 		c.TraceSample = -1 // --trace-sample 0 means none
-	}
-	c.Deopt = Deopt{
-		NoPoolLimits: !p.poolLimits, NoIndexes: !p.indexes, DefaultTx: !p.noDefaultTx,
-		UserTouch: !p.noUserTouch, GoroutinePerJob: !p.workerQueue,
 	}
 	if c.NotifyRetries == 0 {
 		c.NotifyRetries = -1 // --notify-retries 0 means none
@@ -114,8 +103,8 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 		c.MaxWebSocketsPerUser = -1
 	}
 	switch {
-	case p.secretFile != "":
-		b, err := os.ReadFile(p.secretFile)
+	case o.SecretFile != "":
+		b, err := os.ReadFile(o.SecretFile)
 		if err != nil {
 			return fmt.Errorf("tasks: --token-secret-file: %w", err)
 		}
@@ -141,7 +130,6 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := p.Server
 	srv.Name, srv.Registry, srv.Logger = "tasks", reg, logger
 	srv.Ready = func() error {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -149,7 +137,7 @@ func (p *Process) Run(ctx context.Context, logger *slog.Logger) error {
 		return s.Ready(rctx)
 	}
 	runErr := server.Run(ctx, srv, s.Handler())
-	dctx, cancel := context.WithTimeout(context.Background(), p.drainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), cmp.Or(o.DrainTimeout, 10*time.Second))
 	defer cancel()
 	if err := s.Close(dctx); err != nil {
 		logger.Warn("shutdown", "err", err)

@@ -12,29 +12,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/tasks"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// runProcess runs "hlab serve tasks" with args on a fresh database, on
+// runProcess runs "hlab serve tasks" (tasks.Serve) with args on a fresh database, on
 // loopback listeners of its own, until the test ends. It returns an env
 // whose srv is only the service's URL, and the admin address's URL.
 func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 	t.Helper()
 	dsn := newDatabase(t)
 	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
-	var p tasks.Process
-	p.RegisterFlags(fs, "addr")
+	var (
+		o   tasks.Options
+		srv server.Config
+	)
+	srv.RegisterFlags(fs)
+	o.RegisterFlags(fs)
 	args = append([]string{"--dsn", dsn, "--bcrypt-cost", "4", "--log-format", "text"}, args...)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
 	ln, admin := testkit.Listen(t), testkit.Listen(t)
-	p.Server.Listener, p.Server.AdminListener = ln, admin
-	testkit.Background(t, "Run", func(ctx context.Context) error {
-		return p.Run(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	})
+	srv.Listener, srv.AdminListener, srv.Logger = ln, admin, slog.New(slog.NewTextHandler(io.Discard, nil))
+	testkit.Background(t, "Serve", func(ctx context.Context) error { return tasks.Serve(ctx, srv, o) })
 	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
 	testkit.Healthy(t, 15*time.Second, e.srv.URL+"/healthz")
 	return e, "http://" + admin.Addr().String()

@@ -1,0 +1,99 @@
+package cliflag_test
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/cliflag"
+)
+
+type mode string
+
+type config struct {
+	Mode      mode
+	Brokers   []string
+	Conns     int32
+	Timeout   time.Duration
+	Name      string
+	NoIndexes bool
+}
+
+func (c *config) RegisterFlags(fs *flag.FlagSet) {
+	c.Mode = "sync"
+	fs.Var(cliflag.Text(&c.Mode), "mode", "sync or async (default sync)")
+	fs.Var(cliflag.List(&c.Brokers), "brokers", "host:port,...")
+	fs.Var(cliflag.AtLeast(&c.Conns, 1), "conns", "connections (default 4)")
+	fs.DurationVar(&c.Timeout, "timeout", time.Second, "timeout")
+	fs.StringVar(&c.Name, "name", "x", "name")
+	fs.Var(cliflag.Not(&c.NoIndexes), "indexes", "use indexes")
+}
+
+func parse(t *testing.T, args []string) config {
+	t.Helper()
+	var c config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return c
+}
+
+// Args gives back a command line that parses to the same Config, and
+// lists only what differs from the defaults.
+func TestArgsRoundTrip(t *testing.T) {
+	c := config{Mode: "async", Brokers: []string{"a:1", "b:2"}, Conns: 7, Timeout: 3 * time.Second, NoIndexes: true}
+	args := cliflag.Args(c)
+	want := []string{"--mode=async", "--brokers=a:1,b:2", "--conns=7", "--timeout=3s", "--indexes=false"}
+	slices.Sort(want)
+	if !slices.Equal(args, want) {
+		t.Fatalf("Args = %q, want %q", args, want)
+	}
+	got := parse(t, args)
+	got.Name = "" // the flag's default, as a zero field means
+	if !slices.Equal(got.Brokers, c.Brokers) || got.Mode != c.Mode || got.Conns != c.Conns || got.Timeout != c.Timeout || got.NoIndexes != c.NoIndexes {
+		t.Errorf("parsed %+v, want %+v", got, c)
+	}
+	if a := cliflag.Args(config{}); len(a) != 0 {
+		t.Errorf("Args of a zero Config = %q, want none (zero means the default)", a)
+	}
+	if a := cliflag.Args(config{Name: "x", Timeout: time.Second}); len(a) != 0 {
+		t.Errorf("Args of the defaults = %q, want none", a)
+	}
+}
+
+func TestValuesRefuseBadInput(t *testing.T) {
+	var c config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	for _, args := range [][]string{{"--conns", "0"}, {"--conns", "x"}, {"--conns", "99999999999"}, {"--indexes=maybe"}} {
+		if err := fs.Parse(args); err == nil {
+			t.Errorf("parse %q: no error", args)
+		}
+	}
+	if c := parse(t, []string{"--brokers", " a:1, ,b:2", "--brokers", "c:3", "--indexes=false"}); !slices.Equal(c.Brokers, []string{"a:1", "b:2", "c:3"}) || !c.NoIndexes {
+		t.Errorf("brokers %q, NoIndexes %v", c.Brokers, c.NoIndexes)
+	}
+	if c := parse(t, []string{"--indexes"}); c.NoIndexes {
+		t.Error("--indexes alone switched indexes off")
+	}
+}
+
+// Help shows the default of a switch that is on by default.
+func TestHelpShowsDefaults(t *testing.T) {
+	var c config
+	var out strings.Builder
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(&out)
+	c.RegisterFlags(fs)
+	fs.PrintDefaults()
+	if !strings.Contains(out.String(), "(default true)") || strings.Contains(out.String(), "panic") {
+		t.Errorf("help:\n%s", out.String())
+	}
+}

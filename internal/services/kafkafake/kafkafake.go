@@ -1,0 +1,72 @@
+// Package kafkafake is "hlab serve kfake": franz-go's kfake, an in-memory
+// fake Kafka cluster, as a process of its own.
+//
+// It is the lab's embedded Kafka for the databus experiment, kept out of
+// the lab's process so that the checker there and kfake do not share a
+// heap and a garbage collector, and so its CPU and memory can be sampled
+// apart. It is also the quickest Kafka to try the gateway with.
+package kafkafake
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/server"
+)
+
+// Config configures the fake cluster.
+type Config struct {
+	// KafkaAddr is where the Kafka protocol listens: 127.0.0.1:PORT
+	// (default 127.0.0.1:9092; kfake listens on loopback only).
+	KafkaAddr string
+	// Partitions is the partition count of topics created without one,
+	// and of Topics (default 10).
+	Partitions int
+	// Topics are created at start.
+	Topics []string
+}
+
+// RegisterFlags adds the fake cluster's flags to fs.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "address the Kafka protocol listens on")
+	fs.IntVar(&c.Partitions, "partitions", 10, "partitions of topics created without a count (and of --topics)")
+	fs.Var(cliflag.List(&c.Topics), "topics", "topics to create at start, comma-separated")
+}
+
+// Args returns the command line that makes "hlab serve kfake" run c.
+func (c Config) Args() []string { return cliflag.Args(c) }
+
+// Serve runs the cluster, with /healthz and /metrics on srv, until ctx
+// ends.
+func Serve(ctx context.Context, srv server.Config, c Config) error {
+	addr := cmp.Or(c.KafkaAddr, "127.0.0.1:9092")
+	host, portStr, err := net.SplitHostPort(addr)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil || (host != "127.0.0.1" && host != "localhost" && host != "") {
+		return fmt.Errorf("--kafka-addr %q: give 127.0.0.1:PORT (kfake listens on loopback only)", addr)
+	}
+	partitions := cmp.Or(c.Partitions, 10)
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port), kfake.DefaultNumPartitions(partitions)}
+	if len(c.Topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(int32(partitions), c.Topics...))
+	}
+	cluster, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return fmt.Errorf("kfake: cannot start on %s (is the port taken?): %w", addr, err)
+	}
+	defer cluster.Close()
+	logger := cmp.Or(srv.Logger, slog.Default())
+	logger.Info("kfake serving the Kafka protocol", "addrs", cluster.ListenAddrs(), "topics", c.Topics)
+	srv.Name, srv.Registry, srv.Logger = "kfake", prometheus.NewRegistry(), logger
+	return server.Run(ctx, srv, http.NotFoundHandler())
+}
