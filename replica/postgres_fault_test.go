@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
@@ -52,7 +53,7 @@ func slotState(t *testing.T, db *pgxpool.Pool, slot string) slotInfo {
 func setServer(t *testing.T, name, value string) {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pg.DSN("postgres"))
+	admin, err := pgx.Connect(ctx, refdatatest.Postgres().DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func setServer(t *testing.T, name, value string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		admin, err := pgx.Connect(ctx, pg.DSN("postgres"))
+		admin, err := pgx.Connect(ctx, refdatatest.Postgres().DSN("postgres"))
 		if err != nil {
 			t.Errorf("reset %s: %v", name, err)
 			return

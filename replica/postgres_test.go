@@ -13,35 +13,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/highload-lab/hlab/internal/deps"
-	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
-var pg *deps.Postgres
-
-func TestMain(m *testing.M) {
-	code := func() int {
-		if _, _, err := deps.FindPostgres(); err != nil {
-			fmt.Fprintln(os.Stderr, "replica tests need PostgreSQL:", err)
-			return 1
-		}
-		sb, err := sandbox.New()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer sb.Close()
-		if pg, err = deps.StartPostgres(context.Background(), sb, deps.PostgresConfig{}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer pg.Stop()
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+// The tests share one Postgres: refdatatest's, the one the tests of the
+// services built on replica use.
+func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
 
 type item struct {
 	ID   int32
@@ -85,10 +64,10 @@ func setup(t *testing.T, rows int) (dsn string, db *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("t%d", rand.Int64())
-	if err := pg.CreateDatabase(ctx, name); err != nil {
+	if err := refdatatest.Postgres().CreateDatabase(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	dsn = pg.DSN(name)
+	dsn = refdatatest.Postgres().DSN(name)
 	db, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -336,11 +315,11 @@ func TestDroppedSlotResyncs(t *testing.T) {
 func TestPostgresRestart(t *testing.T) {
 	dsn, db := setup(t, 300)
 	tb, _ := start(t, dsn, replica.PostgresSlot("restart"))
-	if err := pg.StopServer(); err != nil {
+	if err := refdatatest.Postgres().StopServer(); err != nil {
 		t.Fatal(err)
 	}
 	waitUnready(t, tb)
-	if err := pg.StartServer(context.Background()); err != nil {
+	if err := refdatatest.Postgres().StartServer(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	db.Reset()
