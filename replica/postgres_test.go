@@ -302,13 +302,21 @@ func TestDroppedSlotResyncs(t *testing.T) {
 		return err
 	})
 	// Changes made while no slot exists reach the replica only by a resync.
-	if _, err := db.Exec(ctx, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 400`); err != nil {
+	resyncs(t, db, tb, src, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 400`, replica.ResyncSlotDropped)
+}
+
+// resyncs makes changes (SQL) that the replica's stream cannot carry any
+// more, and checks that they reach the replica by exactly one resync, for
+// reason.
+func resyncs(t *testing.T, db *pgxpool.Pool, tb *replica.Table[int32, item], src *replica.PostgresSource, changes, reason string) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), changes); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, db, tb)
 	waitReady(t, tb)
-	if n := src.ResyncsByReason(); n[replica.ResyncSlotDropped] != 1 || src.Resyncs() != 1 {
-		t.Errorf("resyncs %v after the slot was dropped, want one %s", n, replica.ResyncSlotDropped)
+	if n := src.ResyncsByReason(); n[reason] != 1 || src.Resyncs() != 1 {
+		t.Errorf("resyncs %v, want one %s", n, reason)
 	}
 }
 
