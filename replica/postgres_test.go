@@ -266,15 +266,12 @@ func waitUnready(t *testing.T, tb *replica.Table[int32, item]) {
 func TestKillReplicationConnection(t *testing.T) {
 	dsn, db := setup(t, 500)
 	tb, src := start(t, dsn, replica.PostgresSlot("kill_conn"))
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { writer(ctx, db, 1, 800) })
+	stop := runWriters(t, 1, func(ctx context.Context, _ int) error { return writer(ctx, db, 1, 800) })
 	time.Sleep(200 * time.Millisecond)
 	terminateWalsender(t, db, "kill_conn")
 	waitUnready(t, tb)
 	time.Sleep(200 * time.Millisecond)
 	stop()
-	wg.Wait()
 	converged(t, db, tb)
 	waitReady(t, tb)
 	if src.Resyncs() != 0 {
