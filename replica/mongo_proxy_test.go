@@ -3,6 +3,7 @@ package replica_test
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -137,21 +138,28 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 
 const opMsg = 2013
 
+// readMsg reads one wire protocol message, its 16-byte header included.
+func readMsg(r io.Reader) ([]byte, error) {
+	var header [16]byte
+	if _, err := io.ReadFull(r, header[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.LittleEndian.Uint32(header[0:4]))
+	if n < 16 || n > 48<<20 {
+		return nil, fmt.Errorf("message length %d out of range", n)
+	}
+	msg := make([]byte, n)
+	copy(msg, header[:])
+	_, err := io.ReadFull(r, msg[16:])
+	return msg, err
+}
+
 // forward copies the client's messages to the server, answering a resume
 // itself when one is to fail.
 func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer, hellos *helloIDs) {
-	var header [16]byte
 	for {
-		if _, err := io.ReadFull(client, header[:]); err != nil {
-			return
-		}
-		n := int(binary.LittleEndian.Uint32(header[0:4]))
-		if n < 16 || n > 48<<20 {
-			return
-		}
-		msg := make([]byte, n)
-		copy(msg, header[:])
-		if _, err := io.ReadFull(client, msg[16:]); err != nil {
+		msg, err := readMsg(client)
+		if err != nil {
 			return
 		}
 		p.mu.Lock()
@@ -333,18 +341,9 @@ func (p *wireProxy) inspect(msg []byte, hellos *helloIDs) {
 // backward copies the server's replies to the client, rewriting hello
 // replies when the proxy acts as a replica set.
 func (p *wireProxy) backward(server net.Conn, toClient io.Writer, hellos *helloIDs) {
-	var header [16]byte
 	for {
-		if _, err := io.ReadFull(server, header[:]); err != nil {
-			return
-		}
-		n := int(binary.LittleEndian.Uint32(header[0:4]))
-		if n < 16 || n > 48<<20 {
-			return
-		}
-		msg := make([]byte, n)
-		copy(msg, header[:])
-		if _, err := io.ReadFull(server, msg[16:]); err != nil {
+		msg, err := readMsg(server)
+		if err != nil {
 			return
 		}
 		p.mu.Lock()

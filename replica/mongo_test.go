@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -222,15 +221,12 @@ func TestMongoResumeAfterConnectionLoss(t *testing.T) {
 	mongoConverged(t, coll, tb) // a resume token is recorded
 
 	proxy.setDown(true)
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { mongoWriter(ctx, coll, 3, 800) })
+	stop := runWriters(t, 1, func(ctx context.Context, _ int) error { return mongoWriter(ctx, coll, 3, 800) })
 	waitUnready(t, tb)
 	time.Sleep(300 * time.Millisecond)
 	proxy.setDown(false)
 	time.Sleep(300 * time.Millisecond)
 	stop()
-	wg.Wait()
 	mongoConverged(t, coll, tb)
 	waitReady(t, tb)
 	if src.Resyncs() != 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
@@ -52,7 +53,7 @@ func slotState(t *testing.T, db *pgxpool.Pool, slot string) slotInfo {
 func setServer(t *testing.T, name, value string) {
 	t.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, pg.DSN("postgres"))
+	admin, err := pgx.Connect(ctx, refdatatest.Postgres().DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func setServer(t *testing.T, name, value string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		admin, err := pgx.Connect(ctx, pg.DSN("postgres"))
+		admin, err := pgx.Connect(ctx, refdatatest.Postgres().DSN("postgres"))
 		if err != nil {
 			t.Errorf("reset %s: %v", name, err)
 			return
@@ -118,14 +119,7 @@ func TestInvalidatedSlotResyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Changes made after the invalidation reach the replica only by a resync.
-	if _, err := db.Exec(ctx, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 200`); err != nil {
-		t.Fatal(err)
-	}
-	converged(t, db, tb)
-	waitReady(t, tb)
-	if n := src.ResyncsByReason(); n[replica.ResyncSlotInvalidated] != 1 || src.Resyncs() != 1 {
-		t.Errorf("resyncs %v, want one %s", n, replica.ResyncSlotInvalidated)
-	}
+	resyncs(t, db, tb, src, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 200`, replica.ResyncSlotInvalidated)
 	if n := testkit.MetricSum(t, reg, "replica_resyncs_total", map[string]string{"source": "pg", "reason": replica.ResyncSlotInvalidated}); n != 1 {
 		t.Errorf(`replica_resyncs_total{reason="slot_invalidated"} = %v, want 1`, n)
 	}

@@ -13,35 +13,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/highload-lab/hlab/internal/deps"
-	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
-var pg *deps.Postgres
-
-func TestMain(m *testing.M) {
-	code := func() int {
-		if _, _, err := deps.FindPostgres(); err != nil {
-			fmt.Fprintln(os.Stderr, "replica tests need PostgreSQL:", err)
-			return 1
-		}
-		sb, err := sandbox.New()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer sb.Close()
-		if pg, err = deps.StartPostgres(context.Background(), sb, deps.PostgresConfig{}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer pg.Stop()
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+// The tests share one Postgres: refdatatest's, the one the tests of the
+// services built on replica use.
+func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
 
 type item struct {
 	ID   int32
@@ -85,10 +64,10 @@ func setup(t *testing.T, rows int) (dsn string, db *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("t%d", rand.Int64())
-	if err := pg.CreateDatabase(ctx, name); err != nil {
+	if err := refdatatest.Postgres().CreateDatabase(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	dsn = pg.DSN(name)
+	dsn = refdatatest.Postgres().DSN(name)
 	db, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -287,15 +266,12 @@ func waitUnready(t *testing.T, tb *replica.Table[int32, item]) {
 func TestKillReplicationConnection(t *testing.T) {
 	dsn, db := setup(t, 500)
 	tb, src := start(t, dsn, replica.PostgresSlot("kill_conn"))
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { writer(ctx, db, 1, 800) })
+	stop := runWriters(t, 1, func(ctx context.Context, _ int) error { return writer(ctx, db, 1, 800) })
 	time.Sleep(200 * time.Millisecond)
 	terminateWalsender(t, db, "kill_conn")
 	waitUnready(t, tb)
 	time.Sleep(200 * time.Millisecond)
 	stop()
-	wg.Wait()
 	converged(t, db, tb)
 	waitReady(t, tb)
 	if src.Resyncs() != 0 {
@@ -323,24 +299,32 @@ func TestDroppedSlotResyncs(t *testing.T) {
 		return err
 	})
 	// Changes made while no slot exists reach the replica only by a resync.
-	if _, err := db.Exec(ctx, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 400`); err != nil {
+	resyncs(t, db, tb, src, `DELETE FROM items WHERE id <= 100; UPDATE items SET qty = -1 WHERE id > 400`, replica.ResyncSlotDropped)
+}
+
+// resyncs makes changes (SQL) that the replica's stream cannot carry any
+// more, and checks that they reach the replica by exactly one resync, for
+// reason.
+func resyncs(t *testing.T, db *pgxpool.Pool, tb *replica.Table[int32, item], src *replica.PostgresSource, changes, reason string) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), changes); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, db, tb)
 	waitReady(t, tb)
-	if n := src.ResyncsByReason(); n[replica.ResyncSlotDropped] != 1 || src.Resyncs() != 1 {
-		t.Errorf("resyncs %v after the slot was dropped, want one %s", n, replica.ResyncSlotDropped)
+	if n := src.ResyncsByReason(); n[reason] != 1 || src.Resyncs() != 1 {
+		t.Errorf("resyncs %v, want one %s", n, reason)
 	}
 }
 
 func TestPostgresRestart(t *testing.T) {
 	dsn, db := setup(t, 300)
 	tb, _ := start(t, dsn, replica.PostgresSlot("restart"))
-	if err := pg.StopServer(); err != nil {
+	if err := refdatatest.Postgres().StopServer(); err != nil {
 		t.Fatal(err)
 	}
 	waitUnready(t, tb)
-	if err := pg.StartServer(context.Background()); err != nil {
+	if err := refdatatest.Postgres().StartServer(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	db.Reset()

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 type customer struct {
@@ -240,29 +242,11 @@ func TestMetrics(t *testing.T) {
 	tb.setReady(nil)
 	tb.apply([]Change[int, customer]{{Op: Upsert, Key: 2, Value: customer{ID: 2}, Commit: time.Now().Add(-5 * time.Millisecond)}})
 	for name, want := range map[string]float64{"replica_rows": 2, "replica_ready": 1, "replica_applied_changes_total": 1} {
-		if got := testutil.ToFloat64(gaugeOf(t, reg, name)); got != want {
+		if got := testkit.MetricSum(t, reg, name, nil); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
 	}
 	if n, _ := testutil.GatherAndCount(reg, "replica_lag_seconds"); n != 1 {
 		t.Errorf("lag histogram series = %d, want 1", n)
 	}
-}
-
-// gaugeOf returns a collector yielding only the named metric of reg.
-func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			m := mf.GetMetric()[0]
-			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
-			return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name}, func() float64 { return v })
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return nil
 }

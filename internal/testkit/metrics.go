@@ -16,16 +16,24 @@ import (
 // is empty); 0 when there is none. It fails t when g cannot gather.
 func MetricSum(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
+	return SumFamily(Family(t, g, name), labels)
+}
+
+// Family returns the metric family name gathered from g, of any type (a
+// histogram's counts included); nil when there is none. It fails t when g
+// cannot gather.
+func Family(t testing.TB, g prometheus.Gatherer, name string) *dto.MetricFamily {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			return SumFamily(mf, labels)
+			return mf
 		}
 	}
-	return 0
+	return nil
 }
 
 // SumFamily sums the values of mf's counter, gauge or untyped series whose labels

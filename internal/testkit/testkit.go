@@ -3,8 +3,8 @@
 //
 //   - waiting: Eventually, EventuallyNil (polling, never a bare sleep),
 //     Healthy (a service's /healthz);
-//   - metrics: MetricSum (from a Gatherer), Scrape and SumFamily (from a
-//     server's /metrics, parsed by expfmt);
+//   - metrics: MetricSum and Family (from a Gatherer), Scrape and
+//     SumFamily (from a server's /metrics, parsed by expfmt);
 //   - serving: Listen, FreeAddr, Background (a Serve or Run until the test
 //     ends, its error checked);
 //   - processes: Binary and HlabBinary (a command built once per test

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // fakeT records a Fatalf instead of ending the test.
@@ -89,6 +90,12 @@ func TestMetricSum(t *testing.T) {
 		if got := SumFamily(scraped[tc.name], tc.labels); got != tc.want {
 			t.Errorf("SumFamily(Scrape)[%s, %v] = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
+	}
+	if mf := Family(t, reg, "depth"); mf.GetType() != dto.MetricType_GAUGE || len(mf.GetMetric()) != 1 {
+		t.Errorf("Family(depth) = %v, want the gauge's one series", mf)
+	}
+	if mf := Family(t, reg, "absent"); mf != nil {
+		t.Errorf("Family(absent) = %v, want nil", mf)
 	}
 }
 

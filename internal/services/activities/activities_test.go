@@ -138,10 +138,8 @@ func TestInvalidRequests(t *testing.T) {
 // a restart, stores and reads again. Both the direct and the batching
 // service are checked during one outage.
 func TestDatabaseDown(t *testing.T) {
-	const timeout = 2 * time.Second
-	const grace = 3 * time.Second
 	eachStore(t, func(t *testing.T, store string) {
-		envs, user, body := outageEnvs(t, store, timeout, "the outage")
+		envs, user, body := outageEnvs(t, store, "the outage")
 
 		var node *deps.Cassandra
 		switch store {
@@ -165,13 +163,7 @@ func TestDatabaseDown(t *testing.T) {
 				{"GET", "/activities?user_id=" + user, ""},
 			} {
 				code, b, took := e.do(req.method, req.path, "application/json", []byte(req.body))
-				if code != http.StatusServiceUnavailable {
-					t.Errorf("%s: %s %s with the database down: %d %s, want 503", name, req.method, req.path, code, b)
-				}
-				if took > timeout+grace {
-					t.Errorf("%s: %s %s took %s with the database down, want at most the %s timeout (+%s grace)", name, req.method, req.path, took, timeout, grace)
-				}
-				t.Logf("%s: %s %s: %d in %s: %s", name, req.method, req.path, code, took.Round(time.Millisecond), strings.TrimSpace(string(b)))
+				refusedInTime(t, name+": "+req.method+" "+req.path, "the database down", code, b, took)
 			}
 			if code, b, _ := e.do("GET", "/healthz", "", nil); code != http.StatusServiceUnavailable {
 				t.Errorf("%s: /healthz with the database down: %d %s, want 503", name, code, b)
@@ -214,10 +206,8 @@ func TestDatabaseDown(t *testing.T) {
 // long GC pause looks from outside) costs a request the timeout, then a
 // 503, not a hang; once it thaws the service answers again.
 func TestDatabaseFrozen(t *testing.T) {
-	const timeout = 2 * time.Second
-	const grace = 3 * time.Second
 	eachStore(t, func(t *testing.T, store string) {
-		envs, _, body := outageEnvs(t, store, timeout, "the freeze")
+		envs, _, body := outageEnvs(t, store, "the freeze")
 		var pid int
 		switch store {
 		case activities.Postgres:
@@ -241,28 +231,29 @@ func TestDatabaseFrozen(t *testing.T) {
 		}
 		for name, e := range envs {
 			code, b, took := e.post(body(1))
-			if code != http.StatusServiceUnavailable {
-				t.Errorf("%s: POST with the database frozen: %d %s, want 503", name, code, b)
-			}
-			if took > timeout+grace {
-				t.Errorf("%s: POST took %s with the database frozen, want at most the %s timeout (+%s grace)", name, took, timeout, grace)
-			}
-			t.Logf("%s: POST: %d in %s: %s", name, code, took.Round(time.Millisecond), strings.TrimSpace(string(b)))
+			refusedInTime(t, name+": POST", "the database frozen", code, b, took)
 		}
 		thaw()
 		writesResume(t, envs, body, "the database thawed")
 	})
 }
 
+// The fault tests' services bound a request's database work by
+// outageTimeout; a loaded machine may add up to outageGrace to it.
+const (
+	outageTimeout = 2 * time.Second
+	outageGrace   = 3 * time.Second
+)
+
 // outageEnvs starts a direct and a batching service on store, each with
-// timeout, and has each store an activity of a new user (body(0)) before
-// the fault (what); it returns them by name, the user and the request
-// body of its n-th activity.
-func outageEnvs(t *testing.T, store string, timeout time.Duration, what string) (map[string]*env, string, func(n int) string) {
+// outageTimeout, and has each store an activity of a new user (body(0))
+// before the fault (what); it returns them by name, the user and the
+// request body of its n-th activity.
+func outageEnvs(t *testing.T, store, what string) (map[string]*env, string, func(n int) string) {
 	t.Helper()
 	envs := map[string]*env{}
 	for _, batch := range []bool{false, true} {
-		envs[fmt.Sprintf("batch=%v", batch)] = newEnv(t, store, func(c *activities.Config) { c.Batch = batch; c.Timeout = timeout })
+		envs[fmt.Sprintf("batch=%v", batch)] = newEnv(t, store, func(c *activities.Config) { c.Batch = batch; c.Timeout = outageTimeout })
 	}
 	user := uuid.NewString()
 	body := func(n int) string { return fmt.Sprintf(`{"user_id": %q, "data": {"n": %d}}`, user, n) }
@@ -272,6 +263,20 @@ func outageEnvs(t *testing.T, store string, timeout time.Duration, what string) 
 		}
 	}
 	return envs, user, body
+}
+
+// refusedInTime checks that a request (req) made during a fault (with
+// what) was answered 503 within outageTimeout (+ outageGrace), and logs
+// the answer.
+func refusedInTime(t *testing.T, req, with string, code int, body []byte, took time.Duration) {
+	t.Helper()
+	if code != http.StatusServiceUnavailable {
+		t.Errorf("%s with %s: %d %s, want 503", req, with, code, body)
+	}
+	if took > outageTimeout+outageGrace {
+		t.Errorf("%s took %s with %s, want at most the %s timeout (+%s grace)", req, took, with, outageTimeout, outageGrace)
+	}
+	t.Logf("%s: %d in %s: %s", req, code, took.Round(time.Millisecond), strings.TrimSpace(string(body)))
 }
 
 // writesResume waits (a minute at most) until each of envs stores a

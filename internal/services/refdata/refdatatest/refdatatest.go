@@ -1,6 +1,6 @@
-// Package refdatatest gives the tests of report B's services a real
-// Postgres (one per test binary, started by internal/deps) and seeded
-// databases on it.
+// Package refdatatest gives the tests of report B's services, and of the
+// replica package they build on, a real Postgres (one per test binary,
+// started by internal/deps) and seeded databases on it.
 //
 //	func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
 //
