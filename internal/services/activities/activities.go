@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
@@ -119,9 +120,7 @@ func (c *Config) setDefaults() error {
 	if c.Store == "" {
 		c.Store = Postgres
 	}
-	if c.PoolMax <= 0 {
-		c.PoolMax = DefaultPoolMax
-	}
+	defaults.Positive(&c.PoolMax, DefaultPoolMax)
 	if c.PGPool == "" {
 		c.PGPool = PoolBounded
 	}
@@ -131,24 +130,14 @@ func (c *Config) setDefaults() error {
 	if c.Keyspace == "" {
 		c.Keyspace = DefaultKeyspace
 	}
-	if c.ReplicationFactor <= 0 {
-		c.ReplicationFactor = 1
-	}
+	defaults.Positive(&c.ReplicationFactor, 1)
 	if c.Consistency == "" {
 		c.Consistency = DefaultConsistency
 	}
-	if c.CassandraConns <= 0 {
-		c.CassandraConns = DefaultCassandraConns
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.Batcher.Timeout <= 0 {
-		c.Batcher.Timeout = c.Timeout
-	}
+	defaults.Positive(&c.CassandraConns, DefaultCassandraConns)
+	defaults.Positive(&c.Timeout, DefaultTimeout)
+	defaults.Positive(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	defaults.Positive(&c.Batcher.Timeout, c.Timeout)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/defaults"
 )
 
 // Batcher defaults.
@@ -33,21 +35,11 @@ type BatcherConfig struct {
 }
 
 func (c *BatcherConfig) setDefaults() {
-	if c.MaxRows <= 0 {
-		c.MaxRows = DefaultBatchRows
-	}
-	if c.MaxDelay <= 0 {
-		c.MaxDelay = DefaultBatchDelay
-	}
-	if c.Flushers <= 0 {
-		c.Flushers = DefaultBatchFlushers
-	}
-	if c.MaxQueued <= 0 {
-		c.MaxQueued = 64 * c.MaxRows
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 5 * time.Second
-	}
+	defaults.Positive(&c.MaxRows, DefaultBatchRows)
+	defaults.Positive(&c.MaxDelay, DefaultBatchDelay)
+	defaults.Positive(&c.Flushers, DefaultBatchFlushers)
+	defaults.Positive(&c.MaxQueued, 64*c.MaxRows)
+	defaults.Positive(&c.Timeout, 5*time.Second)
 }
 
 // Batcher is a write-behind batcher: Add hands it one row and returns

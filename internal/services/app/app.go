@@ -87,6 +87,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
 	"github.com/highload-lab/hlab/internal/services/work"
@@ -174,21 +175,12 @@ type Config struct {
 func (c *Config) setDefaults() error {
 	c.Mode = cmp.Or(c.Mode, DefaultMode)
 	c.Topic = cmp.Or(c.Topic, eventlog.DefaultTopic)
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&c.Timeout, DefaultTimeout)
-	def(&c.ConnectTimeout, DefaultConnectTimeout)
-	def(&c.KafkaDeadline, DefaultKafkaDeadline)
-	def(&c.FlushTimeout, DefaultFlushTimeout)
-	if c.Buffer <= 0 {
-		c.Buffer = DefaultBuffer
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = DefaultMaxInflight
-	}
+	defaults.Positive(&c.Timeout, DefaultTimeout)
+	defaults.Positive(&c.ConnectTimeout, DefaultConnectTimeout)
+	defaults.Positive(&c.KafkaDeadline, DefaultKafkaDeadline)
+	defaults.Positive(&c.FlushTimeout, DefaultFlushTimeout)
+	defaults.Positive(&c.Buffer, DefaultBuffer)
+	defaults.Positive(&c.MaxInflight, DefaultMaxInflight)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/highload-lab/hlab/internal/defaults"
 )
 
 // Defaults of ConsumerConfig's zero fields.
@@ -85,27 +87,13 @@ func (c *ConsumerConfig) setDefaults() error {
 	}
 	c.Topic = cmp.Or(c.Topic, DefaultTopic)
 	c.Group = cmp.Or(c.Group, DefaultGroup)
-	if c.DedupWindow <= 0 {
-		c.DedupWindow = DefaultDedupWindow
-	}
-	if c.MaxPollRecords <= 0 {
-		c.MaxPollRecords = DefaultMaxPollRecords
-	}
-	if c.CommitTimeout <= 0 {
-		c.CommitTimeout = DefaultCommitTimeout
-	}
-	if c.SessionTimeout <= 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.FetchMaxBytes <= 0 {
-		c.FetchMaxBytes = DefaultFetchMaxBytes
-	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.LeaveTimeout <= 0 {
-		c.LeaveTimeout = DefaultLeaveTimeout
-	}
+	defaults.Positive(&c.DedupWindow, DefaultDedupWindow)
+	defaults.Positive(&c.MaxPollRecords, DefaultMaxPollRecords)
+	defaults.Positive(&c.CommitTimeout, DefaultCommitTimeout)
+	defaults.Positive(&c.SessionTimeout, DefaultSessionTimeout)
+	defaults.Positive(&c.FetchMaxBytes, DefaultFetchMaxBytes)
+	defaults.Positive(&c.DialTimeout, DefaultDialTimeout)
+	defaults.Positive(&c.LeaveTimeout, DefaultLeaveTimeout)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}

@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/defaults"
 )
 
 // DB is how a service reaches Postgres and names its replication slot.
@@ -62,24 +64,12 @@ const (
 // SetDefaults fills the zero fields; service names the default slot and
 // publication.
 func (d *DB) SetDefaults(service string) {
-	if d.Timeout <= 0 {
-		d.Timeout = DefaultTimeout
-	}
-	if d.MaxConns <= 0 {
-		d.MaxConns = DefaultMaxConns
-	}
-	if d.MinConns <= 0 {
-		d.MinConns = min(DefaultMinConns, d.MaxConns)
-	}
-	if d.MaxConnLifetime <= 0 {
-		d.MaxConnLifetime = DefaultMaxConnLifetime
-	}
-	if d.MaxConnIdleTime <= 0 {
-		d.MaxConnIdleTime = DefaultMaxConnIdleTime
-	}
-	if d.ConnectTimeout <= 0 {
-		d.ConnectTimeout = DefaultConnectTimeout
-	}
+	defaults.Positive(&d.Timeout, DefaultTimeout)
+	defaults.Positive(&d.MaxConns, DefaultMaxConns)
+	defaults.Positive(&d.MinConns, min(DefaultMinConns, d.MaxConns))
+	defaults.Positive(&d.MaxConnLifetime, DefaultMaxConnLifetime)
+	defaults.Positive(&d.MaxConnIdleTime, DefaultMaxConnIdleTime)
+	defaults.Positive(&d.ConnectTimeout, DefaultConnectTimeout)
 	d.Slot = cmp.Or(d.Slot, "hlab_"+service)
 	d.Publication = cmp.Or(d.Publication, "hlab_"+service)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/highload-lab/hlab/internal/defaults"
 )
 
 // Size is how much data the seed makes. The seven reference tables have
@@ -36,12 +38,8 @@ const (
 )
 
 func (s *Size) setDefaults() {
-	if s.Products <= 0 {
-		s.Products = DefaultProducts
-	}
-	if s.Customers <= 0 {
-		s.Customers = DefaultCustomers
-	}
+	defaults.Positive(&s.Products, DefaultProducts)
+	defaults.Positive(&s.Customers, DefaultCustomers)
 }
 
 // Regions are the regions cities and customers belong to.

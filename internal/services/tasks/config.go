@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/highload-lab/hlab/internal/defaults"
 )
 
 // Defaults of Config's zero fields.
@@ -146,31 +148,17 @@ func (c *Config) setDefaults() error {
 			return fmt.Errorf("tasks: webhook URL %q must be an absolute http(s) URL", c.WebhookURL)
 		}
 	}
-	def := func(v *int32, d int32) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.MaxConns, DefaultMaxConns)
-	def(&c.MinConns, DefaultMinConns)
+	defaults.Positive(&c.MaxConns, DefaultMaxConns)
+	defaults.Positive(&c.MinConns, DefaultMinConns)
 	c.MinConns = min(c.MinConns, c.MaxConns)
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	defDur(&c.MaxConnIdleTime, DefaultMaxConnIdleTime)
-	defDur(&c.MaxConnLifetime, DefaultMaxConnLifetime)
-	defDur(&c.NotifyTimeout, DefaultNotifyTimeout)
-	defDur(&c.NotifyBackoff, DefaultNotifyBackoff)
-	defDur(&c.TokenTTL, DefaultTokenTTL)
-	defDur(&c.RequestTimeout, DefaultRequestTimeout)
-	if c.QueueSize <= 0 {
-		c.QueueSize = DefaultQueueSize
-	}
-	if c.Workers <= 0 {
-		c.Workers = DefaultWorkers
-	}
+	defaults.Positive(&c.MaxConnIdleTime, DefaultMaxConnIdleTime)
+	defaults.Positive(&c.MaxConnLifetime, DefaultMaxConnLifetime)
+	defaults.Positive(&c.NotifyTimeout, DefaultNotifyTimeout)
+	defaults.Positive(&c.NotifyBackoff, DefaultNotifyBackoff)
+	defaults.Positive(&c.TokenTTL, DefaultTokenTTL)
+	defaults.Positive(&c.RequestTimeout, DefaultRequestTimeout)
+	defaults.Positive(&c.QueueSize, DefaultQueueSize)
+	defaults.Positive(&c.Workers, DefaultWorkers)
 	switch {
 	case c.NotifyRetries == 0:
 		c.NotifyRetries = DefaultNotifyRetries
@@ -183,21 +171,15 @@ func (c *Config) setDefaults() error {
 	if c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost {
 		return fmt.Errorf("tasks: bcrypt cost %d is outside %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	defaults.Positive(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	if c.LoginAccountRate == 0 {
 		c.LoginAccountRate = DefaultLoginAccountRate
 	}
-	if c.LoginAccountBurst <= 0 {
-		c.LoginAccountBurst = DefaultLoginAccountBurst
-	}
+	defaults.Positive(&c.LoginAccountBurst, DefaultLoginAccountBurst)
 	if c.LoginIPRate == 0 {
 		c.LoginIPRate = DefaultLoginIPRate
 	}
-	if c.LoginIPBurst <= 0 {
-		c.LoginIPBurst = DefaultLoginIPBurst
-	}
+	defaults.Positive(&c.LoginIPBurst, DefaultLoginIPBurst)
 	if c.MaxWebSocketsPerUser == 0 {
 		c.MaxWebSocketsPerUser = DefaultMaxWebSocketsPerUser
 	}
