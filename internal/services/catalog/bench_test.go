@@ -4,7 +4,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/highload-lab/hlab/internal/services/catalog"
+	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
 )
 
@@ -13,7 +13,7 @@ import (
 // world's ceiling.
 func BenchmarkHandler(b *testing.B) {
 	dsn, _ := refdatatest.DB(b, refdatatest.Small)
-	h := start(b, dsn, catalog.FromReplica, "bench")
+	h := start(b, dsn, refdata.FromReplica, "bench")
 	for _, bc := range []struct{ name, url string }{
 		{"get", "/customers/2042"},
 		{"list=20", "/customers?region=Omsk&limit=20"},

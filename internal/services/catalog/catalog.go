@@ -31,15 +31,6 @@ const (
 	MaxRegionBytes = 64
 )
 
-// Source is where the service reads its reference data (refdata.Source).
-type Source = refdata.Source
-
-// Sources.
-const (
-	FromReplica  = refdata.FromReplica
-	FromPostgres = refdata.FromPostgres
-)
-
 // Config configures the service: a refdata.Config (slot hlab_catalog).
 type Config refdata.Config
 
@@ -69,7 +60,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: Config(b.Config), Backend: b}
 	pool := b.Pool
-	if s.cfg.Source == FromPostgres {
+	if s.cfg.Source == refdata.FromPostgres {
 		s.store = pgStore{pool: pool, timeout: s.cfg.DB.Timeout}
 		return s, nil
 	}

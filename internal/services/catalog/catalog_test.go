@@ -20,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
 
-func start(t testing.TB, dsn string, source catalog.Source, slot string) http.Handler {
+func start(t testing.TB, dsn string, source refdata.Source, slot string) http.Handler {
 	t.Helper()
 	s, err := catalog.New(context.Background(), catalog.Config{Source: source, DB: refdata.DB{DSN: dsn, Slot: slot, Publication: slot}})
 	if err != nil {
@@ -54,8 +54,8 @@ func TestSourcesAgree(t *testing.T) {
 	dsn, _ := refdatatest.DB(t, refdatatest.Small)
 	data := refdata.Generate(refdatatest.Small)
 	sources := map[string]http.Handler{
-		"postgres": start(t, dsn, catalog.FromPostgres, ""),
-		"replica":  start(t, dsn, catalog.FromReplica, "agree"),
+		"postgres": start(t, dsn, refdata.FromPostgres, ""),
+		"replica":  start(t, dsn, refdata.FromReplica, "agree"),
 	}
 	for i := 0; i < len(data.Customers); i += 97 {
 		want := data.Customers[i]
@@ -97,7 +97,7 @@ func TestSourcesAgree(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	dsn, _ := refdatatest.DB(t, refdatatest.Small)
-	for _, source := range []catalog.Source{catalog.FromPostgres, catalog.FromReplica} {
+	for _, source := range []refdata.Source{refdata.FromPostgres, refdata.FromReplica} {
 		h := start(t, dsn, source, "bad_"+string(source))
 		tests := []struct {
 			url  string
@@ -129,7 +129,7 @@ func TestBadInput(t *testing.T) {
 // in its region: the replica's ordered index must follow.
 func TestReplicaKeepsOrderUnderChanges(t *testing.T) {
 	dsn, pool := refdatatest.DB(t, refdatatest.Small)
-	h := start(t, dsn, catalog.FromReplica, "order")
+	h := start(t, dsn, refdata.FromReplica, "order")
 	var id int32
 	if err := pool.QueryRow(context.Background(), `UPDATE customers SET name = '  First LLC'
 		WHERE id = (SELECT max(id) FROM customers WHERE region = 'Omsk') RETURNING id`).Scan(&id); err != nil {

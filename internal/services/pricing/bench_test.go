@@ -4,7 +4,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/highload-lab/hlab/internal/services/pricing"
+	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
 )
 
@@ -12,7 +12,7 @@ import (
 // and HTTP parsing left out (Postgres round trips included).
 func BenchmarkHandler(b *testing.B) {
 	dsn, _ := refdatatest.DB(b, refdatatest.Small)
-	for _, source := range []pricing.Source{pricing.FromPostgres, pricing.FromReplica} {
+	for _, source := range []refdata.Source{refdata.FromPostgres, refdata.FromReplica} {
 		b.Run("source="+string(source), func(b *testing.B) {
 			v := start(b, dsn, source, "bench_"+string(source))
 			req := httptest.NewRequest("GET", "/price?product=42&city=17", nil)

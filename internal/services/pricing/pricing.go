@@ -27,15 +27,6 @@ import (
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
-// Source is where the service reads its reference data (refdata.Source).
-type Source = refdata.Source
-
-// Sources.
-const (
-	FromReplica  = refdata.FromReplica
-	FromPostgres = refdata.FromPostgres
-)
-
 // Config configures the service: a refdata.Config (slot hlab_pricing).
 type Config refdata.Config
 
@@ -70,7 +61,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	})
 	s.cfg.Registry.MustRegister(s.requests)
 	pool := b.Pool
-	if s.cfg.Source == FromPostgres {
+	if s.cfg.Source == refdata.FromPostgres {
 		s.store = pgStore{pool: pool}
 		return s, nil
 	}

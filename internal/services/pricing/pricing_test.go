@@ -50,7 +50,7 @@ type svc struct {
 	reg *prometheus.Registry
 }
 
-func start(t testing.TB, dsn string, source pricing.Source, slot string) svc {
+func start(t testing.TB, dsn string, source refdata.Source, slot string) svc {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	s, err := pricing.New(context.Background(), pricing.Config{Source: source, DB: refdata.DB{DSN: dsn, Slot: slot, Publication: slot}, Registry: reg})
@@ -95,8 +95,8 @@ func sum(ms []*dto.Metric) float64 {
 func TestSourcesAgree(t *testing.T) {
 	dsn, _ := refdatatest.DB(t, refdatatest.Small)
 	data := refdata.Generate(refdatatest.Small)
-	pg := start(t, dsn, pricing.FromPostgres, "")
-	rep := start(t, dsn, pricing.FromReplica, "agree")
+	pg := start(t, dsn, refdata.FromPostgres, "")
+	rep := start(t, dsn, refdata.FromReplica, "agree")
 	const n = 40
 	for i := range n {
 		p := data.Products[(i*37)%len(data.Products)]
@@ -142,7 +142,7 @@ func inputs(d *refdata.Dataset, p refdata.Product, c refdata.City) pricing.Input
 
 func TestBadInput(t *testing.T) {
 	dsn, _ := refdatatest.DB(t, refdatatest.Small)
-	for _, source := range []pricing.Source{pricing.FromPostgres, pricing.FromReplica} {
+	for _, source := range []refdata.Source{refdata.FromPostgres, refdata.FromReplica} {
 		v := start(t, dsn, source, "bad_"+string(source))
 		tests := []struct {
 			url  string
@@ -169,7 +169,7 @@ func TestBadInput(t *testing.T) {
 
 func TestReplicaSeesReferenceChanges(t *testing.T) {
 	dsn, pool := refdatatest.DB(t, refdatatest.Small)
-	v := start(t, dsn, pricing.FromReplica, "follow")
+	v := start(t, dsn, refdata.FromReplica, "follow")
 	price := func() int64 {
 		_, body := v.get(t, "/price?product=1&city=1")
 		var q pricing.Quote
@@ -191,7 +191,7 @@ func TestServeHealth(t *testing.T) {
 	dead.Close()
 	ln := testkit.Listen(t)
 	testkit.Background(t, "Serve", func(ctx context.Context) error {
-		return pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: pricing.FromPostgres,
+		return pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: refdata.FromPostgres,
 			DB: refdata.DB{DSN: "postgres://postgres@" + deadAddr + "/x?sslmode=disable", ConnectTimeout: 200 * time.Millisecond}})
 	})
 	base := "http://" + ln.Addr().String()
