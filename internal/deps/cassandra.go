@@ -198,22 +198,9 @@ func jammJar(lib string) string {
 // closes. The native transport opens last in Cassandra's start-up, so a
 // CQL answer means the node is ready for clients.
 func awaitCassandra(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		last = pingCassandra(ctx, addr)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: cassandra at %s did not answer CQL within %s (last: %v)", addr, timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: cassandra at %s exited before it was ready (last: %v)", addr, last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return awaitReady(ctx, "cassandra at "+addr, "did not answer CQL", timeout, 250*time.Millisecond, exited, func(ctx context.Context) error {
+		return pingCassandra(ctx, addr)
+	})
 }
 
 // pingCassandra opens a CQL session to addr and reads the node's version.

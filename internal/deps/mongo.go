@@ -343,47 +343,33 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 // passes, or exited (when non-nil) is closed. Dialing first matters: a
 // driver whose first contact failed checks again only every 500 ms.
 func awaitMongo(ctx context.Context, addr, uri string, timeout time.Duration, exited <-chan struct{}) error {
+	// One deadline for both waits.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last error
-	wait := func() error {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: the mongo stand-in at %s did not answer a ping within %s (last: %v)", addr, timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: the mongo stand-in at %s exited before it was ready (last: %v)", addr, last)
-		case <-time.After(20 * time.Millisecond):
-			return nil
-		}
+	await := func(ready func(ctx context.Context) error) error {
+		return awaitReady(ctx, "the mongo stand-in at "+addr, "did not answer a ping", timeout, 20*time.Millisecond, exited, ready)
 	}
-	for {
+	err := await(func(ctx context.Context) error {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			conn.Close()
-			break
 		}
-		last = err
-		if err := wait(); err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(time.Second).SetConnectTimeout(time.Second))
 	if err != nil {
 		return fmt.Errorf("deps: mongo client: %w", err)
 	}
 	defer client.Disconnect(context.WithoutCancel(ctx))
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		last = client.Ping(pctx, readpref.Primary())
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		if err := wait(); err != nil {
-			return err
-		}
-	}
+	return await(func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return client.Ping(ctx, readpref.Primary())
+	})
 }
 
 // Proc returns the stand-in's process (nil after Stop).

@@ -157,24 +157,11 @@ func PingRedis(ctx context.Context, addr string) error {
 // awaitRedis pings addr until it answers PONG, ctx ends, or timeout
 // passes. exited, when non-nil, aborts the wait early.
 func awaitRedis(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		last = PingRedis(pctx, addr)
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: redis at %s did not answer PING within %s (last: %v)", addr, timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: redis at %s exited before it was ready (last: %v)", addr, last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return awaitReady(ctx, "redis at "+addr, "did not answer PING", timeout, 20*time.Millisecond, exited, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return PingRedis(ctx, addr)
+	})
 }
 
 // Proc returns the server's process (nil after Stop).
