@@ -225,6 +225,24 @@ func (k *Kafka) StartBroker(ctx context.Context) error {
 	return k.real.startBroker(ctx)
 }
 
+// Outage takes the broker down (StopBroker) for d, or until ctx ends,
+// then brings it back on the same addresses (StartBroker) and returns once
+// it answers again: "the broker is gone for 10 s under load". Run it in a
+// goroutine beside the load, or inline between phases.
+func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
+	if err := k.StopBroker(); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	// Back even when ctx was cancelled meanwhile: others use the broker.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	return k.StartBroker(bctx)
+}
+
 // NewClient returns a franz-go client seeded with the brokers; opts come
 // after the seeds and may add to or override anything. The caller closes it.
 func (k *Kafka) NewClient(opts ...kgo.Opt) (*kgo.Client, error) {
