@@ -55,7 +55,7 @@ type Cassandra struct {
 	// CQL answer.
 	Started time.Duration
 
-	node *jvmNode
+	node *serverNode
 }
 
 const cassandraTempPrefix = "hlab-cassandra-"
@@ -84,7 +84,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	}
 	heap := cfg.heap(1024)
 	// SIGTERM: Cassandra drains and flushes, which takes a while.
-	node, err := newJVMNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
+	node, err := newServerNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
 	if err != nil {
 		return nil, err
 	}

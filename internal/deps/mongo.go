@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"text/template"
 	"time"
 
@@ -272,9 +271,7 @@ type Mongo struct {
 	URI string
 	Dir string
 
-	ownDir bool
-	mu     sync.Mutex
-	proc   *sandbox.Process
+	node *serverNode
 }
 
 // StartMongo fetches and compiles the stand-in if needed, starts it under
@@ -295,20 +292,18 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
-	m := &Mongo{Kind: MongoStandInKind, Version: MongoStandInVersion, StandIn: true, Dir: cfg.Dir}
-	if m.Dir, m.ownDir, err = depDir("mongo", m.Dir, "hlab-mongo-"); err != nil {
+	node, err := newServerNode(ctx, sb, "the mongo stand-in", cfg.Dir, "hlab-mongo-", nil, 10*time.Second, nil)
+	if err != nil {
 		return nil, err
 	}
+	m := &Mongo{Kind: MongoStandInKind, Version: MongoStandInVersion, StandIn: true, Dir: node.dir, node: node}
+	node.await = func(ctx context.Context, exited <-chan struct{}) error {
+		return awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, exited)
+	}
 	heap := cfg.heap(512)
-	logPath := filepath.Join(m.Dir, "stdout.log")
 	err = OnFreePorts(ctx, 1, func(ports []int) error {
 		port := ports[0]
-		from := map[string]int64{logPath: fileSize(logPath)}
-		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("deps: mongo log: %w", err)
-		}
-		proc, err := sb.Start(ctx, sandbox.Spec{
+		node.spec = sandbox.Spec{
 			Name: "mongo", Path: java, Dir: m.Dir,
 			Args: []string{
 				"-Xmx" + strconv.Itoa(heap) + "m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
@@ -316,23 +311,13 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 				"-cp", classpath, "MongoStandIn", "127.0.0.1", strconv.Itoa(port),
 			},
 			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
-			Stdout: logf, Stderr: logf,
-		})
-		logf.Close() // the process has its own descriptor
-		if err != nil {
-			return fmt.Errorf("deps: start the mongo stand-in: %w", err)
 		}
 		m.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		m.URI = "mongodb://" + m.Addr + "/?directConnection=true"
-		if err := awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, proc.Done()); err != nil {
-			proc.Stop(5 * time.Second)
-			return fmt.Errorf("%w; %s", err, logsSince(from, logPath))
-		}
-		m.proc = proc
-		return nil
+		return node.startServer(ctx)
 	})
 	if err != nil {
-		m.removeDir()
+		node.removeDir()
 		return nil, err
 	}
 	return m, nil
@@ -373,31 +358,8 @@ func awaitMongo(ctx context.Context, addr, uri string, timeout time.Duration, ex
 }
 
 // Proc returns the stand-in's process (nil after Stop).
-func (m *Mongo) Proc() *sandbox.Process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.proc
-}
+func (m *Mongo) Proc() *sandbox.Process { return m.node.process() }
 
 // Stop stops the stand-in (its data is gone with it) and removes a
 // temporary Dir. It is idempotent.
-func (m *Mongo) Stop() error {
-	m.mu.Lock()
-	p := m.proc
-	m.proc = nil
-	m.mu.Unlock()
-	var err error
-	if p != nil {
-		if err = p.Stop(10 * time.Second); err != nil {
-			err = fmt.Errorf("deps: stop the mongo stand-in: %w", err)
-		}
-	}
-	m.removeDir()
-	return err
-}
-
-func (m *Mongo) removeDir() {
-	if m.ownDir {
-		os.RemoveAll(m.Dir)
-	}
-}
+func (m *Mongo) Stop() error { return m.node.stop(m.node.removeDir) }
