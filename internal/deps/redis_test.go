@@ -7,29 +7,19 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestRedis starts a real redis-server, sets and gets a key over RESP,
 // checks that it runs without persistence, and stops it.
 func TestRedis(t *testing.T) {
 	if _, _, err := FindRedis(); errors.Is(err, ErrRedisNotInstalled) {
-		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-			t.Fatal(err)
-		}
-		t.Skip("redis-server is not installed (make deps installs it)")
+		skipMissing(t, "redis-server", err)
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := testSandbox(t)
 	ctx := context.Background()
 	start := time.Now()
 	r, err := StartRedis(ctx, sb, RedisConfig{})
