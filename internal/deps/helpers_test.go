@@ -8,7 +8,7 @@ import (
 )
 
 // testSandbox returns a new sandbox for t's servers, closed when t ends.
-func testSandbox(t *testing.T) *sandbox.Sandbox {
+func testSandbox(t testing.TB) *sandbox.Sandbox {
 	t.Helper()
 	sb, err := sandbox.New()
 	if err != nil {
@@ -21,7 +21,7 @@ func testSandbox(t *testing.T) *sandbox.Sandbox {
 // skipMissing skips t because what cannot run here (err says why), or
 // fails it when HLAB_REQUIRE_DEPS is set, so that CI cannot pass by
 // skipping.
-func skipMissing(t *testing.T, what string, err error) {
+func skipMissing(t testing.TB, what string, err error) {
 	t.Helper()
 	if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
 		t.Fatalf("%s cannot run here (HLAB_REQUIRE_DEPS is set): %v", what, err)
