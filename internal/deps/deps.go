@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -68,4 +71,43 @@ func awaitReady(ctx context.Context, who, notReady string, timeout, interval tim
 		case <-time.After(interval):
 		}
 	}
+}
+
+// program is a dependency's binary: how to find it and tell its version.
+type program struct {
+	name    string   // looked up on PATH
+	places  []string // where else it may be (a PATH without sbin)
+	missing error    // returned when it is nowhere
+	// versionArgs make it print its version, which the first submatch of
+	// version picks from the output.
+	versionArgs []string
+	version     *regexp.Regexp
+}
+
+// find returns the program's path and version ("unknown" when the output
+// has none).
+func (p program) find() (path, version string, err error) {
+	if path, err = p.path(); err != nil {
+		return "", "", err
+	}
+	out, err := exec.Command(path, p.versionArgs...).CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("deps: %s %s failed: %w: %s", path, strings.Join(p.versionArgs, " "), err, lastBytes(out, 200))
+	}
+	if m := p.version.FindSubmatch(out); m != nil {
+		return path, string(m[1]), nil
+	}
+	return path, "unknown", nil
+}
+
+func (p program) path() (string, error) {
+	if path, err := exec.LookPath(p.name); err == nil {
+		return path, nil
+	}
+	for _, place := range p.places {
+		if fileExists(place) {
+			return place, nil
+		}
+	}
+	return "", p.missing
 }

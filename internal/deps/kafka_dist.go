@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -188,20 +187,11 @@ func lockFile(path string) (unlock func(), err error) {
 
 // FindJava returns the path of java and its version (e.g. "17.0.15").
 func FindJava() (path, version string, err error) {
-	path, err = exec.LookPath("java")
-	if err != nil {
-		return "", "", ErrJavaNotInstalled
-	}
-	// java -version prints `openjdk version "17.0.15" 2025-04-15` on stderr.
-	out, err := exec.Command(path, "-version").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("deps: %s -version failed: %w: %s", path, err, out)
-	}
-	m := regexp.MustCompile(`version "([^"]+)"`).FindSubmatch(out)
-	if m == nil {
-		return path, "unknown", nil
-	}
-	return path, string(m[1]), nil
+	return program{
+		name: "java", missing: ErrJavaNotInstalled,
+		// java -version prints `openjdk version "17.0.15" 2025-04-15` on stderr.
+		versionArgs: []string{"-version"}, version: regexp.MustCompile(`version "([^"]+)"`),
+	}.find()
 }
 
 // javaMajor returns the major version of a java version string: 17 for
@@ -218,19 +208,10 @@ func javaMajor(v string) int {
 
 // FindMaven returns the path of mvn and its version (e.g. "3.8.7").
 func FindMaven() (path, version string, err error) {
-	path, err = exec.LookPath("mvn")
-	if err != nil {
-		return "", "", ErrMavenNotInstalled
-	}
-	out, err := exec.Command(path, "-v", "-B").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("deps: %s -v failed: %w: %s", path, err, lastLines(string(out), 3))
-	}
-	m := regexp.MustCompile(`Apache Maven (\S+)`).FindSubmatch(out)
-	if m == nil {
-		return path, "unknown", nil
-	}
-	return path, string(m[1]), nil
+	return program{
+		name: "mvn", missing: ErrMavenNotInstalled,
+		versionArgs: []string{"-v", "-B"}, version: regexp.MustCompile(`Apache Maven (\S+)`),
+	}.find()
 }
 
 // KafkaSetup says what the real broker of a Kafka version needs and has.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,27 +20,12 @@ var ErrRedisNotInstalled = errors.New("deps: redis-server is not installed (inst
 
 // FindRedis returns the path of redis-server and its version (e.g. "7.0.15").
 func FindRedis() (path, version string, err error) {
-	path, err = exec.LookPath("redis-server")
-	if err != nil {
-		for _, p := range []string{"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"} {
-			if fileExists(p) {
-				path, err = p, nil
-				break
-			}
-		}
-	}
-	if err != nil {
-		return "", "", ErrRedisNotInstalled
-	}
-	// "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=..."
-	out, err := exec.Command(path, "--version").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("deps: %s --version failed: %w: %s", path, err, lastBytes(out, 200))
-	}
-	if m := regexp.MustCompile(`v=(\S+)`).FindSubmatch(out); m != nil {
-		return path, string(m[1]), nil
-	}
-	return path, "unknown", nil
+	return program{
+		name: "redis-server", places: []string{"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"},
+		missing: ErrRedisNotInstalled,
+		// "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=..."
+		versionArgs: []string{"--version"}, version: regexp.MustCompile(`v=(\S+)`),
+	}.find()
 }
 
 // RedisConfig is what StartRedis needs; the zero value starts a
