@@ -28,3 +28,17 @@ func skipMissing(t testing.TB, what string, err error) {
 	}
 	t.Skipf("%s cannot run here: %v", what, err)
 }
+
+// mustStop stops a server with stop and fails t unless proc, its
+// process, has exited by the time stop returns.
+func mustStop(t testing.TB, what string, proc *sandbox.Process, stop func() error) {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-proc.Done():
+	default:
+		t.Fatalf("%s still runs after Stop", what)
+	}
+}

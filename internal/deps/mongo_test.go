@@ -136,15 +136,7 @@ func TestMongoStandIn(t *testing.T) {
 		t.Logf("quirk: replies carry no operationTime: %v", ping)
 	}
 
-	proc := m.Proc()
-	if err := m.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-proc.Done():
-	default:
-		t.Fatal("the stand-in still runs after Stop")
-	}
+	mustStop(t, "the stand-in", m.Proc(), m.Stop)
 	if m.Proc() != nil {
 		t.Error("Proc() after Stop is not nil")
 	}

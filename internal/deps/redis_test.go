@@ -62,15 +62,7 @@ func TestRedis(t *testing.T) {
 		t.Errorf("CONFIG GET appendonly: %q, want no AOF", got)
 	}
 
-	proc := r.Proc()
-	if err := r.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-proc.Done():
-	default:
-		t.Fatal("redis still runs after Stop")
-	}
+	mustStop(t, "redis", r.Proc(), r.Stop)
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := PingRedis(pctx, r.Addr); err == nil {
