@@ -1,7 +1,6 @@
 package deps
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -14,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"text/template"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -74,21 +72,6 @@ var (
 //go:embed mongostub/MongoStandIn.java
 var mongoStandInSource []byte
 
-var mongoPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by hlab: the runtime jars of the MongoDB stand-in (mongo-java-server). -->
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>lab.highload</groupId>
-  <artifactId>mongo-standin-jars</artifactId>
-  <version>{{.}}</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>de.bwaldvogel</groupId><artifactId>mongo-java-server-memory-backend</artifactId><version>{{.}}</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>2.0.17</version></dependency>
-  </dependencies>
-</project>
-`))
-
 // MongoLibDir returns the directory holding the stand-in's jars
 // (<CacheDir>/mongo-java-server-<version>/lib) and whether they are all
 // there.
@@ -120,12 +103,13 @@ func FetchMongo(ctx context.Context, w io.Writer) (classpath string, err error) 
 	if err != nil {
 		return "", err
 	}
-	var pom bytes.Buffer
-	if err := mongoPom.Execute(&pom, MongoStandInVersion); err != nil {
-		return "", err
-	}
 	if _, err := fetchJars(ctx, jarSet{
-		what: "mongo-java-server " + MongoStandInVersion, lib: lib, pom: pom.Bytes(),
+		what: "mongo-java-server " + MongoStandInVersion, lib: lib,
+		artifact: "mongo-standin-jars", version: MongoStandInVersion,
+		jars: []mavenJar{
+			{"de.bwaldvogel", "mongo-java-server-memory-backend", MongoStandInVersion},
+			{"org.slf4j", "slf4j-simple", "2.0.17"},
+		},
 		marker: mongoMarkerJar, noMaven: ErrMongoNeedsMaven,
 	}, w); err != nil {
 		return "", err
