@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/template"
@@ -39,12 +38,7 @@ const cassandraMarkerJar = "cassandra-all-" + CassandraVersion + ".jar"
 // CassandraLibDir returns the directory holding the node's jars
 // (<CacheDir>/cassandra-<version>/lib) and whether they are all there.
 func CassandraLibDir() (dir string, cached bool, err error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", false, err
-	}
-	dir = filepath.Join(cache, "cassandra-"+CassandraVersion, "lib")
-	return dir, fileExists(filepath.Join(dir, cassandraMarkerJar)), nil
+	return cachedLib("cassandra-"+CassandraVersion, cassandraMarkerJar)
 }
 
 // FetchCassandra makes sure the node's jars are in the cache and returns

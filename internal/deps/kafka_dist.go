@@ -121,13 +121,7 @@ func KafkaLibDir(version string) (dir string, cached bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	cache, err := CacheDir()
-	if err != nil {
-		return "", false, err
-	}
-	dir = filepath.Join(cache, "kafka-"+version, "lib")
-	// The directory appears, by rename, only once Maven has copied every jar.
-	return dir, fileExists(filepath.Join(dir, "kafka_2.13-"+version+".jar")), nil
+	return cachedLib("kafka-"+version, "kafka_2.13-"+version+".jar")
 }
 
 // FetchKafka makes sure the jars of a Kafka version ("" =

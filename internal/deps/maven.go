@@ -48,6 +48,19 @@ var jarSetPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" enc
 </project>
 `))
 
+// cachedLib returns the lib directory of the jar set name
+// (<CacheDir>/<name>/lib) and whether its jars are all there: marker, one
+// of them, is, as the directory appears, by rename, only once mvn has
+// copied every jar.
+func cachedLib(name, marker string) (lib string, cached bool, err error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", false, err
+	}
+	lib = filepath.Join(cache, name, "lib")
+	return lib, fileExists(filepath.Join(lib, marker)), nil
+}
+
 // fetchJars makes sure js is in the cache and returns its lib directory,
 // downloading it with mvn when it is not, with Maven's output to w (nil =
 // discard). Concurrent fetches, also from other processes, wait for each

@@ -76,12 +76,7 @@ var mongoStandInSource []byte
 // (<CacheDir>/mongo-java-server-<version>/lib) and whether they are all
 // there.
 func MongoLibDir() (dir string, cached bool, err error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", false, err
-	}
-	dir = filepath.Join(cache, "mongo-java-server-"+MongoStandInVersion, "lib")
-	return dir, fileExists(filepath.Join(dir, mongoMarkerJar)), nil
+	return cachedLib("mongo-java-server-"+MongoStandInVersion, mongoMarkerJar)
 }
 
 const mongoMarkerJar = "mongo-java-server-core-" + MongoStandInVersion + ".jar"
