@@ -100,6 +100,8 @@ func (p program) find() (path, version string, err error) {
 	return path, "unknown", nil
 }
 
+// path returns where the program is: on PATH, else the first of places
+// that exists.
 func (p program) path() (string, error) {
 	if path, err := exec.LookPath(p.name); err == nil {
 		return path, nil
