@@ -55,7 +55,7 @@ type Cassandra struct {
 	// CQL answer.
 	Started time.Duration
 
-	node *jvmNode
+	node *serverNode
 }
 
 const cassandraTempPrefix = "hlab-cassandra-"
@@ -84,7 +84,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	}
 	heap := cfg.heap(1024)
 	// SIGTERM: Cassandra drains and flushes, which takes a while.
-	node, err := newJVMNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
+	node, err := newServerNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
 	if err != nil {
 		return nil, err
 	}
@@ -198,22 +198,9 @@ func jammJar(lib string) string {
 // closes. The native transport opens last in Cassandra's start-up, so a
 // CQL answer means the node is ready for clients.
 func awaitCassandra(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		last = pingCassandra(ctx, addr)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: cassandra at %s did not answer CQL within %s (last: %v)", addr, timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: cassandra at %s exited before it was ready (last: %v)", addr, last)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return awaitReady(ctx, "cassandra at "+addr, "did not answer CQL", timeout, 250*time.Millisecond, exited, func(ctx context.Context) error {
+		return pingCassandra(ctx, addr)
+	})
 }
 
 // pingCassandra opens a CQL session to addr and reads the node's version.

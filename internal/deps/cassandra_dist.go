@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/template"
@@ -34,31 +33,12 @@ var (
 	ErrCassandraStopped = errors.New("deps: cassandra was stopped")
 )
 
-var cassandraPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by hlab: the runtime jars of a single Cassandra node. -->
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>lab.highload</groupId>
-  <artifactId>cassandra-node-jars</artifactId>
-  <version>{{.}}</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.cassandra</groupId><artifactId>cassandra-all</artifactId><version>{{.}}</version></dependency>
-  </dependencies>
-</project>
-`))
-
 const cassandraMarkerJar = "cassandra-all-" + CassandraVersion + ".jar"
 
 // CassandraLibDir returns the directory holding the node's jars
 // (<CacheDir>/cassandra-<version>/lib) and whether they are all there.
 func CassandraLibDir() (dir string, cached bool, err error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", false, err
-	}
-	dir = filepath.Join(cache, "cassandra-"+CassandraVersion, "lib")
-	return dir, fileExists(filepath.Join(dir, cassandraMarkerJar)), nil
+	return cachedLib("cassandra-"+CassandraVersion, cassandraMarkerJar)
 }
 
 // FetchCassandra makes sure the node's jars are in the cache and returns
@@ -72,12 +52,10 @@ func FetchCassandra(ctx context.Context, w io.Writer) (string, error) {
 	if err != nil || cached {
 		return lib, err
 	}
-	var pom bytes.Buffer
-	if err := cassandraPom.Execute(&pom, CassandraVersion); err != nil {
-		return "", err
-	}
 	return fetchJars(ctx, jarSet{
-		what: CassandraKind, lib: lib, pom: pom.Bytes(),
+		what: CassandraKind, lib: lib,
+		artifact: "cassandra-node-jars", version: CassandraVersion,
+		jars:   []mavenJar{{"org.apache.cassandra", "cassandra-all", CassandraVersion}},
 		marker: cassandraMarkerJar, noMaven: ErrCassandraNeedsMaven,
 	}, w)
 }

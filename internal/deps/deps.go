@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -29,31 +32,84 @@ func FreePort() (int, error) {
 // exited, when non-nil, aborts the wait early: a process that died will
 // never become ready.
 func AwaitHTTP(ctx context.Context, url string, timeout time.Duration, exited <-chan struct{}) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("deps: bad readiness URL %q: %w", url, err)
+	}
+	client := &http.Client{Timeout: time.Second}
+	return awaitReady(ctx, "the server at "+url, "did not answer 200", timeout, 50*time.Millisecond, exited, func(ctx context.Context) error {
+		resp, err := client.Do(req.WithContext(ctx))
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// awaitReady calls ready every interval until it returns nil, ctx ends,
+// timeout passes, or exited (when non-nil) closes: a process that died
+// will never become ready. who names the server in errors ("redis at
+// 127.0.0.1:6379"), notReady says what it failed to do within timeout
+// ("did not answer PING"); both errors quote ready's last error.
+func awaitReady(ctx context.Context, who, notReady string, timeout, interval time.Duration, exited <-chan struct{}, ready func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	var last error
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return fmt.Errorf("deps: bad readiness URL %q: %w", url, err)
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Errorf("status %s", resp.Status)
-		} else {
-			last = err
+		last := ready(ctx)
+		if last == nil {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("deps: %s not ready after %s (last: %v)", url, timeout, last)
+			return fmt.Errorf("deps: %s %s within %s (last: %v)", who, notReady, timeout, last)
 		case <-exited:
-			return fmt.Errorf("deps: the process behind %s exited before it was ready (last: %v)", url, last)
-		case <-time.After(50 * time.Millisecond):
+			return fmt.Errorf("deps: %s exited before it was ready (last: %v)", who, last)
+		case <-time.After(interval):
 		}
 	}
+}
+
+// program is a dependency's binary: how to find it and tell its version.
+type program struct {
+	name    string   // looked up on PATH
+	places  []string // where else it may be (a PATH without sbin)
+	missing error    // returned when it is nowhere
+	// versionArgs make it print its version, which the first submatch of
+	// version picks from the output.
+	versionArgs []string
+	version     *regexp.Regexp
+}
+
+// find returns the program's path and version ("unknown" when the output
+// has none).
+func (p program) find() (path, version string, err error) {
+	if path, err = p.path(); err != nil {
+		return "", "", err
+	}
+	out, err := exec.Command(path, p.versionArgs...).CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("deps: %s %s failed: %w: %s", path, strings.Join(p.versionArgs, " "), err, lastBytes(out, 200))
+	}
+	if m := p.version.FindSubmatch(out); m != nil {
+		return path, string(m[1]), nil
+	}
+	return path, "unknown", nil
+}
+
+// path returns where the program is: on PATH, else the first of places
+// that exists.
+func (p program) path() (string, error) {
+	if path, err := exec.LookPath(p.name); err == nil {
+		return path, nil
+	}
+	for _, place := range p.places {
+		if fileExists(place) {
+			return place, nil
+		}
+	}
+	return "", p.missing
 }

@@ -225,6 +225,24 @@ func (k *Kafka) StartBroker(ctx context.Context) error {
 	return k.real.startBroker(ctx)
 }
 
+// Outage takes the broker down (StopBroker) for d, or until ctx ends,
+// then brings it back on the same addresses (StartBroker) and returns once
+// it answers again: "the broker is gone for 10 s under load". Run it in a
+// goroutine beside the load, or inline between phases.
+func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
+	if err := k.StopBroker(); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+	// Back even when ctx was cancelled meanwhile: others use the broker.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	return k.StartBroker(bctx)
+}
+
 // NewClient returns a franz-go client seeded with the brokers; opts come
 // after the seeds and may add to or override anything. The caller closes it.
 func (k *Kafka) NewClient(opts ...kgo.Opt) (*kgo.Client, error) {
@@ -281,35 +299,21 @@ func (k *Kafka) admin(fn func(*kadm.Client) error) error {
 // i.e. ready for topics), ctx ends, or timeout passes. exited, when
 // non-nil, aborts the wait: a process that died will never answer.
 func awaitKafka(ctx context.Context, brokers []string, timeout time.Duration, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(time.Second), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
 		return fmt.Errorf("deps: kafka client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	var last error
-	for {
-		reqCtx, reqCancel := context.WithTimeout(ctx, 2*time.Second)
-		m, err := adm.BrokerMetadata(reqCtx)
-		reqCancel()
-		switch {
-		case err != nil:
-			last = err
-		case len(m.Brokers) == 0:
-			last = errors.New("no broker registered yet")
-		default:
-			return nil
+	return awaitReady(ctx, fmt.Sprintf("kafka at %v", brokers), "did not answer a metadata request", timeout, 100*time.Millisecond, exited, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		m, err := adm.BrokerMetadata(ctx)
+		if err == nil && len(m.Brokers) == 0 {
+			err = errors.New("no broker registered yet")
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: kafka at %v did not answer a metadata request within %s (last: %v)", brokers, timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: the kafka process behind %v exited before it was ready (last: %v)", brokers, last)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return err
+	})
 }
 
 // fileExists reports whether path exists.

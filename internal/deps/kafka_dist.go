@@ -1,12 +1,10 @@
 package deps
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,7 +30,7 @@ const DefaultKafkaVersion = "3.9.2"
 // can run: the slf4j binding fetched beside the broker, how its logging is
 // configured, and the oldest Java it runs on.
 type kafkaDist struct {
-	logging   string // <dependency> of the slf4j binding, for the pom
+	logging   mavenJar // the slf4j binding
 	logConf   *template.Template
 	logFile   string // name of the rendered logging config in the broker's Dir
 	logFlag   string // JVM flag naming the logging config, followed by its path
@@ -42,7 +40,7 @@ type kafkaDist struct {
 
 var kafkaDists = map[string]kafkaDist{
 	"3.9.2": {
-		logging: `<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>`,
+		logging: mavenJar{"org.slf4j", "slf4j-reload4j", "1.7.36"},
 		logConf: template.Must(template.New("log4j").Parse(`log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.FileAppender
 log4j.appender.file.File={{.}}/server.log
@@ -58,7 +56,7 @@ log4j.logger.org.apache.kafka.controller=INFO
 		minJava: 11,
 	},
 	"4.3.1": {
-		logging: `<dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>2.25.4</version></dependency>`,
+		logging: mavenJar{"org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.4"},
 		logConf: template.Must(template.New("log4j2").Parse(`status = warn
 appender.file.type = File
 appender.file.name = file
@@ -123,29 +121,8 @@ func KafkaLibDir(version string) (dir string, cached bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	cache, err := CacheDir()
-	if err != nil {
-		return "", false, err
-	}
-	dir = filepath.Join(cache, "kafka-"+version, "lib")
-	// The directory appears, by rename, only once Maven has copied every jar.
-	return dir, fileExists(filepath.Join(dir, "kafka_2.13-"+version+".jar")), nil
+	return cachedLib("kafka-"+version, "kafka_2.13-"+version+".jar")
 }
-
-var kafkaPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by hlab: the runtime jars of a single-node Kafka broker. -->
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>lab.highload</groupId>
-  <artifactId>kafka-broker-jars</artifactId>
-  <version>{{.Version}}</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{{.Version}}</version></dependency>
-    {{.Logging}}
-  </dependencies>
-</project>
-`))
 
 // FetchKafka makes sure the jars of a Kafka version ("" =
 // DefaultKafkaVersion) are in the cache and returns their directory. When
@@ -162,12 +139,10 @@ func FetchKafka(ctx context.Context, version string, w io.Writer) (string, error
 	if err != nil || cached {
 		return lib, err
 	}
-	var pom bytes.Buffer
-	if err := kafkaPom.Execute(&pom, struct{ Version, Logging string }{version, dist.logging}); err != nil {
-		return "", err
-	}
 	return fetchJars(ctx, jarSet{
-		what: "kafka " + version, lib: lib, pom: pom.Bytes(),
+		what: "kafka " + version, lib: lib,
+		artifact: "kafka-broker-jars", version: version,
+		jars:   []mavenJar{{"org.apache.kafka", "kafka_2.13", version}, dist.logging},
 		marker: "kafka_2.13-" + version + ".jar", noMaven: ErrMavenNotInstalled,
 	}, w)
 }
@@ -188,20 +163,11 @@ func lockFile(path string) (unlock func(), err error) {
 
 // FindJava returns the path of java and its version (e.g. "17.0.15").
 func FindJava() (path, version string, err error) {
-	path, err = exec.LookPath("java")
-	if err != nil {
-		return "", "", ErrJavaNotInstalled
-	}
-	// java -version prints `openjdk version "17.0.15" 2025-04-15` on stderr.
-	out, err := exec.Command(path, "-version").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("deps: %s -version failed: %w: %s", path, err, out)
-	}
-	m := regexp.MustCompile(`version "([^"]+)"`).FindSubmatch(out)
-	if m == nil {
-		return path, "unknown", nil
-	}
-	return path, string(m[1]), nil
+	return program{
+		name: "java", missing: ErrJavaNotInstalled,
+		// java -version prints `openjdk version "17.0.15" 2025-04-15` on stderr.
+		versionArgs: []string{"-version"}, version: regexp.MustCompile(`version "([^"]+)"`),
+	}.find()
 }
 
 // javaMajor returns the major version of a java version string: 17 for
@@ -218,19 +184,10 @@ func javaMajor(v string) int {
 
 // FindMaven returns the path of mvn and its version (e.g. "3.8.7").
 func FindMaven() (path, version string, err error) {
-	path, err = exec.LookPath("mvn")
-	if err != nil {
-		return "", "", ErrMavenNotInstalled
-	}
-	out, err := exec.Command(path, "-v", "-B").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("deps: %s -v failed: %w: %s", path, err, lastLines(string(out), 3))
-	}
-	m := regexp.MustCompile(`Apache Maven (\S+)`).FindSubmatch(out)
-	if m == nil {
-		return path, "unknown", nil
-	}
-	return path, string(m[1]), nil
+	return program{
+		name: "mvn", missing: ErrMavenNotInstalled,
+		versionArgs: []string{"-v", "-B"}, version: regexp.MustCompile(`Apache Maven (\S+)`),
+	}.find()
 }
 
 // KafkaSetup says what the real broker of a Kafka version needs and has.

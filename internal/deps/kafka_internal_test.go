@@ -8,8 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 func TestRenderKafkaProps(t *testing.T) {
@@ -97,12 +95,8 @@ func TestKafkaMissingTools(t *testing.T) {
 	if _, err := FetchKafka(context.Background(), "", nil); !errors.Is(err, ErrMavenNotInstalled) {
 		t.Errorf("FetchKafka without mvn = %v, want ErrMavenNotInstalled", err)
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	_, err = StartKafka(context.Background(), sb, KafkaConfig{Kind: KafkaReal})
+	sb := testSandbox(t)
+	_, err := StartKafka(context.Background(), sb, KafkaConfig{Kind: KafkaReal})
 	if err == nil || !strings.Contains(err.Error(), "apt-get install -y openjdk-17-jre-headless maven") {
 		t.Errorf("StartKafka without java = %v, want an error saying what to install", err)
 	}

@@ -93,7 +93,7 @@ const kafkaTempPrefix = "hlab-kafka-"
 // realBroker is the JVM behind a real Kafka, with what it takes to start
 // it again after StopBroker.
 type realBroker struct {
-	*jvmNode
+	*serverNode
 	brokers []string
 }
 
@@ -118,11 +118,11 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 
 	// SIGTERM is a controlled shutdown: a few seconds for a single node.
 	// A new cluster id needs empty storage; a previous run's is stale.
-	node, err := newJVMNode(ctx, sb, "kafka", cfg.Dir, kafkaTempPrefix, []string{"data"}, 15*time.Second, ErrKafkaStopped)
+	node, err := newServerNode(ctx, sb, "kafka", cfg.Dir, kafkaTempPrefix, []string{"data"}, 15*time.Second, ErrKafkaStopped)
 	if err != nil {
 		return nil, err
 	}
-	r := &realBroker{jvmNode: node}
+	r := &realBroker{serverNode: node}
 	node.log = "server.log"
 	node.await = func(ctx context.Context, exited <-chan struct{}) error {
 		return awaitKafka(ctx, r.brokers, cfg.StartTimeout, exited)
@@ -253,7 +253,7 @@ func (r *realBroker) stopBroker() error { return r.stopServer() }
 func (r *realBroker) startBroker(ctx context.Context) error { return r.startServer(ctx) }
 
 func (r *realBroker) stop() error {
-	return r.jvmNode.stop(func() {
+	return r.serverNode.stop(func() {
 		if r.ownDir {
 			r.removeDir()
 		} else {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"text/template"
 )
 
 // jarSet is a set of runtime jars that mvn copies from Maven Central into
@@ -18,10 +19,46 @@ type jarSet struct {
 	// lib is <CacheDir>/<name>/lib. It appears, by rename, only once mvn
 	// has copied every jar; pom.xml and the fetch's .lock sit beside it,
 	// and Maven's own repository is shared by every set in <CacheDir>/m2.
-	lib     string
-	pom     []byte // a pom whose runtime dependencies are the set
-	marker  string // a jar of the set, checked for in lib after the copy
-	noMaven error  // returned when mvn is needed and missing
+	lib string
+	// The pom's artifactId and version (lab.highload:kafka-broker-jars:3.9.2),
+	// and its dependencies, whose runtime jars are the set.
+	artifact, version string
+	jars              []mavenJar
+	marker            string // a jar of the set, checked for in lib after the copy
+	noMaven           error  // returned when mvn is needed and missing
+}
+
+// mavenJar is a Maven artifact: groupId, artifactId, version.
+type mavenJar struct{ Group, Artifact, Version string }
+
+// jarSetPom is the pom of a jarSet.
+var jarSetPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by hlab: the runtime jars of {{.What}}. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>lab.highload</groupId>
+  <artifactId>{{.Artifact}}</artifactId>
+  <version>{{.Version}}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{{- range .Jars}}
+    <dependency><groupId>{{.Group}}</groupId><artifactId>{{.Artifact}}</artifactId><version>{{.Version}}</version></dependency>
+{{- end}}
+  </dependencies>
+</project>
+`))
+
+// cachedLib returns the lib directory of the jar set name
+// (<CacheDir>/<name>/lib) and whether its jars are all there: marker, one
+// of them, is, as the directory appears, by rename, only once mvn has
+// copied every jar.
+func cachedLib(name, marker string) (lib string, cached bool, err error) {
+	cache, err := CacheDir()
+	if err != nil {
+		return "", false, err
+	}
+	lib = filepath.Join(cache, name, "lib")
+	return lib, fileExists(filepath.Join(lib, marker)), nil
 }
 
 // fetchJars makes sure js is in the cache and returns its lib directory,
@@ -49,8 +86,15 @@ func fetchJars(ctx context.Context, js jarSet, w io.Writer) (string, error) {
 	if fileExists(filepath.Join(lib, js.marker)) { // fetched while we waited
 		return lib, nil
 	}
+	var pom bytes.Buffer
+	if err := jarSetPom.Execute(&pom, struct {
+		What, Artifact, Version string
+		Jars                    []mavenJar
+	}{js.what, js.artifact, js.version, js.jars}); err != nil {
+		return "", err
+	}
 	pomPath := filepath.Join(dir, "pom.xml")
-	if err := os.WriteFile(pomPath, js.pom, 0o644); err != nil {
+	if err := os.WriteFile(pomPath, pom.Bytes(), 0o644); err != nil {
 		return "", fmt.Errorf("deps: %s cache: %w", js.what, err)
 	}
 	tmp := lib + ".tmp"

@@ -1,7 +1,6 @@
 package deps
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -14,8 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"text/template"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -75,31 +72,11 @@ var (
 //go:embed mongostub/MongoStandIn.java
 var mongoStandInSource []byte
 
-var mongoPom = template.Must(template.New("pom").Parse(`<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by hlab: the runtime jars of the MongoDB stand-in (mongo-java-server). -->
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>lab.highload</groupId>
-  <artifactId>mongo-standin-jars</artifactId>
-  <version>{{.}}</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>de.bwaldvogel</groupId><artifactId>mongo-java-server-memory-backend</artifactId><version>{{.}}</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>2.0.17</version></dependency>
-  </dependencies>
-</project>
-`))
-
 // MongoLibDir returns the directory holding the stand-in's jars
 // (<CacheDir>/mongo-java-server-<version>/lib) and whether they are all
 // there.
 func MongoLibDir() (dir string, cached bool, err error) {
-	cache, err := CacheDir()
-	if err != nil {
-		return "", false, err
-	}
-	dir = filepath.Join(cache, "mongo-java-server-"+MongoStandInVersion, "lib")
-	return dir, fileExists(filepath.Join(dir, mongoMarkerJar)), nil
+	return cachedLib("mongo-java-server-"+MongoStandInVersion, mongoMarkerJar)
 }
 
 const mongoMarkerJar = "mongo-java-server-core-" + MongoStandInVersion + ".jar"
@@ -121,12 +98,13 @@ func FetchMongo(ctx context.Context, w io.Writer) (classpath string, err error) 
 	if err != nil {
 		return "", err
 	}
-	var pom bytes.Buffer
-	if err := mongoPom.Execute(&pom, MongoStandInVersion); err != nil {
-		return "", err
-	}
 	if _, err := fetchJars(ctx, jarSet{
-		what: "mongo-java-server " + MongoStandInVersion, lib: lib, pom: pom.Bytes(),
+		what: "mongo-java-server " + MongoStandInVersion, lib: lib,
+		artifact: "mongo-standin-jars", version: MongoStandInVersion,
+		jars: []mavenJar{
+			{"de.bwaldvogel", "mongo-java-server-memory-backend", MongoStandInVersion},
+			{"org.slf4j", "slf4j-simple", "2.0.17"},
+		},
 		marker: mongoMarkerJar, noMaven: ErrMongoNeedsMaven,
 	}, w); err != nil {
 		return "", err
@@ -272,9 +250,7 @@ type Mongo struct {
 	URI string
 	Dir string
 
-	ownDir bool
-	mu     sync.Mutex
-	proc   *sandbox.Process
+	node *serverNode
 }
 
 // StartMongo fetches and compiles the stand-in if needed, starts it under
@@ -295,20 +271,18 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
-	m := &Mongo{Kind: MongoStandInKind, Version: MongoStandInVersion, StandIn: true, Dir: cfg.Dir}
-	if m.Dir, m.ownDir, err = depDir("mongo", m.Dir, "hlab-mongo-"); err != nil {
+	node, err := newServerNode(ctx, sb, "the mongo stand-in", cfg.Dir, "hlab-mongo-", nil, 10*time.Second, nil)
+	if err != nil {
 		return nil, err
 	}
+	m := &Mongo{Kind: MongoStandInKind, Version: MongoStandInVersion, StandIn: true, Dir: node.dir, node: node}
+	node.await = func(ctx context.Context, exited <-chan struct{}) error {
+		return awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, exited)
+	}
 	heap := cfg.heap(512)
-	logPath := filepath.Join(m.Dir, "stdout.log")
 	err = OnFreePorts(ctx, 1, func(ports []int) error {
 		port := ports[0]
-		from := map[string]int64{logPath: fileSize(logPath)}
-		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("deps: mongo log: %w", err)
-		}
-		proc, err := sb.Start(ctx, sandbox.Spec{
+		node.spec = sandbox.Spec{
 			Name: "mongo", Path: java, Dir: m.Dir,
 			Args: []string{
 				"-Xmx" + strconv.Itoa(heap) + "m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
@@ -316,23 +290,13 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 				"-cp", classpath, "MongoStandIn", "127.0.0.1", strconv.Itoa(port),
 			},
 			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
-			Stdout: logf, Stderr: logf,
-		})
-		logf.Close() // the process has its own descriptor
-		if err != nil {
-			return fmt.Errorf("deps: start the mongo stand-in: %w", err)
 		}
 		m.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		m.URI = "mongodb://" + m.Addr + "/?directConnection=true"
-		if err := awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, proc.Done()); err != nil {
-			proc.Stop(5 * time.Second)
-			return fmt.Errorf("%w; %s", err, logsSince(from, logPath))
-		}
-		m.proc = proc
-		return nil
+		return node.startServer(ctx)
 	})
 	if err != nil {
-		m.removeDir()
+		node.removeDir()
 		return nil, err
 	}
 	return m, nil
@@ -343,75 +307,38 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 // passes, or exited (when non-nil) is closed. Dialing first matters: a
 // driver whose first contact failed checks again only every 500 ms.
 func awaitMongo(ctx context.Context, addr, uri string, timeout time.Duration, exited <-chan struct{}) error {
+	// One deadline for both waits.
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last error
-	wait := func() error {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: the mongo stand-in at %s did not answer a ping within %s (last: %v)", addr, timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: the mongo stand-in at %s exited before it was ready (last: %v)", addr, last)
-		case <-time.After(20 * time.Millisecond):
-			return nil
-		}
+	await := func(ready func(ctx context.Context) error) error {
+		return awaitReady(ctx, "the mongo stand-in at "+addr, "did not answer a ping", timeout, 20*time.Millisecond, exited, ready)
 	}
-	for {
+	err := await(func(ctx context.Context) error {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			conn.Close()
-			break
 		}
-		last = err
-		if err := wait(); err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(time.Second).SetConnectTimeout(time.Second))
 	if err != nil {
 		return fmt.Errorf("deps: mongo client: %w", err)
 	}
 	defer client.Disconnect(context.WithoutCancel(ctx))
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-		last = client.Ping(pctx, readpref.Primary())
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		if err := wait(); err != nil {
-			return err
-		}
-	}
+	return await(func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return client.Ping(ctx, readpref.Primary())
+	})
 }
 
 // Proc returns the stand-in's process (nil after Stop).
-func (m *Mongo) Proc() *sandbox.Process {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.proc
-}
+func (m *Mongo) Proc() *sandbox.Process { return m.node.process() }
 
 // Stop stops the stand-in (its data is gone with it) and removes a
 // temporary Dir. It is idempotent.
-func (m *Mongo) Stop() error {
-	m.mu.Lock()
-	p := m.proc
-	m.proc = nil
-	m.mu.Unlock()
-	var err error
-	if p != nil {
-		if err = p.Stop(10 * time.Second); err != nil {
-			err = fmt.Errorf("deps: stop the mongo stand-in: %w", err)
-		}
-	}
-	m.removeDir()
-	return err
-}
-
-func (m *Mongo) removeDir() {
-	if m.ownDir {
-		os.RemoveAll(m.Dir)
-	}
-}
+func (m *Mongo) Stop() error { return m.node.stop(m.node.removeDir) }

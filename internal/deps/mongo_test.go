@@ -9,8 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // skipWithoutMongo skips t when the stand-in cannot run here (no JDK, or
@@ -25,10 +23,7 @@ func skipWithoutMongo(t *testing.T) {
 		err = ErrMongoNeedsMaven
 	}
 	if err != nil {
-		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-			t.Fatalf("the MongoDB stand-in cannot run here (HLAB_REQUIRE_DEPS is set): %v", err)
-		}
-		t.Skipf("the MongoDB stand-in cannot run here: %v", err)
+		skipMissing(t, "the MongoDB stand-in", err)
 	}
 }
 
@@ -38,11 +33,7 @@ func skipWithoutMongo(t *testing.T) {
 // stand-in that changes them is noticed.
 func TestMongoStandIn(t *testing.T) {
 	skipWithoutMongo(t)
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := testSandbox(t)
 	ctx := context.Background()
 	start := time.Now()
 	m, err := StartMongo(ctx, sb, MongoConfig{})
@@ -145,15 +136,7 @@ func TestMongoStandIn(t *testing.T) {
 		t.Logf("quirk: replies carry no operationTime: %v", ping)
 	}
 
-	proc := m.Proc()
-	if err := m.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-proc.Done():
-	default:
-		t.Fatal("the stand-in still runs after Stop")
-	}
+	mustStop(t, "the stand-in", m.Proc(), m.Stop)
 	if m.Proc() != nil {
 		t.Error("Proc() after Stop is not nil")
 	}

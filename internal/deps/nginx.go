@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,28 +20,12 @@ var ErrNginxNotInstalled = errors.New("deps: nginx is not installed (install it 
 
 // FindNginx returns the path of the nginx binary and its version (e.g. "1.22.1").
 func FindNginx() (path, version string, err error) {
-	path, err = exec.LookPath("nginx")
-	if err != nil {
-		for _, p := range []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"} {
-			if _, statErr := os.Stat(p); statErr == nil {
-				path, err = p, nil
-				break
-			}
-		}
-	}
-	if err != nil {
-		return "", "", ErrNginxNotInstalled
-	}
-	// nginx -v prints "nginx version: nginx/1.22.1" on stderr.
-	out, err := exec.Command(path, "-v").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("deps: %s -v failed: %w: %s", path, err, out)
-	}
-	m := regexp.MustCompile(`nginx/(\S+)`).FindSubmatch(out)
-	if m == nil {
-		return path, "unknown", nil
-	}
-	return path, string(m[1]), nil
+	return program{
+		name: "nginx", places: []string{"/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"},
+		missing: ErrNginxNotInstalled,
+		// nginx -v prints "nginx version: nginx/1.22.1" on stderr.
+		versionArgs: []string{"-v"}, version: regexp.MustCompile(`nginx/(\S+)`),
+	}.find()
 }
 
 // NginxLB is a running nginx that balances round robin over upstreams.

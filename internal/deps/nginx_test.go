@@ -8,8 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 func TestRenderNginxConf(t *testing.T) {
@@ -39,11 +37,7 @@ func TestNginxRoundRobin(t *testing.T) {
 		defer srv.Close()
 		ups = append(ups, strings.TrimPrefix(srv.URL, "http://"))
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := testSandbox(t)
 	// A relative prefix, as "hlab lab" gives by default (lab-report/logs).
 	t.Chdir(t.TempDir())
 	n, err := StartNginx(context.Background(), sb, NginxConfig{Upstreams: ups, Dir: "logs/nginx"})

@@ -294,30 +294,19 @@ func (p *Postgres) initdb(ctx context.Context) error {
 	return nil
 }
 
+// awaitPostgres connects to dsn and pings until the server answers (the
+// errors name it without the DSN, which carries the password).
 func awaitPostgres(ctx context.Context, dsn string, timeout time.Duration, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, time.Second)
-		conn, err := pgx.Connect(cctx, dsn)
-		if err == nil {
-			err = conn.Ping(cctx)
-			conn.Close(cctx)
+	return awaitReady(ctx, "postgres", "did not accept a connection", timeout, 50*time.Millisecond, exited, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
 		}
-		ccancel()
-		if err == nil {
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: postgres not ready after %s (last: %v)", timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: postgres exited before it was ready (last: %v)", last)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		defer conn.Close(ctx)
+		return conn.Ping(ctx)
+	})
 }
 
 // lastBytes returns the end of a command's output for an error message.

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestPostgres starts a real cluster, writes and reads, stops the server
@@ -21,11 +19,7 @@ func TestPostgres(t *testing.T) {
 	if _, _, err := FindPostgres(); errors.Is(err, ErrPostgresNotInstalled) {
 		t.Skip("PostgreSQL is not installed (make deps installs it)")
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := testSandbox(t)
 	ctx := context.Background()
 	pg, err := StartPostgres(ctx, sb, PostgresConfig{})
 	if err != nil {
@@ -113,11 +107,7 @@ func TestPostgresSweepsDeadOwnersDirs(t *testing.T) {
 	}
 	defer os.RemoveAll(live)
 	defer os.RemoveAll(dead)
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := testSandbox(t)
 	pg, err := StartPostgres(context.Background(), sb, PostgresConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -6,13 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -24,27 +20,12 @@ var ErrRedisNotInstalled = errors.New("deps: redis-server is not installed (inst
 
 // FindRedis returns the path of redis-server and its version (e.g. "7.0.15").
 func FindRedis() (path, version string, err error) {
-	path, err = exec.LookPath("redis-server")
-	if err != nil {
-		for _, p := range []string{"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"} {
-			if fileExists(p) {
-				path, err = p, nil
-				break
-			}
-		}
-	}
-	if err != nil {
-		return "", "", ErrRedisNotInstalled
-	}
-	// "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=..."
-	out, err := exec.Command(path, "--version").CombinedOutput()
-	if err != nil {
-		return "", "", fmt.Errorf("deps: %s --version failed: %w: %s", path, err, lastBytes(out, 200))
-	}
-	if m := regexp.MustCompile(`v=(\S+)`).FindSubmatch(out); m != nil {
-		return path, string(m[1]), nil
-	}
-	return path, "unknown", nil
+	return program{
+		name: "redis-server", places: []string{"/usr/bin/redis-server", "/usr/local/bin/redis-server", "/usr/sbin/redis-server"},
+		missing: ErrRedisNotInstalled,
+		// "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=..."
+		versionArgs: []string{"--version"}, version: regexp.MustCompile(`v=(\S+)`),
+	}.find()
 }
 
 // RedisConfig is what StartRedis needs; the zero value starts a
@@ -71,9 +52,7 @@ type Redis struct {
 	Dir     string
 	Args    []string // the server's arguments, for a run's environment record
 
-	ownDir bool
-	mu     sync.Mutex
-	proc   *sandbox.Process
+	node *serverNode
 }
 
 // StartRedis starts redis-server under sb and returns once it answers
@@ -89,11 +68,15 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 10 * time.Second
 	}
-	r := &Redis{Kind: "redis " + version, Version: version, Dir: cfg.Dir}
-	if r.Dir, r.ownDir, err = depDir("redis", r.Dir, "hlab-redis-"); err != nil {
+	node, err := newServerNode(ctx, sb, "redis", cfg.Dir, "hlab-redis-", nil, 5*time.Second, nil)
+	if err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(r.Dir, "redis.log")
+	node.stdout = "redis.log" // --logfile "": its log is its stdout
+	r := &Redis{Kind: "redis " + version, Version: version, Dir: node.dir, node: node}
+	node.await = func(ctx context.Context, exited <-chan struct{}) error {
+		return awaitRedis(ctx, r.Addr, cfg.StartTimeout, exited)
+	}
 	err = OnFreePorts(ctx, 1, func(ports []int) error {
 		port := ports[0]
 		r.Addr = fmt.Sprintf("127.0.0.1:%d", port)
@@ -102,29 +85,14 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 			"--save", "", "--appendonly", "no",
 			"--daemonize", "no", "--dir", r.Dir, "--logfile", "",
 		}, cfg.Args...)
-		from := map[string]int64{logPath: fileSize(logPath)}
-		logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return fmt.Errorf("deps: redis log: %w", err)
-		}
-		proc, err := sb.Start(ctx, sandbox.Spec{
+		node.spec = sandbox.Spec{
 			Name: "redis", Path: path, Args: r.Args, Dir: r.Dir,
 			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
-			Stdout: logf, Stderr: logf,
-		})
-		logf.Close() // the process has its own descriptor
-		if err != nil {
-			return fmt.Errorf("deps: start redis: %w", err)
 		}
-		if err := awaitRedis(ctx, r.Addr, cfg.StartTimeout, proc.Done()); err != nil {
-			proc.Stop(5 * time.Second)
-			return fmt.Errorf("%w; %s", err, logsSince(from, logPath))
-		}
-		r.proc = proc
-		return nil
+		return node.startServer(ctx)
 	})
 	if err != nil {
-		r.removeDir()
+		node.removeDir()
 		return nil, err
 	}
 	return r, nil
@@ -157,52 +125,16 @@ func PingRedis(ctx context.Context, addr string) error {
 // awaitRedis pings addr until it answers PONG, ctx ends, or timeout
 // passes. exited, when non-nil, aborts the wait early.
 func awaitRedis(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for {
-		pctx, pcancel := context.WithTimeout(ctx, time.Second)
-		last = PingRedis(pctx, addr)
-		pcancel()
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("deps: redis at %s did not answer PING within %s (last: %v)", addr, timeout, last)
-		case <-exited:
-			return fmt.Errorf("deps: redis at %s exited before it was ready (last: %v)", addr, last)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return awaitReady(ctx, "redis at "+addr, "did not answer PING", timeout, 20*time.Millisecond, exited, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return PingRedis(ctx, addr)
+	})
 }
 
 // Proc returns the server's process (nil after Stop).
-func (r *Redis) Proc() *sandbox.Process {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.proc
-}
+func (r *Redis) Proc() *sandbox.Process { return r.node.process() }
 
 // Stop stops the server (SIGTERM: with no persistence it exits at once)
 // and removes a temporary Dir. It is idempotent.
-func (r *Redis) Stop() error {
-	r.mu.Lock()
-	p := r.proc
-	r.proc = nil
-	r.mu.Unlock()
-	var err error
-	if p != nil {
-		if err = p.Stop(5 * time.Second); err != nil {
-			err = fmt.Errorf("deps: stop redis: %w", err)
-		}
-	}
-	r.removeDir()
-	return err
-}
-
-func (r *Redis) removeDir() {
-	if r.ownDir {
-		os.RemoveAll(r.Dir)
-	}
-}
+func (r *Redis) Stop() error { return r.node.stop(r.node.removeDir) }

@@ -7,29 +7,19 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestRedis starts a real redis-server, sets and gets a key over RESP,
 // checks that it runs without persistence, and stops it.
 func TestRedis(t *testing.T) {
 	if _, _, err := FindRedis(); errors.Is(err, ErrRedisNotInstalled) {
-		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-			t.Fatal(err)
-		}
-		t.Skip("redis-server is not installed (make deps installs it)")
+		skipMissing(t, "redis-server", err)
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
+	sb := testSandbox(t)
 	ctx := context.Background()
 	start := time.Now()
 	r, err := StartRedis(ctx, sb, RedisConfig{})
@@ -72,15 +62,7 @@ func TestRedis(t *testing.T) {
 		t.Errorf("CONFIG GET appendonly: %q, want no AOF", got)
 	}
 
-	proc := r.Proc()
-	if err := r.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-proc.Done():
-	default:
-		t.Fatal("redis still runs after Stop")
-	}
+	mustStop(t, "redis", r.Proc(), r.Stop)
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := PingRedis(pctx, r.Addr); err == nil {

@@ -9,9 +9,9 @@ import (
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
-// restartable is a dependency's server process that tests take down and
-// bring back on the same data and ports (Cassandra, the real Kafka
-// broker). It holds the current process, restarts one that died on its
+// restartable is a dependency's server process, which tests may take
+// down and bring back on the same data and ports (Cassandra, the real
+// Kafka broker). It holds the current process, restarts one that died on its
 // own, and tells a stop for a while from a stop for good.
 type restartable struct {
 	what        string        // "cassandra", "kafka": for errors

@@ -60,24 +60,15 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 }
 
 // Outage takes the real broker down (SIGTERM, as a broker restart does)
-// for d, then brings it back on the same addresses and waits until it
-// answers. kfake's records live in its process: it cannot go down and
-// come back, so Outage refuses it.
+// for d, then brings it back on the same addresses, also when ctx is
+// cancelled meanwhile, and waits until it answers (deps.Kafka.Outage).
+// kfake's records live in its process: it cannot go down and come back,
+// so Outage refuses it.
 func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
 	if k.real == nil {
 		return fmt.Errorf("lab: a Kafka outage needs the real broker (--kafka real): kfake keeps its records in its process")
 	}
-	if err := k.real.StopBroker(); err != nil {
-		return err
-	}
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
-	// Back even when the run was cancelled meanwhile: others use it.
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	return k.real.StartBroker(bctx)
+	return k.real.Outage(ctx, d)
 }
 
 // Stop stops the broker.

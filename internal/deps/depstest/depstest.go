@@ -233,41 +233,81 @@ func skipUnlessJVMRuns(t testing.TB, what string, err, javaErr, mavenErr error, 
 	}
 }
 
+// stoppable is a shared server that fault tests take down and bring back:
+// a Kafka broker, a Cassandra node.
+type stoppable struct {
+	what       string // "the broker", "cassandra": in failures
+	kind       string // the server's Kind: in logs
+	stop       func() error
+	start      func(context.Context) error
+	errStopped error // what start returns after a stop for good
+}
+
+func broker(k *deps.Kafka) stoppable {
+	return stoppable{"the broker", k.Kind, k.StopBroker, k.StartBroker, deps.ErrKafkaStopped}
+}
+
+func node(c *deps.Cassandra) stoppable {
+	return stoppable{"cassandra", c.Kind, c.StopServer, c.StartServer, deps.ErrCassandraStopped}
+}
+
+// down stops s and makes sure it is back when t ends, even when t fails
+// before starting it again.
+func (s stoppable) down(t testing.TB) {
+	t.Helper()
+	s.backAtEnd(t)
+	start := time.Now()
+	if err := s.stop(); err != nil {
+		t.Fatalf("depstest: stop %s: %v", s.what, err)
+	}
+	t.Logf("depstest: %s stopped in %s", s.kind, time.Since(start).Round(time.Millisecond))
+}
+
+// backAtEnd starts s again when t ends, unless it was stopped for good.
+func (s stoppable) backAtEnd(t testing.TB) {
+	t.Cleanup(func() {
+		if err := s.start(context.Background()); err != nil && !errors.Is(err, s.errStopped) {
+			t.Errorf("depstest: start %s again: %v", s.what, err)
+		}
+	})
+}
+
+// up starts s again and waits until it answers.
+func (s stoppable) up(t testing.TB) {
+	t.Helper()
+	start := time.Now()
+	if err := s.start(context.Background()); err != nil {
+		t.Fatalf("depstest: start %s again: %v", s.what, err)
+	}
+	t.Logf("depstest: %s back in %s", s.kind, time.Since(start).Round(time.Millisecond))
+}
+
 // StopBroker takes k's broker down (see deps.Kafka.StopBroker) and makes
 // sure it is back when t ends, even when t fails before starting it again.
 func StopBroker(t testing.TB, k *deps.Kafka) {
 	t.Helper()
-	t.Cleanup(func() {
-		if err := k.StartBroker(context.Background()); err != nil && !errors.Is(err, deps.ErrKafkaStopped) {
-			t.Errorf("depstest: start the broker again: %v", err)
-		}
-	})
-	start := time.Now()
-	if err := k.StopBroker(); err != nil {
-		t.Fatalf("depstest: stop the broker: %v", err)
-	}
-	t.Logf("depstest: %s stopped in %s", k.Kind, time.Since(start).Round(time.Millisecond))
+	broker(k).down(t)
 }
 
 // StartBroker brings back a broker taken down by StopBroker and waits
 // until it answers metadata requests.
 func StartBroker(t testing.TB, k *deps.Kafka) {
 	t.Helper()
-	start := time.Now()
-	if err := k.StartBroker(context.Background()); err != nil {
-		t.Fatalf("depstest: start the broker again: %v", err)
-	}
-	t.Logf("depstest: %s back in %s", k.Kind, time.Since(start).Round(time.Millisecond))
+	broker(k).up(t)
 }
 
 // Outage takes k's broker down for d and brings it back, returning once it
-// answers again: run it in a goroutine beside the load, or inline between
-// phases ("the broker is gone for 10 s under load").
+// answers again (deps.Kafka.Outage): run it in a goroutine beside the
+// load, or inline between phases ("the broker is gone for 10 s under
+// load"). The broker is back when t ends, even when t fails meanwhile.
 func Outage(t testing.TB, k *deps.Kafka, d time.Duration) {
 	t.Helper()
-	StopBroker(t, k)
-	time.Sleep(d)
-	StartBroker(t, k)
+	broker(k).backAtEnd(t)
+	start := time.Now()
+	if err := k.Outage(context.Background(), d); err != nil {
+		t.Fatalf("depstest: broker outage: %v", err)
+	}
+	t.Logf("depstest: %s down for %s, back %s later", k.Kind, d, (time.Since(start) - d).Round(time.Millisecond))
 }
 
 // Topic creates a topic with partitions partitions (0 = the broker's
@@ -363,27 +403,14 @@ func skipCassandra(t testing.TB) {
 // the shared node.
 func StopCassandra(t testing.TB, c *deps.Cassandra) {
 	t.Helper()
-	t.Cleanup(func() {
-		if err := c.StartServer(context.Background()); err != nil && !errors.Is(err, deps.ErrCassandraStopped) {
-			t.Errorf("depstest: start cassandra again: %v", err)
-		}
-	})
-	start := time.Now()
-	if err := c.StopServer(); err != nil {
-		t.Fatalf("depstest: stop cassandra: %v", err)
-	}
-	t.Logf("depstest: %s stopped in %s", c.Kind, time.Since(start).Round(time.Millisecond))
+	node(c).down(t)
 }
 
 // StartCassandra brings back a node taken down by StopCassandra and waits
 // until it answers CQL.
 func StartCassandra(t testing.TB, c *deps.Cassandra) {
 	t.Helper()
-	start := time.Now()
-	if err := c.StartServer(context.Background()); err != nil {
-		t.Fatalf("depstest: start cassandra again: %v", err)
-	}
-	t.Logf("depstest: %s back in %s", c.Kind, time.Since(start).Round(time.Millisecond))
+	node(c).up(t)
 }
 
 // Postgres returns the real PostgreSQL shared by the test binary (default
