@@ -11,6 +11,7 @@ import (
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -79,9 +80,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if err != nil {
 		return nil, err
 	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 3 * time.Minute
-	}
+	defaults.Positive(&cfg.StartTimeout, 3*time.Minute)
 	heap := cfg.heap(1024)
 	// SIGTERM: Cassandra drains and flushes, which takes a while.
 	node, err := newServerNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/kafkatopic"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -120,12 +121,8 @@ type Kafka struct {
 // wait and, for both kinds, the life of what it starts, as with
 // sandbox.Start: canceling it stops the broker.
 func StartKafka(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafka, error) {
-	if cfg.Partitions <= 0 {
-		cfg.Partitions = DefaultKafkaPartitions
-	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 60 * time.Second
-	}
+	defaults.Positive(&cfg.Partitions, DefaultKafkaPartitions)
+	defaults.Positive(&cfg.StartTimeout, 60*time.Second)
 	var (
 		k   *Kafka
 		err error
@@ -258,9 +255,7 @@ func (k *Kafka) NewClient(opts ...kgo.Opt) (*kgo.Client, error) {
 // topic that exists already is an error wrapping
 // kerr.TopicAlreadyExists.
 func (k *Kafka) CreateTopics(ctx context.Context, partitions int, topics ...string) error {
-	if partitions <= 0 {
-		partitions = k.partitions
-	}
+	defaults.Positive(&partitions, k.partitions)
 	return k.admin(func(adm *kadm.Client) error {
 		if err := kafkatopic.Create(ctx, adm, partitions, topics...); err != nil {
 			return fmt.Errorf("deps: %w", err)

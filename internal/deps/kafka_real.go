@@ -15,6 +15,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -67,9 +68,7 @@ func RenderKafkaProps(version string, port, controllerPort int, dir string, part
 	if err != nil {
 		return nil, err
 	}
-	if partitions <= 0 {
-		partitions = DefaultKafkaPartitions
-	}
+	defaults.Positive(&partitions, DefaultKafkaPartitions)
 	var buf bytes.Buffer
 	err = kafkaProps.Execute(&buf, kafkaPropsData{version, port, controllerPort, dir, partitions, dist.shareConf})
 	return buf.Bytes(), err

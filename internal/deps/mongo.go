@@ -19,6 +19,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -268,9 +269,7 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 	if err != nil {
 		return nil, err
 	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 30 * time.Second
-	}
+	defaults.Positive(&cfg.StartTimeout, 30*time.Second)
 	node, err := newServerNode(ctx, sb, "the mongo stand-in", cfg.Dir, "hlab-mongo-", nil, 10*time.Second, nil)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -65,9 +66,7 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 	if err != nil {
 		return nil, err
 	}
-	if cfg.StartTimeout <= 0 {
-		cfg.StartTimeout = 10 * time.Second
-	}
+	defaults.Positive(&cfg.StartTimeout, 10*time.Second)
 	node, err := newServerNode(ctx, sb, "redis", cfg.Dir, "hlab-redis-", nil, 5*time.Second, nil)
 	if err != nil {
 		return nil, err
