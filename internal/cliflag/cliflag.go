@@ -91,8 +91,8 @@ type atLeast[T ~int32 | ~int] struct {
 }
 
 func (a atLeast[T]) String() string {
-	if a.p == nil {
-		return ""
+	if a.p == nil { // the flag package's zero probe: as an unset field reads
+		return "0"
 	}
 	return strconv.FormatInt(int64(*a.p), 10)
 }

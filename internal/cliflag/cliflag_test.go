@@ -85,7 +85,8 @@ func TestValuesRefuseBadInput(t *testing.T) {
 	}
 }
 
-// Help shows the default of a switch that is on by default.
+// Help shows the default of a switch that is on by default, and no
+// "(default 0)" for a count whose zero means the documented default.
 func TestHelpShowsDefaults(t *testing.T) {
 	var c config
 	var out strings.Builder
@@ -93,7 +94,7 @@ func TestHelpShowsDefaults(t *testing.T) {
 	fs.SetOutput(&out)
 	c.RegisterFlags(fs)
 	fs.PrintDefaults()
-	if !strings.Contains(out.String(), "(default true)") || strings.Contains(out.String(), "panic") {
+	if !strings.Contains(out.String(), "(default true)") || strings.Contains(out.String(), "(default 0)") || strings.Contains(out.String(), "panic") {
 		t.Errorf("help:\n%s", out.String())
 	}
 }
