@@ -185,10 +185,10 @@ func TestTokens(t *testing.T) {
 			}
 		})
 	}
-	if n := counterValue(t, reg, "databus_auth_refused_total", "code", "Unauthenticated"); n != 3 {
+	if n := testkit.MetricSum(t, reg, "databus_auth_refused_total", map[string]string{"code": "Unauthenticated"}); n != 3 {
 		t.Errorf("databus_auth_refused_total{code=Unauthenticated} = %v, want 3", n)
 	}
-	if n := counterValue(t, reg, "databus_auth_refused_total", "code", "PermissionDenied"); n != 5 {
+	if n := testkit.MetricSum(t, reg, "databus_auth_refused_total", map[string]string{"code": "PermissionDenied"}); n != 5 {
 		t.Errorf("databus_auth_refused_total{code=PermissionDenied} = %v, want 5", n)
 	}
 
