@@ -32,16 +32,6 @@ import (
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
-	t.Helper()
-	c, err := databus.Dial(addr, append([]databus.Option{databus.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // publishOnce publishes one message to topic and returns the outcome.
 func publishOnce(t *testing.T, c *databus.Client, topic string) error {
 	t.Helper()

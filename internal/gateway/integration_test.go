@@ -45,9 +45,17 @@ func startGateway(t *testing.T, cfg gateway.Config) *gw {
 	return &gw{addr: gatewaytest.Start(t, cfg, gateway.ServerOptions{})}
 }
 
+// client is a client of w's, closed when the test ends.
 func (w *gw) client(t *testing.T) *databus.Client {
 	t.Helper()
-	c, err := databus.Dial(w.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
+	return dial(t, w.addr)
+}
+
+// dial dials a gateway at addr with opts, reconnecting after 20 ms at
+// first and 200 ms at most; the client is closed when the test ends.
+func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
+	t.Helper()
+	c, err := databus.Dial(addr, append([]databus.Option{databus.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,11 +544,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		g := startGatewayProcess(t, bin, "--brokers", strings.Join(k.Brokers, ","), "--session-timeout", "6s", "--commit-interval", "200ms")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		c, err := databus.Dial(g.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, g.addr)
 
 		var mu sync.Mutex
 		received := map[int]bool{}
@@ -548,11 +552,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		sctx, stopSub := context.WithCancel(ctx)
 		defer stopSub()
 		subEnded := make(chan error, 1)
-		sc, err := databus.Dial(g.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sc.Close()
+		sc := dial(t, g.addr)
 		go func() {
 			subEnded <- sc.Subscribe(sctx, topic, depstest.Group(t), func(_ context.Context, ds []databus.Delivery) error {
 				mu.Lock()
