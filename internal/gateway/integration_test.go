@@ -77,8 +77,8 @@ func msgs(from, n int) []databus.Message {
 	return out
 }
 
-// publishAll publishes msgs(0, total) to topic through w, 50 a batch,
-// and closes the publisher.
+// publishAll publishes msgs(0, total) to topic through w, 50 a batch
+// (the last one of what is left), and closes the publisher.
 func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total int) {
 	t.Helper()
 	pub, err := w.client(t).NewPublisher(ctx, topic)
@@ -87,7 +87,7 @@ func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total i
 	}
 	defer pub.Close()
 	for i := 0; i < total; i += 50 {
-		if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
+		if err := pub.Publish(ctx, msgs(i, min(50, total-i))...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -334,11 +334,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		pub, _ := w.client(t).NewPublisher(ctx, topic)
-		if err := pub.Publish(ctx, msgs(0, 200)...); err != nil {
-			t.Fatal(err)
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, 200)
 
 		// A takes every partition (it is alone), receives, acks nothing
 		// and is killed.
@@ -417,11 +413,7 @@ func TestOutOfOrderAcksNeverPassAGap(t *testing.T) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		pub, _ := w.client(t).NewPublisher(ctx, topic)
-		if err := pub.Publish(ctx, msgs(0, 10)...); err != nil {
-			t.Fatal(err)
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, 10)
 		sub, err := w.client(t).OpenSubscription(ctx, topic, "g")
 		if err != nil {
 			t.Fatal(err)

@@ -381,11 +381,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		pub, _ := w.client(t).NewPublisher(ctx, topic)
-		if err := pub.Publish(ctx, msgs(0, 200)...); err != nil {
-			t.Fatal(err)
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, 200)
 
 		// A, alone, owns both partitions; it acks nothing.
 		a, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(40), databus.BatchSize(10))

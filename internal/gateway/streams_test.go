@@ -110,14 +110,7 @@ func TestKafkaRequestsCounted(t *testing.T) {
 	ctx := context.Background()
 	// One batch first, so the producers know the new topic's leader: the
 	// batches counted below are not retried for that.
-	warm, err := w.client(t).NewPublisher(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Publish(ctx, msgs(0, 1)...); err != nil {
-		t.Fatal(err)
-	}
-	warm.Close()
+	w.publishAll(t, ctx, topic, 1)
 	for _, agg := range []bool{false, true} {
 		before := testkit.MetricSum(t, reg, "databus_kafka_requests_total", map[string]string{"api": "Produce"})
 		pub, err := w.client(t).NewPublisher(ctx, topic, databus.Aggregation(agg))
