@@ -93,6 +93,94 @@ func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total i
 	}
 }
 
+// keys is a set of message keys, safe for concurrent use: what a test's
+// subscribers received or acked.
+type keys struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *keys) add(ds ...databus.Delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]bool{}
+	}
+	for _, d := range ds {
+		s.m[string(d.Key)] = true
+	}
+}
+
+// await waits (timeout at most) until s holds n keys, every key of held
+// among them (held: messages another stream held unacked, which must be
+// redelivered).
+func (s *keys) await(t *testing.T, timeout time.Duration, what string, n int, held map[string]bool) {
+	t.Helper()
+	testkit.EventuallyNil(t, timeout, what, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for key := range held {
+			if !s.m[key] {
+				return fmt.Errorf("message %s, held unacked, not redelivered (%d of %d so far)", key, len(s.m), n)
+			}
+		}
+		if len(s.m) < n {
+			return fmt.Errorf("%d of %d", len(s.m), n)
+		}
+		return nil
+	})
+}
+
+// subscribeKeys subscribes to topic in group through w until the test
+// ends, acking every message, and returns the keys it receives.
+func (w *gw) subscribeKeys(t *testing.T, ctx context.Context, topic, group string) *keys {
+	t.Helper()
+	c := w.client(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	got := &keys{}
+	go c.Subscribe(ctx, topic, group, func(_ context.Context, ds []databus.Delivery) error {
+		got.add(ds...)
+		return nil
+	})
+	return got
+}
+
+// ackAllButOne receives from sub in a goroutine and acks every message
+// but the one delivered at position skip (0: the first). It hands each
+// batch to seen before acking it, with the message it leaves unacked when
+// the batch has it (else nil). The channel returned gets the error that
+// ends the subscription.
+func ackAllButOne(sub *databus.Subscription, skip int, seen func(batch []databus.Delivery, unacked *databus.Delivery)) <-chan error {
+	ended := make(chan error, 1)
+	go func() {
+		n := 0
+		for {
+			b, err := sub.Recv()
+			if err != nil {
+				ended <- err
+				return
+			}
+			var ack []databus.Delivery
+			var unacked *databus.Delivery
+			for i := range b.Messages {
+				if n == skip {
+					unacked = &b.Messages[i]
+				} else {
+					ack = append(ack, b.Messages[i])
+				}
+				n++
+			}
+			seen(b.Messages, unacked)
+			if err := sub.Ack(ack...); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	return ended
+}
+
 func TestPublishSubscribeRoundTrip(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := newTopic(t, k, 4)
@@ -380,28 +468,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 		child.Wait()
 		t.Logf("subscriber pid %d held %d messages unacked and was SIGKILLed (%v)", child.Process.Pid, len(held), child.ProcessState)
 
-		got := map[string]bool{}
-		var mu sync.Mutex
-		bctx, bcancel := context.WithCancel(ctx)
-		defer bcancel()
-		go w.client(t).Subscribe(bctx, topic, group, func(_ context.Context, ds []databus.Delivery) error {
-			mu.Lock()
-			for _, d := range ds {
-				got[string(d.Key)] = true
-			}
-			mu.Unlock()
-			return nil
-		})
-		testkit.EventuallyNil(t, 60*time.Second, "B receives what A held unacked", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			for key := range held {
-				if !got[key] {
-					return fmt.Errorf("message %s not redelivered (%d of %d so far)", key, len(got), 200)
-				}
-			}
-			return nil
-		})
+		w.subscribeKeys(t, ctx, topic, group).await(t, 60*time.Second, "B receives everything, what A held unacked included", 200, held)
 	})
 }
 

@@ -402,35 +402,12 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 			}
 			return nil
 		})
-		got := map[string]bool{}
-		var mu sync.Mutex
-		bctx, bcancel := context.WithCancel(ctx)
-		defer bcancel()
-		go w.client(t).Subscribe(bctx, topic, "g", func(_ context.Context, ds []databus.Delivery) error {
-			mu.Lock()
-			for _, d := range ds {
-				got[string(d.Key)] = true
-			}
-			mu.Unlock()
-			return nil
-		})
+		got := w.subscribeKeys(t, ctx, topic, "g")
 		// B takes a partition from A (redelivering A's unacked messages
 		// of it); when A ends, B gets the other too.
 		time.Sleep(200 * time.Millisecond)
 		a.Close()
-		testkit.EventuallyNil(t, 30*time.Second, "B receives everything, A's unacked messages included", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			for key := range held {
-				if !got[key] {
-					return fmt.Errorf("message %s A held not redelivered (%d of 200 so far)", key, len(got))
-				}
-			}
-			if len(got) < 200 {
-				return fmt.Errorf("%d of 200", len(got))
-			}
-			return nil
-		})
+		got.await(t, 30*time.Second, "B receives everything, A's unacked messages included", 200, held)
 	})
 }
 
@@ -448,10 +425,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 		defer cancel()
 
-		var (
-			mu    sync.Mutex
-			acked = map[string]bool{}
-		)
+		var acked keys
 		consume := func(ctx context.Context, ackEvery int, assigned chan<- struct{}) {
 			sub, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(50), databus.BatchSize(10))
 			if err != nil {
@@ -478,11 +452,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 				if err := sub.Ack(ack...); err != nil {
 					return
 				}
-				mu.Lock()
-				for _, d := range ack {
-					acked[string(d.Key)] = true
-				}
-				mu.Unlock()
+				acked.add(ack...)
 			}
 		}
 		// A stream that acks everything stays throughout, so the group's
@@ -537,14 +507,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		}
 		wg.Wait()
 		// The stream that stayed finishes the job.
-		testkit.EventuallyNil(t, 60*time.Second, "every message acked", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(acked) < total {
-				return fmt.Errorf("%d of %d acked", len(acked), total)
-			}
-			return nil
-		})
+		acked.await(t, 60*time.Second, "every message acked", total, nil)
 		if got := testkit.MetricSum(t, reg, "databus_partition_rewinds_total", nil); got == 0 {
 			t.Error("no partition was rewound: the churn did not move partitions between streams holding messages")
 		}

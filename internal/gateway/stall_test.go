@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
-	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
@@ -93,29 +92,9 @@ func TestStalledSubscriberTimesOut(t *testing.T) {
 		})
 		// A second stream of the group, on the same gateway: with one
 		// partition, it gets it only when the stalled one lets go.
-		var (
-			mu  sync.Mutex
-			got = map[string]bool{}
-		)
-		bctx, bcancel := context.WithCancel(ctx)
-		defer bcancel()
-		go w.client(t).Subscribe(bctx, topic, "g", func(_ context.Context, ds []databus.Delivery) error {
-			mu.Lock()
-			for _, d := range ds {
-				got[string(d.Key)] = true
-			}
-			mu.Unlock()
-			return nil
-		})
+		got := w.subscribeKeys(t, ctx, topic, "g")
 		start := time.Now()
-		testkit.EventuallyNil(t, 30*time.Second, "the other stream receives every message, those sent to the stalled one included", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(got) < total {
-				return fmt.Errorf("%d of %d", len(got), total)
-			}
-			return nil
-		})
+		got.await(t, 30*time.Second, "the other stream receives every message, those sent to the stalled one included", total, nil)
 		t.Logf("the other stream had every message %v after it subscribed", time.Since(start).Round(time.Millisecond))
 		if n := testkit.MetricSum(t, reg, "databus_send_timeouts_total", nil); n != 1 {
 			t.Fatalf("databus_send_timeouts_total = %v, want 1", n)
