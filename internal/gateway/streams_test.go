@@ -15,6 +15,18 @@ import (
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
+// awaitStreams waits (timeout at most) until the gateway has n streams
+// of kind open, by its databus_streams gauge.
+func awaitStreams(t *testing.T, reg *prometheus.Registry, kind string, n int, timeout time.Duration) {
+	t.Helper()
+	testkit.EventuallyNil(t, timeout, fmt.Sprintf("%d %s streams open on the gateway", n, kind), func() error {
+		if got := testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": kind}); got != float64(n) {
+			return fmt.Errorf("%v open", got)
+		}
+		return nil
+	})
+}
+
 // TestPublishStreamsEndWhenClientsGo: a publish stream whose client went
 // away (closed the stream, or dropped the connection) must end on the
 // gateway, or every departed client leaks the stream's goroutines and
@@ -52,12 +64,7 @@ func TestPublishStreamsEndWhenClientsGo(t *testing.T) {
 				}
 			}
 			c.Close()
-			testkit.EventuallyNil(t, 10*time.Second, "every publish stream ended on the gateway", func() error {
-				if got := testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": "publish"}); got != 0 {
-					return fmt.Errorf("%v of %d streams still open", got, n)
-				}
-				return nil
-			})
+			awaitStreams(t, reg, "publish", 0, 10*time.Second)
 		})
 	}
 }
@@ -82,22 +89,12 @@ func TestSubscribeStreamsEndWhenClientsGo(t *testing.T) {
 		}
 		subs = append(subs, sub)
 	}
-	testkit.EventuallyNil(t, 10*time.Second, "every subscribe stream open on the gateway", func() error {
-		if got := testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": "subscribe"}); got != n {
-			return fmt.Errorf("%v of %d open", got, n)
-		}
-		return nil
-	})
+	awaitStreams(t, reg, "subscribe", n, 10*time.Second)
 	for _, s := range subs[:n/2] {
 		s.Close()
 	}
 	c.Close()
-	testkit.EventuallyNil(t, 15*time.Second, "every subscribe stream ended on the gateway", func() error {
-		if got := testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": "subscribe"}); got != 0 {
-			return fmt.Errorf("%v of %d streams still open", got, n)
-		}
-		return nil
-	})
+	awaitStreams(t, reg, "subscribe", 0, 15*time.Second)
 }
 
 // TestKafkaRequestsCounted: the gateway counts the requests it writes to
