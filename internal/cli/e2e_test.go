@@ -21,9 +21,6 @@ import (
 // quota, the load balancer, the generator) and checks the JSON contract.
 // Whether the claim reproduces is the lab's verdict, not this test's.
 func TestLabScaleQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the scale experiment for about a minute")
-	}
 	bin := testkit.HlabBinary(t)
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "r.json")
@@ -102,9 +99,6 @@ func TestLabScaleQuick(t *testing.T) {
 // TestLabInterruptLeavesNothing interrupts a lab run while its services
 // run and checks that no child process and no cgroup of it survives.
 func TestLabInterruptLeavesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the scale experiment")
-	}
 	bin := testkit.HlabBinary(t)
 	cmd := exec.Command(bin, "lab", "scale", "--quick", "--report", t.TempDir())
 	stderr, err := cmd.StderrPipe()

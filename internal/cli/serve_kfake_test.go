@@ -17,9 +17,6 @@ import (
 // TestServeKfake: "hlab serve kfake" speaks Kafka on --kafka-addr with the
 // --topics created, answers /healthz, and stops cleanly on SIGTERM.
 func TestServeKfake(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds hlab")
-	}
 	bin := testkit.HlabBinary(t)
 	kafka := testkit.FreeAddr(t)
 	httpAddr := testkit.FreeAddr(t)

@@ -41,9 +41,6 @@ func TestPlan(t *testing.T) {
 // answered 200 was consumed. Whether the claims hold is the lab's
 // verdict, not the test's.
 func TestExperimentQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the async experiment for about 70 s")
-	}
 	res := labtest.RunQuick(t, New())
 	if len(res.Rows) != 8 {
 		t.Fatalf("%d rows, want 8", len(res.Rows))

@@ -2,7 +2,8 @@
 // ways the lab's tests check one: in this process through lab.RunAll,
 // for typed results, or as a user does, "hlab lab NAME --json", for the
 // JSON contract. Both run the hlab binary testkit.HlabBinary gives, so
-// each test process builds it once.
+// each test process builds it once, and both skip in -short mode as it
+// does.
 package labtest
 
 import (

@@ -51,9 +51,6 @@ func TestPlan(t *testing.T) {
 // acknowledged writes equal to the rows stored, and the claims judged.
 // Whether they reproduce is the lab's verdict, not this test's.
 func TestQuickRunEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the whole experiment with a real Postgres and Cassandra (about two minutes)")
-	}
 	if os.Getenv("HLAB_TEST_CASSANDRA") == "skip" {
 		t.Skip("HLAB_TEST_CASSANDRA=skip")
 	}

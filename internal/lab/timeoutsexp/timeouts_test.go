@@ -66,9 +66,6 @@ func TestPlans(t *testing.T) {
 // both claims judged from their pairs. Whether they reproduce is the
 // lab's verdict, not this test's.
 func TestQuickRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the timeouts experiment for about 3 minutes")
-	}
 	var doc struct {
 		Experiments []struct {
 			Name   string `json:"name"`
