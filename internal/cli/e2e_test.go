@@ -134,15 +134,8 @@ func TestLabInterruptLeavesNothing(t *testing.T) {
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Error("an interrupted lab exited 0")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the lab did not exit within 30 s of Ctrl-C")
+	if err := testkit.WaitExit(t, cmd, 30*time.Second, "the lab, after Ctrl-C,"); err == nil {
+		t.Error("an interrupted lab exited 0")
 	}
 	for _, pid := range kids {
 		if alive(pid) {
