@@ -18,11 +18,7 @@ func TestPlan(t *testing.T) {
 			labels[label(mode, n)] = true
 		}
 	}
-	for _, c := range New().Claims() {
-		if !labels[c.Numerator] || !labels[c.Denominator] {
-			t.Errorf("claim %q compares rows that are not measured", c.Text)
-		}
-	}
+	labtest.ClaimsMeasured(t, New(), labels)
 	for l := range refs {
 		if !labels[l] {
 			t.Errorf("reference figures for %q, a row that is not measured", l)

@@ -69,3 +69,16 @@ func RunCLI(t *testing.T, name string, doc any, args ...string) (printed, writte
 	}
 	return out, b
 }
+
+// ClaimsMeasured checks that every claim of exp compares rows, and is
+// gated by rows, among measured: the labels of the rows exp measures.
+func ClaimsMeasured(t testing.TB, exp lab.Experiment, measured map[string]bool) {
+	t.Helper()
+	for _, c := range exp.Claims() {
+		for _, row := range append([]string{c.Numerator, c.Denominator}, c.Gates...) {
+			if !measured[row] {
+				t.Errorf("claim %q names row %q, which the experiment does not measure", c.Text, row)
+			}
+		}
+	}
+}
