@@ -21,9 +21,6 @@ import (
 // quota, the load balancer, the generator) and checks the JSON contract.
 // Whether the claim reproduces is the lab's verdict, not this test's.
 func TestLabScaleQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the scale experiment for about a minute")
-	}
 	bin := testkit.HlabBinary(t)
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "r.json")
@@ -102,9 +99,6 @@ func TestLabScaleQuick(t *testing.T) {
 // TestLabInterruptLeavesNothing interrupts a lab run while its services
 // run and checks that no child process and no cgroup of it survives.
 func TestLabInterruptLeavesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the scale experiment")
-	}
 	bin := testkit.HlabBinary(t)
 	cmd := exec.Command(bin, "lab", "scale", "--quick", "--report", t.TempDir())
 	stderr, err := cmd.StderrPipe()
@@ -140,15 +134,8 @@ func TestLabInterruptLeavesNothing(t *testing.T) {
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Error("an interrupted lab exited 0")
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the lab did not exit within 30 s of Ctrl-C")
+	if err := testkit.WaitExit(t, cmd, 30*time.Second, "the lab, after Ctrl-C,"); err == nil {
+		t.Error("an interrupted lab exited 0")
 	}
 	for _, pid := range kids {
 		if alive(pid) {

@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // interruptHelperEnv makes this test binary the helper process of
@@ -32,15 +33,7 @@ func TestMain(m *testing.M) {
 // TestSecondInterruptExitsAtOnce: the first Ctrl-C starts the clean-up;
 // a second one ends the process at once instead of waiting for it.
 func TestSecondInterruptExitsAtOnce(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), interruptHelperEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, out := testkit.StartSelf(t, interruptHelperEnv+"=1")
 	defer cmd.Process.Kill()
 	lines := bufio.NewScanner(out)
 	await := func(want string) {
@@ -58,16 +51,10 @@ func TestSecondInterruptExitsAtOnce(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
-			t.Errorf("exit: %v; want death by the second SIGINT", err)
-		}
-		t.Logf("gone %v after the second Ctrl-C", time.Since(start).Round(time.Millisecond))
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second Ctrl-C did not end the process within 5 s: it waited for the clean-up")
+	err := testkit.WaitExit(t, cmd, 5*time.Second, "the helper, waiting for its clean-up after the second Ctrl-C,")
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+		t.Errorf("exit: %v; want death by the second SIGINT", err)
 	}
+	t.Logf("gone %v after the second Ctrl-C", time.Since(start).Round(time.Millisecond))
 }

@@ -17,9 +17,6 @@ import (
 // TestServeKfake: "hlab serve kfake" speaks Kafka on --kafka-addr with the
 // --topics created, answers /healthz, and stops cleanly on SIGTERM.
 func TestServeKfake(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds hlab")
-	}
 	bin := testkit.HlabBinary(t)
 	kafka := testkit.FreeAddr(t)
 	httpAddr := testkit.FreeAddr(t)
@@ -48,15 +45,8 @@ func TestServeKfake(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("kfake did not stop within 15 s of SIGTERM")
+	if err := testkit.WaitExit(t, cmd, 15*time.Second, "kfake, after SIGTERM,"); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
 	}
 }
 

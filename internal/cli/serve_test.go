@@ -49,9 +49,6 @@ func TestServeHelp(t *testing.T) {
 // profiles are served on --admin-addr and never on --addr, and that a
 // body trickled a byte a second is cut off at --read-timeout.
 func TestServeAdminAndTimeouts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds hlab and starts every service")
-	}
 	bin := testkit.HlabBinary(t)
 	port := func() string { return testkit.FreeAddr(t) }
 	for _, tc := range []struct {

@@ -33,16 +33,6 @@ import (
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
-	t.Helper()
-	c, err := databus.Dial(addr, append([]databus.Option{databus.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // publishOnce publishes one message to topic and returns the outcome.
 func publishOnce(t *testing.T, c *databus.Client, topic string) error {
 	t.Helper()
@@ -186,10 +176,10 @@ func TestTokens(t *testing.T) {
 			}
 		})
 	}
-	if n := counterValue(t, reg, "databus_auth_refused_total", "code", "Unauthenticated"); n != 3 {
+	if n := testkit.MetricSum(t, reg, "databus_auth_refused_total", map[string]string{"code": "Unauthenticated"}); n != 3 {
 		t.Errorf("databus_auth_refused_total{code=Unauthenticated} = %v, want 3", n)
 	}
-	if n := counterValue(t, reg, "databus_auth_refused_total", "code", "PermissionDenied"); n != 5 {
+	if n := testkit.MetricSum(t, reg, "databus_auth_refused_total", map[string]string{"code": "PermissionDenied"}); n != 5 {
 		t.Errorf("databus_auth_refused_total{code=PermissionDenied} = %v, want 5", n)
 	}
 

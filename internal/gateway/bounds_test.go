@@ -51,36 +51,19 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			defer sub.Close()
 			var (
 				mu       sync.Mutex
-				received = map[string]bool{}
-				stuck    *databus.Delivery
+				received keys
+				stuck    *databus.Delivery // never acked (until the end of the test)
 				count    int
 			)
-			recvErr := make(chan error, 1)
-			go func() {
-				for {
-					b, err := sub.Recv()
-					if err != nil {
-						recvErr <- err
-						return
-					}
-					var ack []databus.Delivery
-					mu.Lock()
-					for _, d := range b.Messages {
-						count++
-						received[string(d.Key)] = true
-						if stuck == nil {
-							stuck = &d
-							continue // never acked (until the end of the test)
-						}
-						ack = append(ack, d)
-					}
-					mu.Unlock()
-					if err := sub.Ack(ack...); err != nil {
-						recvErr <- err
-						return
-					}
+			recvErr := ackAllButOne(sub, 0, func(batch []databus.Delivery, unacked *databus.Delivery) {
+				received.add(batch...)
+				mu.Lock()
+				defer mu.Unlock()
+				count += len(batch)
+				if unacked != nil {
+					stuck = unacked
 				}
-			}()
+			})
 			read := func() int {
 				mu.Lock()
 				defer mu.Unlock()
@@ -125,14 +108,7 @@ func TestOneUnackedMessageStopsDelivery(t *testing.T) {
 			if err := sub.Ack(d); err != nil {
 				t.Fatal(err)
 			}
-			testkit.EventuallyNil(t, 30*time.Second, "the rest delivered once the gap is acked", func() error {
-				mu.Lock()
-				defer mu.Unlock()
-				if len(received) < total {
-					return fmt.Errorf("%d of %d distinct messages", len(received), total)
-				}
-				return nil
-			})
+			received.await(t, 30*time.Second, "the rest delivered once the gap is acked", total, nil)
 		})
 	}
 }

@@ -45,9 +45,17 @@ func startGateway(t *testing.T, cfg gateway.Config) *gw {
 	return &gw{addr: gatewaytest.Start(t, cfg, gateway.ServerOptions{})}
 }
 
+// client is a client of w's, closed when the test ends.
 func (w *gw) client(t *testing.T) *databus.Client {
 	t.Helper()
-	c, err := databus.Dial(w.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
+	return dial(t, w.addr)
+}
+
+// dial dials a gateway at addr with opts, reconnecting after 20 ms at
+// first and 200 ms at most; the client is closed when the test ends.
+func dial(t *testing.T, addr string, opts ...databus.Option) *databus.Client {
+	t.Helper()
+	c, err := databus.Dial(addr, append([]databus.Option{databus.WithBackoff(20*time.Millisecond, 200*time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +77,8 @@ func msgs(from, n int) []databus.Message {
 	return out
 }
 
-// publishAll publishes msgs(0, total) to topic through w, 50 a batch,
-// and closes the publisher.
+// publishAll publishes msgs(0, total) to topic through w, 50 a batch
+// (the last one of what is left), and closes the publisher.
 func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total int) {
 	t.Helper()
 	pub, err := w.client(t).NewPublisher(ctx, topic)
@@ -79,10 +87,98 @@ func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total i
 	}
 	defer pub.Close()
 	for i := 0; i < total; i += 50 {
-		if err := pub.Publish(ctx, msgs(i, 50)...); err != nil {
+		if err := pub.Publish(ctx, msgs(i, min(50, total-i))...); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// keys is a set of message keys, safe for concurrent use: what a test's
+// subscribers received or acked.
+type keys struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *keys) add(ds ...databus.Delivery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]bool{}
+	}
+	for _, d := range ds {
+		s.m[string(d.Key)] = true
+	}
+}
+
+// await waits (timeout at most) until s holds n keys, every key of held
+// among them (held: messages another stream held unacked, which must be
+// redelivered).
+func (s *keys) await(t *testing.T, timeout time.Duration, what string, n int, held map[string]bool) {
+	t.Helper()
+	testkit.EventuallyNil(t, timeout, what, func() error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for key := range held {
+			if !s.m[key] {
+				return fmt.Errorf("message %s, held unacked, not redelivered (%d of %d so far)", key, len(s.m), n)
+			}
+		}
+		if len(s.m) < n {
+			return fmt.Errorf("%d of %d", len(s.m), n)
+		}
+		return nil
+	})
+}
+
+// subscribeKeys subscribes to topic in group through w until the test
+// ends, acking every message, and returns the keys it receives.
+func (w *gw) subscribeKeys(t *testing.T, ctx context.Context, topic, group string) *keys {
+	t.Helper()
+	c := w.client(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	got := &keys{}
+	go c.Subscribe(ctx, topic, group, func(_ context.Context, ds []databus.Delivery) error {
+		got.add(ds...)
+		return nil
+	})
+	return got
+}
+
+// ackAllButOne receives from sub in a goroutine and acks every message
+// but the one delivered at position skip (0: the first). It hands each
+// batch to seen before acking it, with the message it leaves unacked when
+// the batch has it (else nil). The channel returned gets the error that
+// ends the subscription.
+func ackAllButOne(sub *databus.Subscription, skip int, seen func(batch []databus.Delivery, unacked *databus.Delivery)) <-chan error {
+	ended := make(chan error, 1)
+	go func() {
+		n := 0
+		for {
+			b, err := sub.Recv()
+			if err != nil {
+				ended <- err
+				return
+			}
+			var ack []databus.Delivery
+			var unacked *databus.Delivery
+			for i := range b.Messages {
+				if n == skip {
+					unacked = &b.Messages[i]
+				} else {
+					ack = append(ack, b.Messages[i])
+				}
+				n++
+			}
+			seen(b.Messages, unacked)
+			if err := sub.Ack(ack...); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	return ended
 }
 
 func TestPublishSubscribeRoundTrip(t *testing.T) {
@@ -326,11 +422,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		pub, _ := w.client(t).NewPublisher(ctx, topic)
-		if err := pub.Publish(ctx, msgs(0, 200)...); err != nil {
-			t.Fatal(err)
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, 200)
 
 		// A takes every partition (it is alone), receives, acks nothing
 		// and is killed.
@@ -376,28 +468,7 @@ func TestKilledSubscriberRedelivers(t *testing.T) {
 		child.Wait()
 		t.Logf("subscriber pid %d held %d messages unacked and was SIGKILLed (%v)", child.Process.Pid, len(held), child.ProcessState)
 
-		got := map[string]bool{}
-		var mu sync.Mutex
-		bctx, bcancel := context.WithCancel(ctx)
-		defer bcancel()
-		go w.client(t).Subscribe(bctx, topic, group, func(_ context.Context, ds []databus.Delivery) error {
-			mu.Lock()
-			for _, d := range ds {
-				got[string(d.Key)] = true
-			}
-			mu.Unlock()
-			return nil
-		})
-		testkit.EventuallyNil(t, 60*time.Second, "B receives what A held unacked", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			for key := range held {
-				if !got[key] {
-					return fmt.Errorf("message %s not redelivered (%d of %d so far)", key, len(got), 200)
-				}
-			}
-			return nil
-		})
+		w.subscribeKeys(t, ctx, topic, group).await(t, 60*time.Second, "B receives everything, what A held unacked included", 200, held)
 	})
 }
 
@@ -409,11 +480,7 @@ func TestOutOfOrderAcksNeverPassAGap(t *testing.T) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 50 * time.Millisecond})
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		pub, _ := w.client(t).NewPublisher(ctx, topic)
-		if err := pub.Publish(ctx, msgs(0, 10)...); err != nil {
-			t.Fatal(err)
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, 10)
 		sub, err := w.client(t).OpenSubscription(ctx, topic, "g")
 		if err != nil {
 			t.Fatal(err)
@@ -536,11 +603,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		g := startGatewayProcess(t, bin, "--brokers", strings.Join(k.Brokers, ","), "--session-timeout", "6s", "--commit-interval", "200ms")
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		c, err := databus.Dial(g.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := dial(t, g.addr)
 
 		var mu sync.Mutex
 		received := map[int]bool{}
@@ -548,11 +611,7 @@ func TestGatewayRestartLosesNothing(t *testing.T) {
 		sctx, stopSub := context.WithCancel(ctx)
 		defer stopSub()
 		subEnded := make(chan error, 1)
-		sc, err := databus.Dial(g.addr, databus.WithBackoff(20*time.Millisecond, 500*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sc.Close()
+		sc := dial(t, g.addr)
 		go func() {
 			subEnded <- sc.Subscribe(sctx, topic, depstest.Group(t), func(_ context.Context, ds []databus.Delivery) error {
 				mu.Lock()

@@ -28,50 +28,6 @@ import (
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// gaugeValue reads a gauge's series whose label name has value ("" for a
-// gauge without labels).
-func gaugeValue(t *testing.T, reg *prometheus.Registry, metric, name, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != metric {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if name == "" {
-				return m.GetGauge().GetValue()
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == name && l.GetValue() == value {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return 0
-}
-
-// gaugeSum sums every series of a gauge.
-func gaugeSum(t *testing.T, reg *prometheus.Registry, metric string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == metric {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // refusal checks err is ResourceExhausted naming flag.
 func refusal(t *testing.T, err error, flag string) {
 	t.Helper()
@@ -125,7 +81,7 @@ func TestStreamLimitRefuses(t *testing.T) {
 	}
 	_, err := openPublishStream(ctx, api, gateway.MDTopic, "t")
 	refusal(t, err, "--max-streams")
-	if got := counterValue(t, reg, "databus_refusals_total", "limit", "streams"); got != 1 {
+	if got := testkit.MetricSum(t, reg, "databus_refusals_total", map[string]string{"limit": "streams"}); got != 1 {
 		t.Fatalf("databus_refusals_total{limit=streams} = %v, want 1", got)
 	}
 	// A stream that ends frees its place.
@@ -166,10 +122,10 @@ func TestKafkaClientLimitRefuses(t *testing.T) {
 	}
 	_, err = sub.Recv()
 	refusal(t, err, "--max-kafka-clients")
-	if got := counterValue(t, reg, "databus_refusals_total", "limit", "kafka_clients"); got != 2 {
+	if got := testkit.MetricSum(t, reg, "databus_refusals_total", map[string]string{"limit": "kafka_clients"}); got != 2 {
 		t.Fatalf("databus_refusals_total{limit=kafka_clients} = %v, want 2", got)
 	}
-	if got := gaugeValue(t, reg, "databus_kafka_clients", "kind", "producer") + gaugeValue(t, reg, "databus_kafka_clients", "kind", "shared"); got != 2 {
+	if got := testkit.MetricSum(t, reg, "databus_kafka_clients", map[string]string{"kind": "producer"}) + testkit.MetricSum(t, reg, "databus_kafka_clients", map[string]string{"kind": "shared"}); got != 2 {
 		t.Fatalf("databus_kafka_clients = %v, want 2", got)
 	}
 }
@@ -198,7 +154,7 @@ func TestStreamsPerConnection(t *testing.T) {
 	// The gateway never sees a third stream on this connection...
 	for range 10 {
 		time.Sleep(30 * time.Millisecond)
-		if got := openStreams(t, reg, "publish"); got > 2 {
+		if got := testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": "publish"}); got > 2 {
 			t.Fatalf("%v streams open on one connection, limit 2", got)
 		}
 	}
@@ -280,7 +236,9 @@ func TestPublishBytesInFlightBounded(t *testing.T) {
 			}
 		}()
 	}
-	inFlight := func() float64 { return gaugeValue(t, reg, "databus_bytes_in_flight", "kind", "publish") }
+	inFlight := func() float64 {
+		return testkit.MetricSum(t, reg, "databus_bytes_in_flight", map[string]string{"kind": "publish"})
+	}
 	testkit.EventuallyNil(t, 20*time.Second, "the gateway's budget filled", func() error {
 		if got := inFlight(); got < gwLimit {
 			return fmt.Errorf("%v bytes in flight", got)
@@ -403,12 +361,12 @@ func TestSubscribeStreamsOfAGroupShareAClient(t *testing.T) {
 				t.Errorf("stream %d owns %d partitions while %d streams share %d partitions", s, n, streams, partitions)
 			}
 		}
-		if got := gaugeValue(t, reg, "databus_kafka_clients", "kind", "member"); got != 1 {
+		if got := testkit.MetricSum(t, reg, "databus_kafka_clients", map[string]string{"kind": "member"}); got != 1 {
 			t.Fatalf("%v group-member clients for %d streams of one group, want 1", got, streams)
 		}
 		// And nothing else fetches for them: the gateway's clients are the
 		// shared producer (metadata) and the one member.
-		if got := gaugeSum(t, reg, "databus_kafka_clients"); got != 2 {
+		if got := testkit.MetricSum(t, reg, "databus_kafka_clients", nil); got != 2 {
 			t.Fatalf("%v Kafka clients for %d subscribe streams of one group, want 2 (the shared producer and the group's one member)", got, streams)
 		}
 	})
@@ -423,11 +381,7 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		pub, _ := w.client(t).NewPublisher(ctx, topic)
-		if err := pub.Publish(ctx, msgs(0, 200)...); err != nil {
-			t.Fatal(err)
-		}
-		pub.Close()
+		w.publishAll(t, ctx, topic, 200)
 
 		// A, alone, owns both partitions; it acks nothing.
 		a, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(40), databus.BatchSize(10))
@@ -448,35 +402,12 @@ func TestHandoverWithinAGatewayRedelivers(t *testing.T) {
 			}
 			return nil
 		})
-		got := map[string]bool{}
-		var mu sync.Mutex
-		bctx, bcancel := context.WithCancel(ctx)
-		defer bcancel()
-		go w.client(t).Subscribe(bctx, topic, "g", func(_ context.Context, ds []databus.Delivery) error {
-			mu.Lock()
-			for _, d := range ds {
-				got[string(d.Key)] = true
-			}
-			mu.Unlock()
-			return nil
-		})
+		got := w.subscribeKeys(t, ctx, topic, "g")
 		// B takes a partition from A (redelivering A's unacked messages
 		// of it); when A ends, B gets the other too.
 		time.Sleep(200 * time.Millisecond)
 		a.Close()
-		testkit.EventuallyNil(t, 30*time.Second, "B receives everything, A's unacked messages included", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			for key := range held {
-				if !got[key] {
-					return fmt.Errorf("message %s A held not redelivered (%d of 200 so far)", key, len(got))
-				}
-			}
-			if len(got) < 200 {
-				return fmt.Errorf("%d of 200", len(got))
-			}
-			return nil
-		})
+		got.await(t, 30*time.Second, "B receives everything, A's unacked messages included", 200, held)
 	})
 }
 
@@ -494,10 +425,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 		defer cancel()
 
-		var (
-			mu    sync.Mutex
-			acked = map[string]bool{}
-		)
+		var acked keys
 		consume := func(ctx context.Context, ackEvery int, assigned chan<- struct{}) {
 			sub, err := w.client(t).OpenSubscription(ctx, topic, "g", databus.MaxUnacked(50), databus.BatchSize(10))
 			if err != nil {
@@ -524,11 +452,7 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 				if err := sub.Ack(ack...); err != nil {
 					return
 				}
-				mu.Lock()
-				for _, d := range ack {
-					acked[string(d.Key)] = true
-				}
-				mu.Unlock()
+				acked.add(ack...)
 			}
 		}
 		// A stream that acks everything stays throughout, so the group's
@@ -583,15 +507,8 @@ func TestStreamChurnLosesNothing(t *testing.T) {
 		}
 		wg.Wait()
 		// The stream that stayed finishes the job.
-		testkit.EventuallyNil(t, 60*time.Second, "every message acked", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(acked) < total {
-				return fmt.Errorf("%d of %d acked", len(acked), total)
-			}
-			return nil
-		})
-		if got := counterValue(t, reg, "databus_partition_rewinds_total", "", ""); got == 0 {
+		acked.await(t, 60*time.Second, "every message acked", total, nil)
+		if got := testkit.MetricSum(t, reg, "databus_partition_rewinds_total", nil); got == 0 {
 			t.Error("no partition was rewound: the churn did not move partitions between streams holding messages")
 		}
 		admin := kadm.NewClient(depstest.Client(t, k))

@@ -234,30 +234,13 @@ func TestNeverAckedOneMemory(t *testing.T) {
 	defer sub.Close()
 
 	var delivered, acked atomic.Int64
-	recvErr := make(chan error, 1)
-	go func() {
-		seen := 0
-		for {
-			b, err := sub.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			var ack []databus.Delivery
-			for _, d := range b.Messages {
-				if seen != ackedFirst { // the one never acked
-					ack = append(ack, d)
-				}
-				seen++
-			}
-			delivered.Add(int64(len(b.Messages)))
-			if err := sub.Ack(ack...); err != nil {
-				recvErr <- err
-				return
-			}
-			acked.Add(int64(len(ack)))
+	recvErr := ackAllButOne(sub, ackedFirst, func(batch []databus.Delivery, unacked *databus.Delivery) {
+		delivered.Add(int64(len(batch)))
+		acked.Add(int64(len(batch)))
+		if unacked != nil {
+			acked.Add(-1) // the one never acked
 		}
-	}()
+	})
 	// Until delivery stops for 5 s, or everything arrived.
 	start := time.Now()
 	last, since := int64(-1), time.Now()
@@ -344,8 +327,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 		clients = append(clients, c)
 	}
 	var (
-		mu       sync.Mutex
-		received = map[string]bool{}
+		received keys
 		owners   atomic.Int64 // streams that were given a partition
 		wg       sync.WaitGroup
 	)
@@ -367,11 +349,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 				if len(b.Assigned) > 0 {
 					owners.Add(1)
 				}
-				mu.Lock()
-				for _, d := range b.Messages {
-					received[string(d.Key)] = true
-				}
-				mu.Unlock()
+				received.add(b.Messages...)
 				if sub.Ack(b.Messages...) != nil {
 					return
 				}
@@ -386,14 +364,7 @@ func TestTenThousandSubscribeStreams(t *testing.T) {
 	})
 	t.Logf("%d subscribe streams open over %d connections in %v", streams, conns, time.Since(openStart).Round(time.Millisecond))
 	produceSoak(t, broker, topic, messages)
-	testkit.EventuallyNil(t, 5*time.Minute, "every message received", func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(received) < messages {
-			return fmt.Errorf("%d of %d", len(received), messages)
-		}
-		return nil
-	})
+	received.await(t, 5*time.Minute, "every message received", messages, nil)
 	time.Sleep(3 * time.Second) // idle: the figures of 10k open streams
 	rss := gw.rssMB()
 	kafkaConns := tcpConnsTo(t, gw.pid(), brokerPort)

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
-	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
@@ -86,38 +85,18 @@ func TestStalledSubscriberTimesOut(t *testing.T) {
 
 		stalled := stalledSubscriber(t, ctx, w.addr, topic, "g")
 		testkit.EventuallyNil(t, 20*time.Second, "the stalled stream owns the partition and was sent messages", func() error {
-			if got := counterValue(t, reg, "databus_messages_out_total", "", ""); got == 0 {
+			if got := testkit.MetricSum(t, reg, "databus_messages_out_total", nil); got == 0 {
 				return fmt.Errorf("nothing sent yet")
 			}
 			return nil
 		})
 		// A second stream of the group, on the same gateway: with one
 		// partition, it gets it only when the stalled one lets go.
-		var (
-			mu  sync.Mutex
-			got = map[string]bool{}
-		)
-		bctx, bcancel := context.WithCancel(ctx)
-		defer bcancel()
-		go w.client(t).Subscribe(bctx, topic, "g", func(_ context.Context, ds []databus.Delivery) error {
-			mu.Lock()
-			for _, d := range ds {
-				got[string(d.Key)] = true
-			}
-			mu.Unlock()
-			return nil
-		})
+		got := w.subscribeKeys(t, ctx, topic, "g")
 		start := time.Now()
-		testkit.EventuallyNil(t, 30*time.Second, "the other stream receives every message, those sent to the stalled one included", func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(got) < total {
-				return fmt.Errorf("%d of %d", len(got), total)
-			}
-			return nil
-		})
+		got.await(t, 30*time.Second, "the other stream receives every message, those sent to the stalled one included", total, nil)
 		t.Logf("the other stream had every message %v after it subscribed", time.Since(start).Round(time.Millisecond))
-		if n := counterValue(t, reg, "databus_send_timeouts_total", "", ""); n != 1 {
+		if n := testkit.MetricSum(t, reg, "databus_send_timeouts_total", nil); n != 1 {
 			t.Fatalf("databus_send_timeouts_total = %v, want 1", n)
 		}
 		// The stalled client, reading at last, finds its stream ended with a
@@ -172,7 +151,9 @@ func TestSubscribeBytesInFlightBounded(t *testing.T) {
 			for g := range tc.groups {
 				subs = append(subs, stalledSubscriber(t, ctx, w.addr, topic, fmt.Sprint("g", g), gateway.MDMaxUnacked, "100000", gateway.MDBatchSize, "10"))
 			}
-			inFlight := func() float64 { return gaugeValue(t, reg, "databus_bytes_in_flight", "kind", "subscribe") }
+			inFlight := func() float64 {
+				return testkit.MetricSum(t, reg, "databus_bytes_in_flight", map[string]string{"kind": "subscribe"})
+			}
 			last, since := -1.0, time.Now()
 			testkit.EventuallyNil(t, 20*time.Second, "bytes in flight to settle", func() error {
 				n := inFlight()
@@ -185,7 +166,7 @@ func TestSubscribeBytesInFlightBounded(t *testing.T) {
 				}
 				return nil
 			})
-			t.Logf("%d stalled streams: %v bytes in flight (bound %d), %v messages sent", tc.groups, last, tc.wantBelow, counterValue(t, reg, "databus_messages_out_total", "", ""))
+			t.Logf("%d stalled streams: %v bytes in flight (bound %d), %v messages sent", tc.groups, last, tc.wantBelow, testkit.MetricSum(t, reg, "databus_messages_out_total", nil))
 			if last > float64(tc.wantBelow) {
 				t.Fatalf("%v bytes in flight for %d stalled streams, want under %d", last, tc.groups, tc.wantBelow)
 			}

@@ -15,26 +15,16 @@ import (
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// openStreams reads the gateway's databus_streams gauge for kind.
-func openStreams(t *testing.T, reg *prometheus.Registry, kind string) float64 {
+// awaitStreams waits (timeout at most) until the gateway has n streams
+// of kind open, by its databus_streams gauge.
+func awaitStreams(t *testing.T, reg *prometheus.Registry, kind string, n int, timeout time.Duration) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "databus_streams" {
-			continue
+	testkit.EventuallyNil(t, timeout, fmt.Sprintf("%d %s streams open on the gateway", n, kind), func() error {
+		if got := testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": kind}); got != float64(n) {
+			return fmt.Errorf("%v open", got)
 		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+		return nil
+	})
 }
 
 // TestPublishStreamsEndWhenClientsGo: a publish stream whose client went
@@ -65,7 +55,7 @@ func TestPublishStreamsEndWhenClientsGo(t *testing.T) {
 				}
 				pubs = append(pubs, pub)
 			}
-			if got := openStreams(t, reg, "publish"); got != n {
+			if got := testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": "publish"}); got != n {
 				t.Fatalf("%v publish streams open on the gateway, want %d", got, n)
 			}
 			if how == "publisher closed" {
@@ -74,12 +64,7 @@ func TestPublishStreamsEndWhenClientsGo(t *testing.T) {
 				}
 			}
 			c.Close()
-			testkit.EventuallyNil(t, 10*time.Second, "every publish stream ended on the gateway", func() error {
-				if got := openStreams(t, reg, "publish"); got != 0 {
-					return fmt.Errorf("%v of %d streams still open", got, n)
-				}
-				return nil
-			})
+			awaitStreams(t, reg, "publish", 0, 10*time.Second)
 		})
 	}
 }
@@ -104,50 +89,12 @@ func TestSubscribeStreamsEndWhenClientsGo(t *testing.T) {
 		}
 		subs = append(subs, sub)
 	}
-	testkit.EventuallyNil(t, 10*time.Second, "every subscribe stream open on the gateway", func() error {
-		if got := openStreams(t, reg, "subscribe"); got != n {
-			return fmt.Errorf("%v of %d open", got, n)
-		}
-		return nil
-	})
+	awaitStreams(t, reg, "subscribe", n, 10*time.Second)
 	for _, s := range subs[:n/2] {
 		s.Close()
 	}
 	c.Close()
-	testkit.EventuallyNil(t, 15*time.Second, "every subscribe stream ended on the gateway", func() error {
-		if got := openStreams(t, reg, "subscribe"); got != 0 {
-			return fmt.Errorf("%v of %d streams still open", got, n)
-		}
-		return nil
-	})
-}
-
-// counterValue sums a counter's series whose label name has value (all
-// of them when name is "").
-func counterValue(t *testing.T, reg *prometheus.Registry, metric, name, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != metric {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if name == "" {
-				sum += m.GetCounter().GetValue()
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == name && l.GetValue() == value {
-					sum += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return sum
+	awaitStreams(t, reg, "subscribe", 0, 15*time.Second)
 }
 
 // TestKafkaRequestsCounted: the gateway counts the requests it writes to
@@ -160,16 +107,9 @@ func TestKafkaRequestsCounted(t *testing.T) {
 	ctx := context.Background()
 	// One batch first, so the producers know the new topic's leader: the
 	// batches counted below are not retried for that.
-	warm, err := w.client(t).NewPublisher(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Publish(ctx, msgs(0, 1)...); err != nil {
-		t.Fatal(err)
-	}
-	warm.Close()
+	w.publishAll(t, ctx, topic, 1)
 	for _, agg := range []bool{false, true} {
-		before := counterValue(t, reg, "databus_kafka_requests_total", "api", "Produce")
+		before := testkit.MetricSum(t, reg, "databus_kafka_requests_total", map[string]string{"api": "Produce"})
 		pub, err := w.client(t).NewPublisher(ctx, topic, databus.Aggregation(agg))
 		if err != nil {
 			t.Fatal(err)
@@ -182,11 +122,11 @@ func TestKafkaRequestsCounted(t *testing.T) {
 		pub.Close()
 		// Each batch is one Produce, or fewer with aggregation; franz-go may
 		// retry one that failed transiently, so up to one retry each.
-		if got := counterValue(t, reg, "databus_kafka_requests_total", "api", "Produce") - before; got < 1 || got > 10 {
+		if got := testkit.MetricSum(t, reg, "databus_kafka_requests_total", map[string]string{"api": "Produce"}) - before; got < 1 || got > 10 {
 			t.Fatalf("aggregation %v: %v Produce requests counted for 5 synchronous batches, want 1 to 10", agg, got)
 		}
 	}
-	if counterValue(t, reg, "databus_kafka_requests_total", "api", "Metadata") == 0 {
+	if testkit.MetricSum(t, reg, "databus_kafka_requests_total", map[string]string{"api": "Metadata"}) == 0 {
 		t.Fatal("no Metadata requests counted")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // StartSelf starts this test binary again, running no test, with env
@@ -25,4 +26,20 @@ func StartSelf(t testing.TB, env ...string) (*exec.Cmd, io.ReadCloser) {
 		t.Fatal(err)
 	}
 	return cmd, out
+}
+
+// WaitExit waits (timeout at most) for cmd, started, to exit and returns
+// what cmd.Wait returned. It fails t, naming what, when cmd still runs
+// after timeout; the caller kills it (a deferred cmd.Process.Kill).
+func WaitExit(t testing.TB, cmd *exec.Cmd, timeout time.Duration, what string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v", what, timeout)
+		return nil
+	}
 }

@@ -14,9 +14,14 @@ import (
 
 // HlabBinary returns the path of an hlab binary: $HLAB_BIN when set
 // (absolute, or relative to the repository's root), else ./cmd/hlab built
-// once per test process (Binary).
+// once per test process (Binary). It skips t in -short mode: what runs
+// hlab (a service, an experiment, the lab) takes a build and up to
+// minutes, so those tests need no skip of their own.
 func HlabBinary(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs the hlab binary")
+	}
 	if bin := os.Getenv("HLAB_BIN"); bin != "" {
 		if filepath.IsAbs(bin) {
 			return bin

@@ -8,8 +8,9 @@
 //   - serving: Listen, FreeAddr, Background (a Serve or Run until the test
 //     ends, its error checked);
 //   - processes: Binary and HlabBinary (a command built once per test
-//     process), StartSelf (the test binary as a helper child), SyncBuffer
-//     (output read while it is written).
+//     process; HlabBinary skips in -short mode), StartSelf (the test
+//     binary as a helper child), WaitExit (a process's exit, within a
+//     bound), SyncBuffer (output read while it is written).
 //
 // It imports no other hlab package, so the tests of any package, the
 // sandbox's own included, may use it without an import cycle.

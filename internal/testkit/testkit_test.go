@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,26 @@ func TestSyncBuffer(t *testing.T) {
 	<-done
 	if got := b.String(); got != strings.Repeat("x", 100) {
 		t.Fatalf("%q", got)
+	}
+}
+
+func TestWaitExit(t *testing.T) {
+	run := func(name string, args ...string) *exec.Cmd {
+		cmd := exec.Command(name, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	if err := WaitExit(t, run("true"), 10*time.Second, "true"); err != nil {
+		t.Errorf("true: %v, want nil", err)
+	}
+	if err := WaitExit(t, run("false"), 10*time.Second, "false"); err == nil {
+		t.Error("false: nil, want its exit status")
+	}
+	sleep := run("sleep", "30")
+	defer sleep.Process.Kill()
+	if msg := fails(func(ft testing.TB) { WaitExit(ft, sleep, 50*time.Millisecond, "sleep") }); msg == "" {
+		t.Error("a process still running after the timeout did not fail the test")
 	}
 }

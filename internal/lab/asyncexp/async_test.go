@@ -18,11 +18,7 @@ func TestPlan(t *testing.T) {
 			labels[label(mode, n)] = true
 		}
 	}
-	for _, c := range New().Claims() {
-		if !labels[c.Numerator] || !labels[c.Denominator] {
-			t.Errorf("claim %q compares rows that are not measured", c.Text)
-		}
-	}
+	labtest.ClaimsMeasured(t, New(), labels)
 	for l := range refs {
 		if !labels[l] {
 			t.Errorf("reference figures for %q, a row that is not measured", l)
@@ -41,9 +37,6 @@ func TestPlan(t *testing.T) {
 // answered 200 was consumed. Whether the claims hold is the lab's
 // verdict, not the test's.
 func TestExperimentQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the async experiment for about 70 s")
-	}
 	res := labtest.RunQuick(t, New())
 	if len(res.Rows) != 8 {
 		t.Fatalf("%d rows, want 8", len(res.Rows))

@@ -12,9 +12,6 @@ import (
 // checks its rows; whether the claims hold is the lab's verdict, not the
 // test's.
 func TestExperimentQuick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the databus experiment for about a minute")
-	}
 	if raceEnabled {
 		t.Skip("runs without -race: 21,000 streams under the race detector take minutes")
 	}

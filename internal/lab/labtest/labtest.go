@@ -2,7 +2,8 @@
 // ways the lab's tests check one: in this process through lab.RunAll,
 // for typed results, or as a user does, "hlab lab NAME --json", for the
 // JSON contract. Both run the hlab binary testkit.HlabBinary gives, so
-// each test process builds it once.
+// each test process builds it once, and both skip in -short mode as it
+// does.
 package labtest
 
 import (
@@ -67,4 +68,17 @@ func RunCLI(t *testing.T, name string, doc any, args ...string) (printed, writte
 		t.Fatalf("%s: %v\n%s", jsonPath, err, b)
 	}
 	return out, b
+}
+
+// ClaimsMeasured checks that every claim of exp compares rows, and is
+// gated by rows, among measured: the labels of the rows exp measures.
+func ClaimsMeasured(t testing.TB, exp lab.Experiment, measured map[string]bool) {
+	t.Helper()
+	for _, c := range exp.Claims() {
+		for _, row := range append([]string{c.Numerator, c.Denominator}, c.Gates...) {
+			if !measured[row] {
+				t.Errorf("claim %q names row %q, which the experiment does not measure", c.Text, row)
+			}
+		}
+	}
 }

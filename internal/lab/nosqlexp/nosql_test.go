@@ -19,30 +19,28 @@ func TestPlan(t *testing.T) {
 		specs[sp.key] = sp
 	}
 	for _, mode := range []lab.Mode{lab.Quick, lab.Full} {
-		labels := map[string]bool{}
-		tables := map[string]string{}
-		for i, r := range append(slices.Clone(claimRows), otherRows(lab.Options{Mode: mode})...) {
-			sp, ok := specs[r.svc]
-			if !ok {
-				t.Fatalf("%s: row %q uses service %q, which does not run", mode, r.label, r.svc)
-			}
-			if i < len(claimRows) {
-				tab := sp.db + "/" + sp.table
-				if other, dup := tables[tab]; dup {
-					t.Errorf("claim rows %q and %q write to the same table %s", other, r.label, tab)
+		t.Run(string(mode), func(t *testing.T) {
+			labels := map[string]bool{}
+			tables := map[string]string{}
+			for i, r := range append(slices.Clone(claimRows), otherRows(lab.Options{Mode: mode})...) {
+				sp, ok := specs[r.svc]
+				if !ok {
+					t.Fatalf("row %q uses service %q, which does not run", r.label, r.svc)
 				}
-				tables[tab] = r.label
+				if i < len(claimRows) {
+					tab := sp.db + "/" + sp.table
+					if other, dup := tables[tab]; dup {
+						t.Errorf("claim rows %q and %q write to the same table %s", other, r.label, tab)
+					}
+					tables[tab] = r.label
+				}
+				if labels[r.label] {
+					t.Errorf("label %q twice", r.label)
+				}
+				labels[r.label] = true
 			}
-			if labels[r.label] {
-				t.Errorf("%s: label %q twice", mode, r.label)
-			}
-			labels[r.label] = true
-		}
-		for _, c := range New().Claims() {
-			if !labels[c.Numerator] || !labels[c.Denominator] {
-				t.Errorf("%s: claim %q refers to rows that are not measured", mode, c.Text)
-			}
-		}
+			labtest.ClaimsMeasured(t, New(), labels)
+		})
 	}
 }
 
@@ -51,9 +49,6 @@ func TestPlan(t *testing.T) {
 // acknowledged writes equal to the rows stored, and the claims judged.
 // Whether they reproduce is the lab's verdict, not this test's.
 func TestQuickRunEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the whole experiment with a real Postgres and Cassandra (about two minutes)")
-	}
 	if os.Getenv("HLAB_TEST_CASSANDRA") == "skip" {
 		t.Skip("HLAB_TEST_CASSANDRA=skip")
 	}

@@ -12,9 +12,6 @@ import (
 // check made. Whether the claim reproduces is the lab's verdict, not this
 // test's.
 func TestQuickRunEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the whole experiment (about a minute)")
-	}
 	var doc struct {
 		Experiments []struct {
 			Name   string

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
 
 func TestClaimsNameRows(t *testing.T) {
@@ -17,16 +18,7 @@ func TestClaimsNameRows(t *testing.T) {
 			t.Errorf("no report figure for %d connections", c)
 		}
 	}
-	for _, c := range New().Claims() {
-		if !labels[c.Numerator] || !labels[c.Denominator] {
-			t.Errorf("claim %q names a row the experiment does not make", c.Text)
-		}
-		for _, g := range c.Gates {
-			if !labels[g] {
-				t.Errorf("claim %q is gated by %q, a row the experiment does not make", c.Text, g)
-			}
-		}
-	}
+	labtest.ClaimsMeasured(t, New(), labels)
 }
 
 func TestMustShowTarget(t *testing.T) {
