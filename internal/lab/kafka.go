@@ -11,6 +11,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/kafkatopic"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/services/kafkafake"
 )
 
 // Kafka is the Kafka an experiment runs against, of the kind Options.Kafka
@@ -51,7 +52,7 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 		}
 		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, Proc: k.Proc(), JVM: true, stop: func() { k.Stop() }, real: k}, nil
 	}
-	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, "--partitions", fmt.Sprint(partitions))
+	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, kafkafake.Config{Partitions: partitions}.Args()...)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -167,13 +169,12 @@ type Gateway struct {
 	GRPC string // its gRPC address, host:port
 }
 
-// StartGateway starts the databus gateway in front of brokers under the
-// given quota (0: none), with args added (e.g. "--echo").
-func (r *Run) StartGateway(ctx context.Context, brokers []string, cpu float64, memMB int, args ...string) (*Gateway, error) {
-	if len(brokers) > 0 {
-		args = append([]string{"--brokers", strings.Join(brokers, ",")}, args...)
-	}
-	svc, err := r.StartServicePorts(ctx, "databus", cpu, memMB, []string{"--grpc-addr"}, args...)
+// StartGateway starts the databus gateway that o configures (its Brokers,
+// or Echo) under the given quota (0: none). Its gRPC address is the lab's
+// to choose: o.GRPCAddr is ignored.
+func (r *Run) StartGateway(ctx context.Context, cpu float64, memMB int, o gateway.Options) (*Gateway, error) {
+	o.GRPCAddr = ""
+	svc, err := r.StartServicePorts(ctx, "databus", cpu, memMB, []string{"--grpc-addr"}, o.Args()...)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +215,7 @@ func (r *Run) StartLB(ctx context.Context, upstreams []string) (*LB, error) {
 		}
 		return &LB{Kind: "nginx " + n.Version, Addr: n.Addr, Proc: n.Proc}, nil
 	}
-	svc, err := r.StartService(ctx, "lb", 0, 0, "--upstreams", strings.Join(upstreams, ","))
+	svc, err := r.StartService(ctx, "lb", 0, 0, lb.Config{Upstreams: upstreams}.Args()...)
 	if err != nil {
 		return nil, err
 	}

@@ -30,11 +30,13 @@ package asyncexp
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/services/app"
+	"github.com/highload-lab/hlab/internal/services/eventlog"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -46,10 +48,10 @@ const (
 
 // Modes, as "hlab serve app --mode" takes them.
 const (
-	modeSync     = "sync"
-	modeKafkaAck = "kafka-ack"
-	modeAsync    = "async"
-	modeDatabus  = "databus"
+	modeSync     = string(app.Sync)
+	modeKafkaAck = string(app.KafkaAck)
+	modeAsync    = string(app.Async)
+	modeDatabus  = string(app.Databus)
 )
 
 // modes in the order rows are listed, with how a row names each.
@@ -163,7 +165,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		return err
 	}
 	defer el.Stop()
-	syncApp, err := run.StartService(ctx, "app", svcCPU, svcMemMB, "--mode", modeSync, "--eventlog", el.URL(""))
+	syncApp, err := run.StartService(ctx, "app", svcCPU, svcMemMB, app.Config{Mode: app.Sync, EventLog: el.URL("")}.Args()...)
 	if err != nil {
 		return err
 	}
@@ -174,7 +176,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}
 	defer k.Stop()
 	run.SetEnv("kafka", k.Kind)
-	gw, err := run.StartGateway(ctx, k.Brokers, 0, 0)
+	gw, err := run.StartGateway(ctx, 0, 0, gateway.Options{Config: gateway.Config{Brokers: k.Brokers}})
 	if err != nil {
 		return err
 	}
@@ -182,11 +184,11 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	run.SetEnv("databus", "hlab serve databus (report D's gateway), unconstrained like Kafka: the bus side")
 	buses := map[string]*bus{}
 	for _, mode := range []string{modeKafkaAck, modeAsync, modeDatabus} {
-		extra := []string{"--brokers", strings.Join(k.Brokers, ",")}
+		a := app.Config{Mode: app.Mode(mode), Brokers: k.Brokers}
 		if mode == modeDatabus {
-			extra = []string{"--databus", gw.GRPC}
+			a = app.Config{Mode: app.Mode(mode), Databus: gw.GRPC}
 		}
-		b, err := startBus(ctx, run, k, mode, extra...)
+		b, err := startBus(ctx, run, k, a)
 		if b != nil {
 			defer b.stop(ctx)
 		}
@@ -275,19 +277,23 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// startBus starts the consumer of a new topic and an app recording to it
-// in mode; the caller stops what it returns, also with an error.
-func startBus(ctx context.Context, run *lab.Run, k *lab.Kafka, mode string, appArgs ...string) (*bus, error) {
+// startBus starts the consumer of a new topic and an app a recording to
+// it (in a.Mode; startBus sets a.Topic); the caller stops what it
+// returns, also with an error.
+func startBus(ctx context.Context, run *lab.Run, k *lab.Kafka, a app.Config) (*bus, error) {
+	mode := string(a.Mode)
 	b := &bus{mode: mode, k: k, topic: fmt.Sprintf("lab-async-%s-%d", mode, time.Now().UnixNano())}
 	if err := k.CreateTopic(ctx, b.topic, 1); err != nil {
 		return nil, err
 	}
 	var err error
-	b.cons, err = run.StartService(ctx, "eventlog", svcCPU, svcMemMB, "--consume", "--brokers", strings.Join(k.Brokers, ","), "--topic", b.topic, "--group", b.topic)
+	cons := eventlog.Config{Consume: true, Consumer: eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: b.topic, Group: b.topic}}
+	b.cons, err = run.StartService(ctx, "eventlog", svcCPU, svcMemMB, cons.Args()...)
 	if err != nil {
 		return b, err
 	}
-	b.app, err = run.StartService(ctx, "app", svcCPU, svcMemMB, append([]string{"--mode", mode, "--topic", b.topic}, appArgs...)...)
+	a.Topic = b.topic
+	b.app, err = run.StartService(ctx, "app", svcCPU, svcMemMB, a.Args()...)
 	if err != nil {
 		return b, err
 	}

@@ -77,7 +77,7 @@ const (
 // variant is a service configuration measured as a closed-model row.
 type variant struct {
 	label string
-	flags []string
+	deopt tasks.Deopt // the optimizations it turns off
 	ref   *lab.Ref
 	// report is what the report says the optimization was worth.
 	report string
@@ -90,14 +90,14 @@ var (
 	// request timeout answer 503 by design (the full run answered 85%).
 	slowBound = 0.5
 	variants  = []variant{
-		{label: poolOff, flags: []string{"--pool-limits=false"}, report: `"too many connections" at 100k requests (Postgres max 410); no ratio given`},
-		{label: defaultTx, flags: []string{"--no-default-tx=false"}, report: "skipping it: +30% throughput (1.3x)"},
-		{label: touchOn, flags: []string{"--no-user-touch=false"}, report: "fixing it: 2x throughput"},
-		{label: perJob, flags: []string{"--worker-queue=false"}, report: "no figure given (here the workers also look devices up for a batch of jobs in one query; a goroutine per job makes one query each)"},
-		{label: indexOff, flags: []string{"--indexes=false"}, report: "a query from 14.6 s to 50 ms (292x)"},
+		{label: poolOff, deopt: tasks.Deopt{NoPoolLimits: true}, report: `"too many connections" at 100k requests (Postgres max 410); no ratio given`},
+		{label: defaultTx, deopt: tasks.Deopt{DefaultTx: true}, report: "skipping it: +30% throughput (1.3x)"},
+		{label: touchOn, deopt: tasks.Deopt{UserTouch: true}, report: "fixing it: 2x throughput"},
+		{label: perJob, deopt: tasks.Deopt{GoroutinePerJob: true}, report: "no figure given (here the workers also look devices up for a batch of jobs in one query; a goroutine per job makes one query each)"},
+		{label: indexOff, deopt: tasks.Deopt{NoIndexes: true}, report: "a query from 14.6 s to 50 ms (292x)"},
 	}
 	off = variant{label: allOff, ref: &lab.Ref{RPS: lab.F(52), MeanMS: lab.F(278)},
-		flags: []string{"--pool-limits=false", "--indexes=false", "--no-default-tx=false", "--no-user-touch=false", "--worker-queue=false"}}
+		deopt: tasks.Deopt{NoPoolLimits: true, NoIndexes: true, DefaultTx: true, UserTouch: true, GoroutinePerJob: true}}
 )
 
 // Experiment is report C's crud experiment.
@@ -222,9 +222,11 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}()
 	for i, v := range all {
 		run.Progress.Step(v.label+": start the service", 3*time.Second)
-		args := []string{"--dsn", dsns[!slices.Contains(v.flags, "--indexes=false")], "--webhook-url", hook.url,
-			"--token-secret-file", secret, "--bcrypt-cost", fmt.Sprint(bcryptCost), "--log-format", "json"}
-		if svcs[i], err = run.StartService(ctx, "tasks", serviceCPU, serviceMemMB, append(args, v.flags...)...); err != nil {
+		o := tasks.Options{
+			Config:     tasks.Config{DatabaseURL: dsns[!v.deopt.NoIndexes], WebhookURL: hook.url, BcryptCost: bcryptCost, Deopt: v.deopt},
+			SecretFile: secret, LogFormat: "json",
+		}
+		if svcs[i], err = run.StartService(ctx, "tasks", serviceCPU, serviceMemMB, o.Args()...); err != nil {
 			return err
 		}
 	}
@@ -375,7 +377,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 			return err
 		}
 		for i, v := range all {
-			if !slices.Contains(v.flags, "--indexes=false") == withIdx {
+			if !v.deopt.NoIndexes == withIdx {
 				rows[i].Figures[queryMSKey] = q
 			}
 		}
@@ -441,7 +443,7 @@ func notes(rows []*lab.Row) {
 		if v.label == off.label || v.label == indexOff {
 			r.Note += fmt.Sprintf("; held to %.0f%% success: requests over the service's 5 s timeout answer 503 by design (the full run answered 85%%)", slowBound*100)
 		}
-		if q, ok := r.Figures[queryMSKey]; ok && slices.Contains(v.flags, "--indexes=false") {
+		if q, ok := r.Figures[queryMSKey]; ok && v.deopt.NoIndexes {
 			if qb, ok := best.Figures[queryMSKey]; ok && qb > 0 {
 				r.Note += fmt.Sprintf("; list query %.2f ms -> %.2f ms with the indexes (%.0fx)", q, qb, q/qb)
 			}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -199,7 +200,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}
 
 	// Echo: the transport alone, no Kafka.
-	gw, err := run.StartGateway(ctx, nil, gatewayCPU, gatewayMemMB, "--echo")
+	gw, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, gateway.Options{Config: gateway.Config{Echo: true}})
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}
 	defer k.Stop()
 	run.SetEnv("kafka", k.Kind)
-	gw, err = run.StartGateway(ctx, k.Brokers, gatewayCPU, gatewayMemMB)
+	gw, err = run.StartGateway(ctx, gatewayCPU, gatewayMemMB, onKafka(k))
 	if err != nil {
 		return err
 	}
@@ -302,7 +303,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	var idleTarget *lab.Row
 	for _, shape := range []struct{ streams, conns int }{{1000, 1000}, {10000, 10000}, {10000, 1000}} {
 		label := idleLabel(shape.streams, shape.conns)
-		g, err := run.StartGateway(ctx, k.Brokers, gatewayCPU, gatewayMemMB)
+		g, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, onKafka(k))
 		if err != nil {
 			return err
 		}
@@ -327,6 +328,11 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	run.NotRerun("p99 300 ms at 10k connections until producers were aggregated; idle-connection timeouts and synchronized metadata refreshes causing spikes", "not yet rerun: the ticker scenario runs here only to measure idle memory")
 	run.NotRerun("per-connection buffers (32 KB) and fetch buffers (50 MB default, 32 KB chosen) blowing memory at 10k connections", "the idle rows measure memory per stream with the gateway's buffers; the fetch-buffer variants are not yet rerun")
 	return nil
+}
+
+// onKafka is a gateway in front of k with the gateway's defaults.
+func onKafka(k *lab.Kafka) gateway.Options {
+	return gateway.Options{Config: gateway.Config{Brokers: k.Brokers}}
 }
 
 func joinNote(a, b string) string {

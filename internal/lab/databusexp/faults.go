@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lab"
 )
 
@@ -28,11 +29,15 @@ var faultBroker = fmt.Sprintf("fault: Kafka broker down for %.0f s during publis
 // faultLabels are the rows every mode runs; they gate the claims.
 var faultLabels = []string{faultPublish, faultSubscribe, faultMember}
 
-// The gateways of the fault rows. A SIGKILLed gateway's group members
-// stay in their groups until their session expires: 6 s is the shortest
-// a real broker allows by default, and the consumers wait that long once
-// per kill.
-var faultGatewayArgs = []string{"--session-timeout", "6s", "--commit-interval", "200ms"}
+// faultGateway is the gateway of the fault rows, on k. A SIGKILLed
+// gateway's group members stay in their groups until their session
+// expires: 6 s is the shortest a real broker allows by default, and the
+// consumers wait that long once per kill.
+func faultGateway(k *lab.Kafka) gateway.Options {
+	o := onKafka(k)
+	o.SessionTimeout, o.CommitInterval = 6*time.Second, 200*time.Millisecond
+	return o
+}
 
 const brokerOutage = 10 * time.Second
 
@@ -110,7 +115,7 @@ func with(c checker.Config, f func(*checker.Config)) checker.Config {
 
 // faultRow runs one fault row on a gateway of its own.
 func (*Experiment) faultRow(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string, f faultRow) (*lab.Row, error) {
-	g, err := run.StartGateway(ctx, k.Brokers, gatewayCPU, gatewayMemMB, faultGatewayArgs...)
+	g, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, faultGateway(k))
 	if err != nil {
 		return nil, err
 	}

@@ -133,19 +133,21 @@ const (
 )
 
 type serviceSpec struct {
-	key   string
-	db    string
-	args  []string
+	key string
+	db  string
+	// cfg is what the service changes from the defaults; the database it
+	// reaches (Store, DSN or Cassandra, Keyspace) is filled in at start.
+	cfg   activities.Config
 	table string // Postgres database or Cassandra keyspace
 }
 
 var serviceSpecs = []serviceSpec{
-	{key: svcPGSQL, db: dbPG, args: []string{"--pg-pool", activities.PoolSQLDefaults}, table: "activities_sql_defaults"},
+	{key: svcPGSQL, db: dbPG, cfg: activities.Config{PGPool: activities.PoolSQLDefaults}, table: "activities_sql_defaults"},
 	{key: svcCasP, db: dbCasPerio, table: activities.DefaultKeyspace},
-	{key: svcPG, db: dbPG, args: []string{"--pool-max", strconv.Itoa(poolMax)}, table: "activities"},
+	{key: svcPG, db: dbPG, cfg: activities.Config{PoolMax: poolMax}, table: "activities"},
 	{key: svcCas, db: dbCas, table: activities.DefaultKeyspace},
-	{key: svcPGBatch, db: dbPG, args: []string{"--pool-max", strconv.Itoa(poolMax), "--batch"}, table: "activities_batch"},
-	{key: svcCasB, db: dbCas, args: []string{"--batch"}, table: activities.DefaultKeyspace + "_batch"},
+	{key: svcPGBatch, db: dbPG, cfg: activities.Config{PoolMax: poolMax, Batch: true}, table: "activities_batch"},
+	{key: svcCasB, db: dbCas, cfg: activities.Config{Batch: true}, table: activities.DefaultKeyspace + "_batch"},
 }
 
 // row is one row to measure.
@@ -475,15 +477,15 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 
 	for _, sp := range serviceSpecs {
 		var (
-			args []string
-			s    = &service{}
+			cfg = sp.cfg
+			s   = &service{}
 		)
 		if sp.db == dbPG {
 			pg := dbs.pg
 			if err := pg.CreateDatabase(ctx, sp.table); err != nil {
 				return nil, closeAll, err
 			}
-			args = []string{"--store", activities.Postgres, "--dsn", pg.DSN(sp.table)}
+			cfg.Store, cfg.DSN = activities.Postgres, pg.DSN(sp.table)
 			conn, err := pgx.Connect(ctx, pg.DSN(sp.table))
 			if err != nil {
 				return nil, closeAll, fmt.Errorf("nosql: %w", err)
@@ -503,7 +505,7 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 			}
 		} else {
 			c, session := dbs.cas[sp.db], sessions[sp.db]
-			args = []string{"--store", activities.Cassandra, "--cassandra", c.Addr, "--keyspace", sp.table, "--consistency", activities.DefaultConsistency}
+			cfg.Store, cfg.Cassandra, cfg.Keyspace, cfg.Consistency = activities.Cassandra, c.Addr, sp.table, activities.DefaultConsistency
 			qualified := sp.table + "." + activities.Table
 			s.db = c.Proc
 			s.tab = table{
@@ -517,9 +519,8 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 				},
 			}
 		}
-		args = append(args, sp.args...)
 		run.Progress.Step("start hlab serve activities: "+sp.key, 2*time.Second)
-		svc, err := run.StartService(ctx, "activities", appCPU, appMemMB, args...)
+		svc, err := run.StartService(ctx, "activities", appCPU, appMemMB, cfg.Args()...)
 		if err != nil {
 			return nil, closeAll, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/services/catalog"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -35,7 +36,7 @@ const (
 
 // faults runs the fault rows on a catalog service of their own.
 func (b *bench) faults(ctx context.Context) error {
-	cat, err := b.service(ctx, "catalog")
+	cat, err := b.service(ctx, "catalog", catalog.FromReplica)
 	if err != nil {
 		return err
 	}

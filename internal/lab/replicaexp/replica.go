@@ -41,6 +41,8 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/services/catalog"
+	"github.com/highload-lab/hlab/internal/services/pricing"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -148,10 +150,20 @@ type bench struct {
 	slot int
 }
 
-// service starts name at 1 CPU with its own replication slot.
-func (b *bench) service(ctx context.Context, name string, args ...string) (*lab.Service, error) {
+// service starts name, "catalog" or "pricing", at 1 CPU reading from
+// source, with its own replication slot.
+func (b *bench) service(ctx context.Context, name string, source refdata.Source) (*lab.Service, error) {
 	b.slot++
-	args = append([]string{"--dsn", b.dsn, "--slot", fmt.Sprintf("lab_%s_%d", name, b.slot)}, args...)
+	c := refdata.Config{Source: source, DB: refdata.DB{DSN: b.dsn, Slot: fmt.Sprintf("lab_%s_%d", name, b.slot)}}
+	var args []string
+	switch name {
+	case "catalog":
+		args = catalog.Config(c).Args()
+	case "pricing":
+		args = pricing.Config(c).Args()
+	default:
+		return nil, fmt.Errorf("replica: no service %q", name)
+	}
 	return b.run.StartService(ctx, name, serviceCPU, serviceMemMB, args...)
 }
 
@@ -246,7 +258,7 @@ func (b *bench) catalogAndCeiling(ctx context.Context) error {
 		b.run.SetEnv("services", fmt.Sprintf("%.0f CPU, %d MB each; GOMAXPROCS %.0f (Go's default under the quota)",
 			serviceCPU, serviceMemMB, m["go_sched_gomaxprocs_threads"]))
 	}
-	cat, err := b.service(ctx, "catalog")
+	cat, err := b.service(ctx, "catalog", catalog.FromReplica)
 	if err != nil {
 		return err
 	}
@@ -306,7 +318,7 @@ func (b *bench) catalogAndCeiling(ctx context.Context) error {
 	}
 	cat.Stop()
 
-	pgSvc, err := b.service(ctx, "catalog", "--source", "postgres")
+	pgSvc, err := b.service(ctx, "catalog", catalog.FromPostgres)
 	if err != nil {
 		return err
 	}
@@ -329,8 +341,11 @@ func (b *bench) catalogAndCeiling(ctx context.Context) error {
 func (b *bench) pricing(ctx context.Context) error {
 	refs := []*lab.Ref{{RPS: lab.F(5000), MeanMS: lab.F(15)}, {RPS: lab.F(25000), MeanMS: lab.F(1)}}
 	var setups []setup
-	for i, s := range []struct{ label, source string }{{pricingBefore, "postgres"}, {pricingAfter, "replica"}} {
-		svc, err := b.service(ctx, "pricing", "--source", s.source)
+	for i, s := range []struct {
+		label  string
+		source pricing.Source
+	}{{pricingBefore, pricing.FromPostgres}, {pricingAfter, pricing.FromReplica}} {
+		svc, err := b.service(ctx, "pricing", s.source)
 		if err != nil {
 			return err
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/services/backend"
 	"github.com/highload-lab/hlab/internal/services/frontend"
 	"github.com/highload-lab/hlab/loadgen"
 )
@@ -301,20 +302,25 @@ func (p *pair) settle(ctx context.Context, max time.Duration) error {
 
 // startPair starts a back for s and a front with s's policy.
 func startPair(ctx context.Context, run *lab.Run, s setup, hedgeDelay time.Duration) (*pair, error) {
-	frac := "0"
+	bc := backend.Config{Delay: fastDelay, SlowDelay: slowDelay}
 	if s.slow {
-		frac = fmt.Sprint(slowFraction)
+		bc.SlowFraction = slowFraction
 	}
-	back, err := run.StartService(ctx, "backend", 0, 0,
-		"--delay", fastDelay.String(), "--slow-fraction", frac, "--slow-delay", slowDelay.String())
+	backArgs := bc.Args()
+	if !s.slow {
+		// Args leaves a zero field out (it means the flag's default), and
+		// --slow-fraction defaults to the report's 1 in 10: none is said.
+		backArgs = append(backArgs, "--slow-fraction=0")
+	}
+	back, err := run.StartService(ctx, "backend", 0, 0, backArgs...)
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--backend", back.URL("/"), "--policy", string(s.policy), "--timeout", deadline.String()}
+	fc := frontend.Config{Backend: back.URL("/"), Policy: s.policy, Timeout: deadline}
 	if s.policy == frontend.Hedge {
-		args = append(args, "--hedge-delay", hedgeDelay.String())
+		fc.HedgeDelay = hedgeDelay
 	}
-	front, err := run.StartService(ctx, "frontend", frontCPU, frontMemMB, args...)
+	front, err := run.StartService(ctx, "frontend", frontCPU, frontMemMB, fc.Args()...)
 	if err != nil {
 		back.Stop()
 		return nil, err
