@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/highload-lab/hlab/internal/lab"
-	"github.com/highload-lab/hlab/internal/services/catalog"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -36,7 +35,7 @@ const (
 
 // faults runs the fault rows on a catalog service of their own.
 func (b *bench) faults(ctx context.Context) error {
-	cat, err := b.service(ctx, "catalog", catalog.FromReplica)
+	cat, err := b.service(ctx, "catalog", refdata.FromReplica)
 	if err != nil {
 		return err
 	}

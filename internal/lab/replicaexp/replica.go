@@ -258,7 +258,7 @@ func (b *bench) catalogAndCeiling(ctx context.Context) error {
 		b.run.SetEnv("services", fmt.Sprintf("%.0f CPU, %d MB each; GOMAXPROCS %.0f (Go's default under the quota)",
 			serviceCPU, serviceMemMB, m["go_sched_gomaxprocs_threads"]))
 	}
-	cat, err := b.service(ctx, "catalog", catalog.FromReplica)
+	cat, err := b.service(ctx, "catalog", refdata.FromReplica)
 	if err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func (b *bench) catalogAndCeiling(ctx context.Context) error {
 	}
 	cat.Stop()
 
-	pgSvc, err := b.service(ctx, "catalog", catalog.FromPostgres)
+	pgSvc, err := b.service(ctx, "catalog", refdata.FromPostgres)
 	if err != nil {
 		return err
 	}
@@ -343,8 +343,8 @@ func (b *bench) pricing(ctx context.Context) error {
 	var setups []setup
 	for i, s := range []struct {
 		label  string
-		source pricing.Source
-	}{{pricingBefore, pricing.FromPostgres}, {pricingAfter, pricing.FromReplica}} {
+		source refdata.Source
+	}{{pricingBefore, refdata.FromPostgres}, {pricingAfter, refdata.FromReplica}} {
 		svc, err := b.service(ctx, "pricing", s.source)
 		if err != nil {
 			return err
