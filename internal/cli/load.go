@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/lab/crudexp"
 	"github.com/highload-lab/hlab/loadgen"
 )
@@ -157,9 +158,7 @@ Examples:
 func tasksScenario(ctx context.Context, base string, accounts, conns int) (*crudexp.Scenario, error) {
 	vus := max(conns, 1)
 	base = strings.TrimSuffix(base, "/")
-	if accounts <= 0 {
-		accounts = max(1, vus/4)
-	}
+	defaults.Positive(&accounts, max(1, vus/4))
 	sc := &crudexp.Scenario{
 		Users:    accounts,
 		Email:    func(i int) string { return fmt.Sprintf("load-user-%d@hlab.test", i) },

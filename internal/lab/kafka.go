@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/kafkatopic"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -41,9 +42,7 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 	if err != nil {
 		return nil, err
 	}
-	if partitions <= 0 {
-		partitions = deps.DefaultKafkaPartitions
-	}
+	defaults.Positive(&partitions, deps.DefaultKafkaPartitions)
 	if kind == deps.KafkaReal {
 		r.Progress.Logf("starting a real Kafka broker (KRaft, on the JVM)")
 		k, err := deps.StartKafka(ctx, r.Sandbox, deps.KafkaConfig{Kind: deps.KafkaReal, Partitions: partitions})

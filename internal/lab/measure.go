@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/loadgen"
 )
@@ -75,9 +76,7 @@ func (m *Measurement) driver() Driver {
 // returns the row: medians with the spread of RPS.
 func (r *Run) Measure(ctx context.Context, m Measurement) (*Row, error) {
 	n := m.Repeat
-	if n <= 0 {
-		n = r.Opts.Repeats()
-	}
+	defaults.Positive(&n, r.Opts.Repeats())
 	d, err := r.prepare(ctx, &m)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/defaults"
 )
 
 // Paired is a set of rows measured in rounds: in each round every row
@@ -52,16 +54,10 @@ func (r *Run) MeasurePaired(ctx context.Context, s Paired) ([]*Row, error) {
 	if r.Opts.Pairs > 0 {
 		minR, maxR = r.Opts.Pairs, r.Opts.Pairs
 	}
-	if minR <= 0 {
-		minR = DefaultMinRounds
-	}
-	if maxR <= 0 {
-		maxR = DefaultMaxRounds
-	}
+	defaults.Positive(&minR, DefaultMinRounds)
+	defaults.Positive(&maxR, DefaultMaxRounds)
 	maxR = max(maxR, minR)
-	if budget <= 0 {
-		budget = r.Opts.PairBudget()
-	}
+	defaults.Positive(&budget, r.Opts.PairBudget())
 	labels := make([]string, len(s.Measurements))
 	durs := make([]time.Duration, len(s.Measurements))
 	for i := range s.Measurements {
