@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -115,7 +117,9 @@ func TestMutualTLS(t *testing.T) {
 			defer cancel()
 			s, err := databusv1.NewDataBusClient(conn).Publish(metadata.AppendToOutgoingContext(ctx, gateway.MDTopic, "orders"))
 			if err == nil {
-				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil {
+				// Send says only io.EOF once the gateway has ended the
+				// stream; its status comes from Recv (grpc-go's contract).
+				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil || errors.Is(err, io.EOF) {
 					_, err = s.Recv()
 				}
 			}
@@ -209,7 +213,9 @@ func TestTokens(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := databusv1.NewDataBusClient(conn).Publish(metadata.AppendToOutgoingContext(ctx, tc.md...))
 			if err == nil {
-				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil {
+				// Send says only io.EOF once the gateway has ended the
+				// stream; its status comes from Recv (grpc-go's contract).
+				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil || errors.Is(err, io.EOF) {
 					_, err = s.Recv()
 				}
 			}

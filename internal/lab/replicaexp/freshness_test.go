@@ -3,6 +3,7 @@ package replicaexp
 import (
 	"context"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +18,8 @@ import (
 func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
 
 // TestWriteLoadIsSeen runs the freshness measurement's parts against a
-// real Postgres: the write load keeps its rate, and a replica sees every
-// write of the window with a commit-to-visible delay.
+// real Postgres: every write of the load reaches a replica exactly once,
+// and the window's commit-to-visible delays are measured.
 func TestWriteLoadIsSeen(t *testing.T) {
 	dsn, _ := refdatatest.DB(t, refdatatest.Small)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -45,8 +46,12 @@ func TestWriteLoadIsSeen(t *testing.T) {
 	start := time.Now().Add(50 * time.Millisecond)
 	from, to := start.Add(500*time.Millisecond), start.Add(dur)
 	rec := newLagRecorder(from, to)
+	var seen atomic.Int64 // upserts committed since the load started
 	cust.Table.OnChange(func(c replica.Change[int32, refdata.Customer]) {
 		if c.Op == replica.Upsert {
+			if !c.Commit.Before(start) {
+				seen.Add(1)
+			}
 			rec.observe(c.Commit, time.Now())
 		}
 	})
@@ -57,12 +62,22 @@ func TestWriteLoadIsSeen(t *testing.T) {
 	if err := waitFor(ctx, 10*time.Second, func() bool { return !rec.lastCommit().Before(to.Add(-100 * time.Millisecond)) }); err != nil {
 		t.Fatalf("the replica did not catch up: last commit seen %v before the end", to.Sub(rec.lastCommit()))
 	}
+	// Every write reaches the replica, once: a count, not a rate, so that
+	// a loaded machine (the writer's late sends) cannot fail it; the rate
+	// the load kept is the lab row's business.
+	want := rate * int64(dur/time.Second)
+	if err := waitFor(ctx, 10*time.Second, func() bool { return seen.Load() >= want }); err != nil {
+		t.Fatalf("the replica saw %d of the %d writes", seen.Load(), want)
+	}
+	time.Sleep(100 * time.Millisecond) // a duplicate would arrive now
+	if n := seen.Load(); n != want {
+		t.Errorf("the replica saw %d changes for %d writes", n, want)
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	seen := rec.h.TotalCount()
-	t.Logf("%d changes in the window: p50 %v µs, p99 %v µs, max %v µs; %d late sends",
-		seen, rec.h.ValueAtQuantile(50), rec.h.ValueAtQuantile(99), rec.h.Max(), ws.late.Load())
-	if want := int64(rate * 3 / 2); seen < want*9/10 || seen > want*11/10 {
-		t.Errorf("saw %d changes committed in the 1.5 s window, want about %d", seen, want)
+	t.Logf("%d changes in the 1.5 s window: p50 %v µs, p99 %v µs, max %v µs; %d late sends",
+		rec.h.TotalCount(), rec.h.ValueAtQuantile(50), rec.h.ValueAtQuantile(99), rec.h.Max(), ws.late.Load())
+	if rec.h.TotalCount() == 0 {
+		t.Error("no commit-to-visible delay measured in the window")
 	}
 }
