@@ -61,10 +61,14 @@ const reportCores = 4
 // The issue's targets for the gateway at 1 CPU (bench/databus.sh holds
 // them too).
 const (
-	targetEchoClients = 50     // the report's 300,808 msg/s row: 75k per core
-	targetEcho        = 75000  // round trips/s
-	targetThroughput  = 200000 // msgs/s, throughput-optimized, through kfake
-	targetIdleKB      = 40     // RSS per idle stream at 10,000 streams
+	targetEchoClients = 50 // the report's 300,808 msg/s row: 75k per core
+	// targetEcho is round trips per second of gateway CPU (issue 15):
+	// beyond the report's 75k per core, and a figure a busy machine or a
+	// load generator that cannot keep up does not bend, as rps at a quota
+	// would.
+	targetEcho       = 100000
+	targetThroughput = 200000 // msgs/s, throughput-optimized, through kfake
+	targetIdleKB     = 40     // RSS per idle stream at 10,000 streams
 )
 
 // Publishing clients.
@@ -215,6 +219,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		}
 		perCore := echoRef[n] / reportCores
 		row.Note = joinNote(row.Note, fmt.Sprintf("per core: report %s msg/s (4 cores), ours %s at 1 CPU: %.2fx", thousands(int(perCore)), thousands(int(*row.RPS)), *row.RPS/perCore))
+		row.Note = joinNote(row.Note, echoCPUNote(row))
 		run.AddRow(row)
 		echoRows[n] = row
 	}
@@ -345,6 +350,18 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
+// echoCPUNote sets an echo row's round trips per second of gateway CPU
+// (the row's rps over the cores its gateway used, read from its cgroup)
+// and says it; "" when the CPU was not measured.
+func echoCPUNote(row *lab.Row) string {
+	if row.CPUAvg == nil || row.RPS == nil || *row.RPS <= 0 || *row.CPUAvg <= 0 {
+		return ""
+	}
+	perCPU := *row.RPS / *row.CPUAvg
+	row.Figures["round_trips_per_gateway_cpu_s"] = perCPU
+	return fmt.Sprintf("per gateway CPU-second: %s round trips, %.1f µs of CPU each (%.2f cores)", thousands(int(perCPU)), 1e6/perCPU, *row.CPUAvg)
+}
+
 // publishNote says what a publish row's figures mean beyond the table:
 // the load on Kafka, the gateway's CPU per message, the delivery.
 func publishNote(row *lab.Row) string {
@@ -418,8 +435,12 @@ func (*Experiment) targets(run *lab.Run, echo, thr, idle *lab.Row) {
 		}
 		return "FAIL"
 	}
-	if echo != nil && echo.RPS != nil {
-		run.Note("target: echo >= %s round trips/s at 1 CPU (%d clients): %s, %s", thousands(targetEcho), targetEchoClients, thousands(int(*echo.RPS)), verdict(*echo.RPS >= targetEcho))
+	if echo != nil {
+		if perCPU, ok := echo.Figures["round_trips_per_gateway_cpu_s"]; ok {
+			run.Note("target: echo >= %s round trips per gateway CPU-second (%d clients): %s, %.2fx the target, %s", thousands(targetEcho), targetEchoClients, thousands(int(perCPU)), perCPU/targetEcho, verdict(perCPU >= targetEcho))
+		} else {
+			run.Note("target: echo >= %s round trips per gateway CPU-second (%d clients): the gateway's CPU was not measured", thousands(targetEcho), targetEchoClients)
+		}
 	}
 	if thr != nil && thr.RPS != nil {
 		if run.Opts.Kafka == lab.KafkaReal {
