@@ -2,9 +2,12 @@
 # databus.sh: the databus gateway's speed targets (issue 3, report D), with
 # the gateway on CPU 0 (GOMAXPROCS=1) and the checker on CPU 1:
 #
-#   echo                 >= 75,000 round trips/s  (50 clients, one message per
-#                           request, each answer awaited: the report's 300k
-#                           msg/s on 4 cores is 75k per core)
+#   echo                 >= 100,000 round trips per gateway CPU-second (50
+#                           clients, one message per request, each answer
+#                           awaited; the report's 300k msg/s on 4 cores is
+#                           75k per core): round trips over the gateway's
+#                           user+system CPU seconds, which a busy machine or
+#                           a checker that cannot keep up does not bend
 #   throughput publish   >= 200,000 msgs/s through kfake (10 clients, batches
 #                           of 100, 16 in flight, aggregation off)
 #   idle streams         <= 40 KB of gateway RSS per stream at 10,000 streams
@@ -35,7 +38,7 @@ THROUGHPUT_CLIENTS=${THROUGHPUT_CLIENTS:-10}
 IDLE_STREAMS=${IDLE_STREAMS:-10000}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-1000}
 PER_CONNECTION=${PER_CONNECTION:-1}
-ECHO_TARGET=75000
+ECHO_TARGET=100000
 THROUGHPUT_TARGET=200000
 IDLE_TARGET_KB=40
 
@@ -132,7 +135,10 @@ cost() { # cost CPU0 CPU1 T0 T1 MESSAGES -> "cores, us/msg"
 	python3 -c 'import sys; c0,c1,t0,t1,n=map(float,sys.argv[1:]); c=c1-c0; print(f"gateway used {c/(t1-t0):.2f} cores, {c/n*1e6:.1f} us of CPU per message")' "$@"
 }
 
-# 1. Echo: round trips/s.
+# 1. Echo: round trips per gateway CPU-second (rps beside it).
+per_cpu_s() { # per_cpu_s CPU0 CPU1 MESSAGES
+	python3 -c 'import sys; c0,c1,n=map(float,sys.argv[1:]); print(n/(c1-c0))' "$@"
+}
 start_gateway --echo
 checker --scenario echo --streams "$ECHO_CLIENTS" --warmup 1s --duration 1s >/dev/null # warm the machine up
 echo_runs=()
@@ -141,12 +147,15 @@ for i in $(seq "$ROUNDS"); do
 	out=$(checker --scenario echo --streams "$ECHO_CLIENTS" --warmup "$WARMUP" --duration "$DURATION")
 	c1=$(gw_cpu); t1=$(now)
 	r=$(echo "$out" | json 'r["msgs_per_s"]')
-	echo "  echo round $i: $(fmt "$r") round trips/s; $(cost "$c0" "$c1" "$t0" "$t1" "$(echo "$out" | json 'r["acked"]')")" >&2
-	echo_runs+=("$r")
+	acked=$(echo "$out" | json 'r["acked"]')
+	p=$(per_cpu_s "$c0" "$c1" "$acked")
+	echo "  echo round $i: $(fmt "$p") round trips per gateway CPU-second, $(fmt "$r") round trips/s; $(cost "$c0" "$c1" "$t0" "$t1" "$acked")" >&2
+	echo_runs+=("$p")
 done
 echo_med=$(median "${echo_runs[@]}")
+spread=$(python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(f"{min(v):,.0f}-{max(v):,.0f}")' "${echo_runs[@]}")
 ok=0; ge "$echo_med" "$ECHO_TARGET" && ok=1
-verdict $ok "echo, $ECHO_CLIENTS clients, 1 msg/request: $(fmt "$echo_med") round trips/s (median of $ROUNDS; target >= $(fmt $ECHO_TARGET))"
+verdict $ok "echo, $ECHO_CLIENTS clients, 1 msg/request: $(fmt "$echo_med") round trips per gateway CPU-second (median of $ROUNDS, $spread; $(python3 -c "print(f'{$echo_med/$ECHO_TARGET:.2f}')")x the target of $(fmt $ECHO_TARGET))"
 # Beside it, not judged: the same clients pipelining 16 requests each, so
 # that reads and writes carry several messages per system call.
 c0=$(gw_cpu); t0=$(now)
