@@ -23,7 +23,7 @@ func main() {
 		hs server.Config
 		o  gateway.Options
 	)
-	fs.StringVar(&hs.Addr, "http-addr", "127.0.0.1:7071", "HTTP address for /healthz and /metrics (profiles: --admin-addr)")
+	fs.StringVar(&hs.Addr, "http-addr", gateway.DefaultHTTPAddr, "HTTP address for /healthz and /metrics (profiles: --admin-addr)")
 	hs.RegisterFlags(fs)
 	o.RegisterFlags(fs)
 	fs.Parse(os.Args[1:])

@@ -69,7 +69,7 @@ func serving[C any, P configFlags[C]](summary, addr string, serve func(context.C
 // none.
 func handling[C any, P configFlags[C]](summary string, longHandlers bool, build func(C, *prometheus.Registry) (http.Handler, error)) service {
 	return service{summary: summary, run: func(fs *flag.FlagSet) func(context.Context, server.Config) error {
-		srv := serverFlags(fs, "127.0.0.1:8080", longHandlers)
+		srv := serverFlags(fs, defaultAddr, longHandlers)
 		var c C
 		P(&c).RegisterFlags(fs)
 		return func(ctx context.Context, base server.Config) error {
@@ -88,6 +88,9 @@ func handling[C any, P configFlags[C]](summary string, longHandlers bool, build 
 type noFlags struct{}
 
 func (*noFlags) RegisterFlags(*flag.FlagSet) {}
+
+// defaultAddr is --addr's default for every service but the gateway's.
+const defaultAddr = "127.0.0.1:8080"
 
 // serverFlags registers a service's HTTP server flags on fs: --addr, with
 // addr as its default, and those every service shares (--admin-addr,
@@ -111,21 +114,21 @@ func (e usageError) Unwrap() error { return e.error }
 
 var services = map[string]service{
 	"activities": serving("report A3's activity service: GET /handle, POST /activities, GET /activities?user_id= on Postgres or Cassandra (--store), optionally --batch",
-		"127.0.0.1:8080", activities.Serve),
+		defaultAddr, activities.Serve),
 	"tasks": serving("report C's task API: auth, task CRUD, WebSocket updates, push notifications, on Postgres (--dsn)",
-		"127.0.0.1:8080", tasks.Serve),
+		defaultAddr, tasks.Serve),
 	"pricing": serving("report B's pricing: GET /price?product=&city= from 8 entities, 7 from an in-memory replica (--source replica) or all from Postgres",
-		"127.0.0.1:8080", pricing.Serve),
+		defaultAddr, pricing.Serve),
 	"catalog": serving("report B's customer catalog: GET /customers/{id}, GET /customers?region=&limit=, from an in-memory replica or Postgres",
-		"127.0.0.1:8080", catalog.Serve),
+		defaultAddr, catalog.Serve),
 	"databus": serving("report D's gateway: gRPC streams in front of Kafka (--brokers), or --echo without Kafka; --addr is its HTTP address (/healthz, /metrics)",
-		"127.0.0.1:7071", gateway.Serve),
+		gateway.DefaultHTTPAddr, gateway.Serve),
 	"eventlog": serving("report A2's event log: POST /events does the log work; --consume also consumes events from Kafka (at least once, lag in /metrics)",
-		"127.0.0.1:8080", eventlog.Serve),
+		defaultAddr, eventlog.Serve),
 	"app": serving("report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka, buffered), kafka-ack (Kafka, acknowledged) or databus (the gateway)",
-		"127.0.0.1:8080", app.Serve),
+		defaultAddr, app.Serve),
 	"kfake": serving("franz-go's kfake, an in-memory fake Kafka (embedded default): --kafka-addr, --topics; --addr is its HTTP address (/healthz, /metrics)",
-		"127.0.0.1:8080", kafkafake.Serve),
+		defaultAddr, kafkafake.Serve),
 	"hello": handling("a Go hello world: GET / answers Hello, World! (the lab's ceiling for a quota)", false,
 		func(noFlags, *prometheus.Registry) (http.Handler, error) { return hello.Handler(), nil }),
 	"work": handling("report A1's CPU-bound service: GET /handle does 1001 json.Marshal calls and answers done!", false,

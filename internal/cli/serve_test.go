@@ -147,8 +147,9 @@ func TestServiceFlagsReadBack(t *testing.T) {
 		fs := flag.NewFlagSet(name, flag.ContinueOnError)
 		svc.run(fs)
 		fs.VisitAll(func(f *flag.Flag) {
-			if typ := fmt.Sprintf("%T", f.Value); strings.Contains(typ, "funcValue") {
-				t.Errorf("hlab serve %s --%s is an fs.Func (%s): Config.Args cannot give it back; bind it to a field (internal/cliflag)", name, f.Name, typ)
+			// fs.Func's and fs.BoolFunc's values (flag.funcValue, flag.boolFuncValue)
+			if typ := fmt.Sprintf("%T", f.Value); strings.Contains(strings.ToLower(typ), "funcvalue") {
+				t.Errorf("hlab serve %s --%s is an fs.Func or fs.BoolFunc (%s): Config.Args cannot give it back; bind it to a field (internal/cliflag)", name, f.Name, typ)
 			}
 		})
 	}

@@ -124,10 +124,6 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if err != nil {
 		return nil, err
 	}
-	java, _, err := FindJava()
-	if err != nil {
-		return nil, ErrCassandraNeedsJava
-	}
 	yamlPath := filepath.Join(c.Dir, "cassandra.yaml")
 
 	err = OnFreePorts(ctx, 3, func(ports []int) error {
@@ -155,7 +151,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 			"org.apache.cassandra.service.CassandraDaemon",
 		)
 		node.spec = sandbox.Spec{
-			Name: "cassandra", Path: java, Dir: c.Dir, Args: args,
+			Name: "cassandra", Path: setup.Java, Dir: c.Dir, Args: args,
 			CPU: cfg.CPU, MemoryMB: cfg.MemoryMB,
 		}
 		c.Addr = fmt.Sprintf("127.0.0.1:%d", native)

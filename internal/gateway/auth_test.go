@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -21,7 +19,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
@@ -115,14 +112,7 @@ func TestMutualTLS(t *testing.T) {
 			defer conn.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			s, err := databusv1.NewDataBusClient(conn).Publish(metadata.AppendToOutgoingContext(ctx, gateway.MDTopic, "orders"))
-			if err == nil {
-				// Send says only io.EOF once the gateway has ended the
-				// stream; its status comes from Recv (grpc-go's contract).
-				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil || errors.Is(err, io.EOF) {
-					_, err = s.Recv()
-				}
-			}
+			_, err = openPublishStream(ctx, databusv1.NewDataBusClient(conn), gateway.MDTopic, "orders")
 			if status.Code(err) != codes.Unavailable {
 				t.Fatalf("publish: %v, want the connection refused (Unavailable)", err)
 			}
@@ -211,14 +201,7 @@ func TestTokens(t *testing.T) {
 		{"scheme in lower case", []string{"authorization", "bearer token-a", gateway.MDTopic, "orders"}, codes.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := databusv1.NewDataBusClient(conn).Publish(metadata.AppendToOutgoingContext(ctx, tc.md...))
-			if err == nil {
-				// Send says only io.EOF once the gateway has ended the
-				// stream; its status comes from Recv (grpc-go's contract).
-				if err = s.Send(&databusv1.PublishRequest{BatchId: 1, Messages: []*databusv1.Message{{Value: []byte("x")}}}); err == nil || errors.Is(err, io.EOF) {
-					_, err = s.Recv()
-				}
-			}
+			_, err := openPublishStream(ctx, databusv1.NewDataBusClient(conn), tc.md...)
 			if status.Code(err) != tc.want {
 				t.Fatalf("got %v, want %s", err, tc.want)
 			}

@@ -17,6 +17,13 @@ import (
 	"github.com/highload-lab/hlab/internal/server"
 )
 
+// Defaults of a gateway process.
+const (
+	DefaultGRPCAddr     = "127.0.0.1:7070"
+	DefaultHTTPAddr     = "127.0.0.1:7071" // /healthz and /metrics
+	DefaultDrainTimeout = 20 * time.Second
+)
+
 // Options is what a gateway process takes beyond its HTTP server's flags
 // (/healthz, when Kafka answers, and Prometheus /metrics; Go's profiles
 // on the admin address only): the gateway's Config, its gRPC address,
@@ -35,7 +42,7 @@ type Options struct {
 // server's: --addr under hlab serve, --http-addr for cmd/databus).
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	c := &o.Config
-	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC address clients connect to")
+	fs.StringVar(&o.GRPCAddr, "grpc-addr", DefaultGRPCAddr, "gRPC address clients connect to")
 	fs.Var(cliflag.List(&c.Brokers), "brokers", "Kafka seed brokers, host:port,... (required unless --echo)")
 	fs.BoolVar(&c.Echo, "echo", false, "answer publishes at once without Kafka (transport test)")
 	fs.IntVar(&c.MaxInflight, "max-inflight", 16, "default batches in flight per publish stream")
@@ -47,7 +54,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AggregationLinger, "aggregation-linger", 5*time.Millisecond, "how long shared producers wait to fill a batch")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often acked offsets are committed")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout")
-	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 20*time.Second, "how long shutdown waits for streams to finish")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for streams to finish")
 	// Limits: a stream past a count limit is refused with ResourceExhausted
 	// naming the flag; bytes limits make streams wait.
 	fs.IntVar(&c.MaxStreams, "max-streams", 12000, "streams (publish and subscribe) one gateway serves at once; more are refused")
@@ -80,7 +87,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 		return err
 	}
 	defer g.Close()
-	grpcAddr := cmp.Or(o.GRPCAddr, "127.0.0.1:7070")
+	grpcAddr := cmp.Or(o.GRPCAddr, DefaultGRPCAddr)
 	ln, err := net.Listen("tcp", grpcAddr)
 	if err != nil {
 		return fmt.Errorf("gateway: cannot listen on %s (is the port taken? pass another --grpc-addr): %w", grpcAddr, err)
@@ -108,7 +115,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 		}
 	case <-ctx.Done():
 	}
-	drain := cmp.Or(o.DrainTimeout, 20*time.Second)
+	drain := cmp.Or(o.DrainTimeout, DefaultDrainTimeout)
 	logger.Info("databus gateway draining", "timeout", drain)
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,11 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/highload-lab/hlab/internal/kafkatopic"
 )
 
-func admin(t *testing.T) *kadm.Client {
+func admin(t *testing.T) (*kfake.Cluster, *kadm.Client) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
@@ -27,15 +29,46 @@ func admin(t *testing.T) *kadm.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
+	return c, kadm.NewClient(cl)
+}
+
+// leaderless makes c answer the next n metadata requests that name topic
+// with its partitions leaderless (LEADER_NOT_AVAILABLE), as a KRaft broker
+// does just after CreateTopics; it returns how many it answered so.
+func leaderless(c *kfake.Cluster, topic string, n int) *atomic.Int32 {
+	var served atomic.Int32
+	c.ControlKey(int16(kmsg.Metadata), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		named := false
+		for _, rt := range req.(*kmsg.MetadataRequest).Topics {
+			named = named || (rt.Topic != nil && *rt.Topic == topic)
+		}
+		if !named || served.Load() >= int32(n) {
+			return nil, nil, false
+		}
+		served.Add(1)
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		rt := kmsg.NewMetadataResponseTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		p := kmsg.NewMetadataResponseTopicPartition()
+		p.Leader, p.ErrorCode = -1, kerr.LeaderNotAvailable.Code
+		rt.Partitions = append(rt.Partitions, p)
+		resp.Topics = append(resp.Topics, rt)
+		return resp, nil, true
+	})
+	return &served
 }
 
 func TestCreateWaitsForLeaders(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	adm := admin(t)
+	c, adm := admin(t)
+	served := leaderless(c, "a", 2)
 	if err := kafkatopic.Create(ctx, adm, 3, "a", "b"); err != nil {
 		t.Fatal(err)
+	}
+	if n := served.Load(); n != 2 {
+		t.Errorf("Create returned after %d of the broker's 2 leaderless answers: it did not wait for the leaders", n)
 	}
 	details, err := adm.ListTopics(ctx, "a", "b")
 	if err != nil {
@@ -58,7 +91,7 @@ func TestCreateWaitsForLeaders(t *testing.T) {
 }
 
 func TestAwaitNamesTheMissingTopic(t *testing.T) {
-	adm := admin(t)
+	_, adm := admin(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := kafkatopic.Create(ctx, adm, 1, "here"); err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/kafkatopic"
-	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/internal/services/kafkafake"
 )
 
@@ -21,9 +20,6 @@ type Kafka struct {
 	// Kind describes what runs, for the run's environment ("kafka").
 	Kind    string
 	Brokers []string
-	// Proc is the broker's process: kfake's (hlab serve kfake) or the
-	// JVM's. Neither runs under a quota.
-	Proc *sandbox.Process
 	// JVM is set for the real broker: measurements through it warm up
 	// until throughput stops climbing (Measurement.Steady).
 	JVM  bool
@@ -49,14 +45,14 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, Proc: k.Proc(), JVM: true, stop: func() { k.Stop() }, real: k}, nil
+		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, JVM: true, stop: func() { k.Stop() }, real: k}, nil
 	}
 	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, kafkafake.Config{Partitions: partitions}.Args()...)
 	if err != nil {
 		return nil, err
 	}
 	return &Kafka{Kind: "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)",
-		Brokers: []string{svc.Ports["--kafka-addr"]}, Proc: svc.Proc, stop: func() { svc.Stop() }}, nil
+		Brokers: []string{svc.Ports["--kafka-addr"]}, stop: func() { svc.Stop() }}, nil
 }
 
 // Outage takes the real broker down (SIGTERM, as a broker restart does)

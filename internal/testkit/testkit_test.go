@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -23,7 +24,7 @@ type fakeT struct {
 
 func (f *fakeT) Helper() {}
 func (f *fakeT) Fatalf(format string, args ...any) {
-	f.failed = format
+	f.failed = fmt.Sprintf(format, args...)
 	panic(f)
 }
 
@@ -55,7 +56,7 @@ func TestEventually(t *testing.T) {
 	}
 	if msg := fails(func(t testing.TB) {
 		EventuallyNil(t, 20*time.Millisecond, "never", func() error { return errors.New("why") })
-	}); !strings.Contains(msg, "%v") {
+	}); !strings.Contains(msg, "why") {
 		t.Errorf("EventuallyNil failed with %q, want the error in it", msg)
 	}
 }

@@ -180,12 +180,12 @@ func (b *bench) freshness(ctx context.Context, svc *lab.Service) error {
 	svcRow := &lab.Row{Label: freshSvcLabel, Model: "open", Rate: writeRate, Runs: 1, Errors: map[string]int64{}, StatusCodes: map[string]int64{}, Figures: map[string]float64{}}
 	if berr == nil && aerr == nil {
 		d := after.sub(before)
-		svcRow.Requests = int64(d.count)
+		svcRow.Requests = int64(d.Count)
 		svcRow.P50MS, svcRow.P90MS, svcRow.P99MS = d.quantileMS(0.50), d.quantileMS(0.90), d.quantileMS(0.99)
-		if d.count > 0 {
-			svcRow.MeanMS = lab.F(d.sum / d.count * 1000)
+		if d.Count > 0 {
+			svcRow.MeanMS = lab.F(d.Sum / d.Count * 1000)
 		}
-		svcRow.Note = fmt.Sprintf("the service's replica_lag_seconds over the same window: %.0f changes; percentiles interpolated inside buckets each %.0f%% wider than the last", d.count, (d.bucketFactor()-1)*100)
+		svcRow.Note = fmt.Sprintf("the service's replica_lag_seconds over the same window: %.0f changes; percentiles interpolated inside buckets each %.0f%% wider than the last", d.Count, (d.bucketFactor()-1)*100)
 	} else {
 		svcRow.Note = fmt.Sprintf("not measured: %v", firstErr(berr, aerr))
 	}

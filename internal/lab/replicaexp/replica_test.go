@@ -1,12 +1,14 @@
 package replicaexp
 
 import (
+	"io"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/promtext"
 )
 
 func TestClaimsNameRows(t *testing.T) {
@@ -61,8 +63,8 @@ func TestHistogramQuantiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.count != 100 || h.sum != 0.2 || h.bucketFactor() != 2 {
-		t.Fatalf("parsed count %v, sum %v, factor %v", h.count, h.sum, h.bucketFactor())
+	if h.Count != 100 || h.Sum != 0.2 || h.bucketFactor() != 2 {
+		t.Fatalf("parsed count %v, sum %v, factor %v", h.Count, h.Sum, h.bucketFactor())
 	}
 	tests := []struct{ q, wantMS float64 }{
 		{0.05, 0.5}, // half of the first bucket, from 0
@@ -77,11 +79,11 @@ func TestHistogramQuantiles(t *testing.T) {
 	}
 	// The difference of two scrapes is the window's histogram.
 	later := h
-	later.cum = []float64{10, 60, 150, 160}
-	later.count, later.sum = 160, 0.5
+	later.Cumulative = []float64{10, 60, 150, 160}
+	later.Count, later.Sum = 160, 0.5
 	d := later.sub(h)
-	if d.count != 60 || math.Abs(d.sum-0.3) > 1e-9 {
-		t.Fatalf("sub: count %v sum %v", d.count, d.sum)
+	if d.Count != 60 || math.Abs(d.Sum-0.3) > 1e-9 {
+		t.Fatalf("sub: count %v sum %v", d.Count, d.Sum)
 	}
 	if got := d.quantileMS(0.5); got == nil || math.Abs(*got-(2+2*30.0/50)) > 1e-9 {
 		t.Errorf("window median = %v ms", got)
@@ -106,4 +108,13 @@ func TestCoresAveragedOverRuns(t *testing.T) {
 	if math.Abs(row.Figures["postgres_cpu"]-0.6) > 1e-9 || row.Figures["loadgen_cpu"] != 0.2 || row.Figures["machine_cpu"] != 1.5 {
 		t.Errorf("figures %v: want each averaged over the runs", row.Figures)
 	}
+}
+
+// parseHistogram sums the series of histogram name in Prometheus text.
+func parseHistogram(r io.Reader, name string) (histogram, error) {
+	m, err := promtext.Parse(r)
+	if err != nil {
+		return histogram{}, err
+	}
+	return histogramOf(m, name)
 }

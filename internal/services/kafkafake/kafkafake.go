@@ -24,6 +24,12 @@ import (
 	"github.com/highload-lab/hlab/internal/server"
 )
 
+// Defaults of the fake cluster.
+const (
+	DefaultKafkaAddr  = "127.0.0.1:9092"
+	DefaultPartitions = 10
+)
+
 // Config configures the fake cluster.
 type Config struct {
 	// KafkaAddr is where the Kafka protocol listens: 127.0.0.1:PORT
@@ -38,8 +44,8 @@ type Config struct {
 
 // RegisterFlags adds the fake cluster's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.KafkaAddr, "kafka-addr", "127.0.0.1:9092", "address the Kafka protocol listens on")
-	fs.IntVar(&c.Partitions, "partitions", 10, "partitions of topics created without a count (and of --topics)")
+	fs.StringVar(&c.KafkaAddr, "kafka-addr", DefaultKafkaAddr, "address the Kafka protocol listens on")
+	fs.IntVar(&c.Partitions, "partitions", DefaultPartitions, "partitions of topics created without a count (and of --topics)")
 	fs.Var(cliflag.List(&c.Topics), "topics", "topics to create at start, comma-separated")
 }
 
@@ -49,13 +55,13 @@ func (c Config) Args() []string { return cliflag.Args(c) }
 // Serve runs the cluster, with /healthz and /metrics on srv, until ctx
 // ends.
 func Serve(ctx context.Context, srv server.Config, c Config) error {
-	addr := cmp.Or(c.KafkaAddr, "127.0.0.1:9092")
+	addr := cmp.Or(c.KafkaAddr, DefaultKafkaAddr)
 	host, portStr, err := net.SplitHostPort(addr)
 	port, perr := strconv.Atoi(portStr)
 	if err != nil || perr != nil || (host != "127.0.0.1" && host != "localhost" && host != "") {
 		return fmt.Errorf("--kafka-addr %q: give 127.0.0.1:PORT (kfake listens on loopback only)", addr)
 	}
-	partitions := cmp.Or(c.Partitions, 10)
+	partitions := cmp.Or(c.Partitions, DefaultPartitions)
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port), kfake.DefaultNumPartitions(partitions)}
 	if len(c.Topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(partitions), c.Topics...))

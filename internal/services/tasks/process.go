@@ -16,6 +16,10 @@ import (
 	"github.com/highload-lab/hlab/internal/server"
 )
 
+// DefaultDrainTimeout bounds the wait for queued notifications on
+// shutdown.
+const DefaultDrainTimeout = 10 * time.Second
+
 // Options is what "hlab serve tasks" takes beyond the shared server's
 // flags: the service's Config and the process's own settings.
 type Options struct {
@@ -66,7 +70,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.TraceSample, "trace-sample", DefaultTraceSample, "share of requests traced (0-1; negative: none)")
 	fs.BoolVar(&c.AccessLog, "access-log", false, "log every request (default: 5xx and slow ones)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
-	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 10*time.Second, "how long shutdown waits for queued notifications")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for queued notifications")
 }
 
 // Args returns the command line that makes "hlab serve tasks" run o (the
@@ -137,7 +141,7 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 		return s.Ready(rctx)
 	}
 	runErr := server.Run(ctx, srv, s.Handler())
-	dctx, cancel := context.WithTimeout(context.Background(), cmp.Or(o.DrainTimeout, 10*time.Second))
+	dctx, cancel := context.WithTimeout(context.Background(), cmp.Or(o.DrainTimeout, DefaultDrainTimeout))
 	defer cancel()
 	if err := s.Close(dctx); err != nil {
 		logger.Warn("shutdown", "err", err)
