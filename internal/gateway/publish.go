@@ -69,6 +69,15 @@ type publisher struct {
 
 	producer *kgo.Client // this stream's own, made on its first batch
 
+	// sendMu makes sends one at a time, as gRPC requires: the stream's
+	// goroutine sends Kafka's answers, and in echo mode the receiving
+	// goroutine answers at once, without handing each batch over (the
+	// echo rows measure the transport, not a hand-off). closed is set
+	// when the stream's goroutine ends; nothing is sent after it.
+	sendMu  sync.Mutex
+	sendErr error
+	closed  bool
+
 	// bytes counts the message bytes of batches read and not yet
 	// answered (Config.MaxStreamBytes); the gateway's total is g.bytes.
 	bytes budget
@@ -77,8 +86,9 @@ type publisher struct {
 func (p *publisher) run(ctx context.Context) error {
 	// Recv runs apart so a drain can end the stream while Recv blocks.
 	type recv struct {
-		req *databusv1.PublishRequest
-		err error
+		req     *databusv1.PublishRequest
+		err     error
+		refused error // an echo batch check refused: it ends the stream
 	}
 	reqs := make(chan recv)
 	go func() {
@@ -90,11 +100,26 @@ func (p *publisher) run(ctx context.Context) error {
 				return
 			}
 			req, err := p.stream.Recv()
+			if err == nil && p.g.cfg.Echo {
+				start := time.Now()
+				refused := p.check(req)
+				if refused == nil {
+					resp := &databusv1.PublishResponse{BatchId: req.BatchId, Stored: uint32(len(req.Messages))}
+					p.g.m.publishLatency.Observe(time.Since(start).Seconds())
+					p.send(resp)
+					continue
+				}
+				select {
+				case reqs <- recv{refused: refused}:
+				case <-ctx.Done():
+				}
+				return
+			}
 			if err == nil {
 				p.hold(batchBytes(req))
 			}
 			select {
-			case reqs <- recv{req, err}:
+			case reqs <- recv{req: req, err: err}:
 			case <-ctx.Done():
 				if err == nil { // never accepted: count it off
 					p.free(batchBytes(req))
@@ -107,22 +132,22 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 	}()
 
-	// This goroutine is the stream's one sender (gRPC allows one at a
-	// time): no goroutine of its own for sending, which at thousands of
-	// streams is memory, and per message a hand-off.
-	var sendErr error
+	// This goroutine sends Kafka's answers: no goroutine of its own for
+	// sending, which at thousands of streams is memory, and per message a
+	// hand-off.
 	send := func(resp *databusv1.PublishResponse) {
 		p.outstanding--
-		if sendErr == nil { // after a failed send the client is gone: drop answers
-			sendErr = p.stream.Send(resp)
-		}
+		p.send(resp)
 	}
 	finish := func(err error) error {
 		for p.outstanding > 0 { // answer every accepted batch before ending
 			send(<-p.out)
 		}
-		if err == nil && sendErr != nil && ctx.Err() == nil {
-			err = streamError(codes.Unavailable, "sending to the client failed: %v", sendErr)
+		p.sendMu.Lock()
+		defer p.sendMu.Unlock()
+		p.closed = true
+		if err == nil && p.sendErr != nil && ctx.Err() == nil {
+			err = streamError(codes.Unavailable, "sending to the client failed: %v", p.sendErr)
 		}
 		return err
 	}
@@ -137,6 +162,9 @@ func (p *publisher) run(ctx context.Context) error {
 			// this before handing over Recv's error, so do not wait for it.
 			return finish(nil)
 		case r := <-reqs:
+			if r.refused != nil {
+				return finish(r.refused)
+			}
 			if errors.Is(r.err, io.EOF) {
 				return finish(nil)
 			}
@@ -151,24 +179,42 @@ func (p *publisher) run(ctx context.Context) error {
 	}
 }
 
+// send sends one answer, unless a send failed before (the client is gone:
+// answers are dropped) or the stream ended.
+func (p *publisher) send(resp *databusv1.PublishResponse) {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	if p.sendErr == nil && !p.closed {
+		p.sendErr = p.stream.Send(resp)
+	}
+}
+
+// check returns the error that refuses a batch whatever is in flight: too
+// many messages, or more bytes than a stream may hold.
+func (p *publisher) check(req *databusv1.PublishRequest) error {
+	if n := len(req.Messages); n > p.g.cfg.MaxBatchMessages {
+		return streamError(codes.InvalidArgument, "batch %d has %d messages, more than the limit %d: split it", req.BatchId, n, p.g.cfg.MaxBatchMessages)
+	}
+	if size := batchBytes(req); size > p.g.cfg.MaxStreamBytes {
+		p.g.m.refusals.WithLabelValues(limitStreamBytes).Inc()
+		return streamError(codes.ResourceExhausted, "batch %d has %d message bytes, more than a stream may have in flight (%d, --max-stream-bytes): split it, or raise the limit", req.BatchId, size, p.g.cfg.MaxStreamBytes)
+	}
+	return nil
+}
+
 // accept starts producing one batch, whose answer comes through out, or
 // returns the error that ends the stream (and no answer comes).
 func (p *publisher) accept(req *databusv1.PublishRequest) error {
-	n := len(req.Messages)
-	if n > p.g.cfg.MaxBatchMessages {
-		return streamError(codes.InvalidArgument, "batch %d has %d messages, more than the limit %d: split it", req.BatchId, n, p.g.cfg.MaxBatchMessages)
+	if err := p.check(req); err != nil {
+		return err
 	}
 	if p.outstanding >= p.s.maxInflight {
 		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
 	}
-	size := batchBytes(req)
-	if size > p.g.cfg.MaxStreamBytes {
-		p.g.m.refusals.WithLabelValues(limitStreamBytes).Inc()
-		return streamError(codes.ResourceExhausted, "batch %d has %d message bytes, more than a stream may have in flight (%d, --max-stream-bytes): split it, or raise the limit", req.BatchId, size, p.g.cfg.MaxStreamBytes)
-	}
+	n, size := len(req.Messages), batchBytes(req)
 	start := time.Now()
 	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
-	if p.g.cfg.Echo || n == 0 {
+	if n == 0 {
 		resp.Stored = uint32(n)
 		p.outstanding++
 		p.free(size)

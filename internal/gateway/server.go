@@ -31,29 +31,8 @@ type ServerOptions struct {
 // NewServer returns a gRPC server serving g and the standard health
 // service, whose status follows g.Ready every few seconds until ctx ends.
 func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
-	if o.BufferBytes == 0 {
-		o.BufferBytes = 32 << 10
-	}
-	if o.WindowBytes == 0 {
-		o.WindowBytes = 64 << 10
-	}
-	if o.MaxRecvBytes == 0 {
-		o.MaxRecvBytes = 16 << 20
-	}
 	srv := grpc.NewServer(append(o.Auth.serverOptions(g.cfg.Registry, g.log),
-		grpc.ReadBufferSize(o.BufferBytes),
-		grpc.WriteBufferSize(o.BufferBytes),
-		grpc.SharedWriteBuffer(true), // idle connections hold no write buffer
-		grpc.InitialWindowSize(o.WindowBytes),
-		grpc.InitialConnWindowSize(o.WindowBytes),
-		grpc.MaxRecvMsgSize(o.MaxRecvBytes),
-		grpc.MaxConcurrentStreams(uint32(g.cfg.MaxStreamsPerConnection)),
-		// Ping idle clients so dead connections are found and their
-		// subscriptions' partitions freed; never close a healthy idle
-		// stream (the report saw idle timeouts cause latency spikes).
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)...)
+		TransportOptions(o, g.cfg.MaxStreamsPerConnection)...)...)
 	databusv1.RegisterDataBusServer(srv, g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
@@ -76,4 +55,34 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 		}
 	}()
 	return srv
+}
+
+// TransportOptions are the gateway's gRPC transport settings (buffers,
+// flow-control windows, message size, keepalive) for o, with at most
+// maxStreamsPerConn streams per connection; bench/grpcfloor serves with
+// them too, so that its floor is the gateway's transport and nothing else.
+func TransportOptions(o ServerOptions, maxStreamsPerConn int) []grpc.ServerOption {
+	if o.BufferBytes == 0 {
+		o.BufferBytes = 32 << 10
+	}
+	if o.WindowBytes == 0 {
+		o.WindowBytes = 64 << 10
+	}
+	if o.MaxRecvBytes == 0 {
+		o.MaxRecvBytes = 16 << 20
+	}
+	return []grpc.ServerOption{
+		grpc.ReadBufferSize(o.BufferBytes),
+		grpc.WriteBufferSize(o.BufferBytes),
+		grpc.SharedWriteBuffer(true), // idle connections hold no write buffer
+		grpc.InitialWindowSize(o.WindowBytes),
+		grpc.InitialConnWindowSize(o.WindowBytes),
+		grpc.MaxRecvMsgSize(o.MaxRecvBytes),
+		grpc.MaxConcurrentStreams(uint32(maxStreamsPerConn)),
+		// Ping idle clients so dead connections are found and their
+		// subscriptions' partitions freed; never close a healthy idle
+		// stream (the report saw idle timeouts cause latency spikes).
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
 }
