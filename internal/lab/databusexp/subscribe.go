@@ -21,10 +21,15 @@ const (
 	subBatch     = 100
 )
 
+// subFill is how long publishers fill the subscribe topic: a fifth of a
+// publish row's run, since each drain reads all of it (bench/databus.sh
+// saw ~400,000 messages per second of filling, drained at ~130,000/s).
+func subFill(t timing) time.Duration { return t.pubRun / 5 }
+
 // subscribeEstimate is the subscribe row's time: filling, then a warm-up
-// drain and subRounds drains (a few seconds each at 1 CPU).
+// drain and subRounds drains, each joining, then reading the topic.
 func subscribeEstimate(t timing) time.Duration {
-	return t.pubRun + (1+subRounds)*4*time.Second
+	return subFill(t) + (1+subRounds)*(2*time.Second+4*subFill(t))
 }
 
 // subscribe measures and adds the subscribe row. Its gateway CPU covers
@@ -34,10 +39,10 @@ func subscribeEstimate(t timing) time.Duration {
 // that filled the topic, as when the row came from a throughput row's
 // consumers.
 func (*Experiment) subscribe(ctx context.Context, run *lab.Run, gw *lab.Gateway, k *lab.Kafka, topic string, t timing) error {
-	run.Progress.Step(subscribeRow+": filling the topic", t.pubRun)
+	run.Progress.Step(subscribeRow+": filling the topic", subFill(t))
 	fill, err := checker.Run(ctx, checker.Config{
 		Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Partitions: partitions,
-		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: t.pubRun,
+		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: subFill(t),
 	}, nil)
 	if err != nil {
 		return fmt.Errorf("lab: databus %s: filling the topic: %w", subscribeRow, err)
@@ -46,6 +51,7 @@ func (*Experiment) subscribe(ctx context.Context, run *lab.Run, gw *lab.Gateway,
 		Driver: lab.Checker{Config: checker.Config{
 			Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
 			Groups: 1, Members: subMembers, SubBatch: subBatch,
+			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost
 		}}}
 	// Rounds of one row: each drain's figures are kept (Row.PerRun), so
 	// that the figures per CPU-second are per drain, then their median.
