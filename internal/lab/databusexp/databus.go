@@ -10,11 +10,11 @@
 // (batches of 100, pipelined) clients with and without aggregation;
 // many small-batch clients with and without aggregation; subscribe
 // get-ack cycles per second and per gateway CPU-second over drains of a
-// filled topic alone (subscribe.go); faults (faults.go: the gateway SIGKILLed during publish
-// and during subscribe, a member's connection reset with messages unacked,
-// in --full with the real broker Kafka down for 10 s), each counting lost
-// messages; and the gateway's memory per idle stream at 1,000 and 10,000
-// streams.
+// filled topic alone (subscribe.go); faults (faults.go: the gateway
+// SIGKILLed during publish and during subscribe, a member's connection
+// reset with messages unacked, in --full with the real broker Kafka
+// down for 10 s), each counting lost messages; and the gateway's memory
+// per idle stream at 1,000 and 10,000 streams.
 //
 // The claims are the report's two statements on aggregation (streams
 // sharing the gateway's producers): with many small-batch clients it

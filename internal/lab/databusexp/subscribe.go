@@ -53,8 +53,9 @@ func (*Experiment) subscribe(ctx context.Context, run *lab.Run, gw *lab.Gateway,
 			Groups: 1, Members: subMembers, SubBatch: subBatch,
 			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost
 		}}}
-	// Rounds of one row: each drain's figures are kept (Row.PerRun), so
-	// that the figures per CPU-second are per drain, then their median.
+	// Rounds of one row (--pairs N makes them N): each drain's figures
+	// are kept (Row.PerRun), so that the figures per CPU-second are per
+	// drain, then their median.
 	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{m}, MinRounds: subRounds, MaxRounds: subRounds})
 	if err != nil {
 		return err
