@@ -12,6 +12,13 @@
 #                           of 100, 16 in flight, aggregation off)
 #   idle streams         <= 40 KB of gateway RSS per stream at 10,000 streams
 #
+# Beside them, with no stated target (info lines): subscribe, 1 group x 4
+# members draining a topic filled beforehand (databus-checker --consume
+# only, a fresh group each round): get-ack cycles/s and msgs/s, and both
+# per gateway CPU-second, the gateway's CPU read from /proc over each
+# drain's checker run alone (the members' joining and leaving included,
+# the publishing that filled the topic not).
+#
 # kfake (hlab serve kfake, in memory) shares CPU 1 with the checker. Each
 # figure is the median of ROUNDS runs; the throughput rounds are verified
 # (every acked message consumed, 0 lost) once publishing ended. The idle
@@ -26,6 +33,10 @@
 #   DURATION=5s       measured per run    WARMUP=1s
 #   ECHO_CLIENTS=50   THROUGHPUT_CLIENTS=10
 #   IDLE_STREAMS=10000  IDLE_CONNECTIONS=1000  PER_CONNECTION=1 (also 1 conn/stream)
+#   SUB_MEMBERS=4     members of the subscribe group
+#   SUB_FILL=2s       publishing that fills the subscribe topic (about
+#                     400,000 messages a second here; each drain reads them all)
+#   SECTIONS="echo throughput subscribe idle"   the sections to run
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,6 +49,9 @@ THROUGHPUT_CLIENTS=${THROUGHPUT_CLIENTS:-10}
 IDLE_STREAMS=${IDLE_STREAMS:-10000}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-1000}
 PER_CONNECTION=${PER_CONNECTION:-1}
+SUB_MEMBERS=${SUB_MEMBERS:-4}
+SUB_FILL=${SUB_FILL:-2s}
+SECTIONS=${SECTIONS:-echo throughput subscribe idle}
 ECHO_TARGET=100000
 THROUGHPUT_TARGET=200000
 IDLE_TARGET_KB=40
@@ -46,6 +60,7 @@ die() { echo "databus bench: $*" >&2; exit 2; }
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 json() { python3 -c 'import json,sys; r=json.load(sys.stdin); print(eval(sys.argv[1], {}, {"r": r}))' "$1"; }
 median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+spread() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(f"{min(v):,.0f}-{max(v):,.0f}")' "$@"; }
 ge() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2"; }
 fmt() { python3 -c 'import sys; print(f"{float(sys.argv[1]):,.0f}")' "$1"; }
 
@@ -54,7 +69,9 @@ fmt() { python3 -c 'import sys; print(f"{float(sys.argv[1]):,.0f}")' "$1"; }
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 command -v python3 >/dev/null || die "python3 not found"
 command -v curl >/dev/null || die "curl not found"
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 need_fds=$((IDLE_STREAMS + 100))
+want idle || need_fds=1024
 [ "$(ulimit -Hn)" -ge "$need_fds" ] || die "RLIMIT_NOFILE hard limit $(ulimit -Hn) < $need_fds: raise it (ulimit -Hn) or lower IDLE_STREAMS"
 ulimit -n "$(ulimit -Hn)"
 
@@ -139,6 +156,7 @@ cost() { # cost CPU0 CPU1 T0 T1 MESSAGES -> "cores, us/msg"
 per_cpu_s() { # per_cpu_s CPU0 CPU1 MESSAGES
 	python3 -c 'import sys; c0,c1,n=map(float,sys.argv[1:]); print(n/(c1-c0))' "$@"
 }
+if want echo; then # section 1
 start_gateway --echo
 checker --scenario echo --streams "$ECHO_CLIENTS" --warmup 1s --duration 1s >/dev/null # warm the machine up
 echo_runs=()
@@ -153,7 +171,7 @@ for i in $(seq "$ROUNDS"); do
 	echo_runs+=("$p")
 done
 echo_med=$(median "${echo_runs[@]}")
-spread=$(python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(f"{min(v):,.0f}-{max(v):,.0f}")' "${echo_runs[@]}")
+spread=$(spread "${echo_runs[@]}")
 ok=0; ge "$echo_med" "$ECHO_TARGET" && ok=1
 verdict $ok "echo, $ECHO_CLIENTS clients, 1 msg/request: $(fmt "$echo_med") round trips per gateway CPU-second (median of $ROUNDS, $spread; $(python3 -c "print(f'{$echo_med/$ECHO_TARGET:.2f}')")x the target of $(fmt $ECHO_TARGET))"
 # Beside it, not judged: the same clients pipelining 16 requests each, so
@@ -163,7 +181,10 @@ out=$(checker --scenario echo --streams "$ECHO_CLIENTS" --inflight 16 --warmup "
 c1=$(gw_cpu); t1=$(now)
 echo "info  echo, $ECHO_CLIENTS clients, 16 requests in flight each: $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s; $(cost "$c0" "$c1" "$t0" "$t1" "$(echo "$out" | json 'r["acked"]')")"
 
+fi
+
 # 2. Throughput-optimized publish through kfake, verified.
+if want throughput; then # section 2
 start_gateway --brokers "$KAFKA"
 thr_runs=()
 lost_total=0
@@ -184,7 +205,47 @@ thr_med=$(median "${thr_runs[@]}")
 ok=0; ge "$thr_med" "$THROUGHPUT_TARGET" && [ "$lost_total" = 0 ] && ok=1
 verdict $ok "throughput-optimized publish, $THROUGHPUT_CLIENTS clients x batches of 100, kfake: $(fmt "$thr_med") msgs/s (median of $ROUNDS; target >= $(fmt $THROUGHPUT_TARGET)); $lost_total lost"
 
-# 3. Idle streams: RSS per stream, on a fresh gateway each.
+fi
+
+# 3. Subscribe (no stated target): 1 group x SUB_MEMBERS members drain a
+# topic filled beforehand, ROUNDS times, a fresh group each (--consume only:
+# every record the topic holds must reach it). The gateway's CPU is read
+# around each drain's checker run, so it covers consuming alone. The
+# checker verifying every record and kfake share CPU 1: when the gateway
+# uses well under its core, they, not the gateway, set the rate per second;
+# the figures per gateway CPU-second hold either way.
+if want subscribe; then # section 3
+start_gateway --brokers "$KAFKA"
+sub_topic="bench-sub-$$"
+filled=$(checker --scenario throughput --streams "$THROUGHPUT_CLIENTS" --batch 100 --inflight 16 \
+	--topic "$sub_topic" --brokers "$KAFKA" --warmup 0 --duration "$SUB_FILL" | json 'r["acked"]')
+drain() { checker --consume only --groups 1 --members "$SUB_MEMBERS" --sub-batch 100 --topic "$sub_topic" --brokers "$KAFKA" --drain-timeout 120s; }
+drain >/dev/null # warm the gateway's subscribe path up
+get() { echo "$out" | json "r['delivery']['$1']"; } # get FIELD: of the last drain's delivery
+cps_runs=()
+rps_runs=()
+cyc_runs=()
+msg_runs=()
+sub_lost=0
+for i in $(seq "$ROUNDS"); do
+	c0=$(gw_cpu)
+	out=$(drain)
+	c1=$(gw_cpu)
+	cyc=$(per_cpu_s "$c0" "$c1" "$(get cycles)")
+	msg=$(per_cpu_s "$c0" "$c1" "$(get received)")
+	echo "  subscribe round $i: $(fmt "$(get cycles_per_s)") get-ack cycles/s, $(fmt "$(get received_per_s)") msgs/s over a $(printf %.2f "$(get drain_s)") s drain; per gateway CPU-second $(fmt "$cyc") cycles, $(fmt "$msg") msgs ($(python3 -c "print(f'{$c1-$c0:.2f} s of gateway CPU, {($c1-$c0)/$(get drain_s):.2f} cores')")); $(get acked) records, $(get lost) lost" >&2
+	cps_runs+=("$(get cycles_per_s)")
+	rps_runs+=("$(get received_per_s)")
+	cyc_runs+=("$cyc")
+	msg_runs+=("$msg")
+	sub_lost=$((sub_lost + $(get lost)))
+done
+echo "info  subscribe, 1 group x $SUB_MEMBERS members draining $(fmt "$filled") messages (batches of up to 100): $(fmt "$(median "${cps_runs[@]}")") get-ack cycles/s ($(spread "${cps_runs[@]}")), $(fmt "$(median "${rps_runs[@]}")") msgs/s ($(spread "${rps_runs[@]}")); per gateway CPU-second $(fmt "$(median "${cyc_runs[@]}")") get-ack cycles ($(spread "${cyc_runs[@]}")) and $(fmt "$(median "${msg_runs[@]}")") msgs ($(spread "${msg_runs[@]}")), median of $ROUNDS drains; $sub_lost lost; no target is stated for subscribe"
+[ "$sub_lost" = 0 ] || verdict 0 "subscribe lost $sub_lost records: every record the topic held must reach every group"
+fi
+
+# 4. Idle streams: RSS per stream, on a fresh gateway each.
+if want idle; then # section 4
 idle() { # idle CONNECTIONS -> KB per stream
 	start_gateway --brokers "$KAFKA"
 	checker --scenario ticker --streams "$IDLE_STREAMS" --connections "$1" --aggregation --interval 1h \
@@ -197,6 +258,7 @@ verdict $ok "$(fmt "$IDLE_STREAMS") idle streams on $(fmt "$IDLE_CONNECTIONS") c
 if [ "$PER_CONNECTION" = 1 ] && [ "$IDLE_CONNECTIONS" != "$IDLE_STREAMS" ]; then
 	kb1=$(idle "$IDLE_STREAMS")
 	echo "info  $(fmt "$IDLE_STREAMS") idle streams, one connection each: $(printf %.1f "$kb1") KB per stream (gRPC's per-connection goroutines and buffers included; not the target's shape above)"
+fi
 fi
 stop_gateway
 

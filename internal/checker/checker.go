@@ -15,6 +15,13 @@
 // lost (the run fails); receiving one twice is a duplicate (allowed:
 // delivery is at least once, and counted).
 //
+// Config.Consume Only publishes nothing: fresh groups drain the records a
+// topic already holds (from Kafka's start offsets to its end offsets when
+// the run starts), each group must receive every one, and the rates and
+// Config.OnWindow cover the drain alone, so a caller can read the
+// gateway's CPU over consuming and nothing else (bench/databus.sh, the
+// lab's subscribe row).
+//
 // Each stream gets a gRPC connection of its own by default (the report's
 // lesson: streams on one connection serialize); Config.Connections spreads
 // them over fewer.
@@ -58,7 +65,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	if len(cfg.Brokers) > 0 {
+	if len(cfg.Brokers) > 0 && cfg.Consume != Only {
 		if err := ensureTopic(ctx, cfg.Brokers, cfg.Topic, cfg.Partitions); err != nil {
 			return nil, err
 		}
@@ -76,6 +83,9 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	// come back) ends it with that cause.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
+	if cfg.Consume == Only {
+		return consumeOnly(ctx, &cfg, gw, progress, fail)
+	}
 	run := rand.Uint64()
 	errs := &errorCounts{}
 	led := newLedger(cfg.Streams, cfg.Groups)
@@ -164,17 +174,8 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 				return nil, err
 			}
 		}
-		progress("waiting up to %v for every group to receive every acked message", cfg.DrainTimeout)
 		drainStart := time.Now()
-		deadline := drainStart.Add(cfg.DrainTimeout)
-		inj := startInjector(ctx, &cfg, ConsumePhase, gw, cons, drainStart, deadline, progress, fail)
-		for !led.complete() && time.Now().Before(deadline) && ctx.Err() == nil {
-			time.Sleep(50 * time.Millisecond)
-		}
-		drained := time.Now()
-		if inj != nil {
-			res.Faults = inj.stop()
-		}
+		drained := drainGroups(ctx, &cfg, gw, cons, led, res, drainStart, progress, fail)
 		cons.stop()
 		from := begin
 		if cfg.Consume == After {
@@ -188,6 +189,23 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 		return res, context.Cause(ctx)
 	}
 	return res, nil
+}
+
+// drainGroups waits until every group has every acked message or
+// DrainTimeout after from ends, with the consume phase's faults (into
+// res.Faults), and returns when it stopped waiting.
+func drainGroups(ctx context.Context, cfg *Config, gw *gatewayProc, cons *consumers, led *ledger, res *Result, from time.Time, progress Progress, fail context.CancelCauseFunc) time.Time {
+	progress("waiting up to %v for every group to receive every acked message", cfg.DrainTimeout)
+	deadline := from.Add(cfg.DrainTimeout)
+	inj := startInjector(ctx, cfg, ConsumePhase, gw, cons, from, deadline, progress, fail)
+	for !led.complete() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	drained := time.Now()
+	if inj != nil {
+		res.Faults = inj.stop()
+	}
+	return drained
 }
 
 func connsOr(c, streams int) int {

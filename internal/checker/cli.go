@@ -35,6 +35,10 @@ Scenarios (--scenario):
   ticker      one message per --interval on each of --streams streams
 Consumers: --groups G --members M [--sub-batch N] [--delay D]
   [--consume concurrent|after]; without --groups nothing is verified.
+  --consume only publishes nothing: fresh groups drain the records --topic
+  holds (offsets read through --brokers), each group must get every one,
+  and the result's rates cover the drain alone: fill the topic with one
+  run (--groups 0), then time drains of it, each its own run.
 Secured gateway: --tls-ca FILE [--tls-cert FILE --tls-key FILE] (mutual
   TLS), --token-file FILE (its bearer token; needs TLS or --plaintext-token).
 Faults: --kill-every D SIGKILLs, every D while publishing, the gateway the
@@ -50,6 +54,8 @@ Examples:
   databus-checker --target 127.0.0.1:7070 --scenario echo --streams 50
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
       --scenario throughput --streams 10 --groups 2 --members 3
+  databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
+      --consume only --groups 1 --members 4
   databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --duration 30s \
       --kill-every 10s --drain-timeout 60s \
       --gateway-cmd "hlab serve databus --brokers 127.0.0.1:9092 --grpc-addr 127.0.0.1:7070"
@@ -71,7 +77,7 @@ Flags:
 	fs.StringVar(&c.Target, "target", "127.0.0.1:7070", "the gateway's gRPC address")
 	c.Credentials.RegisterFlags(fs, "")
 	fs.StringVar(&c.Topic, "topic", "databus-checker", "topic to publish to and consume from (use a fresh one, or --brokers to create it)")
-	fs.StringVar(&brokers, "brokers", "", "Kafka brokers, host:port,...: create --topic when missing (the checker talks to Kafka for nothing else)")
+	fs.StringVar(&brokers, "brokers", "", "Kafka brokers, host:port,...: create --topic when missing, and read its offsets for --consume only (the checker talks to Kafka for nothing else)")
 	fs.IntVar(&c.Partitions, "partitions", 10, "partitions of a topic the checker creates")
 	fs.StringVar(&scen, "scenario", "throughput", "echo, latency, throughput or ticker")
 	fs.IntVar(&c.Streams, "streams", 0, "publish streams (default 10; ticker 1000)")
@@ -89,7 +95,7 @@ Flags:
 	fs.IntVar(&c.SubBatch, "sub-batch", 0, "messages per subscribe batch (gateway default 100)")
 	fs.IntVar(&c.MaxUnacked, "max-unacked", 0, "delivered but unacked messages per member (gateway default 1000)")
 	fs.DurationVar(&c.ProcessDelay, "delay", 0, "processing time per received batch, before its ack")
-	fs.StringVar(&consume, "consume", "concurrent", "concurrent (while publishing: end-to-end latency) or after (once publishing ended)")
+	fs.StringVar(&consume, "consume", "concurrent", "concurrent (while publishing: end-to-end latency), after (once publishing ended) or only (publish nothing: drain what --topic holds; needs --brokers)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "after publishing, how long groups may take to receive everything; what is missing then is lost")
 	fs.StringVar(&c.GatewayMetrics, "gateway-metrics", "", "the gateway's /metrics URL: report its RSS per open idle stream")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "with --gateway-metrics: idle time before reading the RSS")

@@ -45,6 +45,14 @@ const (
 	// machine, and the consumers' rate (get-ack cycles/s) is measured on
 	// a full topic.
 	After ConsumeMode = "after"
+	// Only publishes nothing: fresh groups (named after the run, so that
+	// each run reads the topic from its start) drain the records the
+	// topic holds when the run starts, read from Kafka's start and end
+	// offsets (it needs Brokers). Every group must receive every one of
+	// them (by partition and offset), and Config.OnWindow brackets the
+	// consuming alone: fill the topic with a run of its own, then measure
+	// the gateway's CPU over a drain and nothing else.
+	Only ConsumeMode = "only"
 )
 
 // FaultPhase is when faults fall (Config.FaultPhase).
@@ -70,8 +78,8 @@ type Config struct {
 	// exist unless Brokers is set, then it is created when missing.
 	Topic string
 	// Brokers, when set, lets the checker create Topic (Partitions
-	// partitions) if it is missing. The checker never talks to Kafka
-	// otherwise.
+	// partitions) if it is missing, and Consume Only read the topic's
+	// offsets. The checker never talks to Kafka otherwise.
 	Brokers    []string
 	Partitions int // 10
 
@@ -117,7 +125,8 @@ type Config struct {
 	// ProcessDelay is how long a member "processes" each batch before
 	// acking it (0).
 	ProcessDelay time.Duration
-	// Consume says when consumers run (Concurrent).
+	// Consume says when consumers run (Concurrent); Only runs no
+	// publishers, and the publishing fields above do not apply.
 	Consume ConsumeMode
 	// DrainTimeout bounds the wait, after publishing, for every group to
 	// receive every acked message (30s). What is still missing then is lost.
@@ -185,7 +194,10 @@ type Config struct {
 
 	// OnWindow, when set, is called with true when the measured window
 	// opens and with false when it closes: a caller sampling the gateway's
-	// CPU and memory samples exactly the window.
+	// CPU and memory samples exactly the window. With Consume Only the
+	// window is the consuming: it opens as the members dial and join, and
+	// closes once every group has every record (or DrainTimeout ended),
+	// before the members leave.
 	OnWindow func(open bool)
 }
 
@@ -276,8 +288,12 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: %d groups x %d members: give positive numbers", ErrConfig, c.Groups, c.Members)
 	case c.Scenario == Echo && c.Groups > 0:
 		return fmt.Errorf("%w: the echo scenario publishes to a gateway without Kafka (--echo), so there is nothing to consume: drop --groups", ErrConfig)
-	case c.Consume != Concurrent && c.Consume != After:
-		return fmt.Errorf("%w: consume mode %q: use concurrent or after", ErrConfig, c.Consume)
+	case c.Consume != Concurrent && c.Consume != After && c.Consume != Only:
+		return fmt.Errorf("%w: consume mode %q: use concurrent, after or only", ErrConfig, c.Consume)
+	case c.Consume == Only && (c.Groups == 0 || len(c.Brokers) == 0):
+		return fmt.Errorf("%w: --consume only drains what --topic holds: give --groups, and --brokers so the checker can read the topic's offsets", ErrConfig)
+	case c.Consume == Only && c.KillEvery > 0 && c.FaultPhase != ConsumePhase:
+		return fmt.Errorf("%w: --consume only publishes nothing: give --fault-phase consume for its faults", ErrConfig)
 	}
 	return c.validateFaults()
 }
@@ -292,8 +308,8 @@ func (c *Config) validateFaults() error {
 	switch {
 	case c.FaultPhase != PublishPhase && c.FaultPhase != ConsumePhase:
 		return fmt.Errorf("%w: fault phase %q: use publish or consume", ErrConfig, c.FaultPhase)
-	case c.FaultPhase == ConsumePhase && (c.Consume != After || c.Groups == 0):
-		return fmt.Errorf("%w: --fault-phase consume needs consumers that start once publishing ended: give --groups and --consume after", ErrConfig)
+	case c.FaultPhase == ConsumePhase && (c.Consume == Concurrent || c.Groups == 0):
+		return fmt.Errorf("%w: --fault-phase consume needs consumers that start once publishing ended: give --groups and --consume after (or only)", ErrConfig)
 	case c.DropMember && c.Groups == 0:
 		return fmt.Errorf("%w: --drop-member needs consumer groups: give --groups", ErrConfig)
 	case injectors > 1 && (c.Inject != nil || c.DropMember):

@@ -40,11 +40,24 @@ type consumers struct {
 	cycles     atomic.Int64 // batches received and acked
 	assigned   []atomic.Bool
 	lastNotice atomic.Int64 // Unix ns of the last assignment change
+	// ends, with Consume Only, are the end offsets by partition: the
+	// ledger's records are (partition, offset) below them, not the
+	// messages' own headers.
+	ends []int64
 }
 
 // GroupName is the consumer group of group g: stable across runs, so a
 // rerun on the same topic resumes after what earlier runs committed.
 func GroupName(topic string, g int) string { return fmt.Sprintf("%s-checker-%d", topic, g) }
+
+// group is the name of group g: GroupName, or with Consume Only a name
+// of this run's own, so that every run drains the topic from its start.
+func (c *consumers) group(g int) string {
+	if c.cfg.Consume == Only {
+		return fmt.Sprintf("%s-%016x", GroupName(c.cfg.Topic, g), c.run)
+	}
+	return GroupName(c.cfg.Topic, g)
+}
 
 func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *consumers {
 	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups), dropReq: make(chan chan int)}
@@ -103,7 +116,7 @@ func (c *consumers) member(ctx context.Context, i, g int) {
 	if c.cfg.MaxUnacked > 0 {
 		opts = append(opts, databus.MaxUnacked(c.cfg.MaxUnacked))
 	}
-	group := GroupName(c.cfg.Topic, g)
+	group := c.group(g)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		sub, err := cl.OpenSubscription(ctx, c.cfg.Topic, group, opts...)
 		if err == nil {
@@ -154,8 +167,8 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g
 		ids, lats = ids[:0], lats[:0]
 		others := int64(0)
 		for _, d := range b.Messages {
-			run, id, sent, ok := metaOf(d)
-			if !ok || run != c.run {
+			id, sent, ok := c.idOf(d)
+			if !ok {
 				others++
 				continue
 			}
@@ -192,6 +205,18 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g
 		}
 		c.cycles.Add(1)
 	}
+}
+
+// idOf names d in the ledger, with its send time; ok is false for a
+// message this run does not check (an older run's, or with Consume Only
+// one written after the run read the end offsets).
+func (c *consumers) idOf(d databus.Delivery) (id ID, sent time.Time, ok bool) {
+	if c.ends != nil {
+		p := int(d.Partition)
+		return ID{Stream: p, Seq: d.Offset}, time.Time{}, p < len(c.ends) && d.Offset < c.ends[p]
+	}
+	run, id, sent, ok := metaOf(d)
+	return id, sent, ok && run == c.run
 }
 
 func metaOf(d databus.Delivery) (uint64, ID, time.Time, bool) {

@@ -53,7 +53,8 @@ type Delivery struct {
 	Groups  int         `json:"groups"`
 	Members int         `json:"members"`
 	Consume ConsumeMode `json:"consume"`
-	// Acked messages each group had to receive.
+	// Acked messages each group had to receive (Consume Only: the
+	// records the topic held when the run started).
 	Acked int64 `json:"acked"`
 	// Lost sums, over groups, acked messages a group never received (a
 	// message is received once the member that got it acked it).
@@ -68,15 +69,16 @@ type Delivery struct {
 	// Received counts every receipt the member acked (all groups,
 	// duplicates included);
 	// ReceivedPerSec divides it by the consuming time (concurrent: the
-	// whole run; after: from the consumers' start until every group had
-	// everything or the drain timed out).
+	// whole run; after and only: from the consumers' start until every
+	// group had everything or the drain timed out).
 	Received       int64   `json:"received"`
 	ReceivedPerSec float64 `json:"received_per_s"`
 	// Cycles are get-ack cycles: batches received, processed and acked.
 	Cycles       int64   `json:"cycles"`
 	CyclesPerSec float64 `json:"cycles_per_s"`
-	// DrainS is how long, after publishing ended, the groups took to have
-	// everything (or the drain timeout).
+	// DrainS is how long, after publishing ended (Consume Only: after the
+	// members started), the groups took to have everything (or the drain
+	// timeout).
 	DrainS   float64     `json:"drain_s"`
 	PerGroup []GroupFigs `json:"per_group"`
 	Sample   []string    `json:"lost_sample,omitempty"` // stream/seq of some lost messages
@@ -99,6 +101,13 @@ type GatewayMemory struct {
 }
 
 func newResult(c *Config) *Result {
+	if c.Consume == Only { // no publishers
+		r := &Result{Target: c.Target, Topic: c.Topic, Errors: map[string]int64{}, KillEveryS: c.KillEvery.Seconds()}
+		if c.KillEvery > 0 {
+			r.FaultPhase = c.FaultPhase
+		}
+		return r
+	}
 	conns := c.Connections
 	if conns == 0 || conns > c.Streams {
 		conns = c.Streams
@@ -147,7 +156,7 @@ func (r *Result) deliveryFigures(led *ledger, c *consumers, consuming, drain tim
 		d.Lost += rep.lost
 		d.Duplicates += rep.duplicates
 		d.UnackedReceived += rep.unackedReceived
-		d.PerGroup = append(d.PerGroup, GroupFigs{Group: GroupName(c.cfg.Topic, g), Received: rep.received, Lost: rep.lost, Duplicates: rep.duplicates})
+		d.PerGroup = append(d.PerGroup, GroupFigs{Group: c.group(g), Received: rep.received, Lost: rep.lost, Duplicates: rep.duplicates})
 		for _, id := range rep.sample {
 			if len(d.Sample) < sampleMax {
 				d.Sample = append(d.Sample, id.String())
@@ -179,35 +188,20 @@ func (r *Result) OK() bool {
 // WriteText writes a summary for people.
 func (r *Result) WriteText(w io.Writer) {
 	var b strings.Builder
-	agg := "off"
-	if r.Aggregation {
-		agg = "on"
-	}
-	fmt.Fprintf(&b, "databus-checker: %s against %s", r.Scenario, r.Target)
-	if r.Topic != "" {
-		fmt.Fprintf(&b, ", topic %s", r.Topic)
-	}
-	fmt.Fprintf(&b, "\n  %d stream(s) on %d connection(s), batch %d, %d in flight, aggregation %s, %d-byte values",
-		r.Streams, r.Connections, r.Batch, r.Inflight, agg, r.MessageBytes)
-	if r.Scenario == Ticker {
-		fmt.Fprintf(&b, ", one batch per %gs per stream", r.IntervalS)
-	}
-	fmt.Fprintf(&b, "\n  streams opened in %.2fs; warm-up %gs, measured %gs\n", r.OpenSeconds, r.WarmupS, r.DurationS)
-	fmt.Fprintf(&b, "publish:   %s msgs/s (%s batches/s); %d acked, %d failed\n", num(r.MsgsPerSec), num(r.BatchesPerSec), r.Acked, r.Failed)
-	fmt.Fprintf(&b, "  latency (per batch): %s\n", r.PublishLatency)
-	if r.E2ELatency != nil {
-		fmt.Fprintf(&b, "  end to end (per message): %s\n", *r.E2ELatency)
-	}
-	if r.Gateway != nil {
-		fmt.Fprintf(&b, "gateway:   RSS %.1f MB before the streams, %.1f MB with them open and idle: %.1f KB per stream\n",
-			r.Gateway.RSSBeforeMB, r.Gateway.RSSOpenMB, r.Gateway.KBPerStream)
+	if d := r.Delivery; d != nil && d.Consume == Only {
+		fmt.Fprintf(&b, "databus-checker: consume only against %s, topic %s (nothing published)\n", r.Target, r.Topic)
+	} else {
+		r.writePublish(&b)
 	}
 	if d := r.Delivery; d != nil {
 		fmt.Fprintf(&b, "consume:   %d group(s) x %d member(s), %s: %s msgs/s, %s get-ack cycles/s\n",
 			d.Groups, d.Members, d.Consume, num(d.ReceivedPerSec), num(d.CyclesPerSec))
-		verdict := "OK: every acked message reached every group"
+		verdict, what := "OK: every acked message reached every group", "acked message(s)"
+		if d.Consume == Only {
+			verdict, what = "OK: every record the topic held reached every group", "record(s) (partition/offset)"
+		}
 		if d.Lost > 0 {
-			verdict = fmt.Sprintf("FAILED: %d acked message(s) never received (first: %s)", d.Lost, strings.Join(d.Sample, ", "))
+			verdict = fmt.Sprintf("FAILED: %d %s never received (first: %s)", d.Lost, what, strings.Join(d.Sample, ", "))
 		}
 		fmt.Fprintf(&b, "delivery:  %s\n  %d acked, %d lost, %d duplicates, %d received without an ack, %d older messages skipped; drained in %.2fs\n",
 			verdict, d.Acked, d.Lost, d.Duplicates, d.UnackedReceived, d.Others, d.DrainS)
@@ -234,6 +228,33 @@ func (r *Result) WriteText(w io.Writer) {
 		b.WriteString("errors:    none\n")
 	}
 	io.WriteString(w, b.String())
+}
+
+// writePublish writes what the publishers did, and the gateway's memory.
+func (r *Result) writePublish(b *strings.Builder) {
+	agg := "off"
+	if r.Aggregation {
+		agg = "on"
+	}
+	fmt.Fprintf(b, "databus-checker: %s against %s", r.Scenario, r.Target)
+	if r.Topic != "" {
+		fmt.Fprintf(b, ", topic %s", r.Topic)
+	}
+	fmt.Fprintf(b, "\n  %d stream(s) on %d connection(s), batch %d, %d in flight, aggregation %s, %d-byte values",
+		r.Streams, r.Connections, r.Batch, r.Inflight, agg, r.MessageBytes)
+	if r.Scenario == Ticker {
+		fmt.Fprintf(b, ", one batch per %gs per stream", r.IntervalS)
+	}
+	fmt.Fprintf(b, "\n  streams opened in %.2fs; warm-up %gs, measured %gs\n", r.OpenSeconds, r.WarmupS, r.DurationS)
+	fmt.Fprintf(b, "publish:   %s msgs/s (%s batches/s); %d acked, %d failed\n", num(r.MsgsPerSec), num(r.BatchesPerSec), r.Acked, r.Failed)
+	fmt.Fprintf(b, "  latency (per batch): %s\n", r.PublishLatency)
+	if r.E2ELatency != nil {
+		fmt.Fprintf(b, "  end to end (per message): %s\n", *r.E2ELatency)
+	}
+	if r.Gateway != nil {
+		fmt.Fprintf(b, "gateway:   RSS %.1f MB before the streams, %.1f MB with them open and idle: %.1f KB per stream\n",
+			r.Gateway.RSSBeforeMB, r.Gateway.RSSOpenMB, r.Gateway.KBPerStream)
+	}
 }
 
 // writeFaults summarizes the faults injected.

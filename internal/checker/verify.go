@@ -112,6 +112,17 @@ func (l *ledger) ack(stream int, ids []ID) {
 	a.mu.Unlock()
 }
 
+// ackRange records that Kafka holds sequence numbers [from, to) of
+// stream: Consume Only's records, by partition and offset.
+func (l *ledger) ackRange(stream int, from, to int64) {
+	a := &l.acked[stream]
+	a.mu.Lock()
+	for seq := from; seq < to; seq++ {
+		a.bits.set(seq)
+	}
+	a.mu.Unlock()
+}
+
 // receive records that group received ids.
 func (l *ledger) receive(group int, ids []ID) {
 	g := l.groups[group]

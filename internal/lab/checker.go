@@ -12,7 +12,9 @@ import (
 // one checker run per measured run, the streams opened before the window
 // and the delivery verified after it. A message the gateway acked is a
 // success; acked and never received by a consumer group is lost
-// (Sample.Lost) when the run has consumers.
+// (Sample.Lost) when the run has consumers. With Config.Consume
+// checker.Only the window is the drain of a filled topic alone and the
+// successes are the messages received.
 type Checker struct {
 	// Config is the checker's run; its Duration is the runner's and its
 	// OnWindow the runner's window. Its own Warmup (default here half a
@@ -94,6 +96,13 @@ func checkerSample(res *checker.Result, produced float64) *Sample {
 		s.Figures["received_per_s"] = d.ReceivedPerSec
 		s.Figures["cycles_per_s"] = d.CyclesPerSec
 		s.Figures["received"] = float64(d.Received)
+	}
+	if d := res.Delivery; d != nil && d.Consume == checker.Only {
+		// A drain of a filled topic: its requests are the messages
+		// received, over the drain; no latency is measured.
+		s.Window = time.Duration(d.DrainS * float64(time.Second))
+		s.Successes, s.Requests, s.Connections = d.Received, d.Received, d.Groups*d.Members
+		s.Latency, s.Percentiles = loadgen.Latencies{}, nil
 	}
 	if e := res.E2ELatency; e != nil && e.Count > 0 {
 		s.Figures["e2e_p50_ms"], s.Figures["e2e_p99_ms"], s.Figures["e2e_p999_ms"] = e.P50, e.P99, e.P999

@@ -9,11 +9,12 @@
 // latency-optimized (one message per request) and throughput-optimized
 // (batches of 100, pipelined) clients with and without aggregation;
 // many small-batch clients with and without aggregation; subscribe
-// get-ack cycles; faults (faults.go: the gateway SIGKILLed during publish
-// and during subscribe, a member's connection reset with messages unacked,
-// in --full with the real broker Kafka down for 10 s), each counting lost
-// messages; and the gateway's memory per idle stream at 1,000 and 10,000
-// streams.
+// get-ack cycles per second and per gateway CPU-second over drains of a
+// filled topic alone (subscribe.go); faults (faults.go: the gateway
+// SIGKILLed during publish and during subscribe, a member's connection
+// reset with messages unacked, in --full with the real broker Kafka
+// down for 10 s), each counting lost messages; and the gateway's memory
+// per idle stream at 1,000 and 10,000 streams.
 //
 // The claims are the report's two statements on aggregation (streams
 // sharing the gateway's producers): with many small-batch clients it
@@ -100,7 +101,6 @@ func idleLabel(streams, conns int) string {
 const (
 	latencyOpt    = "latency-optimized"
 	throughputOpt = "throughput-optimized"
-	subscribeRow  = "subscribe: 1 group x 4 members, after publishing"
 )
 
 func onOff(b bool) string {
@@ -186,7 +186,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	return echo + pairs + others + faults + idle + start
+	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start
 }
 
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
@@ -282,8 +282,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	for _, agg := range []bool{false, true} {
 		cfg := checker.Config{Scenario: checker.Throughput, Streams: pubClients, Aggregation: agg}
 		if !agg {
-			// Verified by consumers that start once publishing ended; they
-			// make the subscribe row.
+			// Verified by consumers that start once publishing ended.
 			cfg.Groups, cfg.Members, cfg.Consume, cfg.SubBatch = 1, 4, checker.After, 100
 		}
 		row, err := run.Measure(ctx, publish(pubLabel(throughputOpt, agg), cfg))
@@ -294,8 +293,12 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		run.AddRow(row)
 		if !agg {
 			thrOff = row
-			run.AddRow(subscribeFrom(row))
 		}
+	}
+	subTopic := topic()
+	topics = append(topics, subTopic)
+	if err := e.subscribe(ctx, run, gw, k, subTopic, t); err != nil {
+		return err
 	}
 	gw.Stop()
 
@@ -387,21 +390,6 @@ func publishNote(row *lab.Row) string {
 		notes = append(notes, fmt.Sprintf("end to end p50 %.2f ms, p99 %.2f ms", row.Figures["e2e_p50_ms"], e2e))
 	}
 	return strings.Join(notes, "; ")
-}
-
-// subscribeFrom makes the subscribe row from the consumers that read a
-// throughput row's topic after it was written.
-func subscribeFrom(pub *lab.Row) *lab.Row {
-	row := &lab.Row{Label: subscribeRow, Runs: pub.Runs, Model: "closed", Connections: 4, Errors: map[string]int64{}, StatusCodes: map[string]int64{}}
-	rate, ok := pub.Figures["received_per_s"]
-	if !ok {
-		return row
-	}
-	row.RPS = lab.F(rate)
-	row.Requests = int64(pub.Figures["received"])
-	row.Figures = map[string]float64{"cycles_per_s": pub.Figures["cycles_per_s"]}
-	row.Note = fmt.Sprintf("messages/s received; %s get-ack cycles/s (a cycle: a batch received, then acked); the topic held what the row above published (median run)", thousands(int(pub.Figures["cycles_per_s"])))
-	return row
 }
 
 // idleRow opens streams (each sends one message, answered), leaves them

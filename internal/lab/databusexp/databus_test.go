@@ -43,6 +43,8 @@ func TestExperimentQuick(t *testing.T) {
 	}
 	if r := rows[subscribeRow]; r != nil && r.Figures["cycles_per_s"] <= 0 {
 		t.Errorf("no get-ack cycles: %+v", r.Figures)
+	} else if r != nil && r.CPUAvg != nil && (r.Figures["cycles_per_gateway_cpu_s"] <= 0 || r.Figures["msgs_per_gateway_cpu_s"] <= 0 || r.Runs < 2 || len(r.PerRun) != r.Runs) {
+		t.Errorf("subscribe row: %d drains (%d kept), figures %+v: want rounds (labtest's --pairs), each per gateway CPU-second", r.Runs, len(r.PerRun), r.Figures)
 	}
 	for _, label := range []string{idleLabel(1000, 1000), idleLabel(10000, 10000), idleLabel(10000, 1000)} {
 		r := rows[label]

@@ -1,0 +1,109 @@
+package databusexp
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/sandbox"
+)
+
+// The subscribe row: one group of subMembers members drains a topic that
+// throughput-optimized publishers filled beforehand, subRounds times, each
+// drain a fresh group reading from the start (checker.Only).
+const (
+	subscribeRow = "subscribe: 1 group x 4 members, draining a filled topic"
+	subMembers   = 4
+	subRounds    = 3
+	subBatch     = 100
+)
+
+// subFill is how long publishers fill the subscribe topic: a fifth of a
+// publish row's run, since each drain reads all of it (bench/databus.sh
+// saw ~400,000 messages per second of filling, drained at ~130,000/s).
+func subFill(t timing) time.Duration { return t.pubRun / 5 }
+
+// subscribeEstimate is the subscribe row's time: filling, then a warm-up
+// drain and subRounds drains, each joining, then reading the topic.
+func subscribeEstimate(t timing) time.Duration {
+	return subFill(t) + (1+subRounds)*(2*time.Second+4*subFill(t))
+}
+
+// subscribe measures and adds the subscribe row. Its gateway CPU covers
+// the drains alone: the checker's window (Config.OnWindow) opens as the
+// members dial and join and closes once the group has every record, so
+// the gateway's cgroup is read over consuming, not over the publishing
+// that filled the topic, as when the row came from a throughput row's
+// consumers.
+func (*Experiment) subscribe(ctx context.Context, run *lab.Run, gw *lab.Gateway, k *lab.Kafka, topic string, t timing) error {
+	run.Progress.Step(subscribeRow+": filling the topic", subFill(t))
+	fill, err := checker.Run(ctx, checker.Config{
+		Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Partitions: partitions,
+		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: subFill(t),
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("lab: databus %s: filling the topic: %w", subscribeRow, err)
+	}
+	m := lab.Measurement{Label: subscribeRow, Procs: []*sandbox.Process{gw.Proc}, Steady: k.JVM,
+		Driver: lab.Checker{Config: checker.Config{
+			Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
+			Groups: 1, Members: subMembers, SubBatch: subBatch,
+			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost
+		}}}
+	// Rounds of one row (--pairs N makes them N): each drain's figures
+	// are kept (Row.PerRun), so that the figures per CPU-second are per
+	// drain, then their median.
+	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{m}, MinRounds: subRounds, MaxRounds: subRounds})
+	if err != nil {
+		return err
+	}
+	row := rows[0]
+	row.Note = joinNote(row.Note, subscribeNote(row, fill.Acked))
+	run.AddRow(row)
+	return nil
+}
+
+// subscribeNote sets the subscribe row's figures per gateway CPU-second
+// (each drain's rate over the cores its gateway used, then the median)
+// and says them with their spread and the delivery.
+func subscribeNote(row *lab.Row, filled int64) string {
+	// A drain times no request: latency here would be invented.
+	row.MeanMS, row.P50MS, row.P90MS, row.P95MS, row.P99MS, row.P999MS, row.MaxMS = nil, nil, nil, nil, nil, nil, nil
+	if row.Figures == nil {
+		row.Figures = map[string]float64{}
+	}
+	var cycles, msgs []float64
+	for _, r := range row.PerRun {
+		if cpu := r.Values["cpu_avg"]; cpu > 0 {
+			cycles = append(cycles, r.Values["cycles_per_s"]/cpu)
+			msgs = append(msgs, r.Values["received_per_s"]/cpu)
+		}
+	}
+	notes := fmt.Sprintf("messages/s received; %s get-ack cycles/s (a cycle: a batch received, then acked; batches of up to %d); each of %d drains a fresh group reading the %s messages %d throughput-optimized clients published beforehand",
+		thousands(int(row.Figures["cycles_per_s"])), subBatch, len(row.PerRun), thousands(int(filled)), pubClients)
+	if len(cycles) == len(row.PerRun) && len(cycles) > 0 && row.CPUAvg != nil {
+		row.Figures["cycles_per_gateway_cpu_s"] = lab.Median(cycles)
+		row.Figures["msgs_per_gateway_cpu_s"] = lab.Median(msgs)
+		row.Figures["gateway_cores"] = *row.CPUAvg
+		notes += fmt.Sprintf("; per gateway CPU-second, over the drains alone: %s get-ack cycles (%s) and %s messages (%s), median of %d; the gateway used %.2f cores",
+			thousands(int(lab.Median(cycles))), spread(cycles), thousands(int(lab.Median(msgs))), spread(msgs), len(cycles), *row.CPUAvg)
+	} else {
+		notes += "; the gateway's CPU was not measured in every drain: no figures per CPU-second"
+	}
+	if row.Lost != nil {
+		verdict := "0 lost"
+		if *row.Lost > 0 {
+			verdict = fmt.Sprintf("%d LOST", *row.Lost)
+		}
+		notes += fmt.Sprintf("; delivery verified in every drain (every record the topic held, by partition and offset): %s", verdict)
+	}
+	return notes + "; no target is stated for subscribe"
+}
+
+// spread is "min-max" of v.
+func spread(v []float64) string {
+	return thousands(int(slices.Min(v))) + "-" + thousands(int(slices.Max(v)))
+}
