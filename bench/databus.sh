@@ -10,7 +10,16 @@
 #                           a checker that cannot keep up does not bend
 #   throughput publish   >= 200,000 msgs/s through kfake (10 clients, batches
 #                           of 100, 16 in flight, aggregation off)
-#   idle streams         <= 40 KB of gateway RSS per stream at 10,000 streams
+#   idle streams         <= 12 KB of gateway RSS per stream at 10,000 streams
+#                           on 1,000 connections, <= 20 KB with a connection
+#                           each
+#
+# Beside the echo and idle figures, in the same rounds, bench/grpcfloor: the
+# databus API's Publish as a bare grpc-go Recv/Send loop with the gateway's
+# transport settings. It is the floor those figures can reach while the
+# gateway keeps grpc-go: what grpc-go and the kernel cost on this machine.
+# The gateway's ratio to it is its own work, and is the figure to compare
+# across machines.
 #
 # Beside them, with no stated target (info lines): subscribe, 1 group x 4
 # members draining a topic filled beforehand (databus-checker --consume
@@ -24,7 +33,7 @@
 # (every acked message consumed, 0 lost) once publishing ended. The idle
 # streams open IDLE_CONNECTIONS connections (default 1,000: ten streams per
 # connection; one process holds at most RLIMIT_NOFILE connections) on a
-# fresh gateway; the one-connection-per-stream figure is printed beside it.
+# fresh gateway, then one connection per stream; each is judged.
 # Prints PASS/FAIL per target and exits 1 if any FAILs.
 #
 # Usage: bench/databus.sh             (from anywhere in the repo)
@@ -32,7 +41,7 @@
 #   HLAB=./bin/hlab   the hlab binary     ROUNDS=3          runs per figure
 #   DURATION=5s       measured per run    WARMUP=1s
 #   ECHO_CLIENTS=50   THROUGHPUT_CLIENTS=10
-#   IDLE_STREAMS=10000  IDLE_CONNECTIONS=1000  PER_CONNECTION=1 (also 1 conn/stream)
+#   IDLE_STREAMS=10000  IDLE_CONNECTIONS=1000 (and one connection per stream)
 #   SUB_MEMBERS=4     members of the subscribe group
 #   SUB_FILL=2s       publishing that fills the subscribe topic (about
 #                     400,000 messages a second here; each drain reads them all)
@@ -48,13 +57,13 @@ ECHO_CLIENTS=${ECHO_CLIENTS:-50}
 THROUGHPUT_CLIENTS=${THROUGHPUT_CLIENTS:-10}
 IDLE_STREAMS=${IDLE_STREAMS:-10000}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-1000}
-PER_CONNECTION=${PER_CONNECTION:-1}
 SUB_MEMBERS=${SUB_MEMBERS:-4}
 SUB_FILL=${SUB_FILL:-2s}
 SECTIONS=${SECTIONS:-echo throughput subscribe idle}
 ECHO_TARGET=100000
 THROUGHPUT_TARGET=200000
-IDLE_TARGET_KB=40
+IDLE_TARGET_KB=12     # 10 streams per connection
+IDLE_TARGET_KB_OWN=20 # a connection per stream
 
 die() { echo "databus bench: $*" >&2; exit 2; }
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -86,6 +95,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 go build -o "$work/databus-checker" ./cmd/databus-checker
+go build -o "$work/grpcfloor" ./bench/grpcfloor
 CHECKER="$work/databus-checker"
 
 await() { # await URL PID NAME
@@ -109,10 +119,16 @@ GW_PID=
 GRPC=
 GHTTP=
 start_gateway() { # start_gateway FLAGS...: a fresh gateway on CPU 0
+	start_server "$HLAB" serve databus "$@"
+}
+start_floor() { # start_floor: a fresh bench/grpcfloor on CPU 0, in the gateway's place
+	start_server "$work/grpcfloor"
+}
+start_server() { # start_server COMMAND...: on CPU 0, serving --addr and --grpc-addr
 	stop_gateway
 	GRPC=127.0.0.1:$(freeport)
 	GHTTP=127.0.0.1:$(freeport)
-	GOMAXPROCS=1 taskset -c 0 "$HLAB" serve databus --addr "$GHTTP" --grpc-addr "$GRPC" "$@" >"$work/gateway.log" 2>&1 &
+	GOMAXPROCS=1 taskset -c 0 "$@" --addr "$GHTTP" --grpc-addr "$GRPC" >"$work/gateway.log" 2>&1 &
 	GW_PID=$!
 	pids+=("$GW_PID")
 	await "http://$GHTTP/healthz" "$GW_PID" gateway
@@ -157,23 +173,37 @@ per_cpu_s() { # per_cpu_s CPU0 CPU1 MESSAGES
 	python3 -c 'import sys; c0,c1,n=map(float,sys.argv[1:]); print(n/(c1-c0))' "$@"
 }
 if want echo; then # section 1
-start_gateway --echo
-checker --scenario echo --streams "$ECHO_CLIENTS" --warmup 1s --duration 1s >/dev/null # warm the machine up
-echo_runs=()
-for i in $(seq "$ROUNDS"); do
+echo_once() { # echo_once NAME ROUND: one measured echo run on the server running; prints its round trips per CPU-second
+	local c0 c1 t0 t1 out r acked p
+	checker --scenario echo --streams "$ECHO_CLIENTS" --warmup 1s --duration 1s >/dev/null # warm the server up
 	c0=$(gw_cpu); t0=$(now)
 	out=$(checker --scenario echo --streams "$ECHO_CLIENTS" --warmup "$WARMUP" --duration "$DURATION")
 	c1=$(gw_cpu); t1=$(now)
 	r=$(echo "$out" | json 'r["msgs_per_s"]')
 	acked=$(echo "$out" | json 'r["acked"]')
 	p=$(per_cpu_s "$c0" "$c1" "$acked")
-	echo "  echo round $i: $(fmt "$p") round trips per gateway CPU-second, $(fmt "$r") round trips/s; $(cost "$c0" "$c1" "$t0" "$t1" "$acked")" >&2
-	echo_runs+=("$p")
+	echo "  echo round $2, $1: $(fmt "$p") round trips per CPU-second, $(fmt "$r") round trips/s; $(cost "$c0" "$c1" "$t0" "$t1" "$acked" | sed "s/gateway/$1/")" >&2
+	echo "$p"
+}
+# Gateway and floor alternate, a fresh server each run, so that a busy
+# stretch of the machine falls on both.
+echo_runs=()
+floor_runs=()
+ratio_runs=()
+for i in $(seq "$ROUNDS"); do
+	start_gateway --echo
+	g=$(echo_once gateway "$i")
+	start_floor
+	f=$(echo_once grpcfloor "$i")
+	echo_runs+=("$g")
+	floor_runs+=("$f")
+	ratio_runs+=("$(python3 -c "print($g/$f)")")
 done
 echo_med=$(median "${echo_runs[@]}")
-spread=$(spread "${echo_runs[@]}")
 ok=0; ge "$echo_med" "$ECHO_TARGET" && ok=1
-verdict $ok "echo, $ECHO_CLIENTS clients, 1 msg/request: $(fmt "$echo_med") round trips per gateway CPU-second (median of $ROUNDS, $spread; $(python3 -c "print(f'{$echo_med/$ECHO_TARGET:.2f}')")x the target of $(fmt $ECHO_TARGET))"
+verdict $ok "echo, $ECHO_CLIENTS clients, 1 msg/request: $(fmt "$echo_med") round trips per gateway CPU-second (median of $ROUNDS, $(spread "${echo_runs[@]}"); $(python3 -c "print(f'{$echo_med/$ECHO_TARGET:.2f}')")x the target of $(fmt $ECHO_TARGET))"
+echo "info  echo floor (bench/grpcfloor, a bare grpc-go Recv/Send loop): $(fmt "$(median "${floor_runs[@]}")") round trips per CPU-second ($(spread "${floor_runs[@]}")); the gateway does $(python3 -c "print(f'{$(median "${ratio_runs[@]}"):.2f}')")x the floor's round trips per CPU-second (median of each round's ratio, $(python3 -c "import sys; v=[float(x) for x in sys.argv[1:]]; print(f'{min(v):.2f}-{max(v):.2f}')" "${ratio_runs[@]}")): the target is $(python3 -c "print(f'{$ECHO_TARGET/$(median "${floor_runs[@]}"):.2f}')")x what grpc-go itself reaches here"
+start_gateway --echo
 # Beside it, not judged: the same clients pipelining 16 requests each, so
 # that reads and writes carry several messages per system call.
 c0=$(gw_cpu); t0=$(now)
@@ -244,21 +274,23 @@ echo "info  subscribe, 1 group x $SUB_MEMBERS members draining $(fmt "$filled") 
 [ "$sub_lost" = 0 ] || verdict 0 "subscribe lost $sub_lost records: every record the topic held must reach every group"
 fi
 
-# 4. Idle streams: RSS per stream, on a fresh gateway each.
+# 4. Idle streams: RSS per stream, on a fresh server each, the gateway's
+# beside the floor's.
 if want idle; then # section 4
-idle() { # idle CONNECTIONS -> KB per stream
-	start_gateway --brokers "$KAFKA"
-	checker --scenario ticker --streams "$IDLE_STREAMS" --connections "$1" --aggregation --interval 1h \
-		--warmup 0 --duration 100ms --topic "bench-idle-$$-$1" --brokers "$KAFKA" \
+idle() { # idle gateway|floor CONNECTIONS -> KB per stream
+	if [ "$1" = gateway ]; then start_gateway --brokers "$KAFKA"; else start_floor; fi
+	checker --scenario ticker --streams "$IDLE_STREAMS" --connections "$2" --aggregation --interval 1h \
+		--warmup 0 --duration 100ms --topic "bench-idle-$$-$1-$2" --brokers "$KAFKA" \
 		--gateway-metrics "http://$GHTTP/metrics" --settle 3s | json 'r["gateway"]["rss_kb_per_stream"]'
 }
-kb=$(idle "$IDLE_CONNECTIONS")
-ok=0; ge "$IDLE_TARGET_KB" "$kb" && ok=1
-verdict $ok "$(fmt "$IDLE_STREAMS") idle streams on $(fmt "$IDLE_CONNECTIONS") connections: $(printf %.1f "$kb") KB gateway RSS per stream (target <= $IDLE_TARGET_KB KB)"
-if [ "$PER_CONNECTION" = 1 ] && [ "$IDLE_CONNECTIONS" != "$IDLE_STREAMS" ]; then
-	kb1=$(idle "$IDLE_STREAMS")
-	echo "info  $(fmt "$IDLE_STREAMS") idle streams, one connection each: $(printf %.1f "$kb1") KB per stream (gRPC's per-connection goroutines and buffers included; not the target's shape above)"
-fi
+for shape in "$IDLE_CONNECTIONS $IDLE_TARGET_KB" "$IDLE_STREAMS $IDLE_TARGET_KB_OWN"; do
+	read -r conns target <<<"$shape"
+	kb=$(idle gateway "$conns")
+	floor=$(idle floor "$conns")
+	ok=0; ge "$target" "$kb" && ok=1
+	verdict $ok "$(fmt "$IDLE_STREAMS") idle streams on $(fmt "$conns") connections: $(printf %.1f "$kb") KB gateway RSS per stream (target <= $target KB); the floor (bench/grpcfloor) $(printf %.1f "$floor") KB"
+	[ "$IDLE_CONNECTIONS" != "$IDLE_STREAMS" ] || break
+done
 fi
 stop_gateway
 

@@ -393,7 +393,7 @@ func (m *member) route(id int32, records []*kgo.Record) {
 	st.queue = append(st.queue, records...)
 	st.queueBytes += bytes
 	m.g.bytes.add(bytes)
-	m.g.m.bytesInFlight.WithLabelValues("subscribe").Add(float64(bytes))
+	m.g.m.subscribeBytes.Add(float64(bytes))
 	st.kickLocked()
 }
 

@@ -28,6 +28,8 @@ type metrics struct {
 	rewinds        prometheus.Counter     // partitions restarted from their oldest unacked offset
 	kafkaRequests  *prometheus.CounterVec // requests written to Kafka, by API: the load the gateway puts on Kafka
 	kafkaProduce   prometheus.Counter     // kafkaRequests' Produce child, resolved once
+	publishBytes   prometheus.Gauge       // bytesInFlight's children, resolved once: they change per batch
+	subscribeBytes prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -71,6 +73,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"api"}),
 	}
 	m.kafkaProduce = m.kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce)))
+	m.publishBytes = m.bytesInFlight.WithLabelValues("publish")
+	m.subscribeBytes = m.bytesInFlight.WithLabelValues("subscribe")
 	reg.MustRegister(m.streams, m.messagesIn, m.messagesOut, m.bytesIn, m.bytesOut, m.publishErrors,
 		m.publishLatency, m.unacked, m.held, m.acksIgnored, m.commits, m.streamErrors, m.refusals, m.kafkaClients, m.bytesInFlight, m.sendTimeouts, m.rewinds, m.kafkaRequests)
 	return m

@@ -340,13 +340,13 @@ func batchBytes(req *databusv1.PublishRequest) int64 {
 func (p *publisher) hold(n int64) {
 	p.bytes.add(n)
 	p.g.bytes.add(n)
-	p.g.m.bytesInFlight.WithLabelValues("publish").Add(float64(n))
+	p.g.m.publishBytes.Add(float64(n))
 }
 
 func (p *publisher) free(n int64) {
 	p.bytes.release(n)
 	p.g.bytes.release(n)
-	p.g.m.bytesInFlight.WithLabelValues("publish").Sub(float64(n))
+	p.g.m.publishBytes.Sub(float64(n))
 }
 
 // waitForBytes waits until the stream and the gateway are under their

@@ -209,7 +209,7 @@ func (st *subStream) send(resp *databusv1.SubscribeResponse, bytes int64) error 
 	err := st.stream.Send(resp)
 	timer.Stop()
 	st.g.bytes.release(bytes)
-	st.g.m.bytesInFlight.WithLabelValues("subscribe").Sub(float64(bytes))
+	st.g.m.subscribeBytes.Sub(float64(bytes))
 	return err
 }
 
@@ -246,7 +246,7 @@ func (st *subStream) dropQueueLocked(id int32) (first int64, ok bool) {
 	}
 	st.queueBytes -= bytes
 	st.g.bytes.release(bytes)
-	st.g.m.bytesInFlight.WithLabelValues("subscribe").Sub(float64(bytes))
+	st.g.m.subscribeBytes.Sub(float64(bytes))
 	return first, ok
 }
 
