@@ -108,9 +108,13 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 			return nil, err
 		}
 	}
-	pubs := newPublishers(&cfg, run, led, errs)
+	pubs := newPublishSide(&cfg, run, led, errs)
 	defer pubs.close()
-	progress("opening %d stream(s) on %d connection(s)", cfg.Streams, max(1, min(cfg.Streams, connsOr(cfg.Connections, cfg.Streams))))
+	if cfg.Direct {
+		progress("opening %d Kafka producer(s) straight to %v", cfg.Streams, cfg.Brokers)
+	} else {
+		progress("opening %d stream(s) on %d connection(s)", cfg.Streams, max(1, min(cfg.Streams, connsOr(cfg.Connections, cfg.Streams))))
+	}
 	openStart := time.Now()
 	if err := pubs.open(ctx); err != nil {
 		return nil, err
@@ -156,7 +160,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	res.Faults = inj.stop()
 	publishEnd := time.Now()
-	res.publishFigures(pubs, cfg.Duration)
+	res.publishFigures(pubs.stats(), cfg.Duration)
 
 	if cfg.Groups > 0 {
 		if cfg.Consume == After {

@@ -93,6 +93,12 @@ type Config struct {
 	Interval time.Duration
 	// Aggregation asks the gateway to share its producers between streams.
 	Aggregation bool
+	// Direct publishes straight to Kafka (Brokers) instead of through the
+	// gateway: one franz-go client per stream, configured as the
+	// gateway's per-stream producer (direct.go). It is the baseline of
+	// the gateway's publish cost; consumers, if any, still read through
+	// the gateway at Target.
+	Direct bool
 	// MessageBytes is the size of each message's value (100, the report's
 	// record size). Each message also carries a 28-byte header: run id,
 	// stream and sequence number, send time.
@@ -254,7 +260,7 @@ func (c *Config) setDefaults() {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Target == "":
+	case c.Target == "" && (!c.Direct || c.Groups > 0):
 		return fmt.Errorf("%w: no gateway address: give --target host:port", ErrConfig)
 	case c.Scenario != Echo && c.Scenario != Latency && c.Scenario != Throughput && c.Scenario != Ticker:
 		return fmt.Errorf("%w: unknown scenario %q: use echo, latency, throughput or ticker", ErrConfig, c.Scenario)
@@ -278,6 +284,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: the echo scenario publishes to a gateway without Kafka (--echo), so there is nothing to consume: drop --groups", ErrConfig)
 	case c.Consume != Concurrent && c.Consume != After:
 		return fmt.Errorf("%w: consume mode %q: use concurrent or after", ErrConfig, c.Consume)
+	}
+	if err := c.validateDirect(); err != nil {
+		return err
 	}
 	return c.validateFaults()
 }

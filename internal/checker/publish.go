@@ -203,8 +203,14 @@ func (p *publishers) done(stream int, ids []ID, t0 time.Time, err error) {
 				stored = append(stored, id)
 			}
 		}
-		p.failed.Add(int64(len(ids) - len(stored)))
 	}
+	p.answered(stream, stored, len(ids), t0, now)
+}
+
+// answered records a batch of sent messages, sent at t0 and answered at
+// now, of which stored were stored: they are acked, the rest failed.
+func (p *publishers) answered(stream int, stored []ID, sent int, t0, now time.Time) {
+	p.failed.Add(int64(sent - len(stored)))
 	p.led.ack(stream, stored)
 	n := int64(len(stored))
 	p.acked.Add(n)

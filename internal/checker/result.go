@@ -10,19 +10,22 @@ import (
 
 // Result is what a run measured; its JSON is the checker's --json output.
 type Result struct {
-	Scenario     Scenario `json:"scenario"`
-	Target       string   `json:"target"`
-	Topic        string   `json:"topic,omitempty"`
-	Streams      int      `json:"streams"`
-	Connections  int      `json:"connections"`
-	Batch        int      `json:"batch"`
-	Inflight     int      `json:"inflight"`
-	Aggregation  bool     `json:"aggregation"`
-	MessageBytes int      `json:"message_bytes"`
-	IntervalS    float64  `json:"interval_s,omitempty"` // ticker
-	WarmupS      float64  `json:"warmup_s"`
-	DurationS    float64  `json:"duration_s"` // the measured window
-	OpenSeconds  float64  `json:"open_s"`     // opening every stream, first message answered
+	Scenario    Scenario `json:"scenario"`
+	Target      string   `json:"target"`
+	Topic       string   `json:"topic,omitempty"`
+	Streams     int      `json:"streams"`
+	Connections int      `json:"connections"`
+	Batch       int      `json:"batch"`
+	Inflight    int      `json:"inflight"`
+	Aggregation bool     `json:"aggregation"`
+	// Direct: the messages went straight to Kafka (Target is then the
+	// brokers), not through a gateway.
+	Direct       bool    `json:"direct,omitempty"`
+	MessageBytes int     `json:"message_bytes"`
+	IntervalS    float64 `json:"interval_s,omitempty"` // ticker
+	WarmupS      float64 `json:"warmup_s"`
+	DurationS    float64 `json:"duration_s"` // the measured window
+	OpenSeconds  float64 `json:"open_s"`     // opening every stream, first message answered
 
 	// Acked and Failed count every message of the run, warm-up included.
 	Acked  int64 `json:"acked"`
@@ -108,6 +111,9 @@ func newResult(c *Config) *Result {
 		Batch: c.Batch, Inflight: c.Inflight, Aggregation: c.Aggregation, MessageBytes: c.MessageBytes,
 		WarmupS: c.Warmup.Seconds(), DurationS: c.Duration.Seconds(), Errors: map[string]int64{},
 	}
+	if c.Direct {
+		r.Direct, r.Target = true, strings.Join(c.Brokers, ",")
+	}
 	if c.Scenario == Ticker {
 		r.IntervalS = c.Interval.Seconds()
 	}
@@ -184,6 +190,9 @@ func (r *Result) WriteText(w io.Writer) {
 		agg = "on"
 	}
 	fmt.Fprintf(&b, "databus-checker: %s against %s", r.Scenario, r.Target)
+	if r.Direct {
+		b.WriteString(" (straight to Kafka, no gateway)")
+	}
 	if r.Topic != "" {
 		fmt.Fprintf(&b, ", topic %s", r.Topic)
 	}
