@@ -133,6 +133,10 @@ func betaCF(a, b, x float64) float64 {
 	return h
 }
 
+// Median is the median of v (0 when empty), for an experiment's own
+// figures.
+func Median(v []float64) float64 { return median(v) }
+
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)

@@ -8,7 +8,11 @@
 // 1 CPU, so the comparison is per core); publish throughput and latency of
 // latency-optimized (one message per request) and throughput-optimized
 // (batches of 100, pipelined) clients with and without aggregation;
-// many small-batch clients with and without aggregation; subscribe
+// many small-batch clients with and without aggregation; the publish
+// cost (producer.go): the gateway's CPU per message against a franz-go
+// producer writing straight to Kafka from a process of its own at 1 CPU
+// (databus-checker --direct), in alternating rounds, and with --kafka
+// real against Kafka's own kafka-producer-perf-test at 1 CPU; subscribe
 // get-ack cycles; faults (faults.go: the gateway SIGKILLed during publish
 // and during subscribe, a member's connection reset with messages unacked,
 // in --full with the real broker Kafka down for 10 s), each counting lost
@@ -186,7 +190,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	return echo + pairs + others + faults + idle + start
+	return echo + pairs + others + faults + idle + start + costEstimate(o, t.pubRun)
 }
 
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
@@ -277,6 +281,9 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	for _, row := range claimRows {
 		row.Note = joinNote(row.Note, publishNote(row))
 		run.AddRow(row)
+	}
+	if err := publishCost(ctx, run, k, publish, func() string { tp := topic(); topics = append(topics, tp); return tp }, t.pubRun); err != nil {
+		return err
 	}
 	var thrOff *lab.Row
 	for _, agg := range []bool{false, true} {
