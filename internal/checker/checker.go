@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -76,6 +77,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	// come back) ends it with that cause.
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
+	cpuStart := ProcessCPU()
 	run := rand.Uint64()
 	errs := &errorCounts{}
 	led := newLedger(cfg.Streams, cfg.Groups)
@@ -160,6 +162,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	res.Faults = inj.stop()
 	publishEnd := time.Now()
+	res.PublishCPUS = ProcessCPU() - cpuStart
 	res.publishFigures(pubs.stats(), cfg.Duration)
 
 	if cfg.Groups > 0 {
@@ -199,6 +202,16 @@ func connsOr(c, streams int) int {
 		return streams
 	}
 	return c
+}
+
+// ProcessCPU is this process's user and system CPU seconds (getrusage),
+// 0 when the kernel does not say.
+func ProcessCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

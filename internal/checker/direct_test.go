@@ -68,6 +68,9 @@ func TestDirectDelivers(t *testing.T) {
 	if !res.Direct || res.Target != strings.Join(k.Brokers, ",") || !strings.Contains(out, "straight to Kafka") {
 		t.Errorf("direct %v, target %q: the result must say it went straight to %v", res.Direct, res.Target, k.Brokers)
 	}
+	if res.PublishCPUS <= 0 || !strings.Contains(out, "µs per acked message") {
+		t.Errorf("producers' CPU %.3f s: want it measured and said", res.PublishCPUS)
+	}
 	if res.Acked < 100 || res.MsgsPerSec <= 0 || res.PublishLatency.Count == 0 {
 		t.Errorf("%d acked, %.0f msgs/s, %d batches timed: want batches of 100 acked in the window", res.Acked, res.MsgsPerSec, res.PublishLatency.Count)
 	}

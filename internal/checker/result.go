@@ -35,6 +35,11 @@ type Result struct {
 	// in it).
 	MsgsPerSec    float64 `json:"msgs_per_s"`
 	BatchesPerSec float64 `json:"batches_per_s"`
+	// PublishCPUS is the checker process's own CPU (user+system seconds,
+	// getrusage) from the start of the run until publishing ended: opening
+	// the streams, the warm-up and the window, and concurrent consumers if
+	// any. With Direct it is the producers' cost, beside Acked.
+	PublishCPUS float64 `json:"publish_cpu_s"`
 	// PublishLatency is per batch: sent to answered (Kafka stored it).
 	PublishLatency Latencies `json:"publish_latency_ms"`
 	// E2ELatency is per message: sent to received by a consumer (concurrent
@@ -203,6 +208,9 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(&b, "\n  streams opened in %.2fs; warm-up %gs, measured %gs\n", r.OpenSeconds, r.WarmupS, r.DurationS)
 	fmt.Fprintf(&b, "publish:   %s msgs/s (%s batches/s); %d acked, %d failed\n", num(r.MsgsPerSec), num(r.BatchesPerSec), r.Acked, r.Failed)
+	if r.Direct && r.Acked > 0 {
+		fmt.Fprintf(&b, "  producers' CPU: %.2f s, %.2f µs per acked message (this process, warm-up included)\n", r.PublishCPUS, r.PublishCPUS/float64(r.Acked)*1e6)
+	}
 	fmt.Fprintf(&b, "  latency (per batch): %s\n", r.PublishLatency)
 	if r.E2ELatency != nil {
 		fmt.Fprintf(&b, "  end to end (per message): %s\n", *r.E2ELatency)

@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
@@ -110,9 +109,9 @@ func (w withOwnCPU) Drive(ctx context.Context, d time.Duration, window func(bool
 	var cpuFrom, cpuTo float64
 	s, err := w.Driver.Drive(ctx, d, func(open bool) {
 		if open {
-			from, cpuFrom = time.Now(), ownCPU()
+			from, cpuFrom = time.Now(), checker.ProcessCPU()
 		} else {
-			to, cpuTo = time.Now(), ownCPU()
+			to, cpuTo = time.Now(), checker.ProcessCPU()
 		}
 		window(open)
 	})
@@ -124,15 +123,6 @@ func (w withOwnCPU) Drive(ctx context.Context, d time.Duration, window func(bool
 	}
 	s.Figures["checker_cpu_cores"] = (cpuTo - cpuFrom) / to.Sub(from).Seconds()
 	return s, nil
-}
-
-// ownCPU is the lab process's user and system CPU seconds.
-func ownCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // directProducer runs "hlab databus-checker --direct" as a process of its
