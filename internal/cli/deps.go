@@ -20,7 +20,9 @@ Checks and installs the real dependencies the lab and tests use.
   install NAME...   install them from Debian's packages (needs root and apt-get)
   up kafka[@VERSION]  run a real single-node broker in the foreground (on free
                     ports; "kafka up: brokers HOST:PORT" on stdout once it
-                    answers; Ctrl-C or SIGTERM stops it and removes its data)
+                    answers, after "kafka tools: DIR", the jars of Kafka's
+                    tools such as kafka-producer-perf-test; Ctrl-C or
+                    SIGTERM stops it and removes its data)
 
 Known: nginx (load balancer of the scale experiment), wrk (for side-by-side
 checks of hlab load), redis (redis-server, report B's benchmark), mongo (a
@@ -189,6 +191,13 @@ func kafkaUp(st *State, version string) int {
 	k, err := deps.StartKafka(ctx, sb, deps.KafkaConfig{Kind: deps.KafkaReal, Version: version})
 	if err != nil {
 		return fail(st, "deps", 1, err)
+	}
+	// Kafka's own tools are not among the broker's jars: fetched beside
+	// them, for kafka-producer-perf-test and the like.
+	if lib, err := deps.FetchKafkaTools(ctx, version, nil); err != nil {
+		fmt.Fprintf(st.Stderr, "hlab deps: kafka's tools (kafka-producer-perf-test) are not available: %v\n", err)
+	} else {
+		fmt.Fprintf(st.Stdout, "kafka tools: %s (java -cp '%s/*' %s is kafka-producer-perf-test.sh)\n", lib, lib, deps.ProducerPerfClass)
 	}
 	fmt.Fprintf(st.Stdout, "kafka up: brokers %s (%s; Ctrl-C stops it)\n", strings.Join(k.Brokers, ","), k.Kind)
 	<-ctx.Done()
