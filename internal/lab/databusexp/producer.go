@@ -318,8 +318,12 @@ func spread(vs []float64, format string) string {
 // costTarget notes the gateway's CPU per message against the direct
 // producer's: the ratio of each round's pair, their median and range.
 func costTarget(run *lab.Run, k *lab.Kafka, gw, direct *lab.Row) {
+	kafka := "kfake"
+	if k.JVM {
+		kafka = "the real broker"
+	}
 	head := fmt.Sprintf("target: the gateway's CPU per message <= %.1fx a direct franz-go producer's (%d throughput-optimized clients, aggregation off, each at 1 CPU, %s, runs alternating)",
-		targetCostRatio, pubClients, strings.SplitN(k.Kind, " ", 2)[0])
+		targetCostRatio, pubClients, kafka)
 	ratios := perRound(gw, direct, gatewayUsPerMsg, directUsPerMsg)
 	if len(ratios) == 0 {
 		run.Note("%s: not measured (a row has no CPU figure: no quota mechanism, or a run failed)", head)
@@ -355,20 +359,19 @@ func perfTestRow(ctx context.Context, run *lab.Run, k *lab.Kafka) (*lab.Row, err
 	if err != nil {
 		return nil, err
 	}
-	startup, _, err := perfTest(ctx, run, k, java, lib, 1000)
+	startup, _, _, err := perfTest(ctx, run, k, java, lib, 1000)
 	if err != nil {
 		return nil, err
 	}
 	n := perfRecords(run.Opts)
-	cpu, res, err := perfTest(ctx, run, k, java, lib, n)
+	cpu, wall, res, err := perfTest(ctx, run, k, java, lib, n)
 	if err != nil {
 		return nil, err
 	}
-	wall := float64(res.Records) / res.RecordsPerSec
 	row := &lab.Row{Label: perfLabel, Runs: 1, Model: "closed", Connections: 1, Requests: res.Records,
 		Errors: map[string]int64{}, StatusCodes: map[string]int64{},
 		RPS: lab.F(res.RecordsPerSec), MeanMS: lab.F(res.AvgMS), P50MS: lab.F(res.P50MS), P95MS: lab.F(res.P95MS),
-		P99MS: lab.F(res.P99MS), P999MS: lab.F(res.P999MS), MaxMS: lab.F(res.MaxMS), CPUAvg: lab.F(cpu.Seconds() / wall),
+		P99MS: lab.F(res.P99MS), P999MS: lab.F(res.P999MS), MaxMS: lab.F(res.MaxMS), CPUAvg: lab.F(cpu.Seconds() / wall.Seconds()),
 		Figures: map[string]float64{
 			"records_per_cpu_s":         float64(res.Records) / cpu.Seconds(),
 			"cpu_s":                     cpu.Seconds(),
@@ -381,11 +384,11 @@ func perfTestRow(ctx context.Context, run *lab.Run, k *lab.Kafka) (*lab.Row, err
 }
 
 // perfTest runs ProducerPerformance for n records and returns the JVM's
-// CPU time and its summary.
-func perfTest(ctx context.Context, run *lab.Run, k *lab.Kafka, java, lib string, n int) (time.Duration, perfResult, error) {
+// CPU time, its wall time from start to exit and its summary.
+func perfTest(ctx context.Context, run *lab.Run, k *lab.Kafka, java, lib string, n int) (cpu, wall time.Duration, res perfResult, err error) {
 	tp := fmt.Sprintf("lab-perf-test-%d-%d", time.Now().UnixNano(), n)
 	if err := k.CreateTopic(ctx, tp, partitions); err != nil {
-		return 0, perfResult{}, err
+		return 0, 0, res, err
 	}
 	defer k.DeleteTopic(context.WithoutCancel(ctx), tp)
 	args := []string{
@@ -397,28 +400,30 @@ func perfTest(ctx context.Context, run *lab.Run, k *lab.Kafka, java, lib string,
 		"--producer-props", "bootstrap.servers=" + strings.Join(k.Brokers, ","), "acks=all",
 	}
 	var out safeBuffer
+	start := time.Now()
 	proc, err := run.Sandbox.Start(ctx, sandbox.Spec{Name: "producer-perf-test", Path: java, Args: args,
 		CPU: gatewayCPU, MemoryMB: producerMemMB, Stdout: &out, Stderr: &out})
 	if err != nil {
-		return 0, perfResult{}, fmt.Errorf("databus: start kafka-producer-perf-test: %w", err)
+		return 0, 0, res, fmt.Errorf("databus: start kafka-producer-perf-test: %w", err)
 	}
 	select {
 	case <-proc.Done():
 	case <-ctx.Done():
 	}
+	wall = time.Since(start)
 	proc.Stop(5 * time.Second)
 	if err := ctx.Err(); err != nil {
-		return 0, perfResult{}, err
+		return 0, 0, res, err
 	}
 	cpu, ok := proc.CPUTime()
-	res, err := parsePerfSummary(string(out.Bytes()))
+	res, err = parsePerfSummary(string(out.Bytes()))
 	if err == nil && !ok {
 		err = fmt.Errorf("databus: the kernel gave no CPU time for kafka-producer-perf-test")
 	}
 	if err == nil && proc.ExitErr() != nil {
 		err = fmt.Errorf("databus: kafka-producer-perf-test: %w", proc.ExitErr())
 	}
-	return cpu, res, err
+	return cpu, wall, res, err
 }
 
 // perfResult is the summary line of kafka-producer-perf-test.
