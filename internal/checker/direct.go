@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -120,12 +119,7 @@ func (d *direct) records(stream, n int, sent time.Time) ([]ID, []*kgo.Record) {
 // publish runs every stream from begin until the window ends, then waits
 // for the batches in flight.
 func (d *direct) publish(ctx context.Context, begin time.Time, win window) {
-	d.win, d.begin = win, begin
-	var wg sync.WaitGroup
-	for i := range d.clients {
-		wg.Go(func() { d.stream(ctx, i) })
-	}
-	wg.Wait()
+	d.runStreams(ctx, begin, win, len(d.clients), d.stream)
 }
 
 func (d *direct) stream(ctx context.Context, i int) {

@@ -16,12 +16,10 @@ const ProducerPerfClass = "org.apache.kafka.tools.ProducerPerformance"
 // jars (KafkaLibDir) do not include them: Maven Central's kafka_2.13 does
 // not depend on kafka-tools.
 func KafkaToolsLibDir(version string) (dir string, cached bool, err error) {
-	version, _, err = kafkaDistFor(version)
-	if err != nil {
-		return "", false, err
-	}
-	return cachedLib("kafka-tools-"+version, "kafka-tools-"+version+".jar")
+	return toolsJars.libDir(version)
 }
+
+var toolsJars = kafkaJars{what: "kafka tools", dir: "kafka-tools", artifact: "kafka-tools", pom: "kafka-tools-jars"}
 
 // FetchKafkaTools makes sure the jars of Kafka's tools of a version ("" =
 // DefaultKafkaVersion) are in the cache, as FetchKafka does the broker's
@@ -29,18 +27,5 @@ func KafkaToolsLibDir(version string) (dir string, cached bool, err error) {
 // binding the broker uses), and returns their directory: java -cp
 // "<dir>/*" ProducerPerfClass is kafka-producer-perf-test.sh.
 func FetchKafkaTools(ctx context.Context, version string, w io.Writer) (string, error) {
-	version, dist, err := kafkaDistFor(version)
-	if err != nil {
-		return "", err
-	}
-	lib, cached, err := KafkaToolsLibDir(version)
-	if err != nil || cached {
-		return lib, err
-	}
-	return fetchJars(ctx, jarSet{
-		what: "kafka tools " + version, lib: lib,
-		artifact: "kafka-tools-jars", version: version,
-		jars:   []mavenJar{{"org.apache.kafka", "kafka-tools", version}, dist.logging},
-		marker: "kafka-tools-" + version + ".jar", noMaven: ErrMavenNotInstalled,
-	}, w)
+	return toolsJars.fetch(ctx, version, w)
 }

@@ -139,13 +139,13 @@ func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func
 		"--partitions", strconv.Itoa(partitions), "--scenario", string(checker.Throughput), "--streams", strconv.Itoa(pubClients),
 		"--size", strconv.Itoa(recordBytes), "--warmup", "500ms", "--duration", d.String(), "--json"}
 	var (
-		stdout safeBuffer
+		stdout lines
 		meter  *sandbox.Meter
 		usage  sandbox.Usage
 		mu     sync.Mutex
 		proc   *sandbox.Process
 	)
-	stderr := &lines{on: func(line string) {
+	stderr := &lines{keep: 5, on: func(line string) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -173,7 +173,7 @@ func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func
 		return nil, err
 	}
 	var res checker.Result
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+	if err := json.Unmarshal([]byte(stdout.text()), &res); err != nil {
 		return nil, fmt.Errorf("databus: the direct producer (hlab %s) gave no result (%v); it said: %s", strings.Join(args, " "), proc.ExitErr(), stderr.tail())
 	}
 	mu.Lock()
@@ -189,12 +189,13 @@ func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func
 	return s, nil
 }
 
-// lines is an io.Writer that calls on with each line written, keeping
-// the last few for error messages.
+// lines is an io.Writer for a process's output that calls on (when set)
+// with each line written and keeps the last keep lines (0: all).
 type lines struct {
 	mu   sync.Mutex
 	part []byte
-	last []string
+	kept []string
+	keep int
 	on   func(string)
 }
 
@@ -210,39 +211,32 @@ func (l *lines) Write(b []byte) (int, error) {
 		done = append(done, string(l.part[:i]))
 		l.part = l.part[i+1:]
 	}
-	l.last = append(l.last, done...)
-	if len(l.last) > 5 {
-		l.last = l.last[len(l.last)-5:]
+	l.kept = append(l.kept, done...)
+	if l.keep > 0 && len(l.kept) > l.keep {
+		l.kept = l.kept[len(l.kept)-l.keep:]
 	}
 	l.mu.Unlock()
-	for _, line := range done {
-		l.on(line)
+	if l.on != nil {
+		for _, line := range done {
+			l.on(line)
+		}
 	}
 	return len(b), nil
 }
 
+// text is what was kept, the unfinished last line included.
+func (l *lines) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(append(slices.Clone(l.kept), string(l.part)), "\n")
+}
+
+// tail is the last lines kept, on one line, for an error message.
 func (l *lines) tail() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return strings.Join(append(l.last, string(l.part)), " | ")
-}
-
-// safeBuffer is a bytes.Buffer for a process's output copier and a reader.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.b.Bytes())
+	last := append(slices.Clone(l.kept[max(0, len(l.kept)-5):]), string(l.part))
+	return strings.Join(last, " | ")
 }
 
 // directNote shows the direct producer's CPU as the table's CPU and says
@@ -399,7 +393,7 @@ func perfTest(ctx context.Context, run *lab.Run, k *lab.Kafka, java, lib string,
 		"--topic", tp, "--num-records", strconv.Itoa(n), "--record-size", strconv.Itoa(recordBytes), "--throughput", "-1",
 		"--producer-props", "bootstrap.servers=" + strings.Join(k.Brokers, ","), "acks=all",
 	}
-	var out safeBuffer
+	var out lines
 	start := time.Now()
 	proc, err := run.Sandbox.Start(ctx, sandbox.Spec{Name: "producer-perf-test", Path: java, Args: args,
 		CPU: gatewayCPU, MemoryMB: producerMemMB, Stdout: &out, Stderr: &out})
@@ -416,7 +410,7 @@ func perfTest(ctx context.Context, run *lab.Run, k *lab.Kafka, java, lib string,
 		return 0, 0, res, err
 	}
 	cpu, ok := proc.CPUTime()
-	res, err = parsePerfSummary(string(out.Bytes()))
+	res, err = parsePerfSummary(out.text())
 	if err == nil && !ok {
 		err = fmt.Errorf("databus: the kernel gave no CPU time for kafka-producer-perf-test")
 	}

@@ -61,14 +61,19 @@ func TestPerRound(t *testing.T) {
 
 func TestLinesWriter(t *testing.T) {
 	var got []string
-	l := &lines{on: func(s string) { got = append(got, s) }}
+	l := &lines{keep: 1, on: func(s string) { got = append(got, s) }}
 	for _, part := range []string{"databus-checker: measured win", "dow open\nsecond\nthi", "rd"} {
 		l.Write([]byte(part))
 	}
 	if len(got) != 2 || got[0] != "databus-checker: measured window open" || got[1] != "second" {
 		t.Errorf("lines %q: want the two complete lines, split across writes", got)
 	}
-	if tail := l.tail(); !strings.HasSuffix(tail, "third") {
-		t.Errorf("tail %q: want the unfinished line too", tail)
+	if tail := l.tail(); tail != "second | third" {
+		t.Errorf("tail %q: want the one line kept and the unfinished one", tail)
+	}
+	all := &lines{}
+	all.Write([]byte("{\n  \"a\": 1\n}\n"))
+	if text := all.text(); text != "{\n  \"a\": 1\n}\n" {
+		t.Errorf("text %q: want everything written", text)
 	}
 }
