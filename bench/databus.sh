@@ -13,6 +13,18 @@
 #   idle streams         <= 12 KB of gateway RSS per stream at 10,000 streams
 #                           on 1,000 connections, <= 20 KB with a connection
 #                           each
+#   publish cost         the gateway's CPU per message <= 1.2x that of a
+#                           franz-go producer writing straight to Kafka
+#                           (databus-checker --direct: 10 clients, no linger,
+#                           acks=all, batches of 100, 16 in flight), each on
+#                           CPU 0 in turn, in rounds alternating which goes
+#                           first; judged on the median of the per-round
+#                           ratios; through kfake, and through the real
+#                           broker when it runs
+#   (info) Kafka's own producer, real broker only: kafka-producer-perf-test
+#                           (ProducerPerformance, 100-byte records, acks=all)
+#                           on CPU 0, its records per JVM CPU-second beside
+#                           the gateway's msgs per gateway CPU-second
 #
 # Beside the echo and idle figures, in the same rounds, bench/grpcfloor: the
 # databus API's Publish as a bare grpc-go Recv/Send loop with the gateway's
@@ -28,6 +40,9 @@
 # drain's checker run alone (the members' joining and leaving included,
 # the publishing that filled the topic not).
 #
+# The real broker (hlab deps up kafka, on CPU 1) runs when KAFKA_REAL=1, or
+# with KAFKA_REAL=auto (the default) when 'hlab deps status' says it is
+# installed; KAFKA_REAL=0 keeps everything on kfake.
 # kfake (hlab serve kfake, in memory) shares CPU 1 with the checker. Each
 # figure is the median of ROUNDS runs; the throughput rounds are verified
 # (every acked message consumed, 0 lost) once publishing ended. The idle
@@ -45,7 +60,8 @@
 #   SUB_MEMBERS=4     members of the subscribe group
 #   SUB_FILL=2s       publishing that fills the subscribe topic (about
 #                     400,000 messages a second here; each drain reads them all)
-#   SECTIONS="echo throughput subscribe idle"   the sections to run
+#   KAFKA_REAL=auto|1|0   PERF_RECORDS=2000000 (the perf test's records)
+#   ONLY=echo,throughput,subscribe,idle,cost,perf   the sections to run (default all)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -59,11 +75,15 @@ IDLE_STREAMS=${IDLE_STREAMS:-10000}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-1000}
 SUB_MEMBERS=${SUB_MEMBERS:-4}
 SUB_FILL=${SUB_FILL:-2s}
-SECTIONS=${SECTIONS:-echo throughput subscribe idle}
 ECHO_TARGET=100000
 THROUGHPUT_TARGET=200000
 IDLE_TARGET_KB=12     # 10 streams per connection
 IDLE_TARGET_KB_OWN=20 # a connection per stream
+COST_TARGET=1.2
+KAFKA_REAL=${KAFKA_REAL:-auto}
+PERF_RECORDS=${PERF_RECORDS:-2000000}
+ONLY=${ONLY:-echo,throughput,subscribe,idle,cost,perf}
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 die() { echo "databus bench: $*" >&2; exit 2; }
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -78,7 +98,6 @@ fmt() { python3 -c 'import sys; print(f"{float(sys.argv[1]):,.0f}")' "$1"; }
 command -v taskset >/dev/null || die "taskset not found (util-linux)"
 command -v python3 >/dev/null || die "python3 not found"
 command -v curl >/dev/null || die "curl not found"
-want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 need_fds=$((IDLE_STREAMS + 100))
 want idle || need_fds=1024
 [ "$(ulimit -Hn)" -ge "$need_fds" ] || die "RLIMIT_NOFILE hard limit $(ulimit -Hn) < $need_fds: raise it (ulimit -Hn) or lower IDLE_STREAMS"
@@ -155,7 +174,7 @@ verdict() { # verdict OK? LINE
 	if [ "$1" = 1 ]; then echo "PASS  $2"; else echo "FAIL  $2"; fails=$((fails + 1)); fi
 }
 
-echo "databus bench: gateway on CPU 0 (GOMAXPROCS=1), checker and kfake on CPU 1; $ROUNDS rounds of $DURATION after $WARMUP warm-up" >&2
+echo "databus bench: gateway on CPU 0 (GOMAXPROCS=1), checker and kfake on CPU 1; sections $ONLY; $ROUNDS rounds of $DURATION after $WARMUP warm-up" >&2
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine lowers these figures)" >&2
 
 # The gateway's CPU time (user+system, seconds) and the wall clock, to say
@@ -210,7 +229,6 @@ c0=$(gw_cpu); t0=$(now)
 out=$(checker --scenario echo --streams "$ECHO_CLIENTS" --inflight 16 --warmup "$WARMUP" --duration "$DURATION")
 c1=$(gw_cpu); t1=$(now)
 echo "info  echo, $ECHO_CLIENTS clients, 16 requests in flight each: $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s; $(cost "$c0" "$c1" "$t0" "$t1" "$(echo "$out" | json 'r["acked"]')")"
-
 fi
 
 # 2. Throughput-optimized publish through kfake, verified.
@@ -234,7 +252,6 @@ done
 thr_med=$(median "${thr_runs[@]}")
 ok=0; ge "$thr_med" "$THROUGHPUT_TARGET" && [ "$lost_total" = 0 ] && ok=1
 verdict $ok "throughput-optimized publish, $THROUGHPUT_CLIENTS clients x batches of 100, kfake: $(fmt "$thr_med") msgs/s (median of $ROUNDS; target >= $(fmt $THROUGHPUT_TARGET)); $lost_total lost"
-
 fi
 
 # 3. Subscribe (no stated target): 1 group x SUB_MEMBERS members drain a
@@ -291,8 +308,134 @@ for shape in "$IDLE_CONNECTIONS $IDLE_TARGET_KB" "$IDLE_STREAMS $IDLE_TARGET_KB_
 	verdict $ok "$(fmt "$IDLE_STREAMS") idle streams on $(fmt "$conns") connections: $(printf %.1f "$kb") KB gateway RSS per stream (target <= $target KB); the floor (bench/grpcfloor) $(printf %.1f "$floor") KB"
 	[ "$IDLE_CONNECTIONS" != "$IDLE_STREAMS" ] || break
 done
-fi
 stop_gateway
+fi
+
+# 5. Publish cost: the gateway's CPU per message against a franz-go
+# producer's writing straight to the same Kafka (databus-checker --direct:
+# a kgo client per stream, no linger, acks=all), each on CPU 0 with
+# GOMAXPROCS=1 in turn, the same clients, batches, values and topic shape.
+# The gateway's CPU is its user+system seconds over the checker's run
+# (/proc/PID/stat); the direct producer's is its own process's over its
+# publishing (publish_cpu_s, getrusage): both over opening, warm-up and
+# window, per acked message. Rounds alternate which goes first.
+declare -A COST_GW_PER_CPU COST_BOTH_PER_CPU
+cost_section() { # cost_section KAFKA_ADDR NAME
+	local kafka=$1 name=$2 gw_us=() direct_us=() ratios=() gw_per=() both_per=() i g d
+	start_gateway --brokers "$kafka"
+	gw_run() {
+		local c0 c1 out acked ccpu
+		c0=$(gw_cpu)
+		out=$(checker --scenario throughput --streams "$THROUGHPUT_CLIENTS" --batch 100 --inflight 16 \
+			--topic "bench-cost-$$-$name-gw" --brokers "$kafka" --warmup "$WARMUP" --duration "$DURATION")
+		c1=$(gw_cpu)
+		acked=$(echo "$out" | json 'r["acked"]')
+		ccpu=$(echo "$out" | json 'r["publish_cpu_s"]')
+		g=$(python3 -c 'import sys; c0,c1,n=map(float,sys.argv[1:]); print((c1-c0)/n*1e6)' "$c0" "$c1" "$acked")
+		gw_per+=("$(python3 -c 'import sys; c0,c1,n=map(float,sys.argv[1:]); print(n/(c1-c0))' "$c0" "$c1" "$acked")")
+		both_per+=("$(python3 -c 'import sys; c0,c1,c,n=map(float,sys.argv[1:]); print(n/(c1-c0+c))' "$c0" "$c1" "$ccpu" "$acked")")
+		echo "  cost round $i, $name: gateway $(printf %.2f "$g") us of CPU per message ($(printf %.2f "$(python3 -c "print($c1-$c0)")") CPU-s for $acked messages, $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s; the checker $(printf %.2f "$ccpu") CPU-s)" >&2
+	}
+	direct_run() {
+		local out rc=0
+		GOMAXPROCS=1 taskset -c 0 "$CHECKER" --direct --brokers "$kafka" --quiet --json --scenario throughput \
+			--streams "$THROUGHPUT_CLIENTS" --batch 100 --inflight 16 --topic "bench-cost-$$-$name-direct" \
+			--warmup "$WARMUP" --duration "$DURATION" >"$work/direct.json" 2>"$work/direct.err" || rc=$?
+		if [ "$rc" -gt 1 ] || ! grep -q '"scenario"' "$work/direct.json"; then
+			die "direct producer failed: $(tail -5 "$work/direct.err")"
+		fi
+		out=$(cat "$work/direct.json")
+		d=$(echo "$out" | json 'r["publish_cpu_s"] / r["acked"] * 1e6')
+		echo "  cost round $i, $name: direct $(printf %.2f "$d") us of CPU per message ($(printf %.2f "$(echo "$out" | json 'r["publish_cpu_s"]')") CPU-s for $(echo "$out" | json 'r["acked"]') messages, $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s)" >&2
+	}
+	for i in $(seq "$ROUNDS"); do
+		if [ $((i % 2)) = 1 ]; then gw_run; direct_run; else direct_run; gw_run; fi
+		gw_us+=("$g"); direct_us+=("$d")
+		ratios+=("$(python3 -c 'import sys; print(float(sys.argv[1])/float(sys.argv[2]))' "$g" "$d")")
+	done
+	stop_gateway
+	local med spread_s
+	med=$(median "${ratios[@]}")
+	spread_s() { python3 -c 'import sys, statistics; v=[float(x) for x in sys.argv[1:]]; print(f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})")' "$@"; }
+	ok=0; ge "$COST_TARGET" "$med" && ok=1
+	verdict $ok "publish cost, $THROUGHPUT_CLIENTS clients x batches of 100, 16 in flight, $name: gateway $(spread_s "${gw_us[@]}") us/msg, direct franz-go $(spread_s "${direct_us[@]}") us/msg; ratio $(spread_s "${ratios[@]}") over $ROUNDS rounds, $(python3 -c "print(f'{$med/$COST_TARGET:.2f}')")x the target of <= ${COST_TARGET}x"
+	COST_GW_PER_CPU[$name]=$(median "${gw_per[@]}")
+	COST_BOTH_PER_CPU[$name]=$(median "${both_per[@]}")
+}
+
+# The real broker, on CPU 1 beside the checker (as kfake is).
+REAL_KAFKA=
+TOOLS=
+if [ "$KAFKA_REAL" = auto ] && (want cost || want perf); then
+	KAFKA_REAL=0
+	"$HLAB" deps status 2>/dev/null | grep -q 'real broker kafka .* ready' && KAFKA_REAL=1
+fi
+if [ "$KAFKA_REAL" = 1 ] && (want cost || want perf); then
+	taskset -c 1 "$HLAB" deps up kafka >"$work/kafka-real.out" 2>"$work/kafka-real.log" &
+	REAL_PID=$!
+	pids+=("$REAL_PID")
+	for _ in $(seq 1200); do
+		grep -q '^kafka up: ' "$work/kafka-real.out" && break
+		kill -0 "$REAL_PID" 2>/dev/null || die "the real broker did not start (hlab deps install kafka): $(tail -5 "$work/kafka-real.log")"
+		sleep 0.1
+	done
+	REAL_KAFKA=$(sed -n 's/^kafka up: brokers \([^ ]*\).*/\1/p' "$work/kafka-real.out")
+	[ -n "$REAL_KAFKA" ] || die "the real broker did not answer in 120 s: $(tail -5 "$work/kafka-real.log")"
+	TOOLS=$(sed -n 's/^kafka tools: \([^ ]*\) .*/\1/p' "$work/kafka-real.out")
+	echo "databus bench: real Kafka broker at $REAL_KAFKA (CPU 1)" >&2
+fi
+
+if want cost; then
+	cost_section "$KAFKA" kfake
+	if [ -n "$REAL_KAFKA" ]; then
+		cost_section "$REAL_KAFKA" real
+	else
+		echo "skip  publish cost through the real broker: KAFKA_REAL=$KAFKA_REAL (hlab deps install kafka, then KAFKA_REAL=1)"
+	fi
+fi
+
+# 6. Kafka's own producer benchmark at 1 CPU (CPU 0) against the real
+# broker: records per JVM CPU-second (user+system of the JVM, its start
+# included; a 1,000-record run gives the start's share), beside the
+# gateway's msgs per gateway CPU-second from the publish cost rounds.
+perf_test() { # perf_test RECORDS TOPIC -> the summary line; the JVM's CPU seconds in $work/perf.cpu
+	GOMAXPROCS=1 taskset -c 0 /usr/bin/time -f '%U %S' -o "$work/perf.time" java -Xmx256M -server -XX:+UseG1GC \
+		-XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+		-XX:MaxInlineLevel=15 -Djava.awt.headless=true -cp "$TOOLS/*" org.apache.kafka.tools.ProducerPerformance \
+		--topic "$2" --num-records "$1" --record-size 100 --throughput -1 \
+		--producer-props bootstrap.servers="$REAL_KAFKA" acks=all >"$work/perf.out" 2>&1 ||
+		die "kafka-producer-perf-test failed: $(tail -5 "$work/perf.out")"
+	awk '{print $1+$2}' "$work/perf.time" >"$work/perf.cpu"
+	grep ' ms 99.9th' "$work/perf.out" | tail -1
+}
+create_topic() { # create_topic TOPIC: kafka-topics.sh's TopicCommand, on CPU 1 (the broker creates no topic on first use)
+	taskset -c 1 java -Xmx256M -cp "$TOOLS/*" org.apache.kafka.tools.TopicCommand --bootstrap-server "$REAL_KAFKA" \
+		--create --topic "$1" --partitions 10 --replication-factor 1 >"$work/topic.out" 2>&1 ||
+		die "kafka-topics --create $1 failed: $(tail -5 "$work/topic.out")"
+}
+if want perf; then
+	if [ -z "$REAL_KAFKA" ] || [ -z "$TOOLS" ]; then
+		echo "skip  kafka-producer-perf-test: needs the real broker and Kafka's tools (KAFKA_REAL=$KAFKA_REAL; hlab deps install kafka, then KAFKA_REAL=1)"
+	elif [ -z "${COST_GW_PER_CPU[real]:-}" ]; then
+		echo "skip  kafka-producer-perf-test: the gateway's side comes from the publish cost rounds through the real broker (ONLY=...,cost,perf)"
+	else
+		# The topics: 10 partitions, as the gateway's.
+		create_topic "bench-perf-$$-start"
+		create_topic "bench-perf-$$"
+		perf_test 1000 "bench-perf-$$-start" >/dev/null
+		start_cpu=$(cat "$work/perf.cpu")
+		line=$(perf_test "$PERF_RECORDS" "bench-perf-$$")
+		[ -n "$line" ] || die "kafka-producer-perf-test printed no summary: $(tail -5 "$work/perf.out")"
+		cpu=$(cat "$work/perf.cpu")
+		rps=$(echo "$line" | sed -n 's/.* records sent, \([0-9.]*\) records\/sec.*/\1/p')
+		perf_per=$(python3 -c 'import sys; print(float(sys.argv[1])/float(sys.argv[2]))' "$PERF_RECORDS" "$cpu")
+		echo "  perf test: $line" >&2
+		echo "  perf test: the JVM used $(printf %.2f "$cpu") CPU-s for $(fmt "$PERF_RECORDS") records ($(printf %.2f "$start_cpu") CPU-s for a 1,000-record run: its start and connection)" >&2
+		gw_per=${COST_GW_PER_CPU[real]}
+		both_per=${COST_BOTH_PER_CPU[real]}
+		echo "info  against Kafka's own producer (100-byte records, acks=all, real broker, 1 CPU): gateway $(fmt "$gw_per") msgs per gateway CPU-second (gateway+checker $(fmt "$both_per")), kafka-producer-perf-test $(fmt "$perf_per") records per JVM CPU-second ($(fmt "$rps") records/s; $(fmt "$(python3 -c "print($PERF_RECORDS/max($cpu-$start_cpu,1e-3))")") without the JVM's start): $(python3 -c "print(f'{$gw_per/$perf_per:.2f}')")x (gateway+checker $(python3 -c "print(f'{$both_per/$perf_per:.2f}')")x)"
+	fi
+fi
 
 if [ "$fails" -gt 0 ]; then
 	echo "databus bench: $fails target(s) FAILED" >&2

@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -86,6 +87,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	if cfg.Consume == Only {
 		return consumeOnly(ctx, &cfg, gw, progress, fail)
 	}
+	cpuStart := ProcessCPU()
 	run := rand.Uint64()
 	errs := &errorCounts{}
 	led := newLedger(cfg.Streams, cfg.Groups)
@@ -118,9 +120,13 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 			return nil, err
 		}
 	}
-	pubs := newPublishers(&cfg, run, led, errs)
+	pubs := newPublishSide(&cfg, run, led, errs)
 	defer pubs.close()
-	progress("opening %d stream(s) on %d connection(s)", cfg.Streams, max(1, min(cfg.Streams, connsOr(cfg.Connections, cfg.Streams))))
+	if cfg.Direct {
+		progress("opening %d Kafka producer(s) straight to %v", cfg.Streams, cfg.Brokers)
+	} else {
+		progress("opening %d stream(s) on %d connection(s)", cfg.Streams, max(1, min(cfg.Streams, connsOr(cfg.Connections, cfg.Streams))))
+	}
 	openStart := time.Now()
 	if err := pubs.open(ctx); err != nil {
 		return nil, err
@@ -166,7 +172,8 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	}
 	res.Faults = inj.stop()
 	publishEnd := time.Now()
-	res.publishFigures(pubs, cfg.Duration)
+	res.PublishCPUS = ProcessCPU() - cpuStart
+	res.publishFigures(pubs.stats(), cfg.Duration)
 
 	if cfg.Groups > 0 {
 		if cfg.Consume == After {
@@ -213,6 +220,16 @@ func connsOr(c, streams int) int {
 		return streams
 	}
 	return c
+}
+
+// ProcessCPU is this process's user and system CPU seconds (getrusage),
+// 0 when the kernel does not say.
+func ProcessCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }

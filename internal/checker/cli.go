@@ -15,6 +15,13 @@ import (
 	"time"
 )
 
+// The lines Main writes to stderr (unless --quiet) as the measured window
+// opens and closes.
+const (
+	WindowOpenLine   = "databus-checker: measured window open"
+	WindowClosedLine = "databus-checker: measured window closed"
+)
+
 // Main is the databus-checker command line; it returns the exit code:
 // 0 when nothing was lost, 1 when messages were lost or the run failed,
 // 2 for bad usage.
@@ -33,6 +40,10 @@ Scenarios (--scenario):
   latency     one message per request, no delay, each ack awaited
   throughput  batches of 100, 16 in flight per stream, no delay
   ticker      one message per --interval on each of --streams streams
+Direct: --direct produces the scenario's messages straight to --brokers
+  with franz-go, one client per stream set up as the gateway's own
+  per-stream producer (no linger, acks=all): the baseline of the
+  gateway's publish cost. --groups still read through --target.
 Consumers: --groups G --members M [--sub-batch N] [--delay D]
   [--consume concurrent|after]; without --groups nothing is verified.
   --consume only publishes nothing: fresh groups drain the records --topic
@@ -87,6 +98,7 @@ Flags:
 	fs.IntVar(&c.Inflight, "inflight", 0, "batches in flight per stream (default 1; throughput 16)")
 	fs.DurationVar(&c.Interval, "interval", time.Second, "ticker: one batch per stream per interval")
 	fs.BoolVar(&c.Aggregation, "aggregation", false, "ask the gateway to share producers between streams")
+	fs.BoolVar(&c.Direct, "direct", false, "produce straight to --brokers (one franz-go client per stream, as the gateway's own producer), not through --target")
 	fs.IntVar(&c.MessageBytes, "size", 100, "bytes of each message's value")
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "publishing before the measured window (0: none)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "the measured window")
@@ -150,6 +162,15 @@ Flags:
 	if !quiet {
 		progress = func(format string, args ...any) { fmt.Fprintf(stderr, "databus-checker: "+format+"\n", args...) }
 		c.GatewayLog = stderr
+		// A program running the checker as a process of its own (the lab)
+		// reads these lines to sample its CPU over the window alone.
+		c.OnWindow = func(open bool) {
+			if open {
+				fmt.Fprintln(stderr, WindowOpenLine)
+			} else {
+				fmt.Fprintln(stderr, WindowClosedLine)
+			}
+		}
 	}
 	res, err := Run(ctx, c, progress)
 	if res != nil {

@@ -101,6 +101,12 @@ type Config struct {
 	Interval time.Duration
 	// Aggregation asks the gateway to share its producers between streams.
 	Aggregation bool
+	// Direct publishes straight to Kafka (Brokers) instead of through the
+	// gateway: one franz-go client per stream, configured as the
+	// gateway's per-stream producer (direct.go). It is the baseline of
+	// the gateway's publish cost; consumers, if any, still read through
+	// the gateway at Target.
+	Direct bool
 	// MessageBytes is the size of each message's value (100, the report's
 	// record size). Each message also carries a 28-byte header: run id,
 	// stream and sequence number, send time.
@@ -266,7 +272,7 @@ func (c *Config) setDefaults() {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Target == "":
+	case c.Target == "" && (!c.Direct || c.Groups > 0):
 		return fmt.Errorf("%w: no gateway address: give --target host:port", ErrConfig)
 	case c.Scenario != Echo && c.Scenario != Latency && c.Scenario != Throughput && c.Scenario != Ticker:
 		return fmt.Errorf("%w: unknown scenario %q: use echo, latency, throughput or ticker", ErrConfig, c.Scenario)
@@ -294,6 +300,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: --consume only drains what --topic holds: give --groups, and --brokers so the checker can read the topic's offsets", ErrConfig)
 	case c.Consume == Only && c.KillEvery > 0 && c.FaultPhase != ConsumePhase:
 		return fmt.Errorf("%w: --consume only publishes nothing: give --fault-phase consume for its faults", ErrConfig)
+	}
+	if err := c.validateDirect(); err != nil {
+		return err
 	}
 	return c.validateFaults()
 }

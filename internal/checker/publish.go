@@ -104,11 +104,17 @@ func (p *publishers) batch(stream, n int, sent time.Time) ([]ID, []databus.Messa
 // publish runs every stream's scenario from begin (the warm-up) until
 // the measured window ends, then waits for the batches in flight.
 func (p *publishers) publish(ctx context.Context, begin time.Time, win window) {
+	p.runStreams(ctx, begin, win, len(p.pubs), p.stream)
+}
+
+// runStreams runs stream(ctx, i) for each of n streams, from begin (the
+// warm-up) until the window ends, and returns once all have returned.
+func (p *publishers) runStreams(ctx context.Context, begin time.Time, win window, n int, stream func(context.Context, int)) {
 	p.win = win
 	p.begin = begin
 	var wg sync.WaitGroup
-	for i := range p.pubs {
-		wg.Go(func() { p.stream(ctx, i) })
+	for i := range n {
+		wg.Go(func() { stream(ctx, i) })
 	}
 	wg.Wait()
 }
@@ -203,8 +209,14 @@ func (p *publishers) done(stream int, ids []ID, t0 time.Time, err error) {
 				stored = append(stored, id)
 			}
 		}
-		p.failed.Add(int64(len(ids) - len(stored)))
 	}
+	p.answered(stream, stored, len(ids), t0, now)
+}
+
+// answered records a batch of sent messages, sent at t0 and answered at
+// now, of which stored were stored: they are acked, the rest failed.
+func (p *publishers) answered(stream int, stored []ID, sent int, t0, now time.Time) {
+	p.failed.Add(int64(sent - len(stored)))
 	p.led.ack(stream, stored)
 	n := int64(len(stored))
 	p.acked.Add(n)

@@ -10,19 +10,22 @@ import (
 
 // Result is what a run measured; its JSON is the checker's --json output.
 type Result struct {
-	Scenario     Scenario `json:"scenario"`
-	Target       string   `json:"target"`
-	Topic        string   `json:"topic,omitempty"`
-	Streams      int      `json:"streams"`
-	Connections  int      `json:"connections"`
-	Batch        int      `json:"batch"`
-	Inflight     int      `json:"inflight"`
-	Aggregation  bool     `json:"aggregation"`
-	MessageBytes int      `json:"message_bytes"`
-	IntervalS    float64  `json:"interval_s,omitempty"` // ticker
-	WarmupS      float64  `json:"warmup_s"`
-	DurationS    float64  `json:"duration_s"` // the measured window
-	OpenSeconds  float64  `json:"open_s"`     // opening every stream, first message answered
+	Scenario    Scenario `json:"scenario"`
+	Target      string   `json:"target"`
+	Topic       string   `json:"topic,omitempty"`
+	Streams     int      `json:"streams"`
+	Connections int      `json:"connections"`
+	Batch       int      `json:"batch"`
+	Inflight    int      `json:"inflight"`
+	Aggregation bool     `json:"aggregation"`
+	// Direct: the messages went straight to Kafka (Target is then the
+	// brokers), not through a gateway.
+	Direct       bool    `json:"direct,omitempty"`
+	MessageBytes int     `json:"message_bytes"`
+	IntervalS    float64 `json:"interval_s,omitempty"` // ticker
+	WarmupS      float64 `json:"warmup_s"`
+	DurationS    float64 `json:"duration_s"` // the measured window
+	OpenSeconds  float64 `json:"open_s"`     // opening every stream, first message answered
 
 	// Acked and Failed count every message of the run, warm-up included.
 	Acked  int64 `json:"acked"`
@@ -32,6 +35,11 @@ type Result struct {
 	// in it).
 	MsgsPerSec    float64 `json:"msgs_per_s"`
 	BatchesPerSec float64 `json:"batches_per_s"`
+	// PublishCPUS is the checker process's own CPU (user+system seconds,
+	// getrusage) from the start of the run until publishing ended: opening
+	// the streams, the warm-up and the window, and concurrent consumers if
+	// any. With Direct it is the producers' cost, beside Acked.
+	PublishCPUS float64 `json:"publish_cpu_s"`
 	// PublishLatency is per batch: sent to answered (Kafka stored it).
 	PublishLatency Latencies `json:"publish_latency_ms"`
 	// E2ELatency is per message: sent to received by a consumer (concurrent
@@ -116,6 +124,9 @@ func newResult(c *Config) *Result {
 		Scenario: c.Scenario, Target: c.Target, Topic: c.Topic, Streams: c.Streams, Connections: conns,
 		Batch: c.Batch, Inflight: c.Inflight, Aggregation: c.Aggregation, MessageBytes: c.MessageBytes,
 		WarmupS: c.Warmup.Seconds(), DurationS: c.Duration.Seconds(), Errors: map[string]int64{},
+	}
+	if c.Direct {
+		r.Direct, r.Target = true, strings.Join(c.Brokers, ",")
 	}
 	if c.Scenario == Ticker {
 		r.IntervalS = c.Interval.Seconds()
@@ -237,6 +248,9 @@ func (r *Result) writePublish(b *strings.Builder) {
 		agg = "on"
 	}
 	fmt.Fprintf(b, "databus-checker: %s against %s", r.Scenario, r.Target)
+	if r.Direct {
+		b.WriteString(" (straight to Kafka, no gateway)")
+	}
 	if r.Topic != "" {
 		fmt.Fprintf(b, ", topic %s", r.Topic)
 	}
@@ -247,6 +261,9 @@ func (r *Result) writePublish(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\n  streams opened in %.2fs; warm-up %gs, measured %gs\n", r.OpenSeconds, r.WarmupS, r.DurationS)
 	fmt.Fprintf(b, "publish:   %s msgs/s (%s batches/s); %d acked, %d failed\n", num(r.MsgsPerSec), num(r.BatchesPerSec), r.Acked, r.Failed)
+	if r.Direct && r.Acked > 0 {
+		fmt.Fprintf(b, "  producers' CPU: %.2f s, %.2f µs per acked message (this process, warm-up included)\n", r.PublishCPUS, r.PublishCPUS/float64(r.Acked)*1e6)
+	}
 	fmt.Fprintf(b, "  latency (per batch): %s\n", r.PublishLatency)
 	if r.E2ELatency != nil {
 		fmt.Fprintf(b, "  end to end (per message): %s\n", *r.E2ELatency)

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/highload-lab/hlab/internal/checker"
 )
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
@@ -34,11 +36,14 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"lab":     {"run the reports' experiments on this machine and compare with the reports", runLab},
-		"load":    {"send HTTP load to a URL (closed or open model) and report latency percentiles", runLoad},
-		"serve":   {"run one service in the foreground (what the lab starts in its sandbox)", runServe},
-		"deps":    {"check, install and start real dependencies (nginx, wrk, ...)", runDeps},
-		"version": {"print the version", func(_ []string, st *State) int { fmt.Fprintln(st.Stdout, "hlab", Version); return 0 }},
+		"lab":   {"run the reports' experiments on this machine and compare with the reports", runLab},
+		"load":  {"send HTTP load to a URL (closed or open model) and report latency percentiles", runLoad},
+		"serve": {"run one service in the foreground (what the lab starts in its sandbox)", runServe},
+		"deps":  {"check, install and start real dependencies (nginx, wrk, ...)", runDeps},
+		// The lab runs the checker's direct producer as a process of its
+		// own, under a quota, from the hlab binary it already has.
+		"databus-checker": {"drive a databus gateway, or Kafka directly (--direct), and verify delivery (as cmd/databus-checker)", func(args []string, st *State) int { return checker.Main(args, st.Stdout, st.Stderr) }},
+		"version":         {"print the version", func(_ []string, st *State) int { fmt.Fprintln(st.Stdout, "hlab", Version); return 0 }},
 	}
 }
 

@@ -3,10 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 func runDeps(args []string, st *State) int {
@@ -14,6 +18,11 @@ func runDeps(args []string, st *State) int {
 Checks and installs the real dependencies the lab and tests use.
   status            which dependencies are installed, with their versions
   install NAME...   install them from Debian's packages (needs root and apt-get)
+  up kafka[@VERSION]  run a real single-node broker in the foreground (on free
+                    ports; "kafka up: brokers HOST:PORT" on stdout once it
+                    answers, after "kafka tools: DIR", the jars of Kafka's
+                    tools such as kafka-producer-perf-test; Ctrl-C or
+                    SIGTERM stops it and removes its data)
 
 Known: nginx (load balancer of the scale experiment), wrk (for side-by-side
 checks of hlab load), redis (redis-server, report B's benchmark), mongo (a
@@ -109,7 +118,14 @@ says so.`)
 			}
 		}
 		return 0
-	case "up", "down":
+	case "up":
+		if len(pos) == 2 {
+			if v, ok := strings.CutPrefix(pos[1], "kafka"); ok && (v == "" || v[0] == '@') {
+				return kafkaUp(st, strings.TrimPrefix(v, "@"))
+			}
+		}
+		return fail(st, "deps", 2, fmt.Errorf("up %s: only kafka runs standalone (in the foreground: hlab deps up kafka); the lab starts and stops the others itself", strings.Join(pos[1:], " ")))
+	case "down":
 		return fail(st, "deps", 2, fmt.Errorf("%s: no dependency has a standalone mode yet; the lab starts and stops %s itself", pos[0], strings.Join(pos[1:], ", ")))
 	}
 	return fail(st, "deps", 2, fmt.Errorf("unknown action %q: use status or install", pos[0]))
@@ -159,4 +175,34 @@ func cassandraStatus(st *State) {
 	default:
 		fmt.Fprintf(st.Stdout, "cassandra  %s not fetched yet (hlab deps install cassandra, or the first start fetches it into %s)\n", deps.CassandraKind, cs.LibDir)
 	}
+}
+
+// kafkaUp runs a real broker in the foreground for a user or a script
+// (bench/databus.sh) that wants one outside the lab, until SIGINT or
+// SIGTERM.
+func kafkaUp(st *State, version string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sb, err := sandbox.New()
+	if err != nil {
+		return fail(st, "deps", 1, err)
+	}
+	defer sb.Close()
+	k, err := deps.StartKafka(ctx, sb, deps.KafkaConfig{Kind: deps.KafkaReal, Version: version})
+	if err != nil {
+		return fail(st, "deps", 1, err)
+	}
+	// Kafka's own tools are not among the broker's jars: fetched beside
+	// them, for kafka-producer-perf-test and the like.
+	if lib, err := deps.FetchKafkaTools(ctx, version, nil); err != nil {
+		fmt.Fprintf(st.Stderr, "hlab deps: kafka's tools (kafka-producer-perf-test) are not available: %v\n", err)
+	} else {
+		fmt.Fprintf(st.Stdout, "kafka tools: %s (java -cp '%s/*' %s is kafka-producer-perf-test.sh)\n", lib, lib, deps.ProducerPerfClass)
+	}
+	fmt.Fprintf(st.Stdout, "kafka up: brokers %s (%s; Ctrl-C stops it)\n", strings.Join(k.Brokers, ","), k.Kind)
+	<-ctx.Done()
+	if err := k.Stop(); err != nil {
+		return fail(st, "deps", 1, err)
+	}
+	return 0
 }

@@ -117,11 +117,7 @@ func CacheDir() (string, error) {
 // (<CacheDir>/kafka-<version>/lib; "" = DefaultKafkaVersion) and whether
 // they are all there.
 func KafkaLibDir(version string) (dir string, cached bool, err error) {
-	version, _, err = kafkaDistFor(version)
-	if err != nil {
-		return "", false, err
-	}
-	return cachedLib("kafka-"+version, "kafka_2.13-"+version+".jar")
+	return brokerJars.libDir(version)
 }
 
 // FetchKafka makes sure the jars of a Kafka version ("" =
@@ -131,19 +127,43 @@ func KafkaLibDir(version string) (dir string, cached bool, err error) {
 // output to w (nil = discard). Concurrent fetches, also from other
 // processes, wait for each other.
 func FetchKafka(ctx context.Context, version string, w io.Writer) (string, error) {
+	return brokerJars.fetch(ctx, version, w)
+}
+
+// kafkaJars is a set of jars of a Kafka version: an artifact of
+// org.apache.kafka with its runtime dependencies and the version's slf4j
+// binding, kept in <CacheDir>/<dir>-<version>/lib.
+type kafkaJars struct {
+	what     string // for messages: "kafka"
+	dir      string
+	artifact string // org.apache.kafka's artifactId, whose jar marks the set whole
+	pom      string // the artifactId of the pom that fetches them
+}
+
+var brokerJars = kafkaJars{what: "kafka", dir: "kafka", artifact: "kafka_2.13", pom: "kafka-broker-jars"}
+
+func (j kafkaJars) libDir(version string) (dir string, cached bool, err error) {
+	version, _, err = kafkaDistFor(version)
+	if err != nil {
+		return "", false, err
+	}
+	return cachedLib(j.dir+"-"+version, j.artifact+"-"+version+".jar")
+}
+
+func (j kafkaJars) fetch(ctx context.Context, version string, w io.Writer) (string, error) {
 	version, dist, err := kafkaDistFor(version)
 	if err != nil {
 		return "", err
 	}
-	lib, cached, err := KafkaLibDir(version)
+	lib, cached, err := j.libDir(version)
 	if err != nil || cached {
 		return lib, err
 	}
 	return fetchJars(ctx, jarSet{
-		what: "kafka " + version, lib: lib,
-		artifact: "kafka-broker-jars", version: version,
-		jars:   []mavenJar{{"org.apache.kafka", "kafka_2.13", version}, dist.logging},
-		marker: "kafka_2.13-" + version + ".jar", noMaven: ErrMavenNotInstalled,
+		what: j.what + " " + version, lib: lib,
+		artifact: j.pom, version: version,
+		jars:   []mavenJar{{"org.apache.kafka", j.artifact, version}, dist.logging},
+		marker: j.artifact + "-" + version + ".jar", noMaven: ErrMavenNotInstalled,
 	}, w)
 }
 

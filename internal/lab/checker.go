@@ -71,6 +71,10 @@ func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) 
 	return checkerSample(res, produced), nil
 }
 
+// CheckerSample converts the result of a checker that ran elsewhere (a
+// process of its own, its --json output) into a run's sample.
+func CheckerSample(res *checker.Result) *Sample { return checkerSample(res, -1) }
+
 // checkerSample converts a checker's result; produced is the Produce
 // requests the gateway sent Kafka in the window (-1: unknown).
 func checkerSample(res *checker.Result, produced float64) *Sample {

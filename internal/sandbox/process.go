@@ -75,6 +75,22 @@ func (p *Process) ExitErr() error {
 	}
 }
 
+// CPUTime returns the user and system CPU time the process and the
+// children it waited for used in all, once Done is closed (the kernel's
+// count at its exit, exact where sampling ends at the last sample before
+// the exit); ok is false before then.
+func (p *Process) CPUTime() (cpu time.Duration, ok bool) {
+	select {
+	case <-p.done:
+	default:
+		return 0, false
+	}
+	if st := p.cmd.ProcessState; st != nil {
+		return st.UserTime() + st.SystemTime(), true
+	}
+	return 0, false
+}
+
 // Samples returns the samples kept for the process (the last 6,000: ten
 // minutes at 10 Hz while measured, more at 1 Hz while not), oldest first.
 func (p *Process) Samples() []Sample { return p.samp.samples() }

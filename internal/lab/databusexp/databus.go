@@ -8,7 +8,11 @@
 // 1 CPU, so the comparison is per core); publish throughput and latency of
 // latency-optimized (one message per request) and throughput-optimized
 // (batches of 100, pipelined) clients with and without aggregation;
-// many small-batch clients with and without aggregation; subscribe
+// many small-batch clients with and without aggregation; the publish
+// cost (producer.go): the gateway's CPU per message against a franz-go
+// producer writing straight to Kafka from a process of its own at 1 CPU
+// (databus-checker --direct), in alternating rounds, and with --kafka
+// real against Kafka's own kafka-producer-perf-test at 1 CPU; subscribe
 // get-ack cycles per second and per gateway CPU-second over drains of a
 // filled topic alone (subscribe.go); faults (faults.go: the gateway
 // SIGKILLed during publish and during subscribe, a member's connection
@@ -189,7 +193,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start
+	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun)
 }
 
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
@@ -280,6 +284,9 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	for _, row := range claimRows {
 		row.Note = joinNote(row.Note, publishNote(row))
 		run.AddRow(row)
+	}
+	if err := publishCost(ctx, run, k, publish, func() string { tp := topic(); topics = append(topics, tp); return tp }, t.pubRun); err != nil {
+		return err
 	}
 	var thrOff *lab.Row
 	for _, agg := range []bool{false, true} {
@@ -420,12 +427,6 @@ func idleRow(ctx context.Context, run *lab.Run, g *lab.Gateway, label string, st
 
 // targets notes the speed targets against this run's rows.
 func (*Experiment) targets(run *lab.Run, echo, thr *lab.Row, idle []*lab.Row) {
-	verdict := func(ok bool) string {
-		if ok {
-			return "PASS"
-		}
-		return "FAIL"
-	}
 	if echo != nil {
 		if perCPU, ok := echo.Figures["round_trips_per_gateway_cpu_s"]; ok {
 			run.Note("target: echo >= %s round trips per gateway CPU-second (%d clients): %s, %.2fx the target, %s", thousands(targetEcho), targetEchoClients, thousands(int(perCPU)), perCPU/targetEcho, verdict(perCPU >= targetEcho))

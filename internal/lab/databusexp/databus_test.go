@@ -41,6 +41,14 @@ func TestExperimentQuick(t *testing.T) {
 			t.Errorf("row %q was not verified", label)
 		}
 	}
+	for _, label := range []string{costGatewayLabel, directLabel} {
+		if r := rows[label]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || *r.CPUAvg <= 0 || len(r.PerRun) != 2 {
+			t.Errorf("publish cost row %q: %+v", label, r)
+		}
+	}
+	if r := rows[costGatewayLabel]; r != nil && r.Figures["cpu_ratio_to_direct"] <= 0 {
+		t.Errorf("no CPU ratio of the gateway to the direct producer: %v", r.Figures)
+	}
 	if r := rows[subscribeRow]; r != nil && r.Figures["cycles_per_s"] <= 0 {
 		t.Errorf("no get-ack cycles: %+v", r.Figures)
 	} else if r != nil && r.CPUAvg != nil && (r.Figures["cycles_per_gateway_cpu_s"] <= 0 || r.Figures["msgs_per_gateway_cpu_s"] <= 0 || r.Runs < 2 || len(r.PerRun) != r.Runs) {

@@ -3,7 +3,6 @@ package databusexp
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
@@ -88,8 +87,8 @@ func subscribeNote(row *lab.Row, filled int64) string {
 		row.Figures["cycles_per_gateway_cpu_s"] = lab.Median(cycles)
 		row.Figures["msgs_per_gateway_cpu_s"] = lab.Median(msgs)
 		row.Figures["gateway_cores"] = *row.CPUAvg
-		notes += fmt.Sprintf("; per gateway CPU-second, over the drains alone: %s get-ack cycles (%s) and %s messages (%s), median of %d; the gateway used %.2f cores",
-			thousands(int(lab.Median(cycles))), spread(cycles), thousands(int(lab.Median(msgs))), spread(msgs), len(cycles), *row.CPUAvg)
+		notes += fmt.Sprintf("; per gateway CPU-second, over the drains alone: %s get-ack cycles and %s messages; the gateway used %.2f cores",
+			spread(cycles, whole), spread(msgs, whole), *row.CPUAvg)
 	} else {
 		notes += "; the gateway's CPU was not measured in every drain: no figures per CPU-second"
 	}
@@ -101,9 +100,4 @@ func subscribeNote(row *lab.Row, filled int64) string {
 		notes += fmt.Sprintf("; delivery verified in every drain (every record the topic held, by partition and offset): %s", verdict)
 	}
 	return notes + "; no target is stated for subscribe"
-}
-
-// spread is "min-max" of v.
-func spread(v []float64) string {
-	return thousands(int(slices.Min(v))) + "-" + thousands(int(slices.Max(v)))
 }

@@ -1,0 +1,80 @@
+package checker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/gateway"
+)
+
+func TestDirectConfigErrors(t *testing.T) {
+	brokers := []string{"127.0.0.1:1"}
+	for _, tt := range []struct {
+		name string
+		cfg  checker.Config
+		want string // "" = valid: the run must get past validation
+	}{
+		{"no brokers", checker.Config{Direct: true, Target: "127.0.0.1:1"}, "give --brokers"},
+		{"echo", checker.Config{Direct: true, Brokers: brokers, Scenario: checker.Echo}, "--scenario throughput or latency"},
+		{"ticker", checker.Config{Direct: true, Brokers: brokers, Scenario: checker.Ticker}, "--scenario throughput or latency"},
+		{"aggregation", checker.Config{Direct: true, Brokers: brokers, Aggregation: true}, "drop --aggregation"},
+		{"connections", checker.Config{Direct: true, Brokers: brokers, Connections: 1}, "drop --connections"},
+		{"faults", checker.Config{Direct: true, Brokers: brokers, KillEvery: time.Second, GatewayCmd: "x"}, "drop --kill-every"},
+		{"gateway metrics", checker.Config{Direct: true, Brokers: brokers, GatewayMetrics: "http://x/metrics"}, "drop --gateway-metrics"},
+		{"groups without a gateway", checker.Config{Direct: true, Brokers: brokers, Groups: 1}, "give --target"},
+		{"no gateway needed", checker.Config{Direct: true, Brokers: brokers}, ""},
+		{"latency", checker.Config{Direct: true, Brokers: brokers, Scenario: checker.Latency}, ""},
+		{"gateway mode still needs a target", checker.Config{Brokers: brokers}, "give --target"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Nothing listens on port 1: a valid config fails at Kafka, soon.
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err := checker.Run(ctx, tt.cfg, nil)
+			if tt.want == "" {
+				if err == nil || errors.Is(err, checker.ErrConfig) {
+					t.Fatalf("%v, want a valid config failing to reach Kafka", err)
+				}
+				return
+			}
+			if !errors.Is(err, checker.ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%v, want an ErrConfig saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDirectDelivers produces straight to kfake and verifies through a
+// gateway: the direct producer's records carry the headers the
+// consumers check, and every acked one arrives.
+func TestDirectDelivers(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	topic := newTopic(t, k)
+	target := startGateway(t, gateway.Config{Brokers: k.Brokers})
+	res, err := checker.Run(context.Background(), checker.Config{
+		Direct: true, Target: target, Brokers: k.Brokers, Topic: topic,
+		Streams: 2, Inflight: 4, Warmup: -1, Duration: 500 * time.Millisecond,
+		Groups: 1, Members: 1, Consume: checker.After, DrainTimeout: 20 * time.Second,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := summary(t, res)
+	if !res.Direct || res.Target != strings.Join(k.Brokers, ",") || !strings.Contains(out, "straight to Kafka") {
+		t.Errorf("direct %v, target %q: the result must say it went straight to %v", res.Direct, res.Target, k.Brokers)
+	}
+	if res.PublishCPUS <= 0 || !strings.Contains(out, "µs per acked message") {
+		t.Errorf("producers' CPU %.3f s: want it measured and said", res.PublishCPUS)
+	}
+	if res.Acked < 100 || res.MsgsPerSec <= 0 || res.PublishLatency.Count == 0 {
+		t.Errorf("%d acked, %.0f msgs/s, %d batches timed: want batches of 100 acked in the window", res.Acked, res.MsgsPerSec, res.PublishLatency.Count)
+	}
+	if !res.OK() || res.Delivery.Acked != res.Acked || res.Delivery.Lost != 0 {
+		t.Errorf("delivery %+v of %d acked: want every acked message received", res.Delivery, res.Acked)
+	}
+}
