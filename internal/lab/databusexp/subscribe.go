@@ -87,7 +87,7 @@ func subscribeNote(row *lab.Row, filled int64) string {
 		row.Figures["cycles_per_gateway_cpu_s"] = lab.Median(cycles)
 		row.Figures["msgs_per_gateway_cpu_s"] = lab.Median(msgs)
 		row.Figures["gateway_cores"] = *row.CPUAvg
-		notes += fmt.Sprintf("; per gateway CPU-second, over the drains alone: %s get-ack cycles and %s messages; the gateway used %.2f cores",
+		notes += fmt.Sprintf("; per gateway CPU-second, over the drains alone: get-ack cycles %s and messages %s; the gateway used %.2f cores",
 			spread(cycles, whole), spread(msgs, whole), *row.CPUAvg)
 	} else {
 		notes += "; the gateway's CPU was not measured in every drain: no figures per CPU-second"

@@ -28,7 +28,7 @@ func TestSubscribeNote(t *testing.T) {
 	if row.Figures["gateway_cores"] != 0.5 || row.MeanMS != nil || row.P99MS != nil {
 		t.Errorf("cores %v, mean %v, p99 %v: want 0.5 and no latency (a drain times none)", row.Figures["gateway_cores"], row.MeanMS, row.P99MS)
 	}
-	for _, want := range []string{"1,200 get-ack cycles (1,000-1,500)", "120,000 messages (100,000-150,000)", "0 lost", "no target"} {
+	for _, want := range []string{"get-ack cycles 1,200 (1,000-1,500, 3 runs)", "messages 120,000 (100,000-150,000, 3 runs)", "0 lost", "no target"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("note lacks %q: %s", want, note)
 		}
