@@ -228,6 +228,16 @@ func (p *publisher) accept(req *databusv1.PublishRequest) error {
 	p.outstanding++
 	b := &batch{p: p, resp: resp, start: start, size: size}
 	b.remaining.Store(int32(n))
+	// One allocation for the batch's records and one for their headers,
+	// one promise for all of them, and the batch's arrival as their
+	// timestamp (franz-go would read the clock per record): per message,
+	// what a producer writing to Kafka itself would spend, no more.
+	b.recs = make([]kgo.Record, n)
+	headers := 0
+	for _, m := range req.Messages {
+		headers += len(m.Headers)
+	}
+	hs := make([]kgo.RecordHeader, 0, headers)
 	for i, m := range req.Messages {
 		size := len(m.Key) + len(m.Value)
 		for _, h := range m.Headers {
@@ -237,18 +247,16 @@ func (p *publisher) accept(req *databusv1.PublishRequest) error {
 			b.fail(i, codes.InvalidArgument, "message of %d bytes is larger than the limit %d: split or shrink it", size, p.g.cfg.MaxMessageBytes)
 			continue
 		}
-		rec := &kgo.Record{Topic: p.s.topic, Key: m.Key, Value: m.Value}
-		for _, h := range m.Headers {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		idx, bytes := i, size
-		producer.Produce(p.g.ctx, rec, func(_ *kgo.Record, err error) {
-			if err != nil {
-				b.fail(idx, codeFor(err), "Kafka did not store the message: %v", err)
-				return
+		rec := &b.recs[i]
+		rec.Topic, rec.Key, rec.Value, rec.Timestamp = p.s.topic, m.Key, m.Value, start
+		if len(m.Headers) > 0 {
+			first := len(hs)
+			for _, h := range m.Headers {
+				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 			}
-			b.stored(bytes)
-		})
+			rec.Headers = hs[first:len(hs):len(hs)]
+		}
+		producer.Produce(p.g.ctx, rec, b.promise)
 	}
 	return nil
 }
@@ -286,11 +294,35 @@ type batch struct {
 	p         *publisher
 	resp      *databusv1.PublishResponse
 	start     time.Time
-	size      int64 // message bytes, freed when answered
+	size      int64        // message bytes, freed when answered
+	recs      []kgo.Record // the batch's records, in its order
 	remaining atomic.Int32
 	mu        sync.Mutex
 	stores    uint32
 	bytes     int
+}
+
+// promise is Kafka's answer for one of b's records.
+func (b *batch) promise(r *kgo.Record, err error) {
+	if err != nil {
+		b.fail(b.index(r), codeFor(err), "Kafka did not store the message: %v", err)
+		return
+	}
+	bytes := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		bytes += len(h.Key) + len(h.Value)
+	}
+	b.stored(bytes)
+}
+
+// index is r's place in its batch; only a failure needs it.
+func (b *batch) index(r *kgo.Record) int {
+	for i := range b.recs {
+		if &b.recs[i] == r {
+			return i
+		}
+	}
+	return -1
 }
 
 func (b *batch) stored(bytes int) {

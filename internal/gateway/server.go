@@ -57,8 +57,8 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 	return srv
 }
 
-// TransportOptions are the gateway's gRPC transport settings (buffers,
-// flow-control windows, message size, keepalive) for o, with at most
+// TransportOptions are the gateway's gRPC transport settings (codec,
+// buffers, flow-control windows, message size, keepalive) for o, with at most
 // maxStreamsPerConn streams per connection; bench/grpcfloor serves with
 // them too, so that its floor is the gateway's transport and nothing else.
 func TransportOptions(o ServerOptions, maxStreamsPerConn int) []grpc.ServerOption {
@@ -72,6 +72,7 @@ func TransportOptions(o ServerOptions, maxStreamsPerConn int) []grpc.ServerOptio
 		o.MaxRecvBytes = 16 << 20
 	}
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newCodec()),
 		grpc.ReadBufferSize(o.BufferBytes),
 		grpc.WriteBufferSize(o.BufferBytes),
 		grpc.SharedWriteBuffer(true), // idle connections hold no write buffer
