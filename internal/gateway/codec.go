@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"fmt"
 	"unicode/utf8"
 
@@ -66,12 +67,25 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.fallback.Unmarshal(data, v)
 	}
-	// Materialize copies into a new slice that nothing else holds, so the
-	// message may point into it.
-	if err := m.UnmarshalVTUnsafe(data.Materialize()); err != nil {
+	if err := m.UnmarshalVTUnsafe(copyOut(data)); err != nil {
 		return err
 	}
 	return validUTF8(v)
+}
+
+// copyOut copies data into a new slice that nothing else holds, so that a
+// message may point into it. Unlike data.Materialize it does not zero the
+// slice first (bytes.Join allocates without zeroing): a batch is written
+// over whole.
+func copyOut(data mem.BufferSlice) []byte {
+	if len(data) == 1 {
+		return bytes.Clone(data[0].ReadOnlyData())
+	}
+	parts := make([][]byte, len(data))
+	for i, b := range data {
+		parts[i] = b.ReadOnlyData()
+	}
+	return bytes.Join(parts, nil)
 }
 
 // validUTF8 checks the string fields a client sends, as protobuf's own

@@ -297,9 +297,9 @@ type batch struct {
 	size      int64        // message bytes, freed when answered
 	recs      []kgo.Record // the batch's records, in its order
 	remaining atomic.Int32
-	mu        sync.Mutex
-	stores    uint32
-	bytes     int
+	mu        sync.Mutex // over resp.Errors
+	stores    atomic.Uint32
+	bytes     atomic.Int64
 }
 
 // promise is Kafka's answer for one of b's records.
@@ -326,10 +326,8 @@ func (b *batch) index(r *kgo.Record) int {
 }
 
 func (b *batch) stored(bytes int) {
-	b.mu.Lock()
-	b.stores++
-	b.bytes += bytes
-	b.mu.Unlock()
+	b.stores.Add(1)
+	b.bytes.Add(int64(bytes))
 	b.done()
 }
 
@@ -346,10 +344,10 @@ func (b *batch) done() {
 		return
 	}
 	b.mu.Lock()
-	b.resp.Stored = b.stores
+	b.resp.Stored = b.stores.Load()
 	sort.Slice(b.resp.Errors, func(i, j int) bool { return b.resp.Errors[i].Index < b.resp.Errors[j].Index })
-	b.p.g.m.messagesIn.Add(float64(b.stores))
-	b.p.g.m.bytesIn.Add(float64(b.bytes))
+	b.p.g.m.messagesIn.Add(float64(b.resp.Stored))
+	b.p.g.m.bytesIn.Add(float64(b.bytes.Load()))
 	b.mu.Unlock()
 	b.p.free(b.size)
 	b.p.answer(b.resp, b.start)
