@@ -368,7 +368,10 @@ REAL_KAFKA=
 TOOLS=
 if [ "$KAFKA_REAL" = auto ] && (want cost || want perf); then
 	KAFKA_REAL=0
-	"$HLAB" deps status 2>/dev/null | grep -q 'real broker kafka .* ready' && KAFKA_REAL=1
+	# Read whole first: grep -q stopping early would SIGPIPE hlab, which
+	# pipefail counts as a failure.
+	deps=$("$HLAB" deps status 2>/dev/null || true)
+	grep -q 'real broker kafka .* ready' <<<"$deps" && KAFKA_REAL=1
 fi
 if [ "$KAFKA_REAL" = 1 ] && (want cost || want perf); then
 	taskset -c 1 "$HLAB" deps up kafka >"$work/kafka-real.out" 2>"$work/kafka-real.log" &
