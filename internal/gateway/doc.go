@@ -40,12 +40,13 @@
 // own work: receiving and decoding the batch, the garbage collector (15%),
 // and the answer.
 //
-// Idle streams: 25 KB each at 10 per connection and 43 KB with a
-// connection each, against the floor's 15 and 34 KB. Most of it is
-// goroutine stacks: grpc-go keeps a reader, a writer and a keepalive
-// goroutine per connection and a handler per stream, and the gateway a
-// second goroutine per publish stream that blocks in Recv, so that a
-// drain can end a stream whose client sends nothing (grpc-go gives a
-// handler no way to interrupt its own Recv). That goroutine is most of the
-// gateway's 9-10 KB above the floor.
+// Idle streams: 21 KB each at 10 per connection and 39 KB with a
+// connection each, against the floor's 15 and 33 KB (25 and 43 KB before
+// the codec: protobuf's reflection had grown each receiving goroutine's
+// stack). Most of it is goroutine stacks: grpc-go keeps a reader, a
+// writer and a keepalive goroutine per connection and a handler per
+// stream, and the gateway a second goroutine per publish stream that
+// blocks in Recv, so that a drain can end a stream whose client sends
+// nothing (grpc-go gives a handler no way to interrupt its own Recv).
+// That goroutine is most of the gateway's 5-6 KB above the floor.
 package gateway
