@@ -41,7 +41,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("grpcfloor: %v (pass another --grpc-addr)", err)
 	}
-	srv := grpc.NewServer(gateway.TransportOptions(gateway.ServerOptions{}, 1000)...)
+	srv := grpc.NewServer(gateway.TransportOptions(gateway.ServerOptions{}, gateway.DefaultMaxStreamsPerConnection)...)
 	databusv1.RegisterDataBusServer(srv, echo{})
 
 	mux := http.NewServeMux()

@@ -21,6 +21,10 @@ import (
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
 
+// DefaultMaxStreamsPerConnection is Config.MaxStreamsPerConnection's
+// default.
+const DefaultMaxStreamsPerConnection = 1000
+
 // Config configures a Gateway. Only Brokers is required (or Echo). Every
 // zero field takes the default its comment gives.
 type Config struct {
@@ -116,7 +120,7 @@ func (c *Config) setDefaults() {
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, 10*time.Second)
 	c.KafkaTimeout = cmp.Or(c.KafkaTimeout, 5*time.Second)
 	c.MaxStreams = cmp.Or(c.MaxStreams, 12000)
-	c.MaxStreamsPerConnection = cmp.Or(c.MaxStreamsPerConnection, 1000)
+	c.MaxStreamsPerConnection = cmp.Or(c.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection)
 	c.MaxKafkaClients = cmp.Or(c.MaxKafkaClients, 1024)
 	c.MaxStreamBytes = cmp.Or(c.MaxStreamBytes, 16<<20)
 	c.MaxGatewayBytes = cmp.Or(c.MaxGatewayBytes, 256<<20)

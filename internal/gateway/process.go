@@ -58,7 +58,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	// Limits: a stream past a count limit is refused with ResourceExhausted
 	// naming the flag; bytes limits make streams wait.
 	fs.IntVar(&c.MaxStreams, "max-streams", 12000, "streams (publish and subscribe) one gateway serves at once; more are refused")
-	fs.IntVar(&c.MaxStreamsPerConnection, "max-streams-per-conn", 1000, "streams one client connection may have open (gRPC MaxConcurrentStreams); more wait")
+	fs.IntVar(&c.MaxStreamsPerConnection, "max-streams-per-conn", DefaultMaxStreamsPerConnection, "streams one client connection may have open (gRPC MaxConcurrentStreams); more wait")
 	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 1024, "Kafka clients of one gateway: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused")
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
 	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", 256<<20, "message bytes all streams may have in flight together")

@@ -87,6 +87,7 @@ func (p *publisher) run(ctx context.Context) error {
 	// Recv runs apart so a drain can end the stream while Recv blocks.
 	type recv struct {
 		req     *databusv1.PublishRequest
+		size    int64 // batchBytes(req), counted once
 		err     error
 		refused error // an echo batch check refused: it ends the stream
 	}
@@ -100,9 +101,13 @@ func (p *publisher) run(ctx context.Context) error {
 				return
 			}
 			req, err := p.stream.Recv()
+			var size int64
+			if err == nil {
+				size = batchBytes(req)
+			}
 			if err == nil && p.g.cfg.Echo {
 				start := time.Now()
-				refused := p.check(req)
+				refused := p.check(req, size)
 				if refused == nil {
 					resp := &databusv1.PublishResponse{BatchId: req.BatchId, Stored: uint32(len(req.Messages))}
 					p.g.m.publishLatency.Observe(time.Since(start).Seconds())
@@ -116,13 +121,13 @@ func (p *publisher) run(ctx context.Context) error {
 				return
 			}
 			if err == nil {
-				p.hold(batchBytes(req))
+				p.hold(size)
 			}
 			select {
-			case reqs <- recv{req: req, err: err}:
+			case reqs <- recv{req: req, size: size, err: err}:
 			case <-ctx.Done():
 				if err == nil { // never accepted: count it off
-					p.free(batchBytes(req))
+					p.free(size)
 				}
 				return
 			}
@@ -171,8 +176,8 @@ func (p *publisher) run(ctx context.Context) error {
 			if r.err != nil {
 				return finish(nil) // the client went away; nothing to answer
 			}
-			if err := p.accept(r.req); err != nil {
-				p.free(batchBytes(r.req))
+			if err := p.accept(r.req, r.size); err != nil {
+				p.free(r.size)
 				return finish(err)
 			}
 		}
@@ -189,13 +194,14 @@ func (p *publisher) send(resp *databusv1.PublishResponse) {
 	}
 }
 
-// check returns the error that refuses a batch whatever is in flight: too
-// many messages, or more bytes than a stream may hold.
-func (p *publisher) check(req *databusv1.PublishRequest) error {
+// check returns the error that refuses a batch of size message bytes
+// whatever is in flight: too many messages, or more bytes than a stream
+// may hold.
+func (p *publisher) check(req *databusv1.PublishRequest, size int64) error {
 	if n := len(req.Messages); n > p.g.cfg.MaxBatchMessages {
 		return streamError(codes.InvalidArgument, "batch %d has %d messages, more than the limit %d: split it", req.BatchId, n, p.g.cfg.MaxBatchMessages)
 	}
-	if size := batchBytes(req); size > p.g.cfg.MaxStreamBytes {
+	if size > p.g.cfg.MaxStreamBytes {
 		p.g.m.refusals.WithLabelValues(limitStreamBytes).Inc()
 		return streamError(codes.ResourceExhausted, "batch %d has %d message bytes, more than a stream may have in flight (%d, --max-stream-bytes): split it, or raise the limit", req.BatchId, size, p.g.cfg.MaxStreamBytes)
 	}
@@ -204,14 +210,14 @@ func (p *publisher) check(req *databusv1.PublishRequest) error {
 
 // accept starts producing one batch, whose answer comes through out, or
 // returns the error that ends the stream (and no answer comes).
-func (p *publisher) accept(req *databusv1.PublishRequest) error {
-	if err := p.check(req); err != nil {
+func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
+	if err := p.check(req, size); err != nil {
 		return err
 	}
 	if p.outstanding >= p.s.maxInflight {
 		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
 	}
-	n, size := len(req.Messages), batchBytes(req)
+	n := len(req.Messages)
 	start := time.Now()
 	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
 	if n == 0 {
@@ -239,11 +245,7 @@ func (p *publisher) accept(req *databusv1.PublishRequest) error {
 	}
 	hs := make([]kgo.RecordHeader, 0, headers)
 	for i, m := range req.Messages {
-		size := len(m.Key) + len(m.Value)
-		for _, h := range m.Headers {
-			size += len(h.Key) + len(h.Value)
-		}
-		if size > p.g.cfg.MaxMessageBytes {
+		if size := messageBytes(m); size > p.g.cfg.MaxMessageBytes {
 			b.fail(i, codes.InvalidArgument, "message of %d bytes is larger than the limit %d: split or shrink it", size, p.g.cfg.MaxMessageBytes)
 			continue
 		}
@@ -358,12 +360,18 @@ func (b *batch) done() {
 func batchBytes(req *databusv1.PublishRequest) int64 {
 	n := 0
 	for _, m := range req.Messages {
-		n += len(m.Key) + len(m.Value)
-		for _, h := range m.Headers {
-			n += len(h.Key) + len(h.Value)
-		}
+		n += messageBytes(m)
 	}
 	return int64(n)
+}
+
+// messageBytes is one message's key, value and headers.
+func messageBytes(m *databusv1.Message) int {
+	n := len(m.Key) + len(m.Value)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
 }
 
 // hold counts a batch's bytes in flight; free counts them off.

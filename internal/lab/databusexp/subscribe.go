@@ -74,13 +74,8 @@ func subscribeNote(row *lab.Row, filled int64) string {
 	if row.Figures == nil {
 		row.Figures = map[string]float64{}
 	}
-	var cycles, msgs []float64
-	for _, r := range row.PerRun {
-		if cpu := r.Values["cpu_avg"]; cpu > 0 {
-			cycles = append(cycles, r.Values["cycles_per_s"]/cpu)
-			msgs = append(msgs, r.Values["received_per_s"]/cpu)
-		}
-	}
+	cycles := runFigures(row, perGatewayCPU("cycles_per_s"))
+	msgs := runFigures(row, perGatewayCPU("received_per_s"))
 	notes := fmt.Sprintf("messages/s received; %s get-ack cycles/s (a cycle: a batch received, then acked; batches of up to %d); each of %d drains a fresh group reading the %s messages %d throughput-optimized clients published beforehand",
 		thousands(int(row.Figures["cycles_per_s"])), subBatch, len(row.PerRun), thousands(int(filled)), pubClients)
 	if len(cycles) == len(row.PerRun) && len(cycles) > 0 && row.CPUAvg != nil {
@@ -100,4 +95,13 @@ func subscribeNote(row *lab.Row, filled int64) string {
 		notes += fmt.Sprintf("; delivery verified in every drain (every record the topic held, by partition and offset): %s", verdict)
 	}
 	return notes + "; no target is stated for subscribe"
+}
+
+// perGatewayCPU is a run's figure fig (per second) per second of its
+// gateway's CPU, for runFigures.
+func perGatewayCPU(fig string) func(map[string]float64) (float64, bool) {
+	return func(v map[string]float64) (float64, bool) {
+		cpu := v["cpu_avg"]
+		return v[fig] / cpu, cpu > 0
+	}
 }
