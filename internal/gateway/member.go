@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -221,8 +222,12 @@ func (g *Gateway) newMember(key memberKey) (*member, error) {
 		kgo.SessionTimeout(g.cfg.SessionTimeout),
 		// FetchMaxBytes is per partition (the report's 32 KiB per
 		// stream); a whole fetch of the member carries up to 32 of them.
+		// At --fetch-max-bytes 50 MB (franz-go's FetchMaxBytes default,
+		// the report's first setting) 32 partitions' worth passes int32:
+		// clamped, and the read limit raised to let such a fetch in.
 		kgo.FetchMaxPartitionBytes(g.cfg.FetchMaxBytes),
-		kgo.FetchMaxBytes(32*g.cfg.FetchMaxBytes),
+		kgo.FetchMaxBytes(memberFetchBytes(g.cfg.FetchMaxBytes)),
+		kgo.BrokerMaxReadBytes(max(100<<20, memberFetchBytes(g.cfg.FetchMaxBytes)+1<<20)),
 		kgo.FetchMaxWait(memberFetchMaxWait),
 	))
 	if err != nil {
@@ -675,4 +680,11 @@ func firstCommitErr(resp *kmsg.OffsetCommitResponse) error {
 		}
 	}
 	return nil
+}
+
+// memberFetchBytes is what one fetch of a member may bring: 32
+// partitions' worth of perPartition, at most what an int32 holds (less
+// the 1 MiB of headroom BrokerMaxReadBytes adds).
+func memberFetchBytes(perPartition int32) int32 {
+	return int32(min(32*int64(perPartition), math.MaxInt32-1<<20))
 }
