@@ -143,3 +143,26 @@ func TestConnIdleTimeoutFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestGOMAXPROCSFlag: --gomaxprocs takes a positive count and goes back
+// into the command line the lab builds; 0 or less is refused.
+func TestGOMAXPROCSFlag(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int
+		ok   bool
+	}{{"1", 1, true}, {"2", 2, true}, {"0", 0, false}, {"-1", 0, false}, {"x", 0, false}} {
+		fs := flag.NewFlagSet("databus", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var o gateway.Options
+		o.RegisterFlags(fs)
+		err := fs.Parse([]string{"--gomaxprocs", tc.arg})
+		if (err == nil) != tc.ok || o.GOMAXPROCS != tc.want {
+			t.Errorf("--gomaxprocs %s: %d, %v", tc.arg, o.GOMAXPROCS, err)
+			continue
+		}
+		if tc.ok && !slices.Contains(o.Args(), "--gomaxprocs="+tc.arg) {
+			t.Errorf("Args %q lack --gomaxprocs=%s", o.Args(), tc.arg)
+		}
+	}
+}
