@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"math"
 	"sync"
 	"time"
 
@@ -205,7 +204,7 @@ func (g *Gateway) newMember(key memberKey) (*member, error) {
 		commitNow: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		streams: map[*subStream]struct{}{}, parts: map[int32]*partState{}, paused: map[int32]bool{},
 	}
-	cl, err := newClient(g.kafkaOpts(
+	cl, err := newClient(append(g.kafkaOpts(
 		kgo.ConsumerGroup(key.group),
 		kgo.ConsumeTopics(key.topic),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -220,16 +219,8 @@ func (g *Gateway) newMember(key memberKey) (*member, error) {
 		// before the first subscriber joined is not skipped.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(g.cfg.SessionTimeout),
-		// FetchMaxBytes is per partition (the report's 32 KiB per
-		// stream); a whole fetch of the member carries up to 32 of them.
-		// At --fetch-max-bytes 50 MB (franz-go's FetchMaxBytes default,
-		// the report's first setting) 32 partitions' worth passes int32:
-		// clamped, and the read limit raised to let such a fetch in.
-		kgo.FetchMaxPartitionBytes(g.cfg.FetchMaxBytes),
-		kgo.FetchMaxBytes(memberFetchBytes(g.cfg.FetchMaxBytes)),
-		kgo.BrokerMaxReadBytes(max(100<<20, memberFetchBytes(g.cfg.FetchMaxBytes)+1<<20)),
 		kgo.FetchMaxWait(memberFetchMaxWait),
-	))
+	), memberFetchLimits(g.cfg.FetchMaxBytes)...))
 	if err != nil {
 		cancel()
 		g.releaseClient(clientMember)
@@ -682,9 +673,17 @@ func firstCommitErr(resp *kmsg.OffsetCommitResponse) error {
 	return nil
 }
 
-// memberFetchBytes is what one fetch of a member may bring: 32
-// partitions' worth of perPartition, at most what an int32 holds (less
-// the 1 MiB of headroom BrokerMaxReadBytes adds).
-func memberFetchBytes(perPartition int32) int32 {
-	return int32(min(32*int64(perPartition), math.MaxInt32-1<<20))
+// memberFetchLimits bounds a member's fetches: perPartition bytes of a
+// partition (the report's 32 KiB per stream), up to 32 partitions' worth
+// per fetch. At --fetch-max-bytes 50 MB (franz-go's FetchMaxBytes
+// default, the report's first setting) that passes what franz-go reads in
+// one response (1 GiB at most): clamped, and the read limit raised to let
+// such a fetch in.
+func memberFetchLimits(perPartition int32) []kgo.Opt {
+	fetch := int32(min(32*int64(perPartition), 1<<30-1<<20))
+	return []kgo.Opt{
+		kgo.FetchMaxPartitionBytes(perPartition),
+		kgo.FetchMaxBytes(fetch),
+		kgo.BrokerMaxReadBytes(max(100<<20, fetch+1<<20)),
+	}
 }
