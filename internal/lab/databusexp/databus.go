@@ -1,24 +1,35 @@
-// Package databus is report D's experiment: the databus gateway (hlab
+// Package databusexp is report D's experiment: the databus gateway (hlab
 // serve databus: gRPC streams in front of Kafka) at 1 CPU, driven by the
 // databus checker (internal/checker, through lab.Checker) from the lab's
 // process.
 //
 // Rows: the report's echo table (1 to 100 clients, one message per
 // request, each answer awaited; the report's instance had 4 cores, ours
-// 1 CPU, so the comparison is per core); publish throughput and latency of
-// latency-optimized (one message per request) and throughput-optimized
-// (batches of 100, pipelined) clients with and without aggregation;
-// many small-batch clients with and without aggregation; the publish
-// cost (producer.go): the gateway's CPU per message against a franz-go
-// producer writing straight to Kafka from a process of its own at 1 CPU
-// (databus-checker --direct), in alternating rounds, and with --kafka
-// real against Kafka's own kafka-producer-perf-test at 1 CPU; subscribe
-// get-ack cycles per second and per gateway CPU-second over drains of a
-// filled topic alone (subscribe.go); faults (faults.go: the gateway
-// SIGKILLed during publish and during subscribe, a member's connection
-// reset with messages unacked, in --full with the real broker Kafka
-// down for 10 s), each counting lost messages; and the gateway's memory
-// per idle stream at 1,000 and 10,000 streams.
+// 1 CPU, so the comparison is per core); the echo server's scaling and
+// the cost of its metrics (scaling.go: 50 clients at 1 CPU and
+// GOMAXPROCS=1 with metrics, the same with --metrics=false, and at 2
+// CPUs and GOMAXPROCS=2, in alternating rounds); publish throughput and
+// latency of latency-optimized (one message per request) and
+// throughput-optimized (batches of 100, pipelined) clients with and
+// without aggregation; many small-batch clients with and without
+// aggregation; the publish cost (producer.go): the gateway's CPU per
+// message against a franz-go producer writing straight to Kafka from a
+// process of its own at 1 CPU (databus-checker --direct), in alternating
+// rounds, and with --kafka real against Kafka's own
+// kafka-producer-perf-test at 1 CPU; subscribe get-ack cycles per second
+// and per gateway CPU-second over drains of a filled topic alone
+// (subscribe.go), and with members that process each batch for 1 and
+// 10 ms (consumer.go); the gateway's RSS while many groups drain a
+// filled topic at --fetch-max-bytes 32 KiB and 50 MB (consumer.go: the
+// report's fetch-buffer lesson); ticker publish latency (ticker.go: one
+// message a second on each of 1,000 connections with and without
+// aggregation, 10,000 with it) and the idle-connection-timeout lesson
+// (franz-go's ConnIdleTimeout shorter than the interval between a
+// stream's messages, against its default); faults (faults.go: the
+// gateway SIGKILLed during publish and during subscribe, a member's
+// connection reset with messages unacked, in --full with the real
+// broker Kafka down for 10 s), each counting lost messages; and the
+// gateway's memory per idle stream at 1,000 and 10,000 streams.
 //
 // The claims are the report's two statements on aggregation (streams
 // sharing the gateway's producers): with many small-batch clients it
@@ -126,7 +137,7 @@ func New() *Experiment { return &Experiment{} }
 func (*Experiment) Name() string { return "databus" }
 
 func (*Experiment) Title() string {
-	return "gRPC streaming gateway in front of Kafka: echo, publish with/without aggregation, subscribe, idle streams (report D)"
+	return "gRPC streaming gateway in front of Kafka: echo, GOMAXPROCS and metrics, publish with/without aggregation, ticker, subscribe, fetch buffers, idle streams (report D)"
 }
 
 const noRatio = "no ratio given"
@@ -167,14 +178,19 @@ func (*Experiment) Claims() []lab.Claim {
 type timing struct {
 	echoRun, pubRun time.Duration
 	settle          time.Duration // idle streams before reading RSS
+	// tickerRun is a ticker row's window; idleRun the idle-timeout
+	// pair's, long enough for a few messages per stream.
+	tickerRun, idleRun time.Duration
 }
 
 func timings(o lab.Options) timing {
 	if o.Mode == lab.Full {
 		// The report's echo runs took 3.5-29 s (100,000 messages per client).
-		return timing{echoRun: 10 * time.Second, pubRun: 20 * time.Second, settle: 5 * time.Second}
+		return timing{echoRun: 10 * time.Second, pubRun: 20 * time.Second, settle: 5 * time.Second,
+			tickerRun: 30 * time.Second, idleRun: 20 * time.Second}
 	}
-	return timing{echoRun: 5 * time.Second, pubRun: 5 * time.Second, settle: 2 * time.Second}
+	return timing{echoRun: 5 * time.Second, pubRun: 5 * time.Second, settle: 2 * time.Second,
+		tickerRun: 5 * time.Second, idleRun: 8 * time.Second}
 }
 
 func (*Experiment) Estimate(o lab.Options) time.Duration {
@@ -193,13 +209,14 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun)
+	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t)
+	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun) + lessons
 }
 
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	t := timings(run.Opts)
 	run.SetEnv("quota", string(run.Sandbox.Mechanism()))
-	run.SetEnv("gateway", fmt.Sprintf("hlab serve databus, %.0f CPU, %d MB (GOMAXPROCS follows the quota); the report's instance had %d cores", gatewayCPU, gatewayMemMB, reportCores))
+	run.SetEnv("gateway", fmt.Sprintf("hlab serve databus, %.0f CPU, %d MB (GOMAXPROCS Go's default, which rounds a quota below 2 CPUs up to 2, unless a row says otherwise); the report's instance had %d cores", gatewayCPU, gatewayMemMB, reportCores))
 	run.SetEnv("checker", "internal/checker in the lab's process, unconstrained; one gRPC connection per stream unless a row says otherwise; 100-byte values")
 	run.SetEnv("method", "the claims' four rows run in rounds, their order alternating, every run verified by a consumer group; other rows one run each (--repeat N for more)")
 	run.Note("clients: echo and latency-optimized send 1 message per request and await each answer; throughput-optimized send batches of 100, 16 in flight; small-batch send 1 message per request, 16 in flight; values are 100 bytes; rps = messages acked per second, latencies are per request (sent to answered)")
@@ -231,6 +248,9 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		echoRows[n] = row
 	}
 	gw.Stop()
+	if err := e.echoScaling(ctx, run, t); err != nil {
+		return err
+	}
 
 	// Publishing through Kafka.
 	k, err := run.StartKafka(ctx, partitions)
@@ -285,7 +305,8 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		row.Note = joinNote(row.Note, publishNote(row))
 		run.AddRow(row)
 	}
-	if err := publishCost(ctx, run, k, publish, func() string { tp := topic(); topics = append(topics, tp); return tp }, t.pubRun); err != nil {
+	newTopic := func() string { tp := topic(); topics = append(topics, tp); return tp }
+	if err := publishCost(ctx, run, k, publish, newTopic, t.pubRun); err != nil {
 		return err
 	}
 	var thrOff *lab.Row
@@ -311,8 +332,14 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		return err
 	}
 	gw.Stop()
+	if err := fetchMemory(ctx, run, k, newTopic()); err != nil {
+		return err
+	}
+	if err := e.ticker(ctx, run, k, newTopic, t); err != nil {
+		return err
+	}
 
-	if err := e.faults(ctx, run, k, func() string { tp := topic(); topics = append(topics, tp); return tp }); err != nil {
+	if err := e.faults(ctx, run, k, newTopic); err != nil {
 		return err
 	}
 
@@ -341,10 +368,8 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	e.targets(run, echoRows[targetEchoClients], thrOff, idleRows)
 	run.NotRerun("the production cluster: 75 brokers, 30,000 partitions, 1.5M rps produce and 2M fetch, 50,000 producers, 16,000 consumers; 48 pods at ~100k rps and 10k connections each, ~5M rps with aggregation",
 		"a fleet, not a machine: the lab measures one gateway at 1 CPU, per core")
-	run.NotRerun("the echo server scaling almost linearly with GOMAXPROCS", "one gateway at 1 CPU here; not yet rerun at several")
-	run.NotRerun("metrics costing ~17% of the echo server's throughput", "not yet rerun (metrics off against on)")
-	run.NotRerun("p99 300 ms at 10k connections until producers were aggregated; idle-connection timeouts and synchronized metadata refreshes causing spikes", "not yet rerun: the ticker scenario runs here only to measure idle memory")
-	run.NotRerun("per-connection buffers (32 KB) and fetch buffers (50 MB default, 32 KB chosen) blowing memory at 10k connections", "the idle rows measure memory per stream with the gateway's buffers; the fetch-buffer variants are not yet rerun")
+	run.NotRerun("clients started in sync refreshing metadata in sync (p99 waves every 5 minutes)", "needs runs longer than franz-go's 5-minute metadata max age with clients started together; the lab's runs last seconds")
+	run.NotRerun("per-connection buffers blowing memory at 10k connections (32 KB chosen)", "the idle rows measure memory per stream with the gateway's 32 KiB buffers; gRPC's default buffers are not rerun beside them")
 	return nil
 }
 

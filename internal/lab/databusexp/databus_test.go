@@ -3,6 +3,7 @@ package databusexp
 import (
 	"testing"
 
+	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
@@ -53,6 +54,46 @@ func TestExperimentQuick(t *testing.T) {
 		t.Errorf("no get-ack cycles: %+v", r.Figures)
 	} else if r != nil && r.CPUAvg != nil && (r.Figures["cycles_per_gateway_cpu_s"] <= 0 || r.Figures["msgs_per_gateway_cpu_s"] <= 0 || r.Runs < 2 || len(r.PerRun) != r.Runs) {
 		t.Errorf("subscribe row: %d drains (%d kept), figures %+v: want rounds (labtest's --pairs), each per gateway CPU-second", r.Runs, len(r.PerRun), r.Figures)
+	}
+	for _, label := range []string{echoBaseLabel, echoNoMetricsLabel, echoTwoProcsLabel} {
+		if r := rows[label]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || len(r.PerRun) != 2 {
+			t.Errorf("echo scaling row %q: %+v", label, r)
+		}
+	}
+	if r := rows[echoTwoProcsLabel]; r != nil && r.Figures["ratio_to_gomaxprocs_1"] <= 0 {
+		t.Errorf("no GOMAXPROCS ratio: %v", r.Figures)
+	}
+	if r := rows[echoNoMetricsLabel]; r != nil {
+		if _, ok := r.Figures["metrics_cost_pct"]; !ok {
+			t.Errorf("no metrics cost: %v", r.Figures)
+		}
+	}
+	quick := lab.Options{Mode: lab.Quick}
+	verified := []string{tickerLabel(1000, false), tickerLabel(1000, true), tickerLabel(10000, true),
+		idleTimeoutLabel(shortIdle), idleTimeoutLabel(gateway.DefaultConnIdleTimeout),
+		fetchLabel(quick, fetchSmall), fetchLabel(quick, fetchLarge)}
+	for _, d := range processDelays {
+		verified = append(verified, delayLabel(d))
+	}
+	for _, label := range verified {
+		r := rows[label]
+		switch {
+		case r == nil || r.RPS == nil || *r.RPS <= 0:
+			t.Errorf("row %q: %+v", label, r)
+		case r.Lost == nil || *r.Lost != 0:
+			t.Errorf("row %q: lost %v, want 0 and verified", label, r.Lost)
+		}
+	}
+	for _, label := range []string{tickerLabel(1000, false), tickerLabel(10000, true), idleTimeoutLabel(shortIdle)} {
+		if r := rows[label]; r != nil && (r.P99MS == nil || r.MaxMS == nil) {
+			t.Errorf("ticker row %q has no latency", label)
+		}
+	}
+	if r := rows[idleTimeoutLabel(shortIdle)]; r != nil && r.Figures[dialSeries.Key] <= 0 {
+		t.Errorf("no Kafka dials counted: %v", r.Figures)
+	}
+	if r := rows[fetchLabel(quick, fetchLarge)]; r != nil && (r.RSSMBMax == nil || r.Figures["rss_ratio_to_32kib"] <= 0) {
+		t.Errorf("fetch row: RSS %v, figures %v", r.RSSMBMax, r.Figures)
 	}
 	for _, label := range []string{idleLabel(1000, 1000), idleLabel(10000, 10000), idleLabel(10000, 1000)} {
 		r := rows[label]

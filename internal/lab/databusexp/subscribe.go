@@ -31,7 +31,8 @@ func subscribeEstimate(t timing) time.Duration {
 	return subFill(t) + (1+subRounds)*(2*time.Second+4*subFill(t))
 }
 
-// subscribe measures and adds the subscribe row. Its gateway CPU covers
+// subscribe measures and adds the subscribe row, then the rows of
+// members that take time over each batch (delays) on its topic. Its gateway CPU covers
 // the drains alone: the checker's window (Config.OnWindow) opens as the
 // members dial and join and closes once the group has every record, so
 // the gateway's cgroup is read over consuming, not over the publishing
@@ -62,7 +63,7 @@ func (*Experiment) subscribe(ctx context.Context, run *lab.Run, gw *lab.Gateway,
 	row := rows[0]
 	row.Note = joinNote(row.Note, subscribeNote(row, fill.Acked))
 	run.AddRow(row)
-	return nil
+	return delays(ctx, run, gw, k, topic, fill.Acked)
 }
 
 // subscribeNote sets the subscribe row's figures per gateway CPU-second
