@@ -59,3 +59,21 @@ func TestFetchNote(t *testing.T) {
 		}
 	}
 }
+
+// TestTickerNoteSaturated: a ticker row that acked well under the rate
+// its streams offer says its latencies are a saturated system's.
+func TestTickerNoteSaturated(t *testing.T) {
+	for _, tc := range []struct {
+		rps  float64
+		want bool
+	}{{9950, false}, {5107, true}} {
+		row := &lab.Row{RPS: lab.F(tc.rps), CPUAvg: lab.F(0.63), Figures: map[string]float64{}}
+		note := tickerNote(row, 10000, true)
+		if got := strings.Contains(note, "SATURATED: "+thousands(int(tc.rps))+" msgs/s acked of the 10,000 offered"); got != tc.want {
+			t.Errorf("%v msgs/s: saturated %v, want %v: %s", tc.rps, got, tc.want, note)
+		}
+		if !strings.Contains(note, "p99 ~300 ms before aggregation") {
+			t.Errorf("the report's figure is missing: %s", note)
+		}
+	}
+}

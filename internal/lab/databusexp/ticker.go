@@ -124,6 +124,13 @@ func tickerRow(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string, co
 // beside it.
 func tickerNote(row *lab.Row, conns int, agg bool) string {
 	note := fmt.Sprintf("publish latency per message, sent to stored in Kafka (each stream's message a second, one in flight); %s", publishNote(row))
+	// A ticker's rate is fixed by its streams: short of it, the latencies
+	// are a saturated system's (the gateway's or the checker's, which
+	// shares the machine), not a quiet one's.
+	if offered := float64(conns) / tickerInterval.Seconds(); row.RPS != nil && *row.RPS < 0.9*offered {
+		note += fmt.Sprintf("; SATURATED: %s msgs/s acked of the %s offered, so these latencies include queueing (the gateway used %s cores; the checker, in the lab's process, shares the machine)",
+			thousands(int(*row.RPS)), thousands(int(offered)), cores(row.CPUAvg))
+	}
 	if conns >= 10000 {
 		note += fmt.Sprintf("; the report at 10k connections: p99 ~%.0f ms before aggregation (Kafka's own p99 ~%.0f ms), better after it (no figure given)", reportTickerP99, reportKafkaP99)
 	}
@@ -171,6 +178,13 @@ func idleTimeoutRows(ctx context.Context, run *lab.Run, k *lab.Kafka, topic func
 		run.AddRow(row)
 	}
 	return nil
+}
+
+func cores(p *float64) string {
+	if p == nil {
+		return "unmeasured"
+	}
+	return fmt.Sprintf("%.2f", *p)
 }
 
 func val(p *float64) float64 {
