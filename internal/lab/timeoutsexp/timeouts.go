@@ -553,7 +553,6 @@ func (e *Experiment) conclude(run *lab.Run, rows map[string]*lab.Row) {
 	}
 	if run.Opts.Mode != lab.Full {
 		run.Note("quick mode: the closed model only at 1000 connections for none and timeout (the claim), 20 s and 10 s, ended at their duration (the start-up transient makes such short runs read a few %% high); every setup in the open model for 5 s (13 s without a timeout), memory sampled once in flight had settled; one run per row outside the claims (--repeat N for more). --full adds the closed model at 500 and 1000 connections for every setup and runs every row for 3 min, as the report's siege and vegeta ran")
-		run.NotRerun("the healthy back under siege at 500 and 1000 connections (1156.89 and 1283.61 trans/s)", "rerun in --full")
 	}
 	run.Note("requests in the open model are timed from their intended send time (no coordinated omission); the load generator runs outside the front's quota and waits up to %v for an answer; no separate warm-up: memory is sampled only once requests in flight have settled, and the closed runs are long against the stall", loadTimeout)
 }
