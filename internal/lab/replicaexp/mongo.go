@@ -51,12 +51,25 @@ const standInLimits = "MongoDB stand-in (mongo-java-server), not mongod: one in-
 const (
 	catalogMongoLabel = "catalog from a replica fed by the MongoDB stand-in (not mongod), 100 connections"
 	freshMongoLabel   = "freshness, 1,000 writes/s: catalog fed by the MongoDB stand-in (not mongod), write to visible through the service"
+	// freshMongoQuietLabel: the same probe with no other writes.
+	freshMongoQuietLabel = "freshness, no other writes: catalog fed by the MongoDB stand-in (not mongod), write to visible through the service"
 )
 
-func microLabel(store string) string { return "micro-benchmark: user Get " + store }
+// microPrefix starts the micro-benchmark's labels: rows of ns/op and
+// ratios, with no latency distribution.
+const microPrefix = "micro-benchmark: "
+
+// The micro-benchmark's stores, as their labels name them.
+const (
+	microMongo   = "via the MongoDB stand-in (not mongod)"
+	microRedis   = "via Redis"
+	microReplica = "from the in-memory replica (fed by the stand-in's change stream)"
+)
+
+func microLabel(store string) string { return microPrefix + "user Get " + store }
 
 func microRatioLabel(store string) string {
-	return "micro-benchmark: " + store + " Get / in-memory replica Get"
+	return microPrefix + store + " Get / in-memory replica Get"
 }
 
 // mongo starts the stand-in, loads the customers into it, measures the
@@ -106,18 +119,31 @@ func (b *bench) mongo(ctx context.Context) error {
 	return b.micro(ctx, m, client)
 }
 
-// mongoFreshness puts the Postgres freshness rows' write load (writeLoad,
-// 1,000 single-document updates per second) on the stand-in, and meanwhile
-// probes, one at a time, how long a write takes to be visible through the
-// catalog service: set the probe customer's email, then ask the service
-// for it every millisecond until it answers with it. The stand-in's
-// change events carry whole-second commit times, so the service's own
-// replica_lag_seconds would say little; the probe times from the write's
-// send, so it includes the write's round trip and the 1 ms polling.
+// mongoFreshness measures, through the catalog service, how long a write
+// to the stand-in takes to be visible: with no other writes (the
+// replica's own delay: the stand-in's 20 ms polling, a getMore, the
+// apply), then under the Postgres freshness rows' write load (writeLoad,
+// 1,000 single-document updates per second).
 func (b *bench) mongoFreshness(ctx context.Context, svc *lab.Service, coll *mongo.Collection, m *deps.Mongo) error {
 	t := b.t
+	b.run.Progress.Step("freshness from the MongoDB stand-in: no other writes", t.quiet)
+	if err := b.mongoProbes(ctx, svc, coll, m, freshMongoQuietLabel, 0, 0, t.quiet); err != nil {
+		return err
+	}
+	b.run.Progress.Step(fmt.Sprintf("freshness from the MongoDB stand-in: %d writes/s", writeRate), t.freshWarm+t.fresh)
+	return b.mongoProbes(ctx, svc, coll, m, freshMongoLabel, writeRate, t.freshWarm, t.fresh)
+}
+
+// mongoProbes puts rate updates per second on the stand-in (none at 0)
+// for warm+window, and in the window probes, one at a time: set the probe
+// customer's email, then ask the service for it every millisecond until
+// it answers with it. The stand-in's change events carry whole-second
+// commit times, so the service's own replica_lag_seconds would say
+// little; a probe times from the write's send, so it includes the
+// write's round trip and the 1 ms polling.
+func (b *bench) mongoProbes(ctx context.Context, svc *lab.Service, coll *mongo.Collection, m *deps.Mongo, label string, rate int, warm, window time.Duration) error {
 	start := time.Now().Add(100 * time.Millisecond)
-	from, to := start.Add(t.freshWarm), start.Add(t.freshWarm+t.fresh)
+	from, to := start.Add(warm), start.Add(warm+window)
 	rec := newLagRecorder(from, to)
 	update := func(ctx context.Context, i int) error {
 		_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: int32(i%refdata.DefaultCustomers + 1)}}, bson.D{
@@ -126,15 +152,18 @@ func (b *bench) mongoFreshness(ctx context.Context, svc *lab.Service, coll *mong
 		})
 		return err
 	}
-	b.run.Progress.Step(fmt.Sprintf("freshness from the MongoDB stand-in: %d writes/s", writeRate), t.freshWarm+t.fresh)
-	var ws *writeStats
+	ws := &writeStats{}
 	wdone := make(chan struct{})
-	go func() { ws = writeLoad(ctx, writeRate, start, to, update); close(wdone) }()
+	if rate > 0 {
+		go func() { ws = writeLoad(ctx, rate, start, to, update); close(wdone) }()
+	} else {
+		close(wdone)
+	}
 	time.Sleep(time.Until(from))
 	meter, svcMeter := m.Proc().Measure(), svc.Proc.Measure()
 	probes, unseen, failed := 0, 0, 0
 	for n := 0; ctx.Err() == nil && time.Now().Before(to); n++ {
-		email := fmt.Sprintf("probe-%d@lab.example", n)
+		email := fmt.Sprintf("probe-%d-%d@lab.example", rate, n)
 		sent := time.Now()
 		if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: int32(probeID)}}, bson.D{{Key: "$set", Value: bson.D{{Key: "email", Value: email}}}}); err != nil {
 			failed++
@@ -154,14 +183,22 @@ func (b *bench) mongoFreshness(ctx context.Context, svc *lab.Service, coll *mong
 	}
 	<-wdone
 	mongoUse, svcUse := meter.Stop(), svcMeter.Stop()
-	writes := ws.done.Load()
-	row := hdrRow(freshMongoLabel, rec.h)
-	row.Figures["writes_per_s"] = float64(writes) / (t.freshWarm + t.fresh).Seconds()
+	row := hdrRow(label, rec.h)
+	row.Rate = float64(rate)
 	row.Figures["probes_unseen"] = float64(unseen)
-	row.Note = fmt.Sprintf("%s; %d probes in the last %v (%d not visible within %v, %d writes failed), from the write's send to the service answering with it (polled every 1 ms); "+
-		"the Postgres rows time commit to visible inside the replica instead; write load: %d updates in %v (%.0f/s), %d late by > %v, %d failed; cores used in the window: stand-in %.2f of %.0f (%d CFS-throttled periods), catalog service %.2f",
-		standInLimits, probes, t.fresh, unseen, probeLimit, failed, writes, t.freshWarm+t.fresh, row.Figures["writes_per_s"], ws.late.Load(), lateAfter, ws.failed.Load(),
-		mongoUse.CPUAvg, mongoCPU, mongoUse.Throttled, svcUse.CPUAvg)
+	row.Figures["mongo_cpu"] = mongoUse.CPUAvg
+	load := "no other writes"
+	if rate > 0 {
+		writes := ws.done.Load()
+		row.Figures["writes_per_s"] = float64(writes) / (warm + window).Seconds()
+		load = fmt.Sprintf("write load: %d updates in %v (%.0f/s), %d late by > %v, %d failed", writes, warm+window, row.Figures["writes_per_s"], ws.late.Load(), lateAfter, ws.failed.Load())
+	}
+	row.Note = fmt.Sprintf("%d probes in %v (%d not visible within %v, %d writes failed), from the write's send to the service answering with it (polled every 1 ms; the Postgres rows time commit to visible inside the replica instead); %s; cores used in the window: stand-in %.2f of %.0f (%d CFS-throttled periods), catalog service %.2f",
+		probes, window, unseen, probeLimit, failed, load, mongoUse.CPUAvg, mongoCPU, mongoUse.Throttled, svcUse.CPUAvg)
+	if mongoUse.CPUAvg > 0.9*mongoCPU {
+		row.Note += "; the stand-in used all its quota: it, not the replica, sets this delay"
+	}
+	row.Note += "; " + standInLimits
 	b.run.AddRow(row)
 	return nil
 }
@@ -218,9 +255,9 @@ func (b *bench) micro(ctx context.Context, m *deps.Mongo, client *mongo.Client) 
 	}
 
 	stores := []*benchStore{
-		{label: "via the MongoDB stand-in (not mongod)", repo: userrepo.NewMongo(ucoll)},
-		{label: "via Redis", repo: userrepo.NewRedis(rc)},
-		{label: "from the in-memory replica (fed by the stand-in's change stream)", repo: userrepo.NewReplica(table)},
+		{label: microMongo, repo: userrepo.NewMongo(ucoll)},
+		{label: microRedis, repo: userrepo.NewRedis(rc)},
+		{label: microReplica, repo: userrepo.NewReplica(table)},
 	}
 	keys := userrepo.Keys(1<<16, benchUsers, 2)
 	runs := b.run.Opts.Repeats()

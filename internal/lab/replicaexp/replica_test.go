@@ -13,7 +13,7 @@ import (
 
 func TestClaimsNameRows(t *testing.T) {
 	labels := map[string]bool{catalogListLabel: true, helloLabel: true, pricingBefore: true, pricingAfter: true, catalogPGLabel: true, freshLabLabel: true, freshSvcLabel: true,
-		faultConnKilled: true, faultPGRestart: true, faultSlotLost: true, catalogMongoLabel: true, freshMongoLabel: true}
+		faultConnKilled: true, faultPGRestart: true, faultSlotLost: true, catalogMongoLabel: true, freshMongoLabel: true, freshMongoQuietLabel: true, catalogAvgLabel: true}
 	for _, c := range catalogConns {
 		labels[catalogLabel(c)] = true
 		if catalogRef[c] == 0 {
