@@ -17,7 +17,11 @@ import (
 // Mongo is where a replica with Source FromMongo reads: report B's own
 // setup, a replica kept fresh by MongoDB change streams (Watch). Each
 // table is a collection of the same name, each document a row whose _id
-// is the row's id and whose other fields are named as the columns.
+// is the row's id and whose other fields are named as the columns. A
+// delete event carries only _id, so a table keyed by other fields
+// (price_rules, by category and zone) cannot apply deletes from MongoDB:
+// they are counted as decode errors. The catalog's customers, keyed by
+// id, can.
 type Mongo struct {
 	// URI is a MongoDB connection string (required with FromMongo).
 	URI string
