@@ -10,8 +10,8 @@ import (
 	"github.com/highload-lab/hlab/replica"
 )
 
-// Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource)
-// and exports the library's metrics on the service's registry:
+// Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource,
+// NewReplica) or MongoDB (replica.MongoSource, NewMongoReplica) and exports the library's metrics on the service's registry:
 // replica_rows, replica_ready, replica_applied_changes_total and
 // replica_lag_seconds (commit in Postgres to visible here, per change) by
 // table; replica_decode_errors_total, replica_resyncs_total (by reason)
@@ -19,9 +19,16 @@ import (
 // replica_applied_lsn tell when it has caught up after a fault (see the
 // replica package's doc). Its replication slot lives while Run runs.
 type Replica struct {
-	src    *replica.PostgresSource
+	src    source
 	tables []table
 	loaded atomic.Bool
+}
+
+// source is what Replica needs of a replica.PostgresSource or
+// replica.MongoSource.
+type source interface {
+	Run(ctx context.Context) error
+	DecodeErrors() int64
 }
 
 // NewReplica binds set to a Postgres source on db (DSN, Slot, Publication)
