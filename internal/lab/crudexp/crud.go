@@ -173,8 +173,9 @@ func seedTime(users int) time.Duration { return time.Duration(users) * 2 * time.
 func (*Experiment) Estimate(o lab.Options) time.Duration {
 	run, open, users := timing(o)
 	row := o.Warmup() + time.Duration(o.Repeats())*run
-	// All off answers about 130 req/s: its runs last 2,000 requests.
-	pairs := 4 * (run + 24*time.Second)
+	// All off answers about 130 req/s: its runs last 2,000 requests
+	// (about 19 s).
+	pairs := 4 * (run + 19*time.Second)
 	rows := time.Duration(len(variants)) * (3*time.Second + row)
 	// Richer iteration: the row without indexes runs about 150 req/s.
 	rich := 2*row + 10*time.Second
