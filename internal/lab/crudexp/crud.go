@@ -254,20 +254,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}
 
 	sc := &Scenario{Users: vus / devicesPerUser, Email: tasks.SeedEmail, Password: tasks.SeedPassword}
-	run.SetEnv("service", fmt.Sprintf("hlab serve tasks at %.0f CPU, %d MB (%s)", serviceCPU, serviceMemMB, run.Sandbox.Mechanism()))
-	run.SetEnv("postgres", pg.Kind+", unconstrained, durable")
-	run.SetEnv("postgres_settings", settings(pg.Settings))
-	run.SetEnv("seed", fmt.Sprintf("%d users x %d tasks = %d tasks (interleaved), %d devices, in two databases (with and without the indexes); seeded in %.0f s",
-		seedUsers, seedTasks, seedUsers*seedTasks, seedUsers*seedDevices, seeded.Seconds()))
-	run.SetEnv("load", fmt.Sprintf("hlab load's tasks scenario: %d VUs on %d accounts (%d devices each), sign in once, "+
-		"then the report's iteration, create, update, get, delete (%.0f%% reads); rows marked richer iteration add 4-5 lists after the get (%.0f%% reads); closed model unless the row says open",
-		vus, vus/devicesPerUser, devicesPerUser, 100*sc.ReadShare(), 100*(&Scenario{Lists: true}).ReadShare()))
-	run.SetEnv("method", "every configuration runs at once (idle when not measured); the claim's rows (all on, all off) run in rounds, their order alternating, so a burst of load from elsewhere on the machine weighs on both alike; the other rows one after another")
-	run.SetEnv("webhook", "in-process sink in the lab (answers 204 at once)")
-	run.SetEnv("websockets", fmt.Sprintf("%d per service, one per account, read by the lab", vus/devicesPerUser))
-	run.SetEnv("tracing", "OTLP/HTTP to an in-process sink in the lab (outside the quota, answers at once); optimization 2 on: 1% of requests traced, "+
-		"spans dropped when the export queue (2,048) is full; off: every request traced, a full queue makes requests wait")
-	run.SetEnv("bcrypt_cost", fmt.Sprint(bcryptCost))
+	setEnv(run, pg, sc, seedUsers, seeded)
 
 	b := &bench{run: run, pg: pg, hook: hook,
 		pgCPU: map[string]float64{}, pgRuns: map[string]int{}, ws: map[string]int64{}, otlp: map[string]int64{}, cfg: map[string]int{}}
@@ -341,6 +328,25 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		run.AddRow(r)
 	}
 	return nil
+}
+
+// setEnv records the run's environment: the service's quota, Postgres and
+// its settings, the seed, the load and the sinks.
+func setEnv(run *lab.Run, pg *deps.Postgres, sc *Scenario, seedUsers int, seeded time.Duration) {
+	run.SetEnv("service", fmt.Sprintf("hlab serve tasks at %.0f CPU, %d MB (%s)", serviceCPU, serviceMemMB, run.Sandbox.Mechanism()))
+	run.SetEnv("postgres", pg.Kind+", unconstrained, durable")
+	run.SetEnv("postgres_settings", settings(pg.Settings))
+	run.SetEnv("seed", fmt.Sprintf("%d users x %d tasks = %d tasks (interleaved), %d devices, in two databases (with and without the indexes); seeded in %.0f s",
+		seedUsers, seedTasks, seedUsers*seedTasks, seedUsers*seedDevices, seeded.Seconds()))
+	run.SetEnv("load", fmt.Sprintf("hlab load's tasks scenario: %d VUs on %d accounts (%d devices each), sign in once, "+
+		"then the report's iteration, create, update, get, delete (%.0f%% reads); rows marked richer iteration add 4-5 lists after the get (%.0f%% reads); closed model unless the row says open",
+		vus, vus/devicesPerUser, devicesPerUser, 100*sc.ReadShare(), 100*(&Scenario{Lists: true}).ReadShare()))
+	run.SetEnv("method", "every configuration runs at once (idle when not measured); the claim's rows (all on, all off) run in rounds, their order alternating, so a burst of load from elsewhere on the machine weighs on both alike; the other rows one after another")
+	run.SetEnv("webhook", "in-process sink in the lab (answers 204 at once)")
+	run.SetEnv("websockets", fmt.Sprintf("%d per service, one per account, read by the lab", vus/devicesPerUser))
+	run.SetEnv("tracing", "OTLP/HTTP to an in-process sink in the lab (outside the quota, answers at once); optimization 2 on: 1% of requests traced, "+
+		"spans dropped when the export queue (2,048) is full; off: every request traced, a full queue makes requests wait")
+	run.SetEnv("bcrypt_cost", fmt.Sprint(bcryptCost))
 }
 
 // start starts every configuration once, signs the accounts in and opens
