@@ -284,9 +284,6 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 			return err
 		}
 		out = append(out, fixed...)
-	} else {
-		run.NotRerun("report C's final run: 1M requests in about 2 hours, CPU peak 60%, 150 MB, mean about 2 s", "rerun in --full (1,000,000 requests, closed model, 100 VUs)")
-		run.NotRerun(`"too many connections" at 100k requests (Postgres max 410)`, "rerun in --full (100,000 requests with every optimization off, closed model, 100 VUs); here the pool-limits-off row shows what unbounded connections cost")
 	}
 
 	rows, err := b.reportRows(ctx, runDur, onIdx, offIdx)

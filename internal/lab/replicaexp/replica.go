@@ -241,8 +241,6 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	if err := b.mongo(ctx); err != nil {
 		return err
 	}
-	run.NotRerun("CPU of the app and the database down several times",
-		"no figure to judge; the pricing rows give each one's CPU per request, before and after")
 	if run.Opts.Mode != lab.Full {
 		ft := timings(lab.Options{Mode: lab.Full})
 		run.Note("quick mode: runs of %v (full: %v), catalog rows other than %d connections one run each (full: %d), freshness %v of writes (full: %v), micro-benchmark one run per store (full: %d)",
