@@ -50,27 +50,10 @@ func NewMongoReplica(m Mongo, set Set, reg prometheus.Registerer, logger *slog.L
 	if logger == nil {
 		logger = slog.Default()
 	}
-	r := &Replica{tables: set.tables()}
-	var (
-		bindings []replica.Binding
-		obs      []replica.Observable
-	)
-	for _, t := range r.tables {
-		bindings = append(bindings, t.doc)
-		obs = append(obs, t.obs)
-	}
-	src, err := replica.NewMongoSource(m.URI, m.DB, bindings, replica.MongoLogger(logger))
-	if err != nil {
-		return nil, err
-	}
-	r.src = src
-	if err := replica.RegisterMetrics(reg, obs...); err != nil {
-		return nil, err
-	}
-	if err := replica.RegisterSource(reg, "mongo", src); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return newReplica(set, reg, "mongo", func(t table) replica.Binding { return t.doc },
+		func(bindings []replica.Binding) (source, error) {
+			return replica.NewMongoSource(m.URI, m.DB, bindings, replica.MongoLogger(logger))
+		})
 }
 
 // docRow turns a document into the row the decoders expect: _id is the

@@ -29,6 +29,7 @@ type Replica struct {
 type source interface {
 	Run(ctx context.Context) error
 	DecodeErrors() int64
+	Resyncs() int64
 }
 
 // NewReplica binds set to a Postgres source on db (DSN, Slot, Publication)
@@ -40,17 +41,28 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	if logger == nil {
 		logger = slog.Default()
 	}
+	return newReplica(set, reg, "postgres", func(t table) replica.Binding { return t.binding },
+		func(bindings []replica.Binding) (source, error) {
+			return replica.NewPostgresSource(db.DSN, bindings,
+				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
+		})
+}
+
+// newReplica binds set's tables (each through bind) to the source open
+// returns, and registers the tables' and the source's metrics with reg,
+// the source labelled kind.
+func newReplica(set Set, reg prometheus.Registerer, kind string, bind func(table) replica.Binding,
+	open func([]replica.Binding) (source, error)) (*Replica, error) {
 	r := &Replica{tables: set.tables()}
 	var (
 		bindings []replica.Binding
 		obs      []replica.Observable
 	)
 	for _, t := range r.tables {
-		bindings = append(bindings, t.binding)
+		bindings = append(bindings, bind(t))
 		obs = append(obs, t.obs)
 	}
-	src, err := replica.NewPostgresSource(db.DSN, bindings,
-		replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
+	src, err := open(bindings)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +70,7 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	if err := replica.RegisterMetrics(reg, obs...); err != nil {
 		return nil, err
 	}
-	if err := replica.RegisterSource(reg, "postgres", src); err != nil {
+	if err := replica.RegisterSource(reg, kind, src); err != nil {
 		return nil, err
 	}
 	return r, nil
