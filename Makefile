@@ -43,8 +43,8 @@ bench: deps build
 bench-databus: build
 	bench/databus.sh
 
-# Report C's crud experiment at full length, with the 1,000,000-request
-# run (about 12 minutes).
+# Report C's crud experiment at full length, with its fixed-count runs:
+# 1,000,000 requests all on, 12,000 and 100,000 all off (about 30 minutes).
 .PHONY: bench-crud
 bench-crud: deps build
 	./bin/hlab lab crud --full --json lab-report/crud-full.json --report lab-report

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,41 +21,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/highload-lab/hlab/internal/deps"
-	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
 )
 
-// startStandIn starts a MongoDB stand-in for t alone (about 0.4 s), or
-// skips t when it cannot run here.
-func startStandIn(t *testing.T) *deps.Mongo {
-	t.Helper()
-	setup, err := deps.CheckMongo()
-	if err == nil && setup.JavaErr != nil {
-		err = setup.JavaErr
-	}
-	if err == nil && !setup.Cached && setup.Maven == "" {
-		err = deps.ErrMongoNeedsMaven
-	}
-	if err != nil {
-		if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-			t.Fatalf("the MongoDB stand-in cannot run here (HLAB_REQUIRE_DEPS is set): %v", err)
-		}
-		t.Skipf("the MongoDB stand-in cannot run here: %v", err)
-	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sb.Close() })
-	m, err := deps.StartMongo(context.Background(), sb, deps.MongoConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Stop() })
-	t.Logf("MongoDB runs as a stand-in here: %s at %s", m.Kind, m.Addr)
-	return m
-}
+// startStandIn starts a MongoDB stand-in for t alone, or skips t when it
+// cannot run here.
+func startStandIn(t *testing.T) *deps.Mongo { return depstest.NewMongo(t) }
 
 // mongoItems returns a new collection (in a database of its own) holding
 // items 1..n, and a client for the test's writes.

@@ -70,16 +70,12 @@ Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	reportDir := fs.String("report", "lab-report", "directory for the HTML report and service logs")
 	lbKind := fs.String("lb", lab.LBAuto, "load balancer: auto (nginx if installed), nginx, or builtin")
 	kafkaKind := fs.String("kafka", lab.KafkaFake, "Kafka for experiments that need it: kfake (embedded, in memory) or real (a KRaft broker; needs Java)")
-	list := fs.Bool("list", false, "list the experiments and exit")
+	list := fs.Bool("list", false, "list the experiments named (default all), their claims and every figure of their reports, rerun (where) or not (why) with the other flags given, and exit")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
 	}
 	all := experiments()
-	if *list {
-		lab.List(st.Stdout, all)
-		return 0
-	}
 	if *full && *quick {
 		return fail(st, "lab", 2, fmt.Errorf("--quick and --full exclude each other"))
 	}
@@ -98,6 +94,11 @@ Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	opts := lab.Options{Mode: lab.Quick, Repeat: *repeat, Pairs: *pairs, LB: *lbKind, Kafka: *kafkaKind, WorkDir: filepath.Join(*reportDir, "logs")}
 	if *full {
 		opts.Mode = lab.Full
+	}
+	if *list {
+		// What a run with these flags would rerun, figure by figure.
+		lab.ListFigures(st.Stdout, exps, opts)
+		return 0
 	}
 	if err := freshLogs(opts.WorkDir); err != nil {
 		return fail(st, "lab", 1, err)

@@ -28,6 +28,7 @@ type experiment struct {
 func (experiment) Name() string                       { return "gate" }
 func (experiment) Title() string                      { return "an integrity gate" }
 func (experiment) Estimate(lab.Options) time.Duration { return time.Second }
+func (experiment) Figures(lab.Options) []lab.Figure   { return nil }
 func (experiment) Claims() []lab.Claim {
 	return []lab.Claim{{Text: "a serves >= 2x b", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2}}
 }

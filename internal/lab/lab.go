@@ -27,10 +27,30 @@ type Experiment interface {
 	Claims() []Claim
 	// Estimate is how long Run takes with opts, for progress and ETAs.
 	Estimate(opts Options) time.Duration
+	// Figures accounts for every figure and statement of the report
+	// (shared/REFERENCE.md) with opts: where it is rerun, or why not.
+	// "hlab lab --list" shows them all, and a run's result lists those not
+	// rerun (Result.NotRerun), so that nothing is skipped silently.
+	Figures(opts Options) []Figure
 	// Run measures. It adds rows and environment to run; an error means the
 	// experiment could not finish (a claim that does not hold is not an error).
 	Run(ctx context.Context, run *Run) error
 }
+
+// Figure is one figure or statement of an experiment's report and how the
+// lab covers it: Rerun says where (rows, a claim, a note), or Why says why
+// it is not rerun with these options. Exactly one of them is set.
+type Figure struct {
+	Figure string
+	Rerun  string
+	Why    string
+}
+
+// Rerun is a figure the lab reruns, in where (a row, a claim, a note).
+func Rerun(figure, where string) Figure { return Figure{Figure: figure, Rerun: where} }
+
+// NotRerunFigure is a figure the lab does not rerun, and why.
+func NotRerunFigure(figure, why string) Figure { return Figure{Figure: figure, Why: why} }
 
 // Mode is how long experiments run.
 type Mode string
@@ -233,7 +253,13 @@ func Find(all []Experiment, names []string) ([]Experiment, error) {
 
 // List writes the experiments with their titles and claims, the first
 // (the report's own setup) marked.
-func List(w io.Writer, all []Experiment) {
+func List(w io.Writer, all []Experiment) { list(w, all, nil) }
+
+// ListFigures is List with every figure of each report, rerun (where) or
+// not (why), with opts: "hlab lab --list".
+func ListFigures(w io.Writer, all []Experiment, opts Options) { list(w, all, &opts) }
+
+func list(w io.Writer, all []Experiment, opts *Options) {
 	for _, e := range all {
 		fmt.Fprintf(w, "  %-10s %s\n", e.Name(), e.Title())
 		for i, c := range e.Claims() {
@@ -242,6 +268,19 @@ func List(w io.Writer, all []Experiment) {
 				what = "claim (report's setup)"
 			}
 			fmt.Fprintf(w, "  %-10s %d. %s: %s\n", "", i+1, what, c.Text)
+		}
+		if opts == nil {
+			continue
+		}
+		if figs := e.Figures(*opts); len(figs) > 0 {
+			fmt.Fprintf(w, "  %-10s the report's figures (+ rerun, - not rerun):\n", "")
+			for _, f := range figs {
+				if f.Rerun != "" {
+					fmt.Fprintf(w, "  %-10s + %s\n  %-10s     in %s\n", "", f.Figure, "", f.Rerun)
+				} else {
+					fmt.Fprintf(w, "  %-10s - %s\n  %-10s     not rerun: %s\n", "", f.Figure, "", f.Why)
+				}
+			}
 		}
 	}
 }

@@ -345,6 +345,7 @@ func (e expNamed) Name() string                  { return string(e) }
 func (expNamed) Title() string                   { return "t" }
 func (expNamed) Claims() []Claim                 { return nil }
 func (expNamed) Estimate(Options) time.Duration  { return 0 }
+func (expNamed) Figures(Options) []Figure        { return nil }
 func (expNamed) Run(context.Context, *Run) error { return nil }
 
 func TestFind(t *testing.T) {

@@ -265,6 +265,11 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 		}
 		res.Error = err.Error()
 	}
+	for _, f := range e.Figures(opts) {
+		if f.Rerun == "" {
+			res.NotRerun = append(res.NotRerun, NotRerun{Figure: f.Figure, Why: f.Why})
+		}
+	}
 	Judge(res, run.claims)
 	summary := summarize(res)
 	if res.Error != "" {

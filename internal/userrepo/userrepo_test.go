@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
@@ -65,11 +64,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	users = userrepo.Users(nUsers, 1)
-	r := rand.New(rand.NewPCG(2, 3))
-	keys = make([]int64, 1<<16)
-	for i := range keys {
-		keys[i] = 1 + r.Int64N(nUsers)
-	}
+	keys = userrepo.Keys(1<<16, nUsers, 2)
 
 	pg, pgDSN, cleanup := startPostgres(ctx, sb)
 	defer cleanup()
@@ -292,15 +287,8 @@ func BenchmarkGet(b *testing.B) {
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
 			need(b, be)
-			b.ReportAllocs()
-			n := 0
-			for b.Loop() {
-				if _, err := be.repo.Get(ctx, keys[n&(len(keys)-1)]); err != nil {
-					b.Fatal(err)
-				}
-				n++
-			}
-			ns := float64(b.Elapsed().Nanoseconds()) / float64(n)
+			userrepo.GetBench(ctx, be.repo, keys)(b)
+			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			nsPerOp[be.name] = append(nsPerOp[be.name], ns)
 			if be.name == "replica" {
 				if redisNs, ok := median("redis"); ok {

@@ -437,3 +437,28 @@ func Postgres(t testing.TB) *deps.Postgres {
 	}
 	return postgres.pg
 }
+
+// NewMongo starts a MongoDB stand-in (mongo-java-server, see
+// internal/deps) for t alone, in a sandbox of its own, so it needs no
+// TestMain (about 0.5 s); it is stopped when t ends. It skips t when the
+// stand-in cannot run here (no JDK, or no jars and no mvn), or fails it
+// when HLAB_REQUIRE_DEPS is set.
+func NewMongo(t testing.TB) *deps.Mongo {
+	t.Helper()
+	setup, err := deps.CheckMongo()
+	skipUnlessJVMRuns(t, "the MongoDB stand-in", err, setup.JavaErr, deps.ErrMongoNeedsMaven, setup.Cached || setup.Maven != "")
+	box, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	// The context bounds the stand-in's life; its StartTimeout (30 s)
+	// bounds the wait.
+	m, err := deps.StartMongo(context.Background(), box, deps.MongoConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Stop() })
+	t.Logf("depstest: MongoDB runs as a stand-in here: %s at %s", m.Kind, m.Addr)
+	return m
+}

@@ -18,12 +18,15 @@ import (
 
 // Scenario is report C's k6 script as a loadgen.Scenario, for the task
 // API (hlab serve tasks). Each virtual user is one device of an account:
-// it signs in once, then loops create -> update -> get -> k lists ->
-// delete, with k alternating 5 and 4 (5 in four iterations of seven) so
-// that reads are 65% and writes 35% of the requests, the report's mix.
-// Tokens are kept per account across runs: an account signs in once, and
-// its devices share the token (tokens name the user, not the device). A
-// VU's state is kept too, so the Scenario must not run twice at once.
+// it signs in once, then loops the report's iteration, create -> update
+// -> get -> delete. With Lists it loops a richer iteration instead,
+// create -> update -> get -> k lists -> delete, with k alternating 5 and
+// 4 (5 in four iterations of seven) so that reads are 65% and writes 35%
+// of the requests, the mix the report gives for its API's traffic (its
+// load test's iteration is 25% reads). Tokens are kept per account across
+// runs: an account signs in once, and its devices share the token (tokens
+// name the user, not the device). A VU's state is kept too, so the
+// Scenario must not run twice at once.
 type Scenario struct {
 	// Users is how many accounts the VUs share: VU n signs in as account
 	// n%Users + 1, so with 100 VUs and 25 users each user has 4 devices
@@ -32,6 +35,9 @@ type Scenario struct {
 	// Email returns account i's email (1-based); Password is every account's.
 	Email    func(i int) string
 	Password string
+	// Lists adds the list reads to each iteration (the richer scenario,
+	// 65% reads); false is the report's own iteration.
+	Lists bool
 
 	mu     sync.Mutex
 	tokens map[int]string // by account
@@ -43,7 +49,7 @@ type Scenario struct {
 func (s *Scenario) Clone() *Scenario {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := &Scenario{Users: s.Users, Email: s.Email, Password: s.Password, tokens: map[int]string{}}
+	c := &Scenario{Users: s.Users, Email: s.Email, Password: s.Password, Lists: s.Lists, tokens: map[int]string{}}
 	for k, v := range s.tokens {
 		c.tokens[k] = v
 	}
@@ -62,21 +68,26 @@ var listPaths = []string{
 }
 
 // listsIn returns the list reads of iteration i: with the create, update,
-// get and delete, 39 reads and 21 writes every 7 iterations (65/35).
-func listsIn(i int) int {
-	if i%7 < 4 {
+// get and delete, 39 reads and 21 writes every 7 iterations (65/35);
+// none in the report's iteration.
+func (s *Scenario) listsIn(i int) int {
+	switch {
+	case !s.Lists:
+		return 0
+	case i%7 < 4:
 		return 5
 	}
 	return 4
 }
 
 // ReadShare is the scenario's share of reads over a whole cycle of
-// iterations, sign-in aside (for the record: 39/60 = 0.65).
-func ReadShare() float64 {
+// iterations, sign-in aside (for the record: 39/60 = 0.65 with Lists,
+// 1/4 without).
+func (s *Scenario) ReadShare() float64 {
 	reads, all := 0, 0
 	for i := range 7 {
-		reads += 1 + listsIn(i)
-		all += 4 + listsIn(i)
+		reads += 1 + s.listsIn(i)
+		all += 4 + s.listsIn(i)
 	}
 	return float64(reads) / float64(all)
 }
@@ -138,7 +149,7 @@ type vu struct {
 	n     int
 	auth  [][2]string // the Authorization header, nil while signed out
 	iter  int
-	phase int // 0 create, 1 update, 2 get, 3..3+k-1 lists, 3+k delete
+	phase int // 0 create, 1 update, 2 get, 3..3+k-1 lists, 3+k delete (k = 0: the report's iteration)
 	lists int // list reads made, to rotate listPaths
 	task  string
 	last  step
@@ -169,7 +180,7 @@ func (v *vu) Next(r *loadgen.Request) {
 		return
 	}
 	r.Headers = append(r.Headers, v.auth...)
-	k := listsIn(v.iter)
+	k := v.s.listsIn(v.iter)
 	switch {
 	case v.phase == 0:
 		v.last = stepCreate

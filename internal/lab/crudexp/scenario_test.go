@@ -16,9 +16,12 @@ import (
 	"github.com/highload-lab/hlab/loadgen"
 )
 
-func TestReadShareIsTheReports(t *testing.T) {
-	if got := ReadShare(); math.Abs(got-0.65) > 0.001 {
-		t.Fatalf("read share %.4f, want report C's 0.65", got)
+func TestReadShare(t *testing.T) {
+	if got := (&Scenario{Lists: true}).ReadShare(); math.Abs(got-0.65) > 0.001 {
+		t.Fatalf("richer scenario: read share %.4f, want report C's 0.65", got)
+	}
+	if got := (&Scenario{}).ReadShare(); got != 0.25 {
+		t.Fatalf("report's iteration: read share %.4f, want 1 get in 4 requests", got)
 	}
 }
 
@@ -29,7 +32,8 @@ type fakeAPI struct {
 	byRoute map[string]int
 	logins  map[string]int
 	next    atomic.Int64
-	expire  atomic.Bool // answer the next authenticated request 401
+	expire  atomic.Bool         // answer the next authenticated request 401
+	byTask  map[string][]string // methods on each task, in order
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +43,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.byRoute[route]++
+	if strings.HasPrefix(r.URL.Path, "/v1/tasks/") && f.byTask != nil {
+		f.byTask[r.URL.Path] = append(f.byTask[r.URL.Path], r.Method)
+	}
 	f.mu.Unlock()
 	if route == "POST /v1/auth/login" {
 		b, _ := io.ReadAll(r.Body)
@@ -67,7 +74,7 @@ func TestScenarioMixAndSignIn(t *testing.T) {
 	api := &fakeAPI{byRoute: map[string]int{}, logins: map[string]int{}}
 	srv := httptest.NewServer(api)
 	defer srv.Close()
-	sc := &Scenario{Users: 2, Email: func(i int) string { return fmt.Sprintf("u%d@x", i) }, Password: "pw"}
+	sc := &Scenario{Users: 2, Email: func(i int) string { return fmt.Sprintf("u%d@x", i) }, Password: "pw", Lists: true}
 	if err := sc.SignIn(context.Background(), srv.URL, 8); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +109,42 @@ func TestScenarioMixAndSignIn(t *testing.T) {
 	api.mu.Lock()
 	if err != nil || api.byRoute["POST /v1/auth/login"] != before+1 {
 		t.Fatalf("after a 401: %v, logins %d -> %d, want one more", err, before, api.byRoute["POST /v1/auth/login"])
+	}
+}
+
+// TestScenarioReportIteration: without Lists each VU loops the report's
+// k6 iteration exactly, create -> update -> get -> delete, on its own
+// task, and nothing else.
+func TestScenarioReportIteration(t *testing.T) {
+	api := &fakeAPI{byRoute: map[string]int{}, logins: map[string]int{}, byTask: map[string][]string{}}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	sc := &Scenario{Users: 2, Email: func(i int) string { return fmt.Sprintf("u%d@x", i) }, Password: "pw"}
+	if err := sc.SignIn(context.Background(), srv.URL, 8); err != nil {
+		t.Fatal(err)
+	}
+	res, err := loadgen.Run(context.Background(), srv.URL, loadgen.Connections(8), loadgen.Requests(8*4*25), loadgen.WithScenario(sc))
+	if err != nil || res.Successes != res.Requests {
+		t.Fatalf("%v; %d of %d requests answered", err, res.Successes, res.Requests)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if n := api.byRoute["GET /v1/tasks"]; n != 0 {
+		t.Fatalf("%d list reads, want none in the report's iteration", n)
+	}
+	whole := 0
+	for path, seq := range api.byTask {
+		got := strings.Join(seq, " ")
+		if !strings.HasPrefix("PATCH GET DELETE", got) {
+			t.Fatalf("%s: %s after its create, want PATCH GET DELETE", path, got)
+		}
+		if got == "PATCH GET DELETE" {
+			whole++
+		}
+	}
+	creates := api.byRoute["POST /v1/tasks"]
+	if whole < creates-8 || creates < 8*20 {
+		t.Fatalf("%d creates, %d whole iterations: want every VU's iterations complete but its last", creates, whole)
 	}
 }
 

@@ -53,11 +53,24 @@ func TestQuickRunEndToEnd(t *testing.T) {
 			}
 			continue
 		}
-		if r.P99MS == nil {
+		// Rows with no latency distribution: the micro-benchmark's (ns/op
+		// and ratios) and the mean of catalog rows.
+		switch {
+		case strings.HasPrefix(r.Label, microPrefix):
+			if r.Figures["ns_per_op"] <= 0 && r.Figures["ratio"] <= 0 {
+				t.Errorf("micro-benchmark row %q: no ns/op or ratio: %v", r.Label, r.Figures)
+			}
+		case r.Label == catalogAvgLabel:
+			if r.RPS == nil {
+				t.Errorf("row %q has no rps", r.Label)
+			}
+		case r.P99MS == nil:
 			t.Errorf("row %q has no p99", r.Label)
 		}
 	}
-	want := []string{catalogListLabel, helloLabel, pricingBefore, pricingAfter, catalogPGLabel, freshLabLabel, freshSvcLabel, faultConnKilled, faultPGRestart, faultSlotLost}
+	want := []string{catalogListLabel, helloLabel, pricingBefore, pricingAfter, catalogPGLabel, freshLabLabel, freshSvcLabel, faultConnKilled, faultPGRestart, faultSlotLost,
+		catalogAvgLabel, catalogMongoLabel, freshMongoQuietLabel, freshMongoLabel,
+		microLabel(microMongo), microLabel(microRedis), microLabel(microReplica), microRatioLabel("MongoDB stand-in"), microRatioLabel("Redis")}
 	for _, c := range catalogConns {
 		want = append(want, catalogLabel(c))
 	}
@@ -71,6 +84,9 @@ func TestQuickRunEndToEnd(t *testing.T) {
 	}
 	if q := e.Rows[rows[pricingAfter]].Figures["queries_per_request"]; q != 1 {
 		t.Errorf("pricing from the replica: %v queries per request, want 1", q)
+	}
+	if e.Env["mongo"] == "" || !strings.Contains(e.Env["mongo"], "stand-in") {
+		t.Errorf("the run did not record the MongoDB stand-in as one: %q", e.Env["mongo"])
 	}
 	if e.Env["postgres_settings"] == "" {
 		t.Error("the run did not record Postgres's settings")

@@ -66,10 +66,12 @@ type writeStats struct {
 	done, failed, late atomic.Int64
 }
 
-// writeLoad updates one customer per transaction at rate per second from
-// start until end, on a schedule (open model): a write that cannot start
-// within 10 ms of its slot is counted late.
-func writeLoad(ctx context.Context, pool *pgxpool.Pool, rate int, start, end time.Time, rows int) *writeStats {
+// writeLoad calls write(ctx, i) for i = 0, 1, ... at rate per second from
+// start until end, on a schedule (open model), from writers goroutines,
+// each call bounded by writeTimeout: a write that cannot start within
+// 10 ms of its slot is counted late. write updates one customer (by i),
+// in Postgres or in MongoDB.
+func writeLoad(ctx context.Context, rate int, start, end time.Time, write func(ctx context.Context, i int) error) *writeStats {
 	st := &writeStats{}
 	jobs := make(chan int, rate)
 	var wg sync.WaitGroup
@@ -77,7 +79,7 @@ func writeLoad(ctx context.Context, pool *pgxpool.Pool, rate int, start, end tim
 		wg.Go(func() {
 			for i := range jobs {
 				wctx, cancel := context.WithTimeout(ctx, writeTimeout)
-				_, err := pool.Exec(wctx, `UPDATE customers SET credit_limit_cents = credit_limit_cents + 1, updated_at = now() WHERE id = $1`, i%rows+1)
+				err := write(wctx, i)
 				cancel()
 				if err != nil {
 					st.failed.Add(1)
@@ -102,6 +104,15 @@ func writeLoad(ctx context.Context, pool *pgxpool.Pool, rate int, start, end tim
 	close(jobs)
 	wg.Wait()
 	return st
+}
+
+// pgUpdate is writeLoad's write in Postgres: one transaction updating
+// customer i%rows+1.
+func pgUpdate(pool *pgxpool.Pool, rows int) func(ctx context.Context, i int) error {
+	return func(ctx context.Context, i int) error {
+		_, err := pool.Exec(ctx, `UPDATE customers SET credit_limit_cents = credit_limit_cents + 1, updated_at = now() WHERE id = $1`, i%rows+1)
+		return err
+	}
 }
 
 // freshness runs the write load against the customers table while two
@@ -154,7 +165,10 @@ func (b *bench) freshness(ctx context.Context, svc *lab.Service) error {
 	b.run.Progress.Step(fmt.Sprintf("freshness: %d writes/s", writeRate), t.freshWarm+t.fresh)
 	var ws *writeStats
 	wdone := make(chan struct{})
-	go func() { ws = writeLoad(ctx, pool, writeRate, start, to, refdata.DefaultCustomers); close(wdone) }()
+	go func() {
+		ws = writeLoad(ctx, writeRate, start, to, pgUpdate(pool, refdata.DefaultCustomers))
+		close(wdone)
+	}()
 	time.Sleep(time.Until(from))
 	before, berr := scrapeHistogram(ctx, svc.URL("/metrics"), lagMetric)
 	pgMeter, svcMeter, clock := b.pg.Proc().Measure(), svc.Proc.Measure(), readCPUClock()

@@ -55,7 +55,7 @@ func TestWriteLoadIsSeen(t *testing.T) {
 			rec.observe(c.Commit, time.Now())
 		}
 	})
-	ws := writeLoad(ctx, pool, rate, start, to, refdatatest.Small.Customers)
+	ws := writeLoad(ctx, rate, start, to, pgUpdate(pool, refdatatest.Small.Customers))
 	if n := ws.done.Load(); n != rate*int64(dur/time.Second) || ws.failed.Load() != 0 {
 		t.Fatalf("%d writes done, %d failed, want %d", n, ws.failed.Load(), rate*int64(dur/time.Second))
 	}

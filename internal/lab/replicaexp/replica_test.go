@@ -13,7 +13,7 @@ import (
 
 func TestClaimsNameRows(t *testing.T) {
 	labels := map[string]bool{catalogListLabel: true, helloLabel: true, pricingBefore: true, pricingAfter: true, catalogPGLabel: true, freshLabLabel: true, freshSvcLabel: true,
-		faultConnKilled: true, faultPGRestart: true, faultSlotLost: true}
+		faultConnKilled: true, faultPGRestart: true, faultSlotLost: true, catalogMongoLabel: true, freshMongoLabel: true, freshMongoQuietLabel: true, catalogAvgLabel: true}
 	for _, c := range catalogConns {
 		labels[catalogLabel(c)] = true
 		if catalogRef[c] == 0 {
@@ -21,6 +21,46 @@ func TestClaimsNameRows(t *testing.T) {
 		}
 	}
 	labtest.ClaimsMeasured(t, New(), labels)
+}
+
+// TestAverageRow: the report's way of averaging (its rows from 4 VUs up,
+// each alike) applied to ours, rows missing or unmeasured left out.
+func TestAverageRow(t *testing.T) {
+	rows := func(rps map[int]float64) map[int]*lab.Row {
+		out := map[int]*lab.Row{}
+		for c, v := range rps {
+			out[c] = &lab.Row{RPS: lab.F(v)}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		rows map[int]*lab.Row
+		want float64 // 0: not measured
+		runs int
+	}{
+		{"the report's own table", rows(catalogRef), 35540.4, 5},
+		{"rows below 4 left out", rows(map[int]float64{1: 1, 3: 1, 4: 100, 200: 300}), 200, 2},
+		{"none from 4 up", rows(map[int]float64{1: 10, 2: 20}), 0, 0},
+		{"an unmeasured row left out", map[int]*lab.Row{4: {}, 5: {RPS: lab.F(50)}}, 50, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			row := averageRow(tt.rows)
+			if *row.Ref.RPS != reportAvgRPS || row.Runs != tt.runs {
+				t.Fatalf("ref %v, runs %d, want %v, %d", *row.Ref.RPS, row.Runs, reportAvgRPS, tt.runs)
+			}
+			if tt.want == 0 {
+				if row.RPS != nil {
+					t.Fatalf("rps %v, want not measured", *row.RPS)
+				}
+				return
+			}
+			if row.RPS == nil || math.Abs(*row.RPS-tt.want) > 0.05 {
+				t.Fatalf("rps %v, want %v", row.RPS, tt.want)
+			}
+		})
+	}
 }
 
 func TestMustShowTarget(t *testing.T) {

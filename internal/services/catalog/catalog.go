@@ -1,6 +1,9 @@
 // Package catalog is report B's second service: a wholesale-customer
 // catalog over HTTP, served entirely from an in-memory replica of the
 // customers table (package replica), or from Postgres for comparison.
+// The replica follows Postgres (logical replication, --source=replica)
+// or, as in the report, a MongoDB customers collection through change
+// streams (--source=mongo --mongo-uri=...; then no Postgres is needed).
 //
 //	GET /customers/{id}                  one customer (JSON)
 //	GET /customers?region=R&limit=N      up to N (1-100, default 20) customers of region R, by name
@@ -32,11 +35,12 @@ const (
 )
 
 // Config configures the service: a refdata.Config (slot hlab_catalog).
+// With Source FromMongo only Mongo.URI is required.
 type Config refdata.Config
 
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	(*refdata.Config)(c).RegisterFlags(fs, "catalog", "where customers come from: replica (memory, default) or postgres (a query per request)")
+	(*refdata.Config)(c).RegisterFlags(fs, "catalog", "where customers come from: replica (memory fed by Postgres, default), mongo (memory fed by MongoDB change streams; see --mongo-uri) or postgres (a query per request)")
 }
 
 // Args returns the command line that makes "hlab serve catalog" run c (the

@@ -15,9 +15,14 @@
 //     attempt has not answered after HedgeDelay, another is sent, up to
 //     MaxHedges, the first answer wins and the rest are cancelled; a budget
 //     caps the share of calls in flight that are hedges.
-//   - Adaptive: Timeout inside an adaptive concurrency limit (Netflix's
-//     concurrency-limits, as failsafe-go implements it): the limit follows
-//     latency, and calls beyond it are shed at once with 503.
+//   - Adaptive: Timeout inside Breaker inside an adaptive concurrency limit
+//     (Netflix's concurrency-limits, as failsafe-go implements it): the
+//     limit follows the median time of the calls, and calls beyond it are
+//     shed at once with 503. It is for a back that slows down as a whole
+//     when pushed (overload): it then takes less than the back's capacity
+//     instead of queueing on it. A slow tail is not overload, and the
+//     limiter ignores it (it reads the median, and starts at its highest
+//     limit); a back that stops answering is the breaker's.
 //
 // Except with None, the deadline travels to the back in
 // backend.TimeoutHeader, so the back stops work the front will not wait for.
@@ -85,7 +90,7 @@ const (
 	DefaultHedgeBudget        = 0.2
 	DefaultLimitMin           = 10
 	DefaultLimitMax           = 2000
-	DefaultLimitInitial       = 200
+	DefaultLimitInitial       = 2000
 )
 
 // Bounds on Config.
@@ -145,7 +150,10 @@ type Config struct {
 	HedgeBudget float64
 
 	// Adaptive: the concurrency limit moves between LimitMin and LimitMax
-	// (default 10 and 2000), starting at LimitInitial (default 200).
+	// (default 10 and 2000), starting at LimitInitial (default 2000, the
+	// highest: a limit climbs by about log10(limit) a second, so one that
+	// starts low sheds a tail that needs rate x deadline permits for
+	// minutes). The breaker's settings apply too.
 	LimitMin, LimitMax, LimitInitial uint
 }
 
@@ -272,16 +280,18 @@ func New(cfg Config, reg prometheus.Registerer) (*Front, error) {
 
 	deadline := timeout.New[*answer](cfg.Timeout)
 	notCanceled := func(_ *answer, err error) bool { return err != nil && !errors.Is(err, context.Canceled) }
-	switch cfg.Policy {
-	case Timeout:
-		f.exec = failsafe.With[*answer](deadline)
-	case Breaker:
+	if cfg.Policy == Breaker || cfg.Policy == Adaptive {
 		f.breaker = circuitbreaker.NewBuilder[*answer]().
 			HandleIf(notCanceled).
 			WithFailureRateThreshold(cfg.BreakerFailureRate, cfg.BreakerMinRequests, cfg.BreakerWindow).
 			WithDelay(cfg.BreakerDelay).
 			WithSuccessThreshold(3).
 			Build()
+	}
+	switch cfg.Policy {
+	case Timeout:
+		f.exec = failsafe.With[*answer](deadline)
+	case Breaker:
 		f.exec = failsafe.With[*answer](f.breaker, deadline)
 	case Hedge:
 		b := budget.NewBuilder().WithMaxRate(cfg.HedgeBudget).
@@ -295,10 +305,20 @@ func New(cfg Config, reg prometheus.Registerer) (*Front, error) {
 			Build()
 		f.exec = failsafe.With[*answer](deadline, hedge)
 	case Adaptive:
+		// The limiter reads the median of its calls' times, not failsafe-go's
+		// default p90: a slow tenth (cut at the deadline) is a slow tail, not
+		// overload, and read at p90 it shed half of all requests. It starts
+		// at LimitMax, since a tail needs rate x deadline permits at once and
+		// the limit climbs by about log10(limit) a second; it comes down
+		// when the median rises with concurrency, and it stays below 5x what
+		// is in flight (failsafe-go's max limit factor). A back that stops
+		// answering is the breaker's: the limiter notices it only after
+		// several windows of the deadline's length.
 		limiter := adaptivelimiter.NewBuilder[*answer]().
 			WithLimits(cfg.LimitMin, cfg.LimitMax, cfg.LimitInitial).
+			WithRecentQuantile(0.5).
 			Build()
-		f.exec = failsafe.With[*answer](limiter, deadline)
+		f.exec = failsafe.With[*answer](limiter, f.breaker, deadline)
 		if reg != nil {
 			reg.MustRegister(
 				prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "frontend_concurrency_limit", Help: "The adaptive concurrency limit to the back."},

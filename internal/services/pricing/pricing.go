@@ -32,7 +32,7 @@ type Config refdata.Config
 
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	(*refdata.Config)(c).RegisterFlags(fs, "pricing", "where the seven reference tables come from: replica (memory, default) or postgres (a query each)")
+	(*refdata.Config)(c).RegisterFlags(fs, "pricing", "where the seven reference tables come from: replica (memory fed by Postgres, default), mongo (memory fed by MongoDB change streams, see --mongo-uri; products stay in Postgres) or postgres (a query each)")
 }
 
 // Args returns the command line that makes "hlab serve pricing" run c (the
@@ -50,6 +50,10 @@ type Service struct {
 // New opens the pool (and, with DB.Init, creates and seeds the schema)
 // and binds the replica; Run starts the replica.
 func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Source == refdata.FromMongo && cfg.DB.DSN == "" {
+		// The product of a price is always a query.
+		return nil, fmt.Errorf("%w: products come from Postgres, so --dsn is required with --source=mongo too", ErrConfig)
+	}
 	ref := refdata.NewRefTables()
 	b, err := refdata.OpenBackend(ctx, "pricing", refdata.Config(cfg), ref, errs)
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 
 // Backend is what a reference-data service (catalog, pricing) reads from:
 // Postgres through a pool and, unless the service reads Postgres
-// directly, a Replica of its tables kept fresh from it. Services embed it
+// directly, a Replica of its tables kept fresh from it, or from MongoDB
+// (FromMongo; then Pool is nil when Config.DB has no DSN). Services embed it
 // for Run, Ready and Close.
 type Backend struct {
 	Config Config // with its defaults
@@ -29,7 +30,16 @@ func OpenBackend(ctx context.Context, service string, cfg Config, set Set, errs 
 		return nil, fmt.Errorf("%w: %w", errs.Config, err)
 	}
 	db := cfg.DB
-	pool, err := OpenPool(ctx, db, NewQueryCounter(cfg.Registry))
+	queries := NewQueryCounter(cfg.Registry)
+	if cfg.Source == FromMongo && db.DSN == "" {
+		// Everything comes from MongoDB: no Postgres to open.
+		rep, err := NewMongoReplica(cfg.Mongo, set, cfg.Registry, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		return &Backend{Config: cfg, Rep: rep, errDB: errs.Database}, nil
+	}
+	pool, err := OpenPool(ctx, db, queries)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +56,12 @@ func OpenBackend(ctx context.Context, service string, cfg Config, set Set, errs 
 	if cfg.Source == FromPostgres {
 		return b, nil
 	}
-	if b.Rep, err = NewReplica(db, set, cfg.Registry, cfg.Logger); err != nil {
+	if cfg.Source == FromMongo {
+		b.Rep, err = NewMongoReplica(cfg.Mongo, set, cfg.Registry, cfg.Logger)
+	} else {
+		b.Rep, err = NewReplica(db, set, cfg.Registry, cfg.Logger)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -77,5 +92,9 @@ func (b *Backend) Ready() error {
 	return nil
 }
 
-// Close closes the pool.
-func (b *Backend) Close() { b.Pool.Close() }
+// Close closes the pool, if there is one.
+func (b *Backend) Close() {
+	if b.Pool != nil {
+		b.Pool.Close()
+	}
+}

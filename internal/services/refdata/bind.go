@@ -138,12 +138,15 @@ func DecodeCustomer(r replica.Row) (Customer, error) {
 // table is what Replica needs of one replicated table, whatever its types.
 type table struct {
 	obs     replica.Observable // *replica.Table: name, stats, lag for metrics
-	binding replica.Binding
+	binding replica.Binding    // to a Postgres table
+	doc     replica.Binding    // to a MongoDB collection of the same name (docRow)
 	wait    func(context.Context) error
 }
 
-func handle[K comparable, V any](t *replica.Table[K, V], b replica.Binding) table {
-	return table{obs: t, binding: b, wait: t.WaitReady}
+// handle binds t for either source: key and decode read Postgres rows,
+// and documents through docRow.
+func handle[K comparable, V any](t *replica.Table[K, V], key func(replica.Row) (K, error), decode func(replica.Row) (V, error)) table {
+	return table{obs: t, binding: replica.Bind(t, key, decode), doc: replica.Bind(t, fromDoc(key), fromDoc(decode)), wait: t.WaitReady}
 }
 
 // Set is a group of replicated tables one Replica keeps fresh: RefTables
@@ -176,13 +179,13 @@ func NewRefTables() *RefTables {
 		Rules:      replica.NewTable[RuleKey, PriceRule](TableRules),
 	}
 	t.all = []table{
-		handle(t.Brands, replica.Bind(t.Brands, idKey, DecodeBrand)),
-		handle(t.Categories, replica.Bind(t.Categories, idKey, DecodeCategory)),
-		handle(t.Warehouses, replica.Bind(t.Warehouses, idKey, DecodeWarehouse)),
-		handle(t.Zones, replica.Bind(t.Zones, idKey, DecodeZone)),
-		handle(t.Groups, replica.Bind(t.Groups, idKey, DecodeGroup)),
-		handle(t.Cities, replica.Bind(t.Cities, idKey, DecodeCity)),
-		handle(t.Rules, replica.Bind(t.Rules, ruleKey, DecodeRule)),
+		handle(t.Brands, idKey, DecodeBrand),
+		handle(t.Categories, idKey, DecodeCategory),
+		handle(t.Warehouses, idKey, DecodeWarehouse),
+		handle(t.Zones, idKey, DecodeZone),
+		handle(t.Groups, idKey, DecodeGroup),
+		handle(t.Cities, idKey, DecodeCity),
+		handle(t.Rules, ruleKey, DecodeRule),
 	}
 	return t
 }
@@ -201,7 +204,7 @@ type Customers struct {
 func NewCustomers() *Customers {
 	t := replica.NewTable[int32, Customer](TableCustomers)
 	c := &Customers{Table: t, Index: replica.NewIndex(t, CustomerLess)}
-	c.handle = handle(t, replica.Bind(t, idKey, DecodeCustomer))
+	c.handle = handle(t, idKey, DecodeCustomer)
 	return c
 }
 

@@ -12,6 +12,9 @@ var (
 	ErrLoading = errors.New("refdata: the replica is loading its first snapshot")
 	// ErrNoDSN is returned by OpenPool and NewReplica without a DSN.
 	ErrNoDSN = errors.New("refdata: no Postgres DSN (pass --dsn postgres://user@host:port/db)")
+	// ErrNoMongoURI is returned by NewMongoReplica (and so by a service
+	// with --source=mongo) without a MongoDB URI.
+	ErrNoMongoURI = errors.New("refdata: no MongoDB URI (pass --mongo-uri mongodb://host:port/ with --source=mongo)")
 )
 
 // Errors are the errors a reference-data service's requests end with,

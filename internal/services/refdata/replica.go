@@ -10,8 +10,8 @@ import (
 	"github.com/highload-lab/hlab/replica"
 )
 
-// Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource)
-// and exports the library's metrics on the service's registry:
+// Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource,
+// NewReplica) or MongoDB (replica.MongoSource, NewMongoReplica) and exports the library's metrics on the service's registry:
 // replica_rows, replica_ready, replica_applied_changes_total and
 // replica_lag_seconds (commit in Postgres to visible here, per change) by
 // table; replica_decode_errors_total, replica_resyncs_total (by reason)
@@ -19,9 +19,17 @@ import (
 // replica_applied_lsn tell when it has caught up after a fault (see the
 // replica package's doc). Its replication slot lives while Run runs.
 type Replica struct {
-	src    *replica.PostgresSource
+	src    source
 	tables []table
 	loaded atomic.Bool
+}
+
+// source is what Replica needs of a replica.PostgresSource or
+// replica.MongoSource.
+type source interface {
+	Run(ctx context.Context) error
+	DecodeErrors() int64
+	Resyncs() int64
 }
 
 // NewReplica binds set to a Postgres source on db (DSN, Slot, Publication)
@@ -33,17 +41,28 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	if logger == nil {
 		logger = slog.Default()
 	}
+	return newReplica(set, reg, "postgres", func(t table) replica.Binding { return t.binding },
+		func(bindings []replica.Binding) (source, error) {
+			return replica.NewPostgresSource(db.DSN, bindings,
+				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
+		})
+}
+
+// newReplica binds set's tables (each through bind) to the source open
+// returns, and registers the tables' and the source's metrics with reg,
+// the source labelled kind.
+func newReplica(set Set, reg prometheus.Registerer, kind string, bind func(table) replica.Binding,
+	open func([]replica.Binding) (source, error)) (*Replica, error) {
 	r := &Replica{tables: set.tables()}
 	var (
 		bindings []replica.Binding
 		obs      []replica.Observable
 	)
 	for _, t := range r.tables {
-		bindings = append(bindings, t.binding)
+		bindings = append(bindings, bind(t))
 		obs = append(obs, t.obs)
 	}
-	src, err := replica.NewPostgresSource(db.DSN, bindings,
-		replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
+	src, err := open(bindings)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +70,7 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	if err := replica.RegisterMetrics(reg, obs...); err != nil {
 		return nil, err
 	}
-	if err := replica.RegisterSource(reg, "postgres", src); err != nil {
+	if err := replica.RegisterSource(reg, kind, src); err != nil {
 		return nil, err
 	}
 	return r, nil

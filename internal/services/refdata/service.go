@@ -17,9 +17,12 @@ import (
 // DB.DSN is required; DB's other fields have the defaults documented on
 // DB (slot hlab_<service>).
 type Config struct {
-	// Source is FromReplica (default) or FromPostgres.
+	// Source is FromReplica (default), FromPostgres or FromMongo.
 	Source Source
-	DB     DB
+	// DB is Postgres; with FromMongo it is optional (no DSN: no pool).
+	DB DB
+	// Mongo is where FromMongo's replica reads.
+	Mongo Mongo
 	// Registry receives the service's metrics (default: a new one).
 	Registry prometheus.Registerer
 	// Logger receives the replica's events (default slog.Default()).
@@ -31,14 +34,22 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet, service, sourceHelp string) {
 	fs.Var(&c.Source, "source", sourceHelp)
 	c.DB.RegisterFlags(fs, service)
+	c.Mongo.RegisterFlags(fs)
 }
 
 // SetDefaults fills c's zero fields with the defaults for service, or
 // returns an error naming what is wrong.
 func (c *Config) SetDefaults(service string) error {
 	c.Source = cmp.Or(c.Source, FromReplica)
-	if c.Source != FromReplica && c.Source != FromPostgres {
-		return fmt.Errorf("source %q: want replica or postgres", c.Source)
+	switch c.Source {
+	case FromReplica, FromPostgres:
+	case FromMongo:
+		if c.Mongo.URI == "" {
+			return ErrNoMongoURI
+		}
+		c.Mongo.DB = cmp.Or(c.Mongo.DB, DefaultMongoDB)
+	default:
+		return fmt.Errorf("source %q: want replica, postgres or mongo", c.Source)
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()

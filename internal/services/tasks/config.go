@@ -51,6 +51,13 @@ type Deopt struct {
 	// lifetime. Under concurrency most requests open a connection and
 	// close it after (the report's "too many connections").
 	NoPoolLimits bool
+	// UncappedTelemetry lifts report C's optimization 2, the telemetry
+	// budget: every request is traced (TraceSample is ignored) with a span
+	// per statement, and a span that finds the export queue full waits for
+	// room instead of being dropped, so export keeps pace with the API at
+	// the API's cost. The queue itself stays bounded (spanQueue): the
+	// report's collector starved the API of CPU, not of memory.
+	UncappedTelemetry bool
 	// NoIndexes drops the indexes on the columns the API filters, joins
 	// and orders by (tasks by user_id with created_at, status, due_at or
 	// priority; devices by user_id; migration 0002): listing a user's
@@ -69,6 +76,12 @@ type Deopt struct {
 	// instead of queueing it for the workers: nothing bounds how many run
 	// at once, hold database connections, or open webhook connections.
 	GoroutinePerJob bool
+	// KeepFileLimit lifts report C's optimization 6: the process keeps a
+	// soft open-file limit of LowFileLimit (the usual default, 1024)
+	// instead of raising it (RaiseFileLimit), so that past about a
+	// thousand sockets accept and dial fail with "too many open files".
+	// Serve applies it (it is the process's, not a Service's).
+	KeepFileLimit bool
 }
 
 // Config configures a Service. Only DatabaseURL is required; the zero

@@ -54,7 +54,8 @@ func TestSwitchesKeepBehaviour(t *testing.T) {
 		{"default tx", tasks.Deopt{DefaultTx: true}},
 		{"user touch", tasks.Deopt{UserTouch: true}},
 		{"goroutine per job", tasks.Deopt{GoroutinePerJob: true}},
-		{"all off", tasks.Deopt{NoPoolLimits: true, NoIndexes: true, DefaultTx: true, UserTouch: true, GoroutinePerJob: true}},
+		{"telemetry uncapped", tasks.Deopt{UncappedTelemetry: true}},
+		{"all off", tasks.Deopt{NoPoolLimits: true, UncappedTelemetry: true, NoIndexes: true, DefaultTx: true, UserTouch: true, KeepFileLimit: true, GoroutinePerJob: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(c *tasks.Config) { c.Deopt = tc.deopt })

@@ -40,13 +40,18 @@
 // Each of the report's fixes is on by default; Config's Deopt turns one
 // off to measure what it was worth (the lab's crud experiment):
 // connection pool limits (off: database/sql's defaults, unlimited open
-// connections and 2 idle, so connections churn), indexes on the JOIN and
-// ORDER BY columns, no per-statement transaction (off: every write in its
-// own transaction, as GORM does by default), no per-request user-row
-// update (off: the report's bug, a transaction around every request that
-// updates the user row first), and a bounded worker queue for side jobs
-// (off: one goroutine per job). The file-descriptor limit is raised at
-// start (RaiseFileLimit).
+// connections and 2 idle, so connections churn), a capped telemetry
+// budget (off: every request traced, and a full span export queue makes
+// requests wait instead of dropping spans; the queue stays bounded),
+// indexes on the JOIN and ORDER BY columns, no per-statement transaction
+// (off: every write in its own transaction, as GORM does by default), no
+// per-request user-row update (off: the report's bug, a transaction
+// around every request that updates the user row first), a raised
+// file-descriptor limit (RaiseFileLimit at start; off: the soft limit
+// kept at 1024, LowerFileLimit), and a bounded worker queue for side jobs
+// (off: one goroutine per job). hlab serve tasks has a flag for each
+// (--pool-limits, --telemetry-cap, --indexes, --no-user-touch,
+// --no-default-tx, --raise-file-limit, --worker-queue; false turns it off).
 //
 // # Concurrency
 //

@@ -17,6 +17,10 @@ import (
 // connection, with room to spare (the default soft limit is 1024).
 const WantFileLimit = 1 << 16
 
+// LowFileLimit is the soft open-file limit most systems start a process
+// with, the one report C's optimization 6 raised.
+const LowFileLimit = 1024
+
 // RaiseFileLimit is report C's optimization 6: raise the limit on open
 // files so that many sockets do not fail with "too many open files". It
 // raises the hard limit to want when allowed (root, or CAP_SYS_RESOURCE)
@@ -40,6 +44,23 @@ func RaiseFileLimit(want uint64) (soft, hard uint64, err error) {
 			syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
 			return lim.Cur, lim.Max, fmt.Errorf("tasks: raise the open-file limit: %w", err)
 		}
+	}
+	return lim.Cur, lim.Max, nil
+}
+
+// LowerFileLimit sets the soft open-file limit to soft (or the hard limit,
+// if lower) and returns the limits in force: report C's optimization 6
+// switched off (Deopt.KeepFileLimit). Go raises the soft limit to the hard
+// one at start, so a process that wants the usual 1024 must set it back.
+func LowerFileLimit(soft uint64) (uint64, uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, 0, fmt.Errorf("tasks: read the open-file limit: %w", err)
+	}
+	lim.Cur = min(soft, lim.Max)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+		return lim.Cur, lim.Max, fmt.Errorf("tasks: lower the open-file limit to %d: %w", soft, err)
 	}
 	return lim.Cur, lim.Max, nil
 }

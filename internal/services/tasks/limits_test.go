@@ -3,6 +3,7 @@ package tasks_test
 import (
 	"net/http"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/services/tasks"
@@ -64,4 +65,25 @@ func TestLoginLimitPerAddress(t *testing.T) {
 		}
 	}
 	checkLimited(t, login(anon, "alice@example.com", "password-of-alice@example.com"), "too_many_logins", 60)
+}
+
+// TestLowerFileLimit: optimization 6 off keeps the usual 1024 open files,
+// and raising it again restores the process's limit.
+func TestLowerFileLimit(t *testing.T) {
+	var before syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &before); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &before) })
+	soft, hard, err := tasks.LowerFileLimit(tasks.LowFileLimit)
+	if err != nil || soft != min(tasks.LowFileLimit, before.Max) || hard != before.Max {
+		t.Fatalf("LowerFileLimit = %d, %d, %v; want soft %d, hard %d", soft, hard, err, min(tasks.LowFileLimit, before.Max), before.Max)
+	}
+	var now syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &now); err != nil || now.Cur != soft {
+		t.Fatalf("limit in force %d (%v), want %d", now.Cur, err, soft)
+	}
+	if soft, _, err := tasks.RaiseFileLimit(before.Max); err != nil || soft <= tasks.LowFileLimit && before.Max > tasks.LowFileLimit {
+		t.Fatalf("RaiseFileLimit after = %d, %v; want the hard limit %d back", soft, err, before.Max)
+	}
 }

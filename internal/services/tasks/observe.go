@@ -22,7 +22,10 @@ import (
 // Report C's second fix was to cap the telemetry pipeline, which had
 // starved the API. Here traces are sampled (1% by default), spans wait in
 // a bounded queue and are dropped when it is full rather than block a
-// request, and export runs in the background in batches.
+// request, and export runs in the background in batches. With the cap off
+// (Deopt.UncappedTelemetry) every request is traced and a full queue
+// blocks the request that ends a span: the cost of keeping every span.
+// The queue has the same bound either way.
 const (
 	spanQueue     = 2048
 	spanBatch     = 512
@@ -32,10 +35,7 @@ const (
 // newTracing returns the tracer provider: exporting over OTLP/HTTP when an
 // endpoint is configured, else only making ids for the logs.
 func newTracing(ctx context.Context, cfg *Config) (*sdktrace.TracerProvider, bool, error) {
-	opts := []sdktrace.TracerProviderOption{
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.TraceSample))),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "tasks"))),
-	}
+	var exp sdktrace.SpanExporter
 	export := cfg.OTLPEndpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
 	if export {
 		var eo []otlptracehttp.Option
@@ -45,15 +45,34 @@ func newTracing(ctx context.Context, cfg *Config) (*sdktrace.TracerProvider, boo
 		case ep != "":
 			eo = append(eo, otlptracehttp.WithEndpoint(ep), otlptracehttp.WithInsecure())
 		}
-		exp, err := otlptracehttp.New(ctx, eo...)
-		if err != nil {
+		var err error
+		if exp, err = otlptracehttp.New(ctx, eo...); err != nil {
 			return nil, false, fmt.Errorf("tasks: OTLP trace exporter: %w", err)
 		}
-		opts = append(opts, sdktrace.WithBatcher(exp,
-			sdktrace.WithMaxQueueSize(spanQueue), sdktrace.WithMaxExportBatchSize(spanBatch),
-			sdktrace.WithBatchTimeout(spanBatchWait)))
 	}
-	return sdktrace.NewTracerProvider(opts...), export, nil
+	return sdktrace.NewTracerProvider(tracingOptions(cfg, exp)...), export, nil
+}
+
+// tracingOptions are the provider's sampler and span pipeline under the
+// telemetry budget (or without it); exp nil: no export.
+func tracingOptions(cfg *Config, exp sdktrace.SpanExporter) []sdktrace.TracerProviderOption {
+	sampler := sdktrace.TraceIDRatioBased(cfg.TraceSample)
+	batch := []sdktrace.BatchSpanProcessorOption{
+		sdktrace.WithMaxQueueSize(spanQueue), sdktrace.WithMaxExportBatchSize(spanBatch),
+		sdktrace.WithBatchTimeout(spanBatchWait),
+	}
+	if cfg.Deopt.UncappedTelemetry {
+		sampler = sdktrace.AlwaysSample()
+		batch = append(batch, sdktrace.WithBlocking())
+	}
+	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithSampler(sdktrace.ParentBased(sampler)),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "tasks"))),
+	}
+	if exp != nil {
+		opts = append(opts, sdktrace.WithBatcher(exp, batch...))
+	}
+	return opts
 }
 
 // traceLogs adds the trace and span ids of a log call's context to its

@@ -39,9 +39,12 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	c, d := &o.Config, &o.Config.Deopt
 	fs.StringVar(&c.DatabaseURL, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
 	fs.Var(cliflag.Not(&d.NoPoolLimits), "pool-limits", "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
+	fs.Var(cliflag.Not(&d.UncappedTelemetry), "telemetry-cap", "optimization 2: a capped telemetry budget, --trace-sample of requests traced and spans dropped when the export queue is full "+
+		"(false: every request traced, and a full export queue makes requests wait; the queue stays bounded)")
 	fs.Var(cliflag.Not(&d.NoIndexes), "indexes", "optimization 3: indexes on the JOIN and ORDER BY columns (false: drop them)")
 	fs.Var(cliflag.Not(&d.UserTouch), "no-user-touch", "optimization 4: no per-request user-row update (false: the report's bug, a transaction around every request updating the user row)")
 	fs.Var(cliflag.Not(&d.DefaultTx), "no-default-tx", "optimization 5: no transaction around single write statements (false: each write in its own transaction, like GORM's default)")
+	fs.Var(cliflag.Not(&d.KeepFileLimit), "raise-file-limit", fmt.Sprintf("optimization 6: raise the open-file limit at start (false: keep the soft limit at %d, so that past about %d sockets accept and dial fail with \"too many open files\")", LowFileLimit, LowFileLimit))
 	fs.Var(cliflag.Not(&d.GoroutinePerJob), "worker-queue", "optimization 7: bounded queue with --workers for side jobs (false: a goroutine per job)")
 	fs.Var(cliflag.AtLeast(&c.MaxConns, 1), "max-conns", fmt.Sprintf("pool: most connections (default %d)", DefaultMaxConns))
 	fs.Var(cliflag.AtLeast(&c.MinConns, 1), "min-conns", fmt.Sprintf("pool: connections kept open (default %d)", DefaultMinConns))
@@ -119,11 +122,15 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 	if quota, procs := FitGOMAXPROCS(); quota > 0 {
 		logger.Info("CPU quota", "cpus", quota, "gomaxprocs", procs)
 	}
-	soft, hard, err := RaiseFileLimit(WantFileLimit)
+	raise := func() (uint64, uint64, error) { return RaiseFileLimit(WantFileLimit) }
+	if c.Deopt.KeepFileLimit {
+		raise = func() (uint64, uint64, error) { return LowerFileLimit(LowFileLimit) }
+	}
+	soft, hard, err := raise()
 	if err != nil {
 		logger.Warn("open-file limit", "soft", soft, "hard", hard, "err", err)
 	} else {
-		logger.Info("open-file limit", "soft", soft, "hard", hard)
+		logger.Info("open-file limit", "soft", soft, "hard", hard, "raised", !c.Deopt.KeepFileLimit)
 	}
 	reg := c.Registry
 	if reg == nil {

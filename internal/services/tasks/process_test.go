@@ -122,3 +122,33 @@ func TestProcessSlowBody(t *testing.T) {
 		t.Fatalf("answer %.200q, want 408 body_timeout", answer)
 	}
 }
+
+// TestProcessOptimizationFlags: optimizations 2 and 6 switch off by their
+// flags, come back from Options.Args, and a value that is not a boolean is
+// refused with what to give.
+func TestProcessOptimizationFlags(t *testing.T) {
+	parse := func(args ...string) (tasks.Options, error) {
+		var o tasks.Options
+		fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o.RegisterFlags(fs)
+		return o, fs.Parse(args)
+	}
+	o, err := parse()
+	if err != nil || o.Deopt.UncappedTelemetry || o.Deopt.KeepFileLimit {
+		t.Fatalf("defaults: %+v, %v; want both optimizations on", o.Deopt, err)
+	}
+	o, err = parse("--telemetry-cap=false", "--raise-file-limit=false")
+	if err != nil || !o.Deopt.UncappedTelemetry || !o.Deopt.KeepFileLimit {
+		t.Fatalf("switched off: %+v, %v; want both off", o.Deopt, err)
+	}
+	args := tasks.Options{Config: tasks.Config{Deopt: tasks.Deopt{UncappedTelemetry: true, KeepFileLimit: true}}}.Args()
+	if strings.Join(args, " ") != "--raise-file-limit=false --telemetry-cap=false" {
+		t.Fatalf("Args = %q, want both flags false", args)
+	}
+	for _, name := range []string{"telemetry-cap", "raise-file-limit"} {
+		if _, err := parse("--" + name + "=sometimes"); err == nil || !strings.Contains(err.Error(), "give true or false") {
+			t.Errorf("--%s=sometimes: %v, want a refusal saying to give true or false", name, err)
+		}
+	}
+}

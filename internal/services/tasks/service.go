@@ -82,8 +82,8 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 
 	d := cfg.Deopt
 	s.log.Info("tasks service ready",
-		"pool_limits", !d.NoPoolLimits, "indexes", !d.NoIndexes, "no_default_tx", !d.DefaultTx,
-		"no_user_touch", !d.UserTouch, "worker_queue", !d.GoroutinePerJob,
+		"pool_limits", !d.NoPoolLimits, "telemetry_cap", !d.UncappedTelemetry, "indexes", !d.NoIndexes, "no_default_tx", !d.DefaultTx,
+		"no_user_touch", !d.UserTouch, "raise_file_limit", !d.KeepFileLimit, "worker_queue", !d.GoroutinePerJob,
 		"max_conns", poolMax(&s.cfg), "workers", cfg.Workers, "queue", cfg.QueueSize,
 		"webhook", cfg.WebhookURL != "", "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
 		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0,
