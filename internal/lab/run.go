@@ -50,12 +50,6 @@ func (r *Run) Check(text string, holds bool, detail string) {
 	r.res.Checks = append(r.res.Checks, Check{Text: text, Holds: holds, Detail: detail})
 }
 
-// NotRerun records a figure of the report this run does not rerun, and
-// why (Result.NotRerun).
-func (r *Run) NotRerun(figure, why string) {
-	r.res.NotRerun = append(r.res.NotRerun, NotRerun{Figure: figure, Why: why})
-}
-
 // Note records something a reader of the result should know.
 func (r *Run) Note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)

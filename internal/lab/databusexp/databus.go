@@ -366,10 +366,6 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}
 
 	e.targets(run, echoRows[targetEchoClients], thrOff, idleRows)
-	run.NotRerun("the production cluster: 75 brokers, 30,000 partitions, 1.5M rps produce and 2M fetch, 50,000 producers, 16,000 consumers; 48 pods at ~100k rps and 10k connections each, ~5M rps with aggregation",
-		"a fleet, not a machine: the lab measures one gateway at 1 CPU, per core")
-	run.NotRerun("clients started in sync refreshing metadata in sync (p99 waves every 5 minutes)", "needs runs longer than franz-go's 5-minute metadata max age with clients started together; the lab's runs last seconds")
-	run.NotRerun("per-connection buffers blowing memory at 10k connections (32 KB chosen)", "the idle rows measure memory per stream with the gateway's 32 KiB buffers; gRPC's default buffers are not rerun beside them")
 	return nil
 }
 

@@ -94,8 +94,6 @@ func (e *Experiment) faults(ctx context.Context, run *lab.Run, k *lab.Kafka, top
 					c.DrainTimeout = 3 * time.Minute
 				}),
 			})
-		} else {
-			run.NotRerun(faultBroker, "needs the real broker (--kafka real): kfake keeps its records in its own process, so it cannot go down and come back")
 		}
 	}
 	for _, f := range rows {
