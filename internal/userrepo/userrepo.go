@@ -25,6 +25,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/highload-lab/hlab/internal/mongoload"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -184,14 +185,12 @@ func (m *Mongo) Get(ctx context.Context, id int64) (User, error) {
 
 // LoadMongo inserts users, 1000 per round trip.
 func LoadMongo(ctx context.Context, coll *mongo.Collection, users []User) error {
-	for start := 0; start < len(users); start += 1000 {
-		docs := make([]any, 0, 1000)
-		for _, u := range users[start:min(start+1000, len(users))] {
-			docs = append(docs, u)
-		}
-		if _, err := coll.InsertMany(ctx, docs); err != nil {
-			return fmt.Errorf("userrepo: mongo load: %w", err)
-		}
+	docs := make([]any, len(users))
+	for i, u := range users {
+		docs[i] = u
+	}
+	if err := mongoload.Insert(ctx, coll, docs); err != nil {
+		return fmt.Errorf("userrepo: mongo load: %w", err)
 	}
 	return nil
 }

@@ -5,12 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/highload-lab/hlab/internal/mongoload"
 	"github.com/highload-lab/hlab/replica"
 )
 
@@ -90,17 +90,12 @@ func CustomerDoc(c Customer) bson.D {
 // LoadMongoCustomers inserts the dataset's customers into coll, 1,000 per
 // round trip, each bounded by a minute.
 func (d *Dataset) LoadMongoCustomers(ctx context.Context, coll *mongo.Collection) error {
-	for start := 0; start < len(d.Customers); start += 1000 {
-		docs := make([]any, 0, 1000)
-		for _, c := range d.Customers[start:min(start+1000, len(d.Customers))] {
-			docs = append(docs, CustomerDoc(c))
-		}
-		ictx, cancel := context.WithTimeout(ctx, time.Minute)
-		_, err := coll.InsertMany(ictx, docs)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("refdata: load customers into MongoDB: %w", err)
-		}
+	docs := make([]any, len(d.Customers))
+	for i, c := range d.Customers {
+		docs[i] = CustomerDoc(c)
+	}
+	if err := mongoload.Insert(ctx, coll, docs); err != nil {
+		return fmt.Errorf("refdata: load customers into MongoDB: %w", err)
 	}
 	return nil
 }
