@@ -393,3 +393,20 @@ func startPricing(t *testing.T) string {
 	replicaTraffic(t, base, pool, `UPDATE brands SET markup_bp = markup_bp + 1 WHERE id = 1`, "/price?product=1&city=1")
 	return base
 }
+
+// TestScrapeConfigNamesTheJobs: prometheus.yml scrapes a job named for
+// each service the dashboards show (the job variables default to these
+// names), so they show data as imported.
+func TestScrapeConfigNamesTheJobs(t *testing.T) {
+	cfg, err := os.ReadFile("prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, services := range servedBy {
+		for _, svc := range services {
+			if !bytes.Contains(cfg, []byte("job_name: "+svc+"\n")) {
+				t.Errorf("prometheus.yml has no job %q", svc)
+			}
+		}
+	}
+}
