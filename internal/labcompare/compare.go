@@ -184,7 +184,7 @@ func count(n *int64) *float64 {
 // Compare compares run b with run a; nameA and nameB name them in the
 // output (their files).
 func Compare(a, b report.Document, nameA, nameB string) *Comparison {
-	c := &Comparison{A: nameA, B: nameB, Env: machineDiff(a.Machine, b.Machine)}
+	c := &Comparison{A: nameA, B: nameB, Env: machineDiff(a.Machine, b.Machine), Moved: []Move{}}
 	pairs := match(a.Experiments, b.Experiments, func(r *lab.Result) string { return r.Name })
 	for _, p := range pairs {
 		ea, eb := p.a, p.b
@@ -275,7 +275,7 @@ func match[T any](a, b []T, key func(T) string) []pair[T] {
 }
 
 func machineDiff(a, b lab.Machine) []EnvDiff {
-	var out []EnvDiff
+	out := []EnvDiff{}
 	for _, kv := range []struct{ key, a, b string }{
 		{"cpus", fmt.Sprint(a.CPUs), fmt.Sprint(b.CPUs)},
 		{"cpu_quota", a.CPUQuota, b.CPUQuota},

@@ -75,11 +75,7 @@ func (c *Comparison) MovedLine() string {
 	for i, m := range c.Moved {
 		moves[i] = m.String()
 	}
-	noun := "verdicts"
-	if len(c.Moved) == 1 {
-		noun = "verdict"
-	}
-	return fmt.Sprintf("%d %s moved: %s", len(c.Moved), noun, strings.Join(moves, "; "))
+	return fmt.Sprintf("%s moved: %s", plural(len(c.Moved), "verdict"), strings.Join(moves, "; "))
 }
 
 // CountsLines says what was added, removed and changed beyond spread.
@@ -88,19 +84,19 @@ func (c *Comparison) CountsLines() []string {
 	var out []string
 	var parts []string
 	for _, p := range []struct {
-		n    int
-		what string
+		n          int
+		what, verb string
 	}{
-		{s.ExperimentsAdded, "experiment(s) added"}, {s.ExperimentsRemoved, "experiment(s) removed"},
-		{s.ClaimsAdded, "claim(s) added"}, {s.ClaimsRemoved, "claim(s) removed"},
-		{s.RowsAdded, "row(s) added"}, {s.RowsRemoved, "row(s) removed"},
+		{s.ExperimentsAdded, "experiment", "added"}, {s.ExperimentsRemoved, "experiment", "removed"},
+		{s.ClaimsAdded, "claim", "added"}, {s.ClaimsRemoved, "claim", "removed"},
+		{s.RowsAdded, "row", "added"}, {s.RowsRemoved, "row", "removed"},
 	} {
 		if p.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
+			parts = append(parts, plural(p.n, p.what)+" "+p.verb)
 		}
 	}
 	if len(parts) > 0 {
-		out = append(out, "In B, not A (added) or in A, not B (removed): "+strings.Join(parts, ", ")+".")
+		out = append(out, "Added (only in B) and removed (only in A): "+strings.Join(parts, ", ")+".")
 	}
 	if s.SpreadFigures > 0 {
 		out = append(out, fmt.Sprintf("Figures with a run-to-run spread (rps, p99 ms over runs > 1): %d of %d changed outside it, %d within (noise).",
@@ -250,9 +246,9 @@ func writeRows(b *strings.Builder, rows []Row) error {
 func runsText(r Row) string {
 	switch r.Presence {
 	case Added:
-		return fmt.Sprintf("[added: only in B; %d run(s)]", r.RunsB)
+		return fmt.Sprintf("[added: only in B; %s]", plural(r.RunsB, "run"))
 	case Removed:
-		return fmt.Sprintf("[removed: only in A; %d run(s)]", r.RunsA)
+		return fmt.Sprintf("[removed: only in A; %s]", plural(r.RunsA, "run"))
 	}
 	return fmt.Sprintf("(runs %d / %d)", r.RunsA, r.RunsB)
 }
@@ -272,6 +268,13 @@ func rangeText(r []float64) string {
 		return ""
 	}
 	return report.Num(&r[0]) + "–" + report.Num(&r[1])
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // fig formats a figure as the lab's tables do, "—" when missing.
