@@ -57,7 +57,7 @@ read or is not a lab run's JSON.`)
 	var docs [2]report.Document
 	for i, path := range files {
 		if docs[i], err = report.ReadJSONFile(path); err != nil {
-			return fail(st, "lab compare", 2, fmt.Errorf("%w; give a file written by hlab lab --json FILE", err))
+			return fail(st, "lab compare", 2, fmt.Errorf("%w; give two files written by hlab lab --json FILE", err))
 		}
 	}
 	c := labcompare.Compare(docs[0], docs[1], files[0], files[1])

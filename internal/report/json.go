@@ -37,14 +37,14 @@ func ReadJSONFile(path string) (Document, error) {
 		return doc, fmt.Errorf("report: %w", err)
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return doc, fmt.Errorf("%s: %w: %v", path, ErrNotLabJSON, err)
+		return doc, fmt.Errorf("%w: %s: %v", ErrNotLabJSON, path, err)
 	}
 	if len(doc.Experiments) == 0 {
-		return doc, fmt.Errorf("%s: no experiments: %w", path, ErrNotLabJSON)
+		return doc, fmt.Errorf("%w: %s: no experiments", ErrNotLabJSON, path)
 	}
 	for i, e := range doc.Experiments {
 		if e == nil || e.Name == "" {
-			return doc, fmt.Errorf("%s: experiment %d has no name: %w", path, i+1, ErrNotLabJSON)
+			return doc, fmt.Errorf("%w: %s: experiment %d has no name", ErrNotLabJSON, path, i+1)
 		}
 	}
 	return doc, nil
