@@ -28,8 +28,9 @@ its runs (min–max of rps and of p99). A figure's change is "within spread"
 when B's median lies within A's min–max, or A's within B's: no larger
 than the runs of one lab differ among themselves. "OUTSIDE spread" is a
 change the runs' own noise does not cover. Figures without a spread
-(one run each, or mean, p50, memory, cpu) show B/A alone; claims' verdicts
-read intervals, which is why a moved verdict is the stronger signal.
+(one run each, or mean, p50, memory, cpu) show B/A alone. A claim's two
+intervals "overlap" or are "disjoint"; disjoint intervals, like a moved
+verdict, are a change beyond the noise between its pairs.
 
 Experiments, claims (matched by their text) and rows (by their label) in
 one run only are marked added (only in B) or removed (only in A). A figure

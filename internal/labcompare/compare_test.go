@@ -382,3 +382,30 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatalf("%s differs from the golden file (go test -update rewrites it):\n%s", name, got)
 	}
 }
+
+// TestFailedRun: an experiment that failed in B shows its error, and its
+// claims, invalid there, count as moved.
+func TestFailedRun(t *testing.T) {
+	a, _ := fixtures(t)
+	b, _ := fixtures(t)
+	scale := b.Experiments[0]
+	scale.Error = "nginx did not start"
+	for i := range scale.Claims {
+		scale.Claims[i].Verdict, scale.Claims[i].Ratio, scale.Claims[i].CI, scale.Claims[i].Pairs = lab.Invalid, nil, nil, 0
+	}
+	scale.Rows = nil
+	c := Compare(a, b, "a", "b")
+	if len(c.Moved) != 2 || c.Moved[0].To != lab.Invalid {
+		t.Fatalf("moved %+v", c.Moved)
+	}
+	var out bytes.Buffer
+	WriteText(&out, c)
+	for _, want := range []string{"FAILED in B: nginx did not start", "MOVED REPRODUCED → INVALID", "scale #1 REPRODUCED → INVALID", "4 rows removed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q", want)
+		}
+	}
+	if cl := experiment(t, c, "scale").Claims[0]; cl.Change != nil || cl.Diff != nil || cl.Overlap != nil {
+		t.Errorf("a claim with no ratio in B got a change: %+v", cl)
+	}
+}
