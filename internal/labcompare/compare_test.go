@@ -217,6 +217,7 @@ func TestText(t *testing.T) {
 		"databus: gRPC", "[removed: only in A]",
 		"machine: go: go1.26.8 → go1.26.9", "scale: lb: nginx 1.22.1 → builtin",
 		"1 of 41 changed outside it",
+		`  OUTSIDE spread: scale "three instances + LB, 1 connection" rps 1416 → 1100 (B/A 0.777)`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q", want)

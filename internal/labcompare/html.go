@@ -83,6 +83,7 @@ tr.rowhead td{text-align:left;font-weight:bold;background:#fafafa}
 <p><b>{{.MovedLine}}</b></p>
 {{if .Moved}}<ul>{{range .Moved}}<li><span class="verdict {{vclass .From}}">{{word .From}}</span> → <span class="verdict {{vclass .To}}">{{word .To}}</span> <a href="#{{.Experiment}}">{{.Experiment}}</a> #{{.Index}}: {{.Claim}}</li>{{end}}</ul>{{end}}
 {{range .CountsLines}}<p>{{.}}</p>{{end}}
+{{with .OutsideSpread}}<ul>{{range .}}<li class="outside">OUTSIDE spread: {{.}}</li>{{end}}</ul>{{end}}
 <p class="note">A figure's change is "within spread" when B's median lies within A's min–max over its runs, or A's within B's: no larger than the noise between runs. Only rows measured more than once keep a spread (of rps and p99). "—": not measured, or not in that run.</p>
 <h2 id="env">Environment</h2>
 {{if .Env}}<p class="note">What differs between the runs; it may explain changes in the figures.</p>

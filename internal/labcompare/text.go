@@ -65,6 +65,32 @@ func (c *Comparison) Summarize() Summary {
 	return s
 }
 
+// Beyond is a figure whose change lies outside its runs' spread.
+type Beyond struct {
+	Experiment, Label string
+	Figure
+}
+
+func (x Beyond) String() string {
+	return fmt.Sprintf("%s %q %s %s → %s (B/A %s)", x.Experiment, x.Label, FigureName(x.Key), fig(x.A), fig(x.B), fig(x.Change))
+}
+
+// OutsideSpread lists the figures that changed outside their spread, in
+// the order shown.
+func (c *Comparison) OutsideSpread() []Beyond {
+	var out []Beyond
+	for _, e := range c.Experiments {
+		for _, r := range e.Rows {
+			for _, f := range r.Figures {
+				if f.Spread == Outside {
+					out = append(out, Beyond{e.Name, r.Label, f})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // MovedLine is the summary's first line: how many verdicts moved, and
 // which.
 func (c *Comparison) MovedLine() string {
@@ -117,6 +143,9 @@ func WriteText(w io.Writer, c *Comparison) error {
 	}
 	for _, l := range c.CountsLines() {
 		b.WriteString(l + "\n")
+	}
+	for _, x := range c.OutsideSpread() {
+		fmt.Fprintf(&b, "  OUTSIDE spread: %s\n", x)
 	}
 	writeEnv(&b, c.Env)
 	for _, e := range c.Experiments {
