@@ -36,7 +36,10 @@ func experiments() []lab.Experiment {
 }
 
 func runLab(args []string, st *State) int {
-	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--pairs N] [--repeat N] [--json FILE] [--report DIR]", `
+	if len(args) > 0 && args[0] == compareAction {
+		return runLabCompare(args[1:], st)
+	}
+	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--pairs N] [--repeat N] [--json FILE] [--report DIR]\n       hlab lab compare A.json B.json (two runs' --json files; see hlab lab compare --help)", `
 Runs the reference reports' experiments on this machine: each starts the
 report's services as child processes under CPU/memory quotas like the
 report's containers (cgroups), drives them with hlab's load generator from
@@ -61,7 +64,9 @@ outside the lab took over a tenth of a core are marked noisy. The exit
 status is 1 when an experiment failed or a claim is INVALID, 0 otherwise
 (a claim that did not hold is a result).
 
-Compare ratios, not absolute figures: the reports ran on other hardware.`)
+Compare ratios, not absolute figures: the reports ran on other hardware.
+To compare two runs of the lab (before and after a change), write each
+with --json FILE and run "hlab lab compare A.json B.json".`)
 	full := fs.Bool("full", false, "use the reports' own durations (slower)")
 	quick := fs.Bool("quick", false, "keep each experiment under about 90 s on 2 cores (the default)")
 	repeat := fs.Int("repeat", 0, "measured runs of a row that no claim pairs (default 1 quick, 3 full)")
@@ -74,6 +79,9 @@ Compare ratios, not absolute figures: the reports ran on other hardware.`)
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
+	}
+	if slices.Contains(names, compareAction) {
+		return fail(st, "lab", 2, fmt.Errorf("%q compares two runs and comes first, before any flag: hlab lab compare A.json B.json", compareAction))
 	}
 	all := experiments()
 	if *full && *quick {
