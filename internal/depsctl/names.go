@@ -40,7 +40,7 @@ func Parse(name string) (Dep, error) {
 	}
 	if v, ok := strings.CutPrefix(name, "kafka@"); ok && v != "" {
 		if _, err := deps.CheckKafka(v); err != nil {
-			return Dep{}, fmt.Errorf("%w %q: %v", ErrUnknownName, name, err)
+			return Dep{}, fmt.Errorf("%w %q (%v): use one of %s, or kafka@VERSION", ErrUnknownName, name, err, strings.Join(Names(), ", "))
 		}
 		d := Deps[2]
 		d.Name, d.kafkaVersion = name, v

@@ -123,6 +123,10 @@ func startDep(ctx context.Context, sb *sandbox.Sandbox, d Dep, dir string, port 
 	jvm := deps.JVMConfig{Log: log}
 	switch d.kind {
 	case "postgres":
+		data, err := postgresDir(dir)
+		if err != nil {
+			return nil, err
+		}
 		// Durable: data kept across restarts should survive a crash too.
 		p, err := deps.StartPostgres(ctx, sb, deps.PostgresConfig{Dir: data, Keep: true, Port: port, Durable: true})
 		if err != nil {

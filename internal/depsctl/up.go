@@ -140,6 +140,9 @@ func Down(name string, opt Options, purge bool) (wasRunning bool, err error) {
 	}
 	unlock()
 	if err == nil && purge {
+		if target, lerr := os.Readlink(filepath.Join(dir, dataDir)); lerr == nil {
+			os.RemoveAll(target) // a cluster out of the state directory (postgresDir)
+		}
 		if err = os.RemoveAll(dir); err != nil {
 			err = fmt.Errorf("depsctl: purge %s: %w", dir, err)
 		}
