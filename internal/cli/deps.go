@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -42,20 +43,35 @@ func runDeps(args []string, st *State) int {
 	case "install":
 		return depsInstall(st, pos[1:])
 	case "up", "down", depsctl.SuperviseCmd:
-		if len(pos) != 2 {
-			return fail(st, "deps", 2, fmt.Errorf("%s takes one NAME, one of %s (or kafka@VERSION)", pos[0], strings.Join(depsctl.Names(), ", ")))
+		names := pos[1:]
+		switch {
+		case len(names) == 0:
+			return fail(st, "deps", 2, fmt.Errorf("%s needs a NAME, one of %s (or kafka@VERSION)", pos[0], strings.Join(depsctl.Names(), ", ")))
+		case len(names) > 1 && (*stateDir != "" || pos[0] == depsctl.SuperviseCmd):
+			return fail(st, "deps", 2, fmt.Errorf("--state-dir is one dependency's directory: give one NAME with it, not %d", len(names)))
 		}
-		if _, err := depsctl.Parse(pos[1]); err != nil {
-			return fail(st, "deps", 2, err)
+		for _, n := range names {
+			if _, err := depsctl.Parse(n); err != nil {
+				return fail(st, "deps", 2, err)
+			}
 		}
 		switch pos[0] {
 		case "up":
-			return depsUp(st, pos[1], opt)
+			for _, n := range names {
+				if code := depsUp(st, n, opt); code != 0 {
+					return code
+				}
+			}
+			return 0
 		case "down":
-			return depsDown(st, pos[1], opt, *purge)
+			code := 0
+			for _, n := range names {
+				code = max(code, depsDown(st, n, opt, *purge))
+			}
+			return code
 		}
 		// The supervisor that up runs, detached; its output is its log.
-		if err := depsctl.Supervise(context.Background(), pos[1], *stateDir, opt.Upstreams, st.Stderr); err != nil {
+		if err := depsctl.Supervise(context.Background(), names[0], *stateDir, opt.Upstreams, st.Stderr); err != nil {
 			return fail(st, "deps supervise", 1, err)
 		}
 		return 0
@@ -76,16 +92,16 @@ func depsAbout() string {
                       command-line tools and prints their jars' directory
                       (java -cp 'DIR/*' ` + deps.ProducerPerfClass + `
                       is kafka-producer-perf-test.sh)
-  up NAME             start NAME in the background and print ONE line on
-                      stdout, its connection string (progress goes to
-                      stderr), once it answers:
-                        hlab serve tasks --db "$(hlab deps up postgres)"
+  up NAME...          start each NAME in the background and print ONE line
+                      on stdout per NAME, its connection string (progress
+                      goes to stderr), once it answers:
+                        hlab serve tasks --dsn "$(hlab deps up postgres)"
                       Up again while it runs prints the same line and
                       starts nothing. The client port is a free one at the
                       first up, then the same at every later up of that
                       state directory, so the string stays the same
                       (Postgres keeps its password too).
-  down NAME           stop it (SIGTERM, then SIGKILL to whatever is left
+  down NAME...        stop it (SIGTERM, then SIGKILL to whatever is left
                       after 45 s), keeping its data for the next up;
                       --purge removes the state directory too. Down of
                       something not running says so and succeeds.
@@ -99,12 +115,16 @@ NAME for up and down:
 	}
 	b.WriteString(`  kafka@VERSION the real broker of that version (` + strings.Join(deps.KafkaVersions(), ", ") + `)
 
-Each runs under a supervisor (hlab deps supervise, a process of its own
-session) that stops it on down; its output and the reason a start failed
-are in STATE_DIR/supervisor.log, the dependency's own logs in
-STATE_DIR/data. The lab starts and stops its dependencies itself and
-needs none of this; when nginx is missing it uses its built-in load
-balancer and says so.`)
+Nginx with upstreams is ready once GET /healthz through it answers 200 (as
+every hlab serve service does): start the upstreams first. Each
+dependency runs under a supervisor (hlab deps supervise, a process of its
+own session) that stops it on down; its output and the reason a start
+failed are in STATE_DIR/supervisor.log, the dependency's own files and
+logs in STATE_DIR/data (for Postgres, when the postgres user cannot reach
+the state directory, e.g. under /root, a link to
+/var/lib/postgresql/hlab/NAME-HASH). The lab starts and stops its
+dependencies itself and needs none of this; when nginx is missing it uses
+its built-in load balancer and says so.`)
 	return b.String()
 }
 
@@ -138,6 +158,7 @@ func stateDirFlag(dir string) string {
 }
 
 func depsDown(st *State, name string, opt depsctl.Options, purge bool) int {
+	d, _ := depsctl.Parse(name) // parsed by the caller
 	was, err := depsctl.Down(name, opt, purge)
 	if err != nil {
 		return fail(st, "deps", 1, err)
@@ -145,8 +166,10 @@ func depsDown(st *State, name string, opt depsctl.Options, purge bool) int {
 	switch {
 	case was && purge:
 		fmt.Fprintf(st.Stderr, "hlab deps: %s stopped, its data removed\n", name)
-	case was:
+	case was && d.Keeps:
 		fmt.Fprintf(st.Stderr, "hlab deps: %s stopped; its data stays for the next up (down --purge removes it)\n", name)
+	case was:
+		fmt.Fprintf(st.Stderr, "hlab deps: %s stopped (it kept its data in memory: the next up starts empty)\n", name)
 	case purge:
 		fmt.Fprintf(st.Stderr, "hlab deps: %s was not running; its data, if any, removed\n", name)
 	default:
@@ -178,7 +201,11 @@ func depsPs(st *State, root string, asJSON bool) int {
 	tw := tabwriter.NewWriter(st.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPID\tDEP PID\tUPTIME\tCONNECTION\tSTATE DIR")
 	for _, s := range states {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", s.Name, s.PID, s.DepPID, time.Since(s.Started).Round(time.Second), s.Conn, s.StateDir)
+		dep := "in-process" // kfake runs inside its supervisor
+		if s.DepPID > 0 {
+			dep = strconv.Itoa(s.DepPID)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.PID, dep, time.Since(s.Started).Round(time.Second), s.Conn, s.StateDir)
 	}
 	tw.Flush()
 	return 0

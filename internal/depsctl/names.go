@@ -14,6 +14,10 @@ type Dep struct {
 	What string
 	// Prints is what the connection string looks like.
 	Prints string
+	// Keeps says whether its data outlives down (on disk), or dies with
+	// it (in memory: kfake, Redis without persistence, the mongo
+	// stand-in; nginx has none).
+	Keeps bool
 
 	kind         string // postgres, kfake, kafka-real, cassandra, redis, mongo, nginx
 	kafkaVersion string // kafka-real: "" = deps.DefaultKafkaVersion
@@ -21,13 +25,13 @@ type Dep struct {
 
 // Deps lists the names Up knows, in the order help shows them.
 var Deps = []Dep{
-	{Name: "postgres", kind: "postgres", What: "PostgreSQL from /usr/lib/postgresql, data kept across down/up", Prints: "postgres://postgres:PASSWORD@127.0.0.1:PORT/postgres?sslmode=disable"},
+	{Keeps: true, Name: "postgres", kind: "postgres", What: "PostgreSQL (durable: fsync on), data kept across down and up", Prints: "postgres://postgres:PASSWORD@127.0.0.1:PORT/postgres?sslmode=disable"},
 	{Name: "kafka", kind: "kfake", What: "kfake, franz-go's embedded fake Kafka (in memory: down loses the topics)", Prints: "127.0.0.1:PORT (the broker list)"},
-	{Name: "kafka-real", kind: "kafka-real", What: "Apache Kafka " + deps.DefaultKafkaVersion + ", a single KRaft node on Java (kafka@VERSION for another version), data kept", Prints: "127.0.0.1:PORT (the broker list)"},
-	{Name: "cassandra", kind: "cassandra", What: deps.CassandraKind + ", a single node on Java, data kept", Prints: "127.0.0.1:PORT (CQL)"},
+	{Keeps: true, Name: "kafka-real", kind: "kafka-real", What: "Apache Kafka " + deps.DefaultKafkaVersion + ", a single KRaft node on Java, data kept", Prints: "127.0.0.1:PORT (the broker list)"},
+	{Keeps: true, Name: "cassandra", kind: "cassandra", What: deps.CassandraKind + ", a single node on Java, data kept", Prints: "127.0.0.1:PORT (CQL)"},
 	{Name: "redis", kind: "redis", What: "redis-server, no persistence (a cache, as the reports ran it)", Prints: "redis://127.0.0.1:PORT"},
-	{Name: "mongo", kind: "mongo", What: "a stand-in, not MongoDB: " + deps.MongoStandInKind + ", in memory", Prints: "mongodb://127.0.0.1:PORT/?directConnection=true"},
-	{Name: "nginx", kind: "nginx", What: "nginx balancing round robin over --upstream HOST:PORT,...; without upstreams it answers 200 itself", Prints: "http://127.0.0.1:PORT"},
+	{Name: "mongo", kind: "mongo", What: "a stand-in, not MongoDB: mongo-java-server " + deps.MongoStandInVersion + ", in memory", Prints: "mongodb://127.0.0.1:PORT/?directConnection=true"},
+	{Name: "nginx", kind: "nginx", What: "nginx, round robin over --upstream HOST:PORT,...; none: it answers 200", Prints: "http://127.0.0.1:PORT"},
 }
 
 // Parse returns the dependency named name: one of Deps, or kafka@VERSION
