@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,11 +64,7 @@ func TestDepsUpDown(t *testing.T) {
 		{name: "cassandra", available: func() error { s, err := deps.CheckCassandra(); return jvmRuns(s.JVMSetup, err) },
 			check: checkCassandra, keep: keepCassandra, persisted: persistedCassandra},
 		{name: "redis", available: func() error { _, _, err := deps.FindRedis(); return err },
-			check: func(t *testing.T, ctx context.Context, conn string) {
-				if err := deps.PingRedis(ctx, hostPort(t, conn)); err != nil {
-					t.Errorf("PING %s: %v", conn, err)
-				}
-			}},
+			check: func(t *testing.T, _ context.Context, conn string) { checkRedis(t, conn) }},
 		{name: "mongo", available: mongoRuns, check: checkMongo},
 		{name: "nginx", available: func() error { _, _, err := deps.FindNginx(); return err },
 			check: func(t *testing.T, ctx context.Context, conn string) {
@@ -439,5 +436,70 @@ func TestDepsUpBadName(t *testing.T) {
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 			t.Errorf("deps %v made %v", args, ents)
 		}
+	}
+}
+
+// TestDepsSupervisorKilled: a supervisor killed with SIGKILL takes its
+// dependency with it (no orphan holds the port), ps no longer lists it,
+// and the next up starts it again at the same string. Redis, being quick.
+func TestDepsSupervisorKilled(t *testing.T) {
+	bin := testkit.HlabBinary(t)
+	if _, _, err := deps.FindRedis(); err != nil {
+		t.Skip(err)
+	}
+	dir := filepath.Join(t.TempDir(), "redis")
+	flags := []string{"--state-dir", dir}
+	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "redis", "--purge"}, flags...)...) })
+	conn := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...))
+	s := psState(t, bin, dir)
+	if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "the supervisor and redis gone after SIGKILL", func() bool {
+		return !pidAlive(s.PID) && len(groupMembers(s.DepPID)) == 0
+	})
+	if out := hlabOK(t, bin, "deps", "ps", "--json", "--state-dir", dir); strings.TrimSpace(out) != "[]" {
+		t.Errorf("ps after the supervisor died: %s; want []", out)
+	}
+	if again := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...)); again != conn {
+		t.Errorf("up after the supervisor died: %q; want %q again", again, conn)
+	}
+	checkRedis(t, conn)
+}
+
+// TestDepsUpPortTaken: when another process holds the port a dependency
+// had, up fails (exit 1) saying so, with nothing on stdout and nothing
+// left running.
+func TestDepsUpPortTaken(t *testing.T) {
+	bin := testkit.HlabBinary(t)
+	if _, _, err := deps.FindRedis(); err != nil {
+		t.Skip(err)
+	}
+	dir := filepath.Join(t.TempDir(), "redis")
+	flags := []string{"--state-dir", dir}
+	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "redis", "--purge"}, flags...)...) })
+	conn := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...))
+	hlabOK(t, bin, append([]string{"deps", "down", "redis"}, flags...)...)
+	ln, err := net.Listen("tcp", hostPort(t, conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	out, errOut, err := hlabRun(t, bin, append([]string{"deps", "up", "redis", "--timeout", "30s"}, flags...)...)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || out != "" || !strings.Contains(errOut, "in use by another process") {
+		t.Errorf("up with its port taken: %v, stdout %q, stderr %q; want exit 1, nothing, and why", err, out, errOut)
+	}
+	if st, _ := os.ReadFile(filepath.Join(dir, "state.json")); len(st) != 0 {
+		t.Errorf("a state file after a failed up: %s", st)
+	}
+}
+
+func checkRedis(t *testing.T, conn string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := deps.PingRedis(ctx, hostPort(t, conn)); err != nil {
+		t.Errorf("PING %s: %v", conn, err)
 	}
 }
