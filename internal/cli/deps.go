@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,6 +143,9 @@ func depsUp(st *State, name string, opt depsctl.Options) int {
 		fmt.Fprintf(st.Stderr, "hlab deps: %s (%s) runs in the background, pid %d, state in %s; stop it with: hlab deps down %s%s\n", name, s.Kind, s.PID, s.StateDir, name, stateDirFlag(opt.StateDir))
 	} else {
 		fmt.Fprintf(st.Stderr, "hlab deps: %s runs already (pid %d, up %s)\n", name, s.PID, time.Since(s.Started).Round(time.Second))
+		if opt.Upstreams != nil && !slices.Equal(opt.Upstreams, s.Upstreams) {
+			fmt.Fprintf(st.Stderr, "hlab deps: warning: it runs with upstreams %q, not the --upstream given: hlab deps down %s first to change them\n", cmp.Or(strings.Join(s.Upstreams, ","), "none"), name)
+		}
 	}
 	if name == "mongo" {
 		fmt.Fprintf(st.Stderr, "hlab deps: mongo is a stand-in, not MongoDB: %s\n", deps.MongoStandInKind)

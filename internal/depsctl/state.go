@@ -26,9 +26,11 @@ type State struct {
 	// Conn is the connection string Up prints.
 	Conn string `json:"conn"`
 	// Port is the client port, remembered across down and up.
-	Port     int       `json:"port"`
-	StateDir string    `json:"state_dir"`
-	Started  time.Time `json:"started"`
+	Port int `json:"port"`
+	// Upstreams are nginx's (hlab deps up nginx --upstream).
+	Upstreams []string  `json:"upstreams,omitempty"`
+	StateDir  string    `json:"state_dir"`
+	Started   time.Time `json:"started"`
 }
 
 const (

@@ -86,7 +86,7 @@ func Supervise(ctx context.Context, name, dir string, upstreams []string, log io
 		r.stop()
 		return fmt.Errorf("depsctl: remember the port: %w", err)
 	}
-	s := State{Name: name, Kind: r.kind, PID: os.Getpid(), Conn: r.conn, Port: port, StateDir: dir, Started: time.Now().UTC().Truncate(time.Second)}
+	s := State{Name: name, Kind: r.kind, PID: os.Getpid(), Conn: r.conn, Port: port, Upstreams: upstreams, StateDir: dir, Started: time.Now().UTC().Truncate(time.Second)}
 	var exited <-chan struct{}
 	if r.proc != nil {
 		p := r.proc()
