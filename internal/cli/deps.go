@@ -24,6 +24,8 @@ func runDeps(args []string, st *State) int {
 	stateDir := fs.String("state-dir", "", "the dependency's state directory: its data, state.json, supervisor.log (default $XDG_STATE_HOME/hlab/deps/NAME, else ~/.local/state/hlab/deps/NAME; for ps, the directory of state directories)")
 	upstreams := fs.String("upstream", "", "up nginx: HOST:PORT,... to balance over, round robin (default none: nginx answers 200 itself)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "up: how long to wait for the dependency to answer (a first start that downloads jars included)")
+	topics := fs.String("topics", "", "up kafka, kafka-real: topics to create if missing, comma-separated (neither creates a topic on first use)")
+	partitions := fs.Int("partitions", 0, "up --topics: partitions of each topic created (default: the broker's, 10)")
 	purge := fs.Bool("purge", false, "down: also remove the state directory, data included")
 	jsonOut := fs.Bool("json", false, "ps: print the states as a JSON array")
 	pos, err := parseInterleaved(fs, args)
@@ -37,6 +39,10 @@ func runDeps(args []string, st *State) int {
 	opt := depsctl.Options{StateDir: *stateDir, Timeout: *timeout, Log: st.Stderr}
 	if *upstreams != "" {
 		opt.Upstreams = strings.Split(*upstreams, ",")
+	}
+	var topicList []string
+	if *topics != "" {
+		topicList = strings.Split(*topics, ",")
 	}
 	switch pos[0] {
 	case "status":
@@ -60,7 +66,12 @@ func runDeps(args []string, st *State) int {
 		switch pos[0] {
 		case "up":
 			for _, n := range names {
-				if code := depsUp(st, n, opt); code != 0 {
+				if d, _ := depsctl.Parse(n); topicList != nil && !d.Kafka() {
+					return fail(st, "deps", 2, fmt.Errorf("--topics is for kafka and kafka-real, not %s", n))
+				}
+			}
+			for _, n := range names {
+				if code := depsUp(st, n, opt, topicList, *partitions); code != 0 {
 					return code
 				}
 			}
@@ -132,7 +143,7 @@ its built-in load balancer and says so.`)
 
 // depsUp starts name (or finds it running) and prints its connection
 // string.
-func depsUp(st *State, name string, opt depsctl.Options) int {
+func depsUp(st *State, name string, opt depsctl.Options, topics []string, partitions int) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s, started, err := depsctl.Up(ctx, name, opt)
@@ -149,6 +160,9 @@ func depsUp(st *State, name string, opt depsctl.Options) int {
 	}
 	if name == "mongo" {
 		fmt.Fprintf(st.Stderr, "hlab deps: mongo is a stand-in, not MongoDB: %s\n", deps.MongoStandInKind)
+	}
+	if err := depsctl.EnsureTopics(ctx, s.Conn, partitions, topics); err != nil {
+		return fail(st, "deps", 1, err)
 	}
 	fmt.Fprintln(st.Stdout, s.Conn)
 	return 0

@@ -503,3 +503,33 @@ func checkRedis(t *testing.T, conn string) {
 		t.Errorf("PING %s: %v", conn, err)
 	}
 }
+
+// TestDepsUpTopics: up kafka --topics creates the missing topics with the
+// broker's default partitions (or --partitions), leaves those that exist
+// as they are, and is refused for a dependency that is not a Kafka.
+func TestDepsUpTopics(t *testing.T) {
+	bin := testkit.HlabBinary(t)
+	dir := filepath.Join(t.TempDir(), "kafka")
+	flags := []string{"--state-dir", dir}
+	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "kafka", "--purge"}, flags...)...) })
+	conn := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "kafka", "--topics", "orders,payments"}, flags...)...))
+	again := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "kafka", "--topics", "orders,audit", "--partitions", "2"}, flags...)...))
+	if again != conn {
+		t.Fatalf("second up: %q, want %q", again, conn)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, adm := kafkaClient(t, conn)
+	details, err := adm.ListTopics(ctx, "orders", "payments", "audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, want := range map[string]int{"orders": deps.DefaultKafkaPartitions, "payments": deps.DefaultKafkaPartitions, "audit": 2} {
+		if got := len(details[topic].Partitions); got != want {
+			t.Errorf("topic %s: %d partitions, want %d", topic, got, want)
+		}
+	}
+	if _, errOut, err := hlabRun(t, bin, "deps", "up", "postgres", "--topics", "x", "--state-dir", filepath.Join(t.TempDir(), "pg")); err == nil || !strings.Contains(errOut, "--topics is for kafka") {
+		t.Errorf("up postgres --topics: %v, %q; want it refused", err, errOut)
+	}
+}

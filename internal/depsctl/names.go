@@ -62,3 +62,7 @@ func Names() []string {
 	}
 	return out
 }
+
+// Kafka reports whether d is a Kafka (kfake or the real broker), whose
+// topics up --topics creates.
+func (d Dep) Kafka() bool { return d.kind == "kfake" || d.kind == "kafka-real" }
