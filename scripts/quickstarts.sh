@@ -35,14 +35,14 @@ expect() {
 			'"value": "aGk="'
 		;;
 	replica)
-		printf '%s\n' '^--- PASS: Example' '^ok +github.com/highload-lab/hlab/replica'
+		printf '%s\n' '^--- PASS: Example' '^ok[[:space:]]+github.com/highload-lab/hlab/replica'
 		;;
 	tasks)
 		printf '%s\n' \
 			'"email":"ada@example.com"' \
 			'^taskwatch: connected' \
-			'^update: .*"type":"created".*"title":"try hlab"' \
-			'^\[?\{?.*"title":"try hlab"'
+			'^update: .*"type":"task.created".*"title":"try hlab"' \
+			'^\{"tasks":\[\{"id":1,"title":"try hlab"'
 		;;
 	*) return 1 ;;
 	esac
