@@ -28,6 +28,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/depsctl"
+	"github.com/highload-lab/hlab/internal/procfs"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -211,31 +212,13 @@ func psState(t *testing.T, bin, dir string) depsctl.State {
 }
 
 // pidAlive reports whether pid runs (a zombie does not).
-func pidAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-}
+func pidAlive(pid int) bool { return procfs.Alive(pid) }
 
 // groupMembers returns the live processes of process group pgid.
 func groupMembers(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// After "(comm)": state, ppid, pgrp.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+	for pid, st := range procfs.All() {
+		if st.PGRP == pgid && st.Live() {
 			out = append(out, pid)
 		}
 	}

@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/procfs"
 )
 
 // State is what a running dependency's supervisor writes to state.json
@@ -116,21 +117,7 @@ func rememberedPort(dir string) int {
 
 // alive reports whether pid is a live process (a zombie is not: nothing
 // may reap an orphan here, and it holds no port).
-func alive(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) == syscall.ESRCH {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// "pid (comm) S ...": the state follows the last ')'.
-	st := string(b)
-	if i := strings.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) {
-		return st[i+2] != 'Z' && st[i+2] != 'X'
-	}
-	return true
-}
+func alive(pid int) bool { return procfs.Alive(pid) }
 
 // isSupervisor reports whether pid is alive and a supervisor (hlab deps
 // supervise), not a process that took a dead one's pid.

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/procfs"
 )
 
 // parentName is the directory, under the lab's own cgroup in each
@@ -89,11 +91,11 @@ func (g *group) dirOf(h *hier) string {
 // the pid it names the owner of a cgroup, so a later lab can tell whether
 // the owner is still alive even when the pid has been reused.
 var ownerStart = func() uint64 {
-	st, err := readProcStat(os.Getpid())
+	st, err := procfs.ReadStat(os.Getpid())
 	if err != nil {
 		return 0
 	}
-	return st.start
+	return st.Start
 }()
 
 // groupSeq numbers cgroups across every Sandbox of this process.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/procfs"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -157,10 +158,7 @@ func waitOutput(t *testing.T, out *testkit.SyncBuffer, s string) {
 
 // gone reports whether pid no longer runs (absent, or a zombie nobody
 // reaped yet).
-func gone(pid int) bool {
-	st, err := readProcStat(pid)
-	return err != nil || st.state == 'Z' || st.state == 'X'
-}
+func gone(pid int) bool { return !procfs.Alive(pid) }
 
 func newSandboxT(t *testing.T) *Sandbox {
 	t.Helper()

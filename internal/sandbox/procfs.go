@@ -1,67 +1,12 @@
 package sandbox
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/highload-lab/hlab/internal/procfs"
 )
-
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat.
-// The kernel exports it as 100 on every Linux architecture Go supports
-// (sysconf(_SC_CLK_TCK) is a constant in glibc and musl), so it is not read
-// at run time.
-const clockTicks = 100
-
-// procStat holds the fields of /proc/<pid>/stat the sandbox uses.
-type procStat struct {
-	state      byte // R, S, D, Z, ...
-	ppid, pgrp int
-	ticks      uint64 // utime + stime, in clockTicks
-	start      uint64 // starttime, in clockTicks since boot: tells a reused pid apart
-}
-
-// readProcStat reads /proc/<pid>/stat.
-func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseProcStat(b)
-}
-
-var errBadStat = errors.New("sandbox: malformed /proc/<pid>/stat")
-
-// parseProcStat parses the contents of /proc/<pid>/stat. The command name
-// (field 2) may contain spaces and parentheses, so fields are counted from
-// the last ')'.
-func parseProcStat(b []byte) (procStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errBadStat
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 20 {
-		return procStat{}, errBadStat
-	}
-	var st procStat
-	var err error
-	num := func(s string) uint64 {
-		v, e := strconv.ParseUint(s, 10, 64)
-		if e != nil && err == nil {
-			err = errBadStat
-		}
-		return v
-	}
-	st.state = f[0][0]
-	st.ppid = int(num(f[4-3]))
-	st.pgrp = int(num(f[5-3]))
-	st.ticks = num(f[14-3]) + num(f[15-3])
-	st.start = num(f[22-3])
-	return st, err
-}
 
 // readRSS returns the resident set size of pid in bytes: the second field
 // of /proc/<pid>/statm, in pages, the figure VmRSS of /proc/<pid>/status
@@ -110,27 +55,12 @@ func readPids(file string) ([]int, error) {
 // re-parented away from the tree keeps its group unless it left it), each
 // with its stat. It scans /proc, so it is only used when there is no
 // cgroup to ask.
-func processTree(roots []int, pgid int) map[int]procStat {
-	out := make(map[int]procStat)
-	d, err := os.Open("/proc")
-	if err != nil {
-		return out
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	all := make(map[int]procStat, len(names))
+func processTree(roots []int, pgid int) map[int]procfs.Stat {
+	out := make(map[int]procfs.Stat)
+	all := procfs.All()
 	children := make(map[int][]int)
-	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
-		}
-		st, err := readProcStat(pid)
-		if err != nil {
-			continue
-		}
-		all[pid] = st
-		children[st.ppid] = append(children[st.ppid], pid)
+	for pid, st := range all {
+		children[st.PPID] = append(children[st.PPID], pid)
 	}
 	var queue []int
 	for _, r := range roots {
@@ -142,7 +72,7 @@ func processTree(roots []int, pgid int) map[int]procStat {
 		}
 	}
 	for pid, st := range all {
-		if st.pgrp == pgid {
+		if st.PGRP == pgid {
 			if _, dup := out[pid]; !dup {
 				out[pid] = st
 				queue = append(queue, pid)
@@ -182,6 +112,6 @@ func readKeyed(file, key string) (v int64, ok bool) {
 // pidAlive reports whether pid is a live (not zombie) process started at
 // start (clock ticks since boot), so a reused pid does not count.
 func pidAlive(pid int, start uint64) bool {
-	st, err := readProcStat(pid)
-	return err == nil && st.start == start && st.state != 'Z' && st.state != 'X'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Start == start && st.Live()
 }

@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/procfs"
 )
 
 const (
@@ -74,8 +76,8 @@ type reading struct {
 
 func newSource(pid int, g *group) *source {
 	s := &source{pid: pid, ticks: make(map[tickKey]uint64), known: make(map[tickKey]struct{})}
-	if st, err := readProcStat(pid); err == nil { // not reaped yet: still ours
-		s.pidStart = st.start
+	if st, err := procfs.ReadStat(pid); err == nil { // not reaped yet: still ours
+		s.pidStart = st.Start
 	}
 	if g == nil {
 		return s
@@ -125,11 +127,11 @@ func (s *source) members() []int {
 	known := make(map[tickKey]struct{}, len(tree))
 	pids := make([]int, 0, len(tree))
 	for pid, st := range tree {
-		k := tickKey{pid, st.start}
+		k := tickKey{pid, st.Start}
 		if _, was := s.known[k]; !was && k != s.root() && !s.descends(pid, tree) {
 			continue // a known pid reused by a stranger, or its children
 		}
-		if st.state != 'Z' && st.state != 'X' {
+		if st.Live() {
 			known[k] = struct{}{}
 		}
 		pids = append(pids, pid)
@@ -142,21 +144,21 @@ func (s *source) root() tickKey { return tickKey{s.pid, s.pidStart} }
 
 // descends reports whether pid is in s.pid's process group or reaches
 // s.pid or a known process through its parents in tree.
-func (s *source) descends(pid int, tree map[int]procStat) bool {
+func (s *source) descends(pid int, tree map[int]procfs.Stat) bool {
 	for range 64 {
 		st, ok := tree[pid]
 		if !ok {
 			return false
 		}
-		if st.pgrp == s.pid {
+		if st.PGRP == s.pid {
 			return true
 		}
-		if k := (tickKey{pid, st.start}); k == s.root() {
+		if k := (tickKey{pid, st.Start}); k == s.root() {
 			return true
 		} else if _, ok := s.known[k]; ok {
 			return true
 		}
-		pid = st.ppid
+		pid = st.PPID
 	}
 	return false
 }
@@ -167,8 +169,8 @@ func (s *source) liveMembers() []tickKey {
 	pids := s.members()
 	out := make([]tickKey, 0, len(pids))
 	for _, pid := range pids {
-		if st, err := readProcStat(pid); err == nil && st.state != 'Z' {
-			out = append(out, tickKey{pid, st.start})
+		if st, err := procfs.ReadStat(pid); err == nil && st.Live() {
+			out = append(out, tickKey{pid, st.Start})
 		}
 	}
 	return out
@@ -196,12 +198,12 @@ func (s *source) read() reading {
 			// Sum the growth of each process's own counter: a process that
 			// exits takes its counter with it, which must not read as
 			// negative CPU use.
-			if st, err := readProcStat(pid); err == nil {
-				k := tickKey{pid, st.start}
-				if prev := s.ticks[k]; st.ticks > prev {
-					s.cum += float64(st.ticks-prev) / clockTicks
+			if st, err := procfs.ReadStat(pid); err == nil {
+				k := tickKey{pid, st.Start}
+				if prev := s.ticks[k]; st.Ticks > prev {
+					s.cum += float64(st.Ticks-prev) / procfs.ClockTicks
 				}
-				seen[k] = st.ticks
+				seen[k] = st.Ticks
 			}
 		}
 		if rss, err := readRSS(pid); err == nil {

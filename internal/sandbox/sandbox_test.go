@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/procfs"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -148,7 +149,7 @@ func idleSeconds(t *testing.T) float64 {
 	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
 	idle, _ := strconv.ParseFloat(f[4], 64)
 	iowait, _ := strconv.ParseFloat(f[5], 64)
-	return (idle + iowait) / clockTicks
+	return (idle + iowait) / procfs.ClockTicks
 }
 
 func TestMemoryLimit(t *testing.T) {

@@ -12,28 +12,6 @@ import (
 	"testing"
 )
 
-func TestParseProcStat(t *testing.T) {
-	// A command name with spaces and parentheses, as a process may choose.
-	b := []byte("1234 (we ird) (x)) S 1 1234 1234 0 -1 4194560 100 0 0 0 7 3 2 1 20 0 1 0 5555 1000 250\n")
-	st, err := parseProcStat(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := procStat{state: 'S', ppid: 1, pgrp: 1234, ticks: 10, start: 5555}
-	if st != want {
-		t.Errorf("parseProcStat = %+v, want %+v", st, want)
-	}
-	for _, bad := range []string{"", "1 (x) S 1 2", "1 (x"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("parseProcStat(%q) succeeded", bad)
-		}
-	}
-	self, err := readProcStat(os.Getpid())
-	if err != nil || self.ppid != os.Getppid() || self.start == 0 {
-		t.Errorf("readProcStat(self) = %+v, %v", self, err)
-	}
-}
-
 func TestParseStatmRSS(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

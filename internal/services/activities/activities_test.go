@@ -1,13 +1,10 @@
 package activities_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/procfs"
 	"github.com/highload-lab/hlab/internal/services/activities"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
@@ -299,19 +297,8 @@ func writesResume(t *testing.T, envs map[string]*env, body func(n int) string, w
 // children returns the processes whose parent is pid.
 func children(pid int) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so cut after ')'.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+	for child, st := range procfs.All() {
+		if st.PPID == pid {
 			out = append(out, child)
 		}
 	}
