@@ -88,14 +88,14 @@ type Postgres struct {
 	// for a run's environment record.
 	Settings map[string]string
 
-	sb      *sandbox.Sandbox
-	cfg     PostgresConfig
+	sb  *sandbox.Sandbox
+	cfg PostgresConfig
 	// external is the URL of a server the lab did not start
 	// (ConnectPostgres), prefix what the run's names start with there.
 	external *url.URL
 	prefix   string
-	binDir  string
-	tempDir bool
+	binDir   string
+	tempDir  bool
 
 	mu   sync.Mutex
 	proc *sandbox.Process
