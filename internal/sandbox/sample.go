@@ -351,6 +351,9 @@ type Meter struct {
 // of its own, so its CPU average covers exactly the time between Measure
 // and Stop. Windows may overlap.
 func (p *Process) Measure() *Meter {
+	if p == nil { // no process of ours (a server the lab did not start): no usage
+		return &Meter{stopped: true}
+	}
 	s := p.samp
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -123,7 +123,7 @@ func (b *bench) freshness(ctx context.Context, svc *lab.Service) error {
 	t := b.t
 	b.run.Progress.Step("freshness: start a replica in the lab", time.Second)
 	cust := refdata.NewCustomers()
-	db := refdata.DB{DSN: b.dsn, Slot: "lab_freshness"}
+	db := refdata.DB{DSN: b.dsn, Slot: b.pg.Unique("lab_freshness")}
 	db.SetDefaults("catalog")
 	logPath := filepath.Join(b.run.Opts.WorkDir, name, "lab-replica.log")
 	logf, err := os.Create(logPath)
