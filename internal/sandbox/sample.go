@@ -391,6 +391,9 @@ func (m *Meter) add(r reading, cpu float64, from time.Time) {
 // the last sample taken before the exit.
 func (m *Meter) Stop() Usage {
 	s := m.s
+	if s == nil { // a Meter of no process (Measure on nil)
+		return m.usage
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.stopped {
