@@ -409,7 +409,11 @@ func (e *Experiment) startDatabases(ctx context.Context, run *lab.Run, dir strin
 	})
 	dbs.pg = pg
 	run.SetEnv("postgres", fmt.Sprintf("%s, %.0f CPU (quota), no memory limit, durable", pg.Kind, dbCPU))
-	run.SetEnv("postgres_settings", settings(pg.Settings, "port", "unix_socket_directories", "listen_addresses")+"; others at their defaults (shared_buffers 128MB)")
+	pgSettings := settings(pg.Settings, "port", "unix_socket_directories", "listen_addresses") + "; others at their defaults (shared_buffers 128MB)"
+	if pg.External() {
+		pgSettings = settings(pg.Settings) + " (read from the server; the lab does not set them)"
+	}
+	run.SetEnv("postgres_settings", pgSettings)
 
 	// Cassandra: the durable node, and in --full the default one, started
 	// at once (starting is not measured).
