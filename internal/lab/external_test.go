@@ -27,6 +27,9 @@ func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
 type onServers struct {
 	fail, stop bool
 	made       []string
+	// interrupted, when set, is closed once everything is made; the
+	// experiment then waits for its context's end, as a run Ctrl-C stops.
+	interrupted chan struct{}
 }
 
 func (*onServers) Name() string                       { return "ext" }
@@ -77,6 +80,11 @@ func (e *onServers) Run(ctx context.Context, run *lab.Run) error {
 		return err
 	}
 	e.note(topic)
+	if e.interrupted != nil {
+		close(e.interrupted)
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if e.fail {
 		return errors.New("failed on purpose")
 	}
@@ -95,22 +103,29 @@ func TestExternalServersCleanedUp(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
 	ext := lab.External{Postgres: labtest.PostgresURL(pg), KafkaBrokers: k.Brokers}
 	for _, tc := range []struct {
-		name       string
-		fail, stop bool
+		name                    string
+		fail, stop, interrupted bool
 	}{
-		{"succeeds, stops its handles", false, true},
-		{"fails, leaves its handles", true, false},
+		{"succeeds, stops its handles", false, true, false},
+		{"fails, leaves its handles", true, false, false},
+		{"interrupted, leaves its handles", true, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exp := &onServers{fail: tc.fail, stop: tc.stop}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.interrupted {
+				exp.interrupted = make(chan struct{})
+				go func() { <-exp.interrupted; cancel() }()
+			}
 			opts := lab.Options{Mode: lab.Quick, WorkDir: t.TempDir(), External: ext}
 			if err := lab.CheckExternal(context.Background(), []lab.Experiment{exp}, opts); err != nil {
 				t.Fatal(err)
 			}
 			var progress strings.Builder
-			results, err := lab.RunAll(context.Background(), []lab.Experiment{exp}, opts, depstest.Sandbox(t), lab.NewProgress(&progress, false))
-			if err != nil {
-				t.Fatal(err)
+			results, err := lab.RunAll(ctx, []lab.Experiment{exp}, opts, depstest.Sandbox(t), lab.NewProgress(&progress, false))
+			if (err != nil) != tc.interrupted {
+				t.Fatalf("run: %v", err)
 			}
 			res := results[0]
 			if failed := res.Error != ""; failed != tc.fail || len(exp.made) != 2 {
