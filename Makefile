@@ -26,8 +26,10 @@ vet:
 
 # HLAB_REQUIRE_DEPS: a test whose real dependency cannot run fails rather
 # than skips (internal/deps/depstest), so a green run means it ran.
-test: deps vet
+# Then the README's quickstarts, run from its own blocks.
+test: deps vet build
 	HLAB_REQUIRE_DEPS=1 $(GO) test -race -timeout 30m ./...
+	scripts/quickstarts.sh
 
 # Go benchmarks one package at a time (-p 1: packages measured side by side
 # on 2 cores would slow each other), among them internal/userrepo: report
@@ -55,3 +57,8 @@ clean:
 # Regenerate the gRPC code from api/**/*.proto with pinned protoc plugins.
 proto:
 	scripts/gen-proto.sh
+
+# The README's quickstarts alone (make test runs them too).
+.PHONY: quickstarts
+quickstarts: deps build
+	scripts/quickstarts.sh

@@ -40,7 +40,7 @@
 # drain's checker run alone (the members' joining and leaving included,
 # the publishing that filled the topic not).
 #
-# The real broker (hlab deps up kafka, on CPU 1) runs when KAFKA_REAL=1, or
+# The real broker (hlab deps up kafka-real, on CPU 1) runs when KAFKA_REAL=1, or
 # with KAFKA_REAL=auto (the default) when 'hlab deps status' says it is
 # installed; KAFKA_REAL=0 keeps everything on kfake.
 # kfake (hlab serve kfake, in memory) shares CPU 1 with the checker. Each
@@ -105,7 +105,9 @@ ulimit -n "$(ulimit -Hn)"
 
 work=$(mktemp -d)
 pids=()
+REAL_DIR=
 cleanup() {
+	[ -z "$REAL_DIR" ] || "$HLAB" deps down kafka-real --purge --state-dir "$REAL_DIR" >/dev/null 2>&1 || true
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	rm -rf "$work"
@@ -374,17 +376,16 @@ if [ "$KAFKA_REAL" = auto ] && (want cost || want perf); then
 	grep -q 'real broker kafka .* ready' <<<"$deps" && KAFKA_REAL=1
 fi
 if [ "$KAFKA_REAL" = 1 ] && (want cost || want perf); then
-	taskset -c 1 "$HLAB" deps up kafka >"$work/kafka-real.out" 2>"$work/kafka-real.log" &
-	REAL_PID=$!
-	pids+=("$REAL_PID")
-	for _ in $(seq 1200); do
-		grep -q '^kafka up: ' "$work/kafka-real.out" && break
-		kill -0 "$REAL_PID" 2>/dev/null || die "the real broker did not start (hlab deps install kafka): $(tail -5 "$work/kafka-real.log")"
-		sleep 0.1
-	done
-	REAL_KAFKA=$(sed -n 's/^kafka up: brokers \([^ ]*\).*/\1/p' "$work/kafka-real.out")
-	[ -n "$REAL_KAFKA" ] || die "the real broker did not answer in 120 s: $(tail -5 "$work/kafka-real.log")"
-	TOOLS=$(sed -n 's/^kafka tools: \([^ ]*\) .*/\1/p' "$work/kafka-real.out")
+	# In the background under its supervisor, in a state directory of this
+	# run's (stopped and removed at exit); the supervisor and the JVM
+	# inherit the CPU affinity.
+	REAL_DIR="$work/kafka-real"
+	REAL_KAFKA=$(taskset -c 1 "$HLAB" deps up kafka-real --state-dir "$REAL_DIR" --timeout 120s 2>"$work/kafka-real.log") ||
+		die "the real broker did not start (hlab deps install kafka): $(tail -5 "$work/kafka-real.log")"
+	# Kafka's own tools (kafka-producer-perf-test) are not among the
+	# broker's jars: fetched beside them.
+	TOOLS=$("$HLAB" deps install kafka-tools 2>"$work/kafka-tools.log") ||
+		{ echo "databus bench: kafka's tools (kafka-producer-perf-test) are not available: $(tail -3 "$work/kafka-tools.log")" >&2; TOOLS=; }
 	echo "databus bench: real Kafka broker at $REAL_KAFKA (CPU 1)" >&2
 fi
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/services/refdata/refdatatest"
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
@@ -20,7 +21,22 @@ import (
 
 // The tests share one Postgres: refdatatest's, the one the tests of the
 // services built on replica use.
-func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m, exampleDatabase)) }
+
+// exampleDatabase gives Example a database of its own on the tests'
+// server, unless DATABASE_URL names one already (the README's quickstart
+// runs it against a server of "hlab deps up postgres").
+func exampleDatabase(pg *deps.Postgres) error {
+	if os.Getenv("DATABASE_URL") != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := pg.CreateDatabase(ctx, "example"); err != nil {
+		return err
+	}
+	return os.Setenv("DATABASE_URL", pg.DSN("example"))
+}
 
 type item struct {
 	ID   int32

@@ -19,6 +19,9 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 # Kafka broker runs on the same Java 17.
 command -v javac >/dev/null 2>&1 || missing+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
+# The README's quickstarts (scripts/quickstarts.sh) use curl and jq.
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: missing ${missing[*]} and no apt-get: install them with your package manager" >&2
@@ -32,6 +35,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 go mod download
+# grpcurl, pinned, into bin/: the README's databus quickstart uses it (the
+# gateway serves gRPC reflection, so it needs no .proto file), and
+# scripts/quickstarts.sh runs that quickstart.
+grpcurl_version=v1.9.3
+if ! go version -m bin/grpcurl 2>/dev/null | grep -q "mod[[:space:]]*github.com/fullstorydev/grpcurl[[:space:]]*$grpcurl_version"; then
+  GOBIN="$PWD/bin" go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$grpcurl_version"
+fi
 # Fetch and compile the MongoDB stand-in now (about 3 MB, once), not in the
 # middle of a test run; without it, the tests that need it skip.
 go run ./cmd/hlab deps install mongo ||

@@ -1,39 +1,31 @@
 package cli
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
+	"time"
 
 	"github.com/highload-lab/hlab/internal/deps"
-	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/depsctl"
 )
 
 func runDeps(args []string, st *State) int {
-	fs := newFlagSet(st, "deps", "hlab deps status|install [NAME...]", `
-Checks and installs the real dependencies the lab and tests use.
-  status            which dependencies are installed, with their versions
-  install NAME...   install them from Debian's packages (needs root and apt-get)
-  up kafka[@VERSION]  run a real single-node broker in the foreground (on free
-                    ports; "kafka up: brokers HOST:PORT" on stdout once it
-                    answers, after "kafka tools: DIR", the jars of Kafka's
-                    tools such as kafka-producer-perf-test; Ctrl-C or
-                    SIGTERM stops it and removes its data)
-
-Known: nginx (load balancer of the scale experiment), wrk (for side-by-side
-checks of hlab load), redis (redis-server, report B's benchmark), mongo (a
-MongoDB stand-in: mongo-java-server from Maven Central, compiled with a
-JDK; a real mongod cannot be installed here), kafka (the real broker:
-Apache Kafka's jars from Maven Central, run on Java 17; "kafka@VERSION"
-picks another version; the embedded default, kfake, needs nothing),
-cassandra (Apache Cassandra 5.0's jars from Maven Central, run on Java 17;
-report A3's experiment and the activities tests). The
-lab starts and stops them itself; when nginx is missing it uses its built-in load balancer and
-says so.`)
+	fs := newFlagSet(st, "deps", "hlab deps status|install|up|down|ps [NAME...] [flags]", depsAbout())
+	stateDir := fs.String("state-dir", "", "the dependency's state directory: its data, state.json, supervisor.log (default $XDG_STATE_HOME/hlab/deps/NAME, else ~/.local/state/hlab/deps/NAME; for ps, the directory of state directories)")
+	upstreams := fs.String("upstream", "", "up nginx: HOST:PORT,... to balance over, round robin (default none: nginx answers 200 itself)")
+	timeout := fs.Duration("timeout", 5*time.Minute, "up: how long to wait for the dependency to answer (a first start that downloads jars included)")
+	purge := fs.Bool("purge", false, "down: also remove the state directory, data included")
+	jsonOut := fs.Bool("json", false, "ps: print the states as a JSON array")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -42,93 +34,277 @@ says so.`)
 		fs.Usage()
 		return 2
 	}
+	opt := depsctl.Options{StateDir: *stateDir, Timeout: *timeout, Log: st.Stderr}
+	if *upstreams != "" {
+		opt.Upstreams = strings.Split(*upstreams, ",")
+	}
 	switch pos[0] {
 	case "status":
-		if _, v, err := deps.FindNginx(); err == nil {
-			fmt.Fprintf(st.Stdout, "nginx  installed, %s\n", v)
-		} else {
-			fmt.Fprintf(st.Stdout, "nginx  missing (hlab deps install nginx); the lab falls back to its built-in load balancer\n")
-		}
-		if p, err := exec.LookPath("wrk"); err == nil {
-			fmt.Fprintf(st.Stdout, "wrk    installed, %s\n", p)
-		} else {
-			fmt.Fprintf(st.Stdout, "wrk    missing (hlab deps install wrk); only the comparison script needs it\n")
-		}
-		if _, v, err := deps.FindRedis(); err == nil {
-			fmt.Fprintf(st.Stdout, "redis  installed, %s\n", v)
-		} else {
-			fmt.Fprintf(st.Stdout, "redis  missing (hlab deps install redis); report B's benchmark skips Redis without it\n")
-		}
-		switch ms, err := deps.CheckMongo(); {
-		case err != nil:
-			fmt.Fprintf(st.Stdout, "mongo  unknown: %v\n", err)
-		case ms.Ready():
-			fmt.Fprintf(st.Stdout, "mongo  ready: %s in %s (a stand-in, not MongoDB)\n", deps.MongoStandInKind, ms.LibDir)
-		case ms.JavaErr != nil:
-			fmt.Fprintf(st.Stdout, "mongo  missing (hlab deps install mongo): %v\n", ms.JavaErr)
-		default:
-			fmt.Fprintf(st.Stdout, "mongo  not fetched yet (hlab deps install mongo, or the first start fetches %s)\n", deps.MongoStandInKind)
-		}
-		kafkaStatus(st)
-		cassandraStatus(st)
+		depsStatus(st)
 		return 0
 	case "install":
+		return depsInstall(st, pos[1:])
+	case "up", "down", depsctl.SuperviseCmd:
 		names := pos[1:]
-		if len(names) == 0 {
-			names = []string{"nginx", "wrk"}
+		switch {
+		case len(names) == 0:
+			return fail(st, "deps", 2, fmt.Errorf("%s needs a NAME, one of %s (or kafka@VERSION)", pos[0], strings.Join(depsctl.Names(), ", ")))
+		case len(names) > 1 && (*stateDir != "" || pos[0] == depsctl.SuperviseCmd):
+			return fail(st, "deps", 2, fmt.Errorf("--state-dir is one dependency's directory: give one NAME with it, not %d", len(names)))
 		}
-		var apt []string
-		mongo := false
-		cassandra := false
-		var kafkas []string // versions; "" = the default
 		for _, n := range names {
-			if v, ok := strings.CutPrefix(n, "kafka"); ok && (v == "" || v[0] == '@') {
-				kafkas = append(kafkas, strings.TrimPrefix(v, "@"))
-				continue
-			}
-			switch n {
-			case "nginx", "wrk":
-				apt = append(apt, n)
-			case "redis":
-				apt = append(apt, "redis-server")
-			case "cassandra":
-				cassandra = true
-			case "mongo":
-				mongo = true
-			default:
-				return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka, cassandra", n))
+			if _, err := depsctl.Parse(n); err != nil {
+				return fail(st, "deps", 2, err)
 			}
 		}
-		if err := deps.AptInstall(st.Stderr, apt...); err != nil {
-			return fail(st, "deps", 1, err)
-		}
-		if mongo {
-			if err := deps.InstallMongo(context.Background(), st.Stderr); err != nil {
-				return fail(st, "deps", 1, err)
+		switch pos[0] {
+		case "up":
+			for _, n := range names {
+				if code := depsUp(st, n, opt); code != 0 {
+					return code
+				}
 			}
-		}
-		if cassandra {
-			if err := deps.InstallCassandra(context.Background(), st.Stderr); err != nil {
-				return fail(st, "deps", 1, err)
+			return 0
+		case "down":
+			code := 0
+			for _, n := range names {
+				code = max(code, depsDown(st, n, opt, *purge))
 			}
+			return code
 		}
-		for _, v := range kafkas {
-			if err := deps.InstallKafka(context.Background(), st.Stderr, v); err != nil {
-				return fail(st, "deps", 1, err)
-			}
+		// The supervisor that up runs, detached; its output is its log.
+		if err := depsctl.Supervise(context.Background(), names[0], *stateDir, opt.Upstreams, st.Stderr); err != nil {
+			return fail(st, "deps supervise", 1, err)
 		}
 		return 0
-	case "up":
-		if len(pos) == 2 {
-			if v, ok := strings.CutPrefix(pos[1], "kafka"); ok && (v == "" || v[0] == '@') {
-				return kafkaUp(st, strings.TrimPrefix(v, "@"))
-			}
-		}
-		return fail(st, "deps", 2, fmt.Errorf("up %s: only kafka runs standalone (in the foreground: hlab deps up kafka); the lab starts and stops the others itself", strings.Join(pos[1:], " ")))
-	case "down":
-		return fail(st, "deps", 2, fmt.Errorf("%s: no dependency has a standalone mode yet; the lab starts and stops %s itself", pos[0], strings.Join(pos[1:], ", ")))
+	case "ps":
+		return depsPs(st, *stateDir, *jsonOut)
 	}
-	return fail(st, "deps", 2, fmt.Errorf("unknown action %q: use status or install", pos[0]))
+	return fail(st, "deps", 2, fmt.Errorf("unknown action %q: use status, install, up, down or ps", pos[0]))
+}
+
+// depsAbout is deps' help text, with the table of what up starts.
+func depsAbout() string {
+	var b strings.Builder
+	b.WriteString(`Checks, installs and runs the real dependencies the lab and tests use.
+  status              which dependencies are installed, with their versions
+  install NAME...     install them (Debian's packages need root and
+                      apt-get; the JVM ones fetch jars from Maven Central);
+                      install kafka-tools[@VERSION] fetches Kafka's
+                      command-line tools and prints their jars' directory
+                      (java -cp 'DIR/*' ` + deps.ProducerPerfClass + `
+                      is kafka-producer-perf-test.sh)
+  up NAME...          start each NAME in the background and print ONE line
+                      on stdout per NAME, its connection string (progress
+                      goes to stderr), once it answers:
+                        hlab serve tasks --dsn "$(hlab deps up postgres)"
+                      Up again while it runs prints the same line and
+                      starts nothing. The client port is a free one at the
+                      first up, then the same at every later up of that
+                      state directory, so the string stays the same
+                      (Postgres keeps its password too).
+  down NAME...        stop it (SIGTERM, then SIGKILL to whatever is left
+                      after 45 s), keeping its data for the next up;
+                      --purge removes the state directory too. Down of
+                      something not running says so and succeeds.
+  ps                  what runs: name, pids, connection string, state
+                      directory, uptime (--json for machines)
+
+NAME for up and down:
+`)
+	for _, d := range depsctl.Deps {
+		fmt.Fprintf(&b, "  %-11s %s\n  %-11s   prints %s\n", d.Name, d.What, "", d.Prints)
+	}
+	b.WriteString(`  kafka@VERSION the real broker of that version (` + strings.Join(deps.KafkaVersions(), ", ") + `)
+
+Nginx with upstreams is ready once GET /healthz through it answers 200 (as
+every hlab serve service does): start the upstreams first. Each
+dependency runs under a supervisor (hlab deps supervise, a process of its
+own session) that stops it on down; its output and the reason a start
+failed are in STATE_DIR/supervisor.log, the dependency's own files and
+logs in STATE_DIR/data (for Postgres, when the postgres user cannot reach
+the state directory, e.g. under /root, a link to
+/var/lib/postgresql/hlab/NAME-HASH). The lab starts and stops its
+dependencies itself and needs none of this; when nginx is missing it uses
+its built-in load balancer and says so.`)
+	return b.String()
+}
+
+// depsUp starts name (or finds it running) and prints its connection
+// string.
+func depsUp(st *State, name string, opt depsctl.Options) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, started, err := depsctl.Up(ctx, name, opt)
+	if err != nil {
+		return fail(st, "deps", 1, err)
+	}
+	if started {
+		fmt.Fprintf(st.Stderr, "hlab deps: %s (%s) runs in the background, pid %d, state in %s; stop it with: hlab deps down %s%s\n", name, s.Kind, s.PID, s.StateDir, name, stateDirFlag(opt.StateDir))
+	} else {
+		fmt.Fprintf(st.Stderr, "hlab deps: %s runs already (pid %d, up %s)\n", name, s.PID, time.Since(s.Started).Round(time.Second))
+		if opt.Upstreams != nil && !slices.Equal(opt.Upstreams, s.Upstreams) {
+			fmt.Fprintf(st.Stderr, "hlab deps: warning: it runs with upstreams %q, not the --upstream given: hlab deps down %s first to change them\n", cmp.Or(strings.Join(s.Upstreams, ","), "none"), name)
+		}
+	}
+	if name == "mongo" {
+		fmt.Fprintf(st.Stderr, "hlab deps: mongo is a stand-in, not MongoDB: %s\n", deps.MongoStandInKind)
+	}
+	fmt.Fprintln(st.Stdout, s.Conn)
+	return 0
+}
+
+// stateDirFlag repeats --state-dir for a hint, "" when it was not given.
+func stateDirFlag(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return " --state-dir " + dir
+}
+
+func depsDown(st *State, name string, opt depsctl.Options, purge bool) int {
+	d, _ := depsctl.Parse(name) // parsed by the caller
+	was, err := depsctl.Down(name, opt, purge)
+	if err != nil {
+		return fail(st, "deps", 1, err)
+	}
+	switch {
+	case was && purge:
+		fmt.Fprintf(st.Stderr, "hlab deps: %s stopped, its data removed\n", name)
+	case was && d.Keeps:
+		fmt.Fprintf(st.Stderr, "hlab deps: %s stopped; its data stays for the next up (down --purge removes it)\n", name)
+	case was:
+		fmt.Fprintf(st.Stderr, "hlab deps: %s stopped (it kept its data in memory: the next up starts empty)\n", name)
+	case purge:
+		fmt.Fprintf(st.Stderr, "hlab deps: %s was not running; its data, if any, removed\n", name)
+	default:
+		fmt.Fprintf(st.Stderr, "hlab deps: %s is not running\n", name)
+	}
+	return 0
+}
+
+func depsPs(st *State, root string, asJSON bool) int {
+	states, err := depsctl.List(root)
+	if err != nil {
+		return fail(st, "deps", 1, err)
+	}
+	if asJSON {
+		if states == nil {
+			states = []depsctl.State{}
+		}
+		enc := json.NewEncoder(st.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(states); err != nil {
+			return fail(st, "deps", 1, err)
+		}
+		return 0
+	}
+	if len(states) == 0 {
+		fmt.Fprintln(st.Stderr, "hlab deps: nothing runs (hlab deps up NAME starts one)")
+		return 0
+	}
+	tw := tabwriter.NewWriter(st.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPID\tDEP PID\tUPTIME\tCONNECTION\tSTATE DIR")
+	for _, s := range states {
+		dep := "in-process" // kfake runs inside its supervisor
+		if s.DepPID > 0 {
+			dep = strconv.Itoa(s.DepPID)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.PID, dep, time.Since(s.Started).Round(time.Second), s.Conn, s.StateDir)
+	}
+	tw.Flush()
+	return 0
+}
+
+func depsStatus(st *State) {
+	if _, v, err := deps.FindNginx(); err == nil {
+		fmt.Fprintf(st.Stdout, "nginx  installed, %s\n", v)
+	} else {
+		fmt.Fprintf(st.Stdout, "nginx  missing (hlab deps install nginx); the lab falls back to its built-in load balancer\n")
+	}
+	if p, err := exec.LookPath("wrk"); err == nil {
+		fmt.Fprintf(st.Stdout, "wrk    installed, %s\n", p)
+	} else {
+		fmt.Fprintf(st.Stdout, "wrk    missing (hlab deps install wrk); only the comparison script needs it\n")
+	}
+	if _, v, err := deps.FindRedis(); err == nil {
+		fmt.Fprintf(st.Stdout, "redis  installed, %s\n", v)
+	} else {
+		fmt.Fprintf(st.Stdout, "redis  missing (hlab deps install redis); report B's benchmark skips Redis without it\n")
+	}
+	switch ms, err := deps.CheckMongo(); {
+	case err != nil:
+		fmt.Fprintf(st.Stdout, "mongo  unknown: %v\n", err)
+	case ms.Ready():
+		fmt.Fprintf(st.Stdout, "mongo  ready: %s in %s (a stand-in, not MongoDB)\n", deps.MongoStandInKind, ms.LibDir)
+	case ms.JavaErr != nil:
+		fmt.Fprintf(st.Stdout, "mongo  missing (hlab deps install mongo): %v\n", ms.JavaErr)
+	default:
+		fmt.Fprintf(st.Stdout, "mongo  not fetched yet (hlab deps install mongo, or the first start fetches %s)\n", deps.MongoStandInKind)
+	}
+	kafkaStatus(st)
+	cassandraStatus(st)
+}
+
+// depsInstall installs names (nginx and wrk when none).
+func depsInstall(st *State, names []string) int {
+	if len(names) == 0 {
+		names = []string{"nginx", "wrk"}
+	}
+	var apt []string
+	mongo := false
+	cassandra := false
+	var kafkas, tools []string // versions; "" = the default
+	for _, n := range names {
+		if v, ok := strings.CutPrefix(n, "kafka-tools"); ok && (v == "" || v[0] == '@') {
+			tools = append(tools, strings.TrimPrefix(v, "@"))
+			continue
+		}
+		if v, ok := strings.CutPrefix(n, "kafka"); ok && (v == "" || v[0] == '@') {
+			kafkas = append(kafkas, strings.TrimPrefix(v, "@"))
+			continue
+		}
+		switch n {
+		case "nginx", "wrk":
+			apt = append(apt, n)
+		case "redis":
+			apt = append(apt, "redis-server")
+		case "cassandra":
+			cassandra = true
+		case "mongo":
+			mongo = true
+		default:
+			return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka[@VERSION], kafka-tools[@VERSION], cassandra", n))
+		}
+	}
+	if err := deps.AptInstall(st.Stderr, apt...); err != nil {
+		return fail(st, "deps", 1, err)
+	}
+	if mongo {
+		if err := deps.InstallMongo(context.Background(), st.Stderr); err != nil {
+			return fail(st, "deps", 1, err)
+		}
+	}
+	if cassandra {
+		if err := deps.InstallCassandra(context.Background(), st.Stderr); err != nil {
+			return fail(st, "deps", 1, err)
+		}
+	}
+	for _, v := range kafkas {
+		if err := deps.InstallKafka(context.Background(), st.Stderr, v); err != nil {
+			return fail(st, "deps", 1, err)
+		}
+	}
+	// Kafka's own tools are not among the broker's jars: fetched beside
+	// them, for kafka-producer-perf-test and the like (bench/databus.sh).
+	for _, v := range tools {
+		lib, err := deps.FetchKafkaTools(context.Background(), v, st.Stderr)
+		if err != nil {
+			return fail(st, "deps", 1, err)
+		}
+		fmt.Fprintln(st.Stdout, lib)
+	}
+	return 0
 }
 
 // kafkaStatus prints what the real Kafka broker needs and has; kfake, the
@@ -175,34 +351,4 @@ func cassandraStatus(st *State) {
 	default:
 		fmt.Fprintf(st.Stdout, "cassandra  %s not fetched yet (hlab deps install cassandra, or the first start fetches it into %s)\n", deps.CassandraKind, cs.LibDir)
 	}
-}
-
-// kafkaUp runs a real broker in the foreground for a user or a script
-// (bench/databus.sh) that wants one outside the lab, until SIGINT or
-// SIGTERM.
-func kafkaUp(st *State, version string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	sb, err := sandbox.New()
-	if err != nil {
-		return fail(st, "deps", 1, err)
-	}
-	defer sb.Close()
-	k, err := deps.StartKafka(ctx, sb, deps.KafkaConfig{Kind: deps.KafkaReal, Version: version})
-	if err != nil {
-		return fail(st, "deps", 1, err)
-	}
-	// Kafka's own tools are not among the broker's jars: fetched beside
-	// them, for kafka-producer-perf-test and the like.
-	if lib, err := deps.FetchKafkaTools(ctx, version, nil); err != nil {
-		fmt.Fprintf(st.Stderr, "hlab deps: kafka's tools (kafka-producer-perf-test) are not available: %v\n", err)
-	} else {
-		fmt.Fprintf(st.Stdout, "kafka tools: %s (java -cp '%s/*' %s is kafka-producer-perf-test.sh)\n", lib, lib, deps.ProducerPerfClass)
-	}
-	fmt.Fprintf(st.Stdout, "kafka up: brokers %s (%s; Ctrl-C stops it)\n", strings.Join(k.Brokers, ","), k.Kind)
-	<-ctx.Done()
-	if err := k.Stop(); err != nil {
-		return fail(st, "deps", 1, err)
-	}
-	return 0
 }

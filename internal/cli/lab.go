@@ -36,7 +36,10 @@ func experiments() []lab.Experiment {
 }
 
 func runLab(args []string, st *State) int {
-	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--pairs N] [--repeat N] [--json FILE] [--report DIR] [--postgres URL] [--kafka-brokers HOST:PORT,...] [--cassandra HOST:PORT]", `
+	if len(args) > 0 && args[0] == compareAction {
+		return runLabCompare(args[1:], st)
+	}
+	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--pairs N] [--repeat N] [--json FILE] [--report DIR] [--postgres URL] [--kafka-brokers HOST:PORT,...] [--cassandra HOST:PORT]\n       hlab lab compare A.json B.json (two runs' --json files; see hlab lab compare --help)", `
 Runs the reference reports' experiments on this machine: each starts the
 report's services as child processes under CPU/memory quotas like the
 report's containers (cgroups), drives them with hlab's load generator from
@@ -62,6 +65,9 @@ status is 1 when an experiment failed or a claim is INVALID, 0 otherwise
 (a claim that did not hold is a result).
 
 Compare ratios, not absolute figures: the reports ran on other hardware.
+
+To compare two runs of the lab (before and after a change), write each
+with --json FILE and run "hlab lab compare A.json B.json".
 
 On your own servers. --postgres, --kafka-brokers and --cassandra make
 the experiments that use that dependency run against an existing server
@@ -90,6 +96,9 @@ needs CREATEDB (and REPLICATION for the replica experiment).`)
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
+	}
+	if slices.Contains(names, compareAction) {
+		return fail(st, "lab", 2, fmt.Errorf("%q compares two runs and comes first, before any flag: hlab lab compare A.json B.json", compareAction))
 	}
 	all := experiments()
 	if *full && *quick {

@@ -38,6 +38,14 @@ type CassandraConfig struct {
 	// StartServer), 0 = 3 min: the JVM takes 10-30 s on 2 busy cores, more
 	// under a CPU quota.
 	JVMConfig
+	// Keep starts the node on the data already in Dir (a previous run's)
+	// instead of emptying it first: a standalone node's keyspaces outlive
+	// a restart (hlab deps up/down). Needs Dir; Stop never removes a given
+	// Dir.
+	Keep bool
+	// Port is the CQL port to listen on; 0 = a free one. The storage and
+	// JMX ports are free ones either way.
+	Port int
 }
 
 // Cassandra is a running single-node Cassandra on 127.0.0.1 (the JVM
@@ -87,7 +95,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	defaults.Positive(&cfg.StartTimeout, 3*time.Minute)
 	heap := cfg.heap(1024)
 	// SIGTERM: Cassandra drains and flushes, which takes a while.
-	node, err := newServerNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, 30*time.Second, ErrCassandraStopped)
+	node, err := newServerNode(ctx, sb, "cassandra", cfg.Dir, cassandraTempPrefix, cassandraStorage, cfg.Keep, 30*time.Second, ErrCassandraStopped)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +138,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	}
 	yamlPath := filepath.Join(c.Dir, "cassandra.yaml")
 
-	err = OnFreePorts(ctx, 3, func(ports []int) error {
+	err = onPorts(ctx, cfg.Port, 3, func(ports []int) error {
 		native, storage, jmx := ports[0], ports[1], ports[2]
 		y, err := RenderCassandraYAML(c.Dir, native, storage, c.Settings)
 		if err != nil {

@@ -78,14 +78,22 @@ type KafkaConfig struct {
 	// topic on first use (auto.create.topics.enable=false): producing to or
 	// fetching from an unknown topic fails with UNKNOWN_TOPIC_OR_PARTITION.
 	Topics []string
+	// Port is the broker's port (for kfake too); 0 = a free one. The real
+	// broker's controller port is a free one either way.
+	Port int
 
 	// The fields below apply to the real broker only.
 
 	Version string // Kafka version, one of KafkaVersions(); "" = DefaultKafkaVersion
 	// Dir holds server.properties, the logs (server.log, stdout.log) and,
 	// under data/, the partitions. "" = a temporary directory that Stop
-	// removes; a given Dir keeps its logs after Stop, and loses data/.
+	// removes; a given Dir keeps its logs after Stop, and loses data/
+	// unless Keep.
 	Dir string
+	// Keep starts the broker on the topics and records already in Dir
+	// (a previous run's) and leaves them there on Stop: a standalone
+	// broker's data outlives a restart (hlab deps up/down). Needs Dir.
+	Keep bool
 	// JVMConfig: the heap defaults to 512 MB; StartTimeout bounds the
 	// wait for the broker to answer a metadata request (also after
 	// StartBroker), 0 = 60 s.
@@ -157,6 +165,9 @@ func startFake(cfg KafkaConfig) (*Kafka, error) {
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1), // like the real single node: one leader, one coordinator
 		kfake.DefaultNumPartitions(cfg.Partitions),
+	}
+	if cfg.Port != 0 {
+		opts = append(opts, kfake.Ports(cfg.Port))
 	}
 	if len(cfg.Topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(cfg.Partitions), cfg.Topics...))

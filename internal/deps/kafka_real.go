@@ -94,6 +94,7 @@ const kafkaTempPrefix = "hlab-kafka-"
 type realBroker struct {
 	*serverNode
 	brokers []string
+	keep    bool // Stop leaves the storage in a given Dir
 }
 
 // startReal fetches the jars if needed, formats the storage of a new
@@ -117,11 +118,11 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 
 	// SIGTERM is a controlled shutdown: a few seconds for a single node.
 	// A new cluster id needs empty storage; a previous run's is stale.
-	node, err := newServerNode(ctx, sb, "kafka", cfg.Dir, kafkaTempPrefix, []string{"data"}, 15*time.Second, ErrKafkaStopped)
+	node, err := newServerNode(ctx, sb, "kafka", cfg.Dir, kafkaTempPrefix, []string{"data"}, cfg.Keep, 15*time.Second, ErrKafkaStopped)
 	if err != nil {
 		return nil, err
 	}
-	r := &realBroker{serverNode: node}
+	r := &realBroker{serverNode: node, keep: cfg.Keep}
 	node.log = "server.log"
 	node.await = func(ctx context.Context, exited <-chan struct{}) error {
 		return awaitKafka(ctx, r.brokers, cfg.StartTimeout, exited)
@@ -155,7 +156,7 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	}
 
 	formatted := false
-	err = OnFreePorts(ctx, 2, func(ports []int) error {
+	err = onPorts(ctx, cfg.Port, 2, func(ports []int) error {
 		port, cport := ports[0], ports[1]
 		props, err := RenderKafkaProps(version, port, cport, r.dir, cfg.Partitions)
 		if err != nil {
@@ -163,6 +164,9 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 		}
 		if err := os.WriteFile(propsPath, props, 0o644); err != nil {
 			return fmt.Errorf("deps: kafka config: %w", err)
+		}
+		if !formatted && cfg.Keep && fileExists(filepath.Join(r.dir, "data", "meta.properties")) {
+			formatted = true // a previous run's storage, kept
 		}
 		if !formatted {
 			// Formatting does not depend on the ports: once is enough.
@@ -255,7 +259,7 @@ func (r *realBroker) stop() error {
 	return r.serverNode.stop(func() {
 		if r.ownDir {
 			r.removeDir()
-		} else {
+		} else if !r.keep {
 			r.removeStorage()
 		}
 	})

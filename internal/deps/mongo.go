@@ -235,6 +235,8 @@ type MongoConfig struct {
 	// wait for the first ping, 0 = 30 s (a first start that compiles the
 	// main is not counted).
 	JVMConfig
+	// Port is the port to listen on; 0 = a free one.
+	Port int
 }
 
 // Mongo is a running MongoDB stand-in on 127.0.0.1 (see the comment at
@@ -270,7 +272,7 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 		return nil, err
 	}
 	defaults.Positive(&cfg.StartTimeout, 30*time.Second)
-	node, err := newServerNode(ctx, sb, "the mongo stand-in", cfg.Dir, "hlab-mongo-", nil, 10*time.Second, nil)
+	node, err := newServerNode(ctx, sb, "the mongo stand-in", cfg.Dir, "hlab-mongo-", nil, false, 10*time.Second, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +281,7 @@ func StartMongo(ctx context.Context, sb *sandbox.Sandbox, cfg MongoConfig) (*Mon
 		return awaitMongo(ctx, m.Addr, m.URI, cfg.StartTimeout, exited)
 	}
 	heap := cfg.heap(512)
-	err = OnFreePorts(ctx, 1, func(ports []int) error {
+	err = onPorts(ctx, cfg.Port, 1, func(ports []int) error {
 		port := ports[0]
 		node.spec = sandbox.Spec{
 			Name: "mongo", Path: java, Dir: m.Dir,

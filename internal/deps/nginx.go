@@ -53,14 +53,22 @@ http {
     fastcgi_temp_path {{.Dir}}/fastcgi;
     uwsgi_temp_path {{.Dir}}/uwsgi;
     scgi_temp_path {{.Dir}}/scgi;
+{{- if .Upstreams}}
     upstream app {
 {{- range .Upstreams}}
         server {{.}};
 {{- end}}
         keepalive 64;
     }
+{{- end}}
     server {
         listen {{.Addr}} backlog=4096;
+{{- if not .Upstreams}}
+        location / {
+            default_type text/plain;
+            return 200 "hlab nginx: no upstreams to balance over (hlab deps up nginx --upstream HOST:PORT,...)\n";
+        }
+{{- else}}
         location / {
             proxy_pass http://app;
             proxy_http_version 1.1;
@@ -69,24 +77,28 @@ http {
             proxy_send_timeout 60s;
             proxy_read_timeout 60s;
         }
+{{- end}}
     }
 }
 `))
 
 // NginxConfig is what StartNginx needs.
 type NginxConfig struct {
-	Upstreams []string // host:port, round robin in this order
-	Dir       string   // prefix directory for config, pid, logs and temp files
-	Workers   int      // worker_processes (default 1)
-	// HealthPath is requested through nginx to decide it is ready (default /healthz).
+	// Upstreams are host:port, round robin in this order. None: nginx
+	// answers every request itself with 200 and a line saying it has no
+	// upstreams (a standalone nginx started without any).
+	Upstreams []string
+	Dir       string // prefix directory for config, pid, logs and temp files
+	Workers   int    // worker_processes (default 1)
+	// HealthPath is requested through nginx to decide it is ready
+	// (default /healthz).
 	HealthPath string
+	// Port is the port to listen on; 0 = a free one.
+	Port int
 }
 
 // RenderNginxConf returns the nginx.conf for cfg listening on addr.
 func RenderNginxConf(cfg NginxConfig, addr string) ([]byte, error) {
-	if len(cfg.Upstreams) == 0 {
-		return nil, errors.New("deps: nginx needs at least one upstream")
-	}
 	if cfg.Workers == 0 {
 		cfg.Workers = 1
 	}
@@ -117,7 +129,7 @@ func StartNginx(ctx context.Context, sb *sandbox.Sandbox, cfg NginxConfig) (*Ngi
 		cfg.HealthPath = "/healthz"
 	}
 	var lb *NginxLB
-	err = OnFreePorts(ctx, 1, func(ports []int) error {
+	err = onPorts(ctx, cfg.Port, 1, func(ports []int) error {
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 		conf, err := RenderNginxConf(cfg, addr)
 		if err != nil {

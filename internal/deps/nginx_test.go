@@ -20,8 +20,8 @@ func TestRenderNginxConf(t *testing.T) {
 			t.Errorf("config lacks %q", want)
 		}
 	}
-	if _, err := RenderNginxConf(NginxConfig{}, "127.0.0.1:9"); err == nil {
-		t.Error("no upstreams: want an error")
+	if conf, err := RenderNginxConf(NginxConfig{}, "127.0.0.1:9"); err != nil || !strings.Contains(string(conf), "return 200") || strings.Contains(string(conf), "proxy_pass") {
+		t.Errorf("no upstreams: want nginx to answer itself, got %v:\n%s", err, conf)
 	}
 }
 

@@ -38,17 +38,18 @@ type serverNode struct {
 
 // newServerNode returns a node in dir, or with dir "" in a new temporary
 // directory under prefix (swept of dead owners' leftovers), and with
-// storage, its data subdirectories, emptied: a new node is a new cluster.
+// storage, its data subdirectories, emptied: a new node is a new cluster,
+// unless keep (a standalone dependency restarted on its data).
 // stopTimeout is how long SIGTERM has before SIGKILL; errStopped is what
 // a start after a stop for good returns. Its stdout goes to stdout.log.
-func newServerNode(ctx context.Context, sb *sandbox.Sandbox, what, dir, prefix string, storage []string, stopTimeout time.Duration, errStopped error) (*serverNode, error) {
+func newServerNode(ctx context.Context, sb *sandbox.Sandbox, what, dir, prefix string, storage []string, keep bool, stopTimeout time.Duration, errStopped error) (*serverNode, error) {
 	n := &serverNode{what: what, sb: sb, life: ctx, storage: storage, stdout: "stdout.log"}
 	n.restartable = restartable{what: what, stopTimeout: stopTimeout, errStopped: errStopped, launch: n.launch}
 	var err error
 	if n.dir, n.ownDir, err = depDir(what, dir, prefix); err != nil {
 		return nil, err
 	}
-	if !n.ownDir {
+	if !n.ownDir && !keep {
 		n.removeStorage()
 	}
 	return n, nil

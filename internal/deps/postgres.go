@@ -60,6 +60,13 @@ type PostgresConfig struct {
 	// Dir holds the cluster (data/) and its log (postgres.log). "" = a
 	// temporary directory that Stop removes.
 	Dir string
+	// Keep makes the cluster outlive its server (hlab deps up/down): a
+	// cluster already in Dir is started as it is, with the password kept
+	// beside it (Dir/password, readable by root only), instead of a new
+	// one. Needs Dir. Stop never removes a given Dir.
+	Keep bool
+	// Port is the port to listen on; 0 = a free one.
+	Port int
 	// Durable keeps fsync, synchronous_commit and full_page_writes on, as a
 	// production server has them; experiments that compare databases set
 	// it and record Settings. Off (the default) is for tests only.
@@ -131,11 +138,11 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 	if p.Dir, err = filepath.Abs(cfg.Dir); err != nil {
 		return nil, err
 	}
-	if err := p.initdb(ctx); err != nil {
+	if err := p.initOrReuse(ctx); err != nil {
 		p.removeTemp()
 		return nil, err
 	}
-	err = OnFreePorts(ctx, 1, func(ports []int) error {
+	err = onPorts(ctx, cfg.Port, 1, func(ports []int) error {
 		port := ports[0]
 		p.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		p.Settings = map[string]string{
@@ -279,6 +286,29 @@ func (p *Postgres) removeTemp() {
 	if p.tempDir {
 		os.RemoveAll(p.Dir)
 	}
+}
+
+// initOrReuse creates the cluster, or with Keep finds the one already in
+// Dir and its password.
+func (p *Postgres) initOrReuse(ctx context.Context) error {
+	pwPath := filepath.Join(p.Dir, "password")
+	if p.cfg.Keep && fileExists(filepath.Join(p.Dir, "data", "PG_VERSION")) {
+		b, err := os.ReadFile(pwPath)
+		if err != nil {
+			return fmt.Errorf("deps: postgres: a cluster is in %s but its password is not (%w): remove the directory to start afresh", p.Dir, err)
+		}
+		p.Password = strings.TrimSpace(string(b))
+		return nil
+	}
+	if err := p.initdb(ctx); err != nil {
+		return err
+	}
+	if p.cfg.Keep {
+		if err := os.WriteFile(pwPath, []byte(p.Password+"\n"), 0o600); err != nil {
+			return fmt.Errorf("deps: postgres password: %w", err)
+		}
+	}
+	return nil
 }
 
 // initdb creates the cluster as the postgres user.

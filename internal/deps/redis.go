@@ -42,6 +42,8 @@ type RedisConfig struct {
 	Args []string
 	// StartTimeout bounds the wait for the first PONG (default 10 s).
 	StartTimeout time.Duration
+	// Port is the port to listen on; 0 = a free one.
+	Port int
 }
 
 // Redis is a running redis-server on 127.0.0.1, without persistence
@@ -67,7 +69,7 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 		return nil, err
 	}
 	defaults.Positive(&cfg.StartTimeout, 10*time.Second)
-	node, err := newServerNode(ctx, sb, "redis", cfg.Dir, "hlab-redis-", nil, 5*time.Second, nil)
+	node, err := newServerNode(ctx, sb, "redis", cfg.Dir, "hlab-redis-", nil, false, 5*time.Second, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +78,7 @@ func StartRedis(ctx context.Context, sb *sandbox.Sandbox, cfg RedisConfig) (*Red
 	node.await = func(ctx context.Context, exited <-chan struct{}) error {
 		return awaitRedis(ctx, r.Addr, cfg.StartTimeout, exited)
 	}
-	err = OnFreePorts(ctx, 1, func(ports []int) error {
+	err = onPorts(ctx, cfg.Port, 1, func(ports []int) error {
 		port := ports[0]
 		r.Addr = fmt.Sprintf("127.0.0.1:%d", port)
 		r.Args = append([]string{

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
@@ -28,14 +29,16 @@ type ServerOptions struct {
 	Auth *Auth
 }
 
-// NewServer returns a gRPC server serving g and the standard health
-// service, whose status follows g.Ready every few seconds until ctx ends.
+// NewServer returns a gRPC server serving g, the standard health service,
+// whose status follows g.Ready every few seconds until ctx ends, and gRPC
+// server reflection, so that grpcurl and the like need no .proto file.
 func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 	srv := grpc.NewServer(append(o.Auth.serverOptions(g.cfg.Registry, g.log),
 		TransportOptions(o, g.cfg.MaxStreamsPerConnection)...)...)
 	databusv1.RegisterDataBusServer(srv, g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
+	reflection.Register(srv)
 	go func() {
 		t := time.NewTicker(3 * time.Second)
 		defer t.Stop()

@@ -42,7 +42,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct":     func(v *float64) string { return num(scale(v, 100)) },
 	"verdict": lab.VerdictWord,
 	"word":    func(v lab.Verdict) string { return v.Word() },
-	"vclass":  func(v lab.Verdict) string { return strings.ReplaceAll(string(v), "_", "-") },
+	"vclass":  VerdictClass,
+	"style":   func() template.CSS { return template.CSS(Style) },
 	"ci":      ciText,
 	"detail":  claimDetail,
 	"setup":   func(i int, text string) string { return claimText(i, text) },
@@ -75,17 +76,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Highload Lab report</title>
-<style>
-body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
-h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:1em 0;font-variant-numeric:tabular-nums}
-th,td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}th:first-child,td:first-child{text-align:left}
-th{background:#f6f6f6}.ref{color:#777}.verdict{font-weight:bold;padding:.2em .5em;border-radius:4px}
-.reproduced{background:#d9f2d9;color:#145214}.not-reproduced{background:#fde2c8;color:#7a3b00}.failed,.invalid{background:#f8d0d0;color:#7a0000}.inconclusive{background:#e8e8f4;color:#333366}
-.noisy{color:#8a6d00}.gate{color:#7a0000;font-weight:bold}
-.env,.note{color:#555}.charts{display:flex;flex-wrap:wrap;gap:1em}.small{display:flex;flex-wrap:wrap;gap:.5em}
-svg text{font:11px system-ui,sans-serif}
-</style></head><body>
+<style>{{style}}</style></head><body>
 <h1>Highload Lab report</h1>
 <p class="env">{{.Generated}} · {{.Machine.CPUs}} CPUs ({{.Machine.CPUModel}}) · CPU quota: <b>{{.Machine.CPUQuota}}</b> · {{.Machine.Go}} · {{.Machine.OS}}</p>
 <h2 id="scoreboard">Scoreboard</h2>
@@ -114,6 +105,24 @@ svg text{font:11px system-ui,sans-serif}
 {{end}}
 </body></html>
 `))
+
+// Style is the style sheet of the pages hlab writes (the lab report, the
+// comparison of two runs), so that they read alike. Verdicts take the
+// class VerdictClass gives; .ref, .note, .env, .gate and .noisy mark
+// secondary, explanatory, environment, integrity and noise text.
+const Style = `body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:1em 0;font-variant-numeric:tabular-nums}
+th,td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}th:first-child,td:first-child{text-align:left}
+th{background:#f6f6f6}.ref{color:#777}.verdict{font-weight:bold;padding:.2em .5em;border-radius:4px}
+.reproduced{background:#d9f2d9;color:#145214}.not-reproduced{background:#fde2c8;color:#7a3b00}.failed,.invalid{background:#f8d0d0;color:#7a0000}.inconclusive{background:#e8e8f4;color:#333366}
+.noisy{color:#8a6d00}.gate{color:#7a0000;font-weight:bold}
+.env,.note{color:#555}.charts{display:flex;flex-wrap:wrap;gap:1em}.small{display:flex;flex-wrap:wrap;gap:.5em}
+svg text{font:11px system-ui,sans-serif}
+`
+
+// VerdictClass is the CSS class of Style that colours a verdict.
+func VerdictClass(v lab.Verdict) string { return strings.ReplaceAll(string(v), "_", "-") }
 
 func scale(v *float64, k float64) *float64 {
 	if v == nil {

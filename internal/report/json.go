@@ -25,3 +25,27 @@ func WriteJSONFile(path string, doc Document) error {
 	}
 	return nil
 }
+
+// ReadJSONFile reads a Document that WriteJSONFile wrote: the one way hlab
+// decodes a lab run (hlab lab compare, scripts/labcompare). Fields it does
+// not know are ignored, so files from older or newer hlab versions read; a
+// file with no named experiments is ErrNotLabJSON.
+func ReadJSONFile(path string) (Document, error) {
+	var doc Document
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return doc, fmt.Errorf("report: %w", err)
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return doc, fmt.Errorf("%w: %s: %v", ErrNotLabJSON, path, err)
+	}
+	if len(doc.Experiments) == 0 {
+		return doc, fmt.Errorf("%w: %s: no experiments", ErrNotLabJSON, path)
+	}
+	for i, e := range doc.Experiments {
+		if e == nil || e.Name == "" {
+			return doc, fmt.Errorf("%w: %s: experiment %d has no name", ErrNotLabJSON, path, i+1)
+		}
+	}
+	return doc, nil
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -173,5 +174,39 @@ func TestInvalidRendered(t *testing.T) {
 	}
 	if !strings.Contains(string(page), `class="gate">gate`) && !strings.Contains(string(page), `class="gate">scale: INVALID`) {
 		t.Errorf("the HTML scoreboard does not list the invalid claim's reason")
+	}
+}
+
+// TestReadJSONFile: what WriteJSONFile writes reads back; a file that is
+// not a lab run's JSON is ErrNotLabJSON, saying so.
+func TestReadJSONFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.json")
+	doc := Document{Machine: lab.Machine{CPUs: 2, CPUQuota: "cgroup-v1", Go: "go1.26.8"}, Experiments: []*lab.Result{sample()}}
+	if err := WriteJSONFile(path, doc); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadJSONFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Machine != doc.Machine || len(got.Experiments) != 1 || got.Experiments[0].Claims[0].Verdict != lab.Reproduced || *got.Experiments[0].Rows[0].RPS != 645 || got.Experiments[0].Rows[2].RPS != nil {
+		t.Errorf("read back %+v", got.Experiments[0])
+	}
+	for _, tt := range []struct{ name, body, want string }{
+		{"empty object", `{}`, "no experiments"},
+		{"load output", `{"requests": 10, "rps": 5}`, "no experiments"},
+		{"unnamed experiment", `{"experiments": [{"rows": []}]}`, "has no name"},
+		{"not JSON", `rps 5`, "invalid character"},
+	} {
+		p := filepath.Join(dir, tt.name+".json")
+		os.WriteFile(p, []byte(tt.body), 0o644)
+		_, err := ReadJSONFile(p)
+		if !errors.Is(err, ErrNotLabJSON) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want ErrNotLabJSON saying %q", tt.name, err, tt.want)
+		}
+	}
+	if _, err := ReadJSONFile(filepath.Join(dir, "absent.json")); err == nil || errors.Is(err, ErrNotLabJSON) {
+		t.Errorf("absent file: err = %v", err)
 	}
 }

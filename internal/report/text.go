@@ -184,6 +184,14 @@ func claimDetail(c lab.ClaimResult) string {
 	return strings.Join(parts, "; ")
 }
 
+// WriteColumns writes cells as aligned columns, the first left-aligned
+// and the rest right-aligned: the lab's terminal tables.
+func WriteColumns(w io.Writer, cells [][]string) error { return writeColumns(w, cells) }
+
+// Num formats a figure as the lab's tables do: three significant digits
+// or so, "-" when not measured.
+func Num(v *float64) string { return num(v) }
+
 // writeColumns writes cells as aligned columns: the first left-aligned,
 // the rest right-aligned, as figures read best.
 func writeColumns(w io.Writer, cells [][]string) error {

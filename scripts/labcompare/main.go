@@ -8,42 +8,23 @@
 //	go run ./scripts/labcompare before.json after.json
 //
 // It prints what one file has and the other lacks, and exits 1 if
-// anything differs, 2 if a file cannot be read.
+// anything differs, 2 if a file cannot be read. It reads the files as
+// hlab does (report.ReadJSONFile); to compare the figures and verdicts of
+// two runs, use hlab lab compare.
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-)
 
-// doc is the part of the lab's JSON this compares (DESIGN.md's contract).
-type doc struct {
-	Experiments []struct {
-		Name   string                   `json:"name"`
-		Mode   string                   `json:"mode"`
-		Rows   []struct{ Label string } `json:"rows"`
-		Claims []struct {
-			Claim       string `json:"claim"`
-			Metric      string `json:"metric"`
-			Numerator   string `json:"numerator"`
-			Denominator string `json:"denominator"`
-			Threshold   string `json:"threshold"`
-		} `json:"claims"`
-		Checks []struct {
-			Text string `json:"check"`
-		} `json:"checks"`
-		NotRerun []struct {
-			Figure string `json:"figure"`
-		} `json:"not_rerun"`
-	} `json:"experiments"`
-}
+	"github.com/highload-lab/hlab/internal/report"
+)
 
 // shape lists, as lines, what the lab did in a file: one line per
 // experiment, row, claim, check and figure not rerun.
-func shape(d doc) []string {
+func shape(d report.Document) []string {
 	var out []string
 	for _, e := range d.Experiments {
 		out = append(out, fmt.Sprintf("experiment %s (%s)", e.Name, e.Mode))
@@ -88,32 +69,17 @@ func diff(a, b []string) (onlyA, onlyB []string) {
 	return onlyA, onlyB
 }
 
-func read(path string) (doc, error) {
-	var d doc
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return d, err
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		return d, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(d.Experiments) == 0 {
-		return d, fmt.Errorf("%s: no experiments: is it hlab lab --json output?", path)
-	}
-	return d, nil
-}
-
 func run(args []string, w io.Writer) int {
 	if len(args) != 2 {
 		fmt.Fprintln(w, "usage: labcompare BEFORE.json AFTER.json (both written by hlab lab --json)")
 		return 2
 	}
-	before, err := read(args[0])
+	before, err := report.ReadJSONFile(args[0])
 	if err != nil {
 		fmt.Fprintln(w, "labcompare:", err)
 		return 2
 	}
-	after, err := read(args[1])
+	after, err := report.ReadJSONFile(args[1])
 	if err != nil {
 		fmt.Fprintln(w, "labcompare:", err)
 		return 2

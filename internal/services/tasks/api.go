@@ -25,23 +25,48 @@ type apiFunc func(w http.ResponseWriter, r *http.Request) error
 // slowRequest is when a request is logged without AccessLog.
 const slowRequest = time.Second
 
+// route is one of the API's routes: a ServeMux pattern and its handler,
+// either an apiFunc (traced, time-bounded, its error written as JSON) or
+// a plain handler (the WebSocket, which outlives any request timeout, and
+// the OpenAPI description).
+type route struct {
+	pattern string
+	api     apiFunc
+	plain   http.HandlerFunc
+}
+
+// routeTable is the API's one list of routes: routes serves it, and the
+// tests hold it against the OpenAPI description (openapi.json).
+func (s *Service) routeTable() []route {
+	return []route{
+		{pattern: "POST /v1/auth/signup", api: s.signup},
+		{pattern: "POST /v1/auth/login", api: s.login},
+		{pattern: "GET /v1/me", api: s.authed(s.me)},
+		{pattern: "POST /v1/devices", api: s.authed(s.createDevice)},
+		{pattern: "GET /v1/devices", api: s.authed(s.listDevices)},
+		{pattern: "DELETE /v1/devices/{id}", api: s.authed(s.deleteDevice)},
+		{pattern: "POST /v1/tasks", api: s.authed(s.createTask)},
+		{pattern: "GET /v1/tasks", api: s.authed(s.listTasks)},
+		{pattern: "GET /v1/tasks/{id}", api: s.authed(s.getTask)},
+		{pattern: "PATCH /v1/tasks/{id}", api: s.authed(s.updateTask)},
+		{pattern: "DELETE /v1/tasks/{id}", api: s.authed(s.deleteTask)},
+		{pattern: "GET /v1/ws", plain: s.websocket},
+		{pattern: "GET /openapi.json", plain: serveOpenAPI},
+	}
+}
+
 func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(pattern string, h apiFunc) { mux.Handle(pattern, s.api(pattern, h)) }
-	handle("POST /v1/auth/signup", s.signup)
-	handle("POST /v1/auth/login", s.login)
-	handle("GET /v1/me", s.authed(s.me))
-	handle("POST /v1/devices", s.authed(s.createDevice))
-	handle("GET /v1/devices", s.authed(s.listDevices))
-	handle("DELETE /v1/devices/{id}", s.authed(s.deleteDevice))
-	handle("POST /v1/tasks", s.authed(s.createTask))
-	handle("GET /v1/tasks", s.authed(s.listTasks))
-	handle("GET /v1/tasks/{id}", s.authed(s.getTask))
-	handle("PATCH /v1/tasks/{id}", s.authed(s.updateTask))
-	handle("DELETE /v1/tasks/{id}", s.authed(s.deleteTask))
-	mux.HandleFunc("GET /v1/ws", s.websocket)
+	for _, rt := range s.routeTable() {
+		if rt.api != nil {
+			mux.Handle(rt.pattern, s.api(rt.pattern, rt.api))
+		} else {
+			mux.HandleFunc(rt.pattern, rt.plain)
+		}
+	}
+	// Not a route: what any other path under /v1/ answers.
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, &InputError{Status: http.StatusNotFound, Kind: "no_route", Reason: "no such route: see the routes in the service's documentation"})
+		writeError(w, r, &InputError{Status: http.StatusNotFound, Kind: "no_route", Reason: "no such route: see GET /openapi.json for the routes"})
 	})
 	return mux
 }

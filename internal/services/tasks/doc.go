@@ -18,6 +18,7 @@
 //	PATCH  /v1/tasks/{id}    any of the create fields         200 task
 //	DELETE /v1/tasks/{id}                                     204
 //	GET    /v1/ws            WebSocket: the user's task events
+//	GET    /openapi.json     this list as an OpenAPI 3 description (no token needed)
 //
 // Every /v1 route but signup and login needs "Authorization: Bearer
 // TOKEN" (the WebSocket also takes ?token= for browsers). A task of

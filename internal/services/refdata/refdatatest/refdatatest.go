@@ -33,9 +33,10 @@ var (
 	seq atomic.Int64
 )
 
-// Main starts Postgres, runs the tests and stops it. Without PostgreSQL
-// installed the tests fail with how to install it.
-func Main(m *testing.M) int {
+// Main starts Postgres, calls each of setup with it, runs the tests and
+// stops it. Without PostgreSQL installed the tests fail with how to
+// install it.
+func Main(m *testing.M, setup ...func(*deps.Postgres) error) int {
 	if _, _, err := deps.FindPostgres(); err != nil {
 		fmt.Fprintln(os.Stderr, "these tests need PostgreSQL:", err)
 		return 1
@@ -51,6 +52,12 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	defer pg.Stop()
+	for _, f := range setup {
+		if err := f(pg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	return m.Run()
 }
 

@@ -1,0 +1,64 @@
+package depsctl
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/highload-lab/hlab/internal/deps"
+)
+
+// Dep is a dependency Up can start.
+type Dep struct {
+	Name string // as given: "postgres", "kafka-real", "kafka@4.3.1"
+	// What says what runs, for help and ps.
+	What string
+	// Prints is what the connection string looks like.
+	Prints string
+	// Keeps says whether its data outlives down (on disk), or dies with
+	// it (in memory: kfake, Redis without persistence, the mongo
+	// stand-in; nginx has none).
+	Keeps bool
+
+	kind         string // postgres, kfake, kafka-real, cassandra, redis, mongo, nginx
+	kafkaVersion string // kafka-real: "" = deps.DefaultKafkaVersion
+}
+
+// Deps lists the names Up knows, in the order help shows them.
+var Deps = []Dep{
+	{Keeps: true, Name: "postgres", kind: "postgres", What: "PostgreSQL (durable: fsync on), data kept across down and up", Prints: "postgres://postgres:PASSWORD@127.0.0.1:PORT/postgres?sslmode=disable"},
+	{Name: "kafka", kind: "kfake", What: "kfake, franz-go's embedded fake Kafka (in memory: down loses the topics)", Prints: "127.0.0.1:PORT (the broker list)"},
+	{Keeps: true, Name: "kafka-real", kind: "kafka-real", What: "Apache Kafka " + deps.DefaultKafkaVersion + ", a single KRaft node on Java, data kept", Prints: "127.0.0.1:PORT (the broker list)"},
+	{Keeps: true, Name: "cassandra", kind: "cassandra", What: deps.CassandraKind + ", a single node on Java, data kept", Prints: "127.0.0.1:PORT (CQL)"},
+	{Name: "redis", kind: "redis", What: "redis-server, no persistence (a cache, as the reports ran it)", Prints: "redis://127.0.0.1:PORT"},
+	{Name: "mongo", kind: "mongo", What: "a stand-in, not MongoDB: mongo-java-server " + deps.MongoStandInVersion + ", in memory", Prints: "mongodb://127.0.0.1:PORT/?directConnection=true"},
+	{Name: "nginx", kind: "nginx", What: "nginx, round robin over --upstream HOST:PORT,...; none: it answers 200", Prints: "http://127.0.0.1:PORT"},
+}
+
+// Parse returns the dependency named name: one of Deps, or kafka@VERSION
+// (the real broker of that version).
+func Parse(name string) (Dep, error) {
+	for _, d := range Deps {
+		if d.Name == name {
+			return d, nil
+		}
+	}
+	if v, ok := strings.CutPrefix(name, "kafka@"); ok && v != "" {
+		if _, err := deps.CheckKafka(v); err != nil {
+			return Dep{}, fmt.Errorf("%w %q (%v): use one of %s, or kafka@VERSION", ErrUnknownName, name, err, strings.Join(Names(), ", "))
+		}
+		d := Deps[2]
+		d.Name, d.kafkaVersion = name, v
+		d.What = "Apache Kafka " + v + ", a single KRaft node on Java, data kept"
+		return d, nil
+	}
+	return Dep{}, fmt.Errorf("%w %q: use one of %s, or kafka@VERSION", ErrUnknownName, name, strings.Join(Names(), ", "))
+}
+
+// Names returns the names of Deps.
+func Names() []string {
+	out := make([]string, len(Deps))
+	for i, d := range Deps {
+		out[i] = d.Name
+	}
+	return out
+}

@@ -1,0 +1,435 @@
+// Package labcompare compares two lab runs (hlab lab --json files) claim
+// by claim and row by row: what a user reads before and after a change to
+// see which verdicts moved, which figures changed beyond their
+// run-to-run spread, and what in the environment differs. It reads the
+// files with report.ReadJSONFile and renders text and HTML with the
+// report package's table and style.
+//
+//	a, _ := report.ReadJSONFile("before.json")
+//	b, _ := report.ReadJSONFile("after.json")
+//	c := labcompare.Compare(a, b, "before.json", "after.json")
+//	labcompare.WriteText(os.Stdout, c)
+package labcompare
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/report"
+)
+
+// Presence says in which of the two runs a thing is.
+type Presence string
+
+const (
+	// Both: in A and in B.
+	Both Presence = "both"
+	// Added: only in B.
+	Added Presence = "added"
+	// Removed: only in A.
+	Removed Presence = "removed"
+)
+
+// Spread says whether a figure's change is within the run-to-run spread
+// (min to max over a row's runs) of either run.
+type Spread string
+
+const (
+	// NoSpread: neither run measured the row more than once, or a value
+	// is missing, so there is no spread to read the change against.
+	NoSpread Spread = ""
+	// Within: B's median lies within A's min–max, or A's within B's: the
+	// change is no larger than the noise between runs.
+	Within Spread = "within"
+	// Outside: a run has a spread and neither median lies within the
+	// other's.
+	Outside Spread = "outside"
+)
+
+// Comparison is two lab runs side by side.
+type Comparison struct {
+	A string `json:"a"`
+	B string `json:"b"`
+	// Env lists what differs in the machine and the experiments'
+	// environments: first, since it explains changes in the figures.
+	Env []EnvDiff `json:"env"`
+	// Moved lists the claims in both runs whose verdict differs.
+	Moved       []Move       `json:"moved"`
+	Experiments []Experiment `json:"experiments"`
+}
+
+// EnvDiff is one environment entry that differs; a nil side is absent.
+type EnvDiff struct {
+	// Experiment is empty for the machine.
+	Experiment string  `json:"experiment,omitempty"`
+	Key        string  `json:"key"`
+	A          *string `json:"a"`
+	B          *string `json:"b"`
+}
+
+// Move is a claim whose verdict moved from A to B.
+type Move struct {
+	Experiment string      `json:"experiment"`
+	Index      int         `json:"index"` // 1-based, as the lab numbers claims
+	Claim      string      `json:"claim"`
+	From       lab.Verdict `json:"from"`
+	To         lab.Verdict `json:"to"`
+}
+
+func (m Move) String() string {
+	return fmt.Sprintf("%s #%d %s → %s", m.Experiment, m.Index, m.From.Word(), m.To.Word())
+}
+
+// Experiment compares one experiment's claims and rows.
+type Experiment struct {
+	Name     string   `json:"name"`
+	Title    string   `json:"title"`
+	Presence Presence `json:"presence"`
+	// ErrorA and ErrorB are the experiment's failure in each run.
+	ErrorA string  `json:"error_a,omitempty"`
+	ErrorB string  `json:"error_b,omitempty"`
+	Claims []Claim `json:"claims"`
+	Rows   []Row   `json:"rows"`
+}
+
+// ClaimSide is a claim's result in one run.
+type ClaimSide struct {
+	Verdict lab.Verdict `json:"verdict"`
+	Ratio   *float64    `json:"ratio"`
+	CI      []float64   `json:"ci"`
+	Pairs   int         `json:"pairs"`
+}
+
+// Claim compares one claim, matched by its text.
+type Claim struct {
+	Claim    string     `json:"claim"`
+	Index    int        `json:"index"` // 1-based, in B (in A when removed)
+	Presence Presence   `json:"presence"`
+	A        *ClaimSide `json:"a"`
+	B        *ClaimSide `json:"b"`
+	// Change is B's ratio over A's, Diff B's minus A's; nil when either
+	// is missing.
+	Change *float64 `json:"change"`
+	Diff   *float64 `json:"diff"`
+	// Overlap says whether the two confidence intervals overlap; nil
+	// when either run has none.
+	Overlap *bool `json:"overlap"`
+	Moved   bool  `json:"moved"`
+}
+
+// Row compares one row, matched by its label.
+type Row struct {
+	Label    string   `json:"label"`
+	Presence Presence `json:"presence"`
+	RunsA    int      `json:"runs_a"`
+	RunsB    int      `json:"runs_b"`
+	// Figures lists the figures measured in either run.
+	Figures []Figure `json:"figures"`
+}
+
+// Figure compares one figure of a row.
+type Figure struct {
+	// Key is the row's JSON field (rps, p99_ms, ...).
+	Key string   `json:"key"`
+	A   *float64 `json:"a"`
+	B   *float64 `json:"b"`
+	// Change is B over A; nil when either is missing or A is 0.
+	Change *float64 `json:"change"`
+	Spread Spread   `json:"spread,omitempty"`
+	// RangeA and RangeB are each run's [min, max] over more than one run.
+	RangeA []float64 `json:"range_a,omitempty"`
+	RangeB []float64 `json:"range_b,omitempty"`
+}
+
+// figure is a row figure the comparison reads.
+type figure struct {
+	key, name string
+	get       func(*lab.Row) *float64
+	// spread, when the row keeps one for the figure: its min and max.
+	spread func(*lab.Row) (lo, hi *float64)
+}
+
+// figures are the row figures compared, in the order shown.
+var figures = []figure{
+	{"rps", "rps", func(r *lab.Row) *float64 { return r.RPS }, func(r *lab.Row) (lo, hi *float64) { return r.RPSMin, r.RPSMax }},
+	{"mean_ms", "mean ms", func(r *lab.Row) *float64 { return r.MeanMS }, nil},
+	{"p50_ms", "p50 ms", func(r *lab.Row) *float64 { return r.P50MS }, nil},
+	{"p99_ms", "p99 ms", func(r *lab.Row) *float64 { return r.P99MS }, func(r *lab.Row) (lo, hi *float64) { return r.P99MSMin, r.P99MSMax }},
+	{"success_ratio", "success ratio", func(r *lab.Row) *float64 { return r.SuccessRatio }, nil},
+	{"rss_mb_max", "rss MB max", func(r *lab.Row) *float64 { return r.RSSMBMax }, nil},
+	{"cpu_avg", "cpu", func(r *lab.Row) *float64 { return r.CPUAvg }, nil},
+	{"heap_mb_avg", "heap MB avg", func(r *lab.Row) *float64 { return r.HeapMBAvg }, nil},
+	{"lost", "lost", func(r *lab.Row) *float64 { return count(r.Lost) }, nil},
+	{"rows_differing", "rows differing", func(r *lab.Row) *float64 { return count(r.RowsDiffering) }, nil},
+}
+
+// FigureName is how tables name a figure's key.
+func FigureName(key string) string {
+	for _, f := range figures {
+		if f.key == key {
+			return f.name
+		}
+	}
+	return key
+}
+
+func count(n *int64) *float64 {
+	if n == nil {
+		return nil
+	}
+	return lab.F(float64(*n))
+}
+
+// Compare compares run b with run a; nameA and nameB name them in the
+// output (their files).
+func Compare(a, b report.Document, nameA, nameB string) *Comparison {
+	c := &Comparison{A: nameA, B: nameB, Env: machineDiff(a.Machine, b.Machine), Moved: []Move{}}
+	pairs := match(a.Experiments, b.Experiments, func(r *lab.Result) string { return r.Name })
+	for _, p := range pairs {
+		ea, eb := p.a, p.b
+		e := Experiment{Presence: p.presence()}
+		if ea != nil {
+			e.Name, e.Title, e.ErrorA = ea.Name, ea.Title, ea.Error
+		}
+		if eb != nil {
+			e.Name, e.Title, e.ErrorB = eb.Name, eb.Title, eb.Error
+		}
+		if ea != nil && eb != nil {
+			c.Env = append(c.Env, envDiff(e.Name, ea, eb)...)
+		}
+		e.Claims = compareClaims(e.Name, orNil(ea, func(r *lab.Result) []lab.ClaimResult { return r.Claims }), orNil(eb, func(r *lab.Result) []lab.ClaimResult { return r.Claims }))
+		for _, cl := range e.Claims {
+			if cl.Moved {
+				c.Moved = append(c.Moved, Move{Experiment: e.Name, Index: cl.Index, Claim: cl.Claim, From: cl.A.Verdict, To: cl.B.Verdict})
+			}
+		}
+		e.Rows = compareRows(orNil(ea, func(r *lab.Result) []*lab.Row { return r.Rows }), orNil(eb, func(r *lab.Result) []*lab.Row { return r.Rows }))
+		c.Experiments = append(c.Experiments, e)
+	}
+	return c
+}
+
+func orNil[T any](r *lab.Result, get func(*lab.Result) []T) []T {
+	if r == nil {
+		return nil
+	}
+	return get(r)
+}
+
+// pair is one thing matched across the runs; a nil side is absent.
+type pair[T any] struct {
+	a, b   T
+	inA    bool
+	inB    bool
+	ia, ib int // positions, 0-based
+}
+
+func (p pair[T]) presence() Presence {
+	switch {
+	case p.inA && p.inB:
+		return Both
+	case p.inB:
+		return Added
+	}
+	return Removed
+}
+
+// match pairs items of a and b by key, the n-th occurrence of a key in a
+// with its n-th in b (a label may repeat): A's order, then what only B has.
+func match[T any](a, b []T, key func(T) string) []pair[T] {
+	type ref struct {
+		key string
+		n   int
+	}
+	refOf := func(items []T) []ref {
+		seen := map[string]int{}
+		out := make([]ref, len(items))
+		for i, it := range items {
+			k := key(it)
+			out[i] = ref{k, seen[k]}
+			seen[k]++
+		}
+		return out
+	}
+	ra, rb := refOf(a), refOf(b)
+	inB := map[ref]int{}
+	for i, r := range rb {
+		inB[r] = i
+	}
+	var out []pair[T]
+	used := make([]bool, len(b))
+	for i, r := range ra {
+		p := pair[T]{a: a[i], inA: true, ia: i}
+		if j, ok := inB[r]; ok {
+			p.b, p.inB, p.ib, used[j] = b[j], true, j, true
+		}
+		out = append(out, p)
+	}
+	for j := range b {
+		if !used[j] {
+			out = append(out, pair[T]{b: b[j], inB: true, ib: j})
+		}
+	}
+	return out
+}
+
+func machineDiff(a, b lab.Machine) []EnvDiff {
+	out := []EnvDiff{}
+	for _, kv := range []struct{ key, a, b string }{
+		{"cpus", fmt.Sprint(a.CPUs), fmt.Sprint(b.CPUs)},
+		{"cpu_quota", a.CPUQuota, b.CPUQuota},
+		{"go", a.Go, b.Go},
+		{"os", a.OS, b.OS},
+		{"cpu_model", a.CPUModel, b.CPUModel},
+		{"kernel", a.Kernel, b.Kernel},
+	} {
+		if kv.a != kv.b {
+			out = append(out, EnvDiff{Key: kv.key, A: present(kv.a), B: present(kv.b)})
+		}
+	}
+	return out
+}
+
+func present(s string) *string {
+	if s == "" || s == "0" {
+		return nil
+	}
+	return &s
+}
+
+// envDiff lists the entries of two experiments' env (and their mode)
+// that differ, in key order.
+func envDiff(name string, a, b *lab.Result) []EnvDiff {
+	var out []EnvDiff
+	if a.Mode != b.Mode {
+		out = append(out, EnvDiff{Experiment: name, Key: "mode", A: present(string(a.Mode)), B: present(string(b.Mode))})
+	}
+	var keys []string
+	for k := range a.Env {
+		keys = append(keys, k)
+	}
+	for k := range b.Env {
+		if _, ok := a.Env[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		va, okA := a.Env[k]
+		vb, okB := b.Env[k]
+		if va == vb && okA == okB {
+			continue
+		}
+		d := EnvDiff{Experiment: name, Key: k}
+		if okA {
+			d.A = &va
+		}
+		if okB {
+			d.B = &vb
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func side(c lab.ClaimResult) *ClaimSide {
+	return &ClaimSide{Verdict: c.Verdict, Ratio: c.Ratio, CI: c.CI, Pairs: c.Pairs}
+}
+
+func compareClaims(exp string, a, b []lab.ClaimResult) []Claim {
+	var out []Claim
+	for _, p := range match(a, b, func(c lab.ClaimResult) string { return c.Claim }) {
+		c := Claim{Presence: p.presence()}
+		if p.inA {
+			c.Claim, c.Index, c.A = p.a.Claim, p.ia+1, side(p.a)
+		}
+		if p.inB {
+			c.Claim, c.Index, c.B = p.b.Claim, p.ib+1, side(p.b)
+		}
+		if c.A != nil && c.B != nil {
+			c.Moved = c.A.Verdict != c.B.Verdict
+			c.Change = ratio(c.A.Ratio, c.B.Ratio)
+			if c.A.Ratio != nil && c.B.Ratio != nil {
+				c.Diff = lab.F(*c.B.Ratio - *c.A.Ratio)
+			}
+			if len(c.A.CI) == 2 && len(c.B.CI) == 2 {
+				overlap := c.A.CI[0] <= c.B.CI[1] && c.B.CI[0] <= c.A.CI[1]
+				c.Overlap = &overlap
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ratio is b/a, nil when either is missing or a is 0 (1 when both are 0).
+func ratio(a, b *float64) *float64 {
+	switch {
+	case a == nil || b == nil:
+		return nil
+	case *a == 0 && *b == 0:
+		return lab.F(1)
+	case *a == 0:
+		return nil
+	}
+	return lab.F(*b / *a)
+}
+
+func compareRows(a, b []*lab.Row) []Row {
+	var out []Row
+	for _, p := range match(a, b, func(r *lab.Row) string { return r.Label }) {
+		row := Row{Presence: p.presence()}
+		if p.inA {
+			row.Label, row.RunsA = p.a.Label, p.a.Runs
+		}
+		if p.inB {
+			row.Label, row.RunsB = p.b.Label, p.b.Runs
+		}
+		for _, f := range figures {
+			fig := Figure{Key: f.key}
+			var loA, hiA, loB, hiB *float64
+			if p.inA {
+				fig.A = f.get(p.a)
+				if f.spread != nil && p.a.Runs > 1 {
+					loA, hiA = f.spread(p.a)
+				}
+			}
+			if p.inB {
+				fig.B = f.get(p.b)
+				if f.spread != nil && p.b.Runs > 1 {
+					loB, hiB = f.spread(p.b)
+				}
+			}
+			if fig.A == nil && fig.B == nil {
+				continue
+			}
+			fig.Change = ratio(fig.A, fig.B)
+			fig.RangeA, fig.RangeB = rangeOf(loA, hiA), rangeOf(loB, hiB)
+			fig.Spread = spread(fig.A, fig.B, fig.RangeA, fig.RangeB)
+			row.Figures = append(row.Figures, fig)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func rangeOf(lo, hi *float64) []float64 {
+	if lo == nil || hi == nil {
+		return nil
+	}
+	return []float64{*lo, *hi}
+}
+
+// spread reads a change against the runs' spreads: within when either
+// median lies in the other run's min–max.
+func spread(a, b *float64, ra, rb []float64) Spread {
+	if a == nil || b == nil || (ra == nil && rb == nil) {
+		return NoSpread
+	}
+	in := func(v float64, r []float64) bool { return r != nil && r[0] <= v && v <= r[1] }
+	if in(*b, ra) || in(*a, rb) {
+		return Within
+	}
+	return Outside
+}

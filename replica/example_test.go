@@ -1,0 +1,60 @@
+package replica_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/highload-lab/hlab/replica"
+)
+
+// Example keeps an in-memory copy of a Postgres table fresh by change
+// data capture. It needs a server with wal_level=logical, such as
+// DATABASE_URL="$(hlab deps up postgres)".
+func Example() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dsn := os.Getenv("DATABASE_URL")
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	if _, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS products (id bigint PRIMARY KEY, name text NOT NULL);
+		INSERT INTO products VALUES (1, 'tea') ON CONFLICT (id) DO UPDATE SET name = 'tea'`); err != nil {
+		log.Fatal(err)
+	}
+
+	products := replica.NewTable[int64, string]("public.products")
+	src, err := replica.NewPostgresSource(dsn, []replica.Binding{replica.Bind(products,
+		func(r replica.Row) (int64, error) { return r["id"].(int64), nil },
+		func(r replica.Row) (string, error) { return r["name"].(string), nil },
+	)}, replica.PostgresSlot("example"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- src.Run(ctx) }() // until ctx ends
+	defer func() { cancel(); <-ran }()  // Run then drops its slot
+	if err := products.WaitReady(ctx); err != nil {
+		log.Fatal(err) // the snapshot did not load: the error says why
+	}
+	name, _ := products.Get(1) // from memory: no query, no lock
+	fmt.Println(name)
+
+	if _, err := db.Exec(ctx, `UPDATE products SET name = 'green tea' WHERE id = 1`); err != nil {
+		log.Fatal(err)
+	}
+	for name == "tea" && ctx.Err() == nil { // the change arrives within milliseconds
+		time.Sleep(10 * time.Millisecond)
+		name, _ = products.Get(1)
+	}
+	fmt.Println(name)
+	// Output:
+	// tea
+	// green tea
+}
