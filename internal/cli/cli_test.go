@@ -95,3 +95,39 @@ func TestServeUnknown(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q: want the list of services", code, stderr)
 	}
 }
+
+// TestLabExternalFlags: the servers --postgres, --kafka-brokers and
+// --cassandra name are checked before anything runs, and the errors say
+// which flag and what to do (exit 2, nothing started); --help explains
+// them.
+func TestLabExternalFlags(t *testing.T) {
+	closed := closedPort(t)
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unused", []string{"lab", "scale", "--postgres", "postgres://u:pw@" + closed + "/db"}, "--postgres is unused: none of the experiments selected (scale) uses postgres"},
+		{"not a URL", []string{"lab", "crud", "--postgres", "localhost:5432"}, "is not a Postgres URL"},
+		{"unreachable", []string{"lab", "crud", "--postgres", "postgres://u:secretpw@" + closed + "/db"}, "cannot connect to the Postgres server at postgres://u:***@" + closed},
+		{"brokers", []string{"lab", "async", "--kafka-brokers", "kafka"}, `"kafka" is not host:port`},
+		{"real and brokers", []string{"lab", "async", "--kafka", "real", "--kafka-brokers", closed}, "exclude each other"},
+		{"cassandra unused", []string{"lab", "async", "--cassandra", closed}, "--cassandra is unused"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := run(append(tt.args, "--report", t.TempDir())...)
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q: want 2 and %q", code, stderr, tt.want)
+			}
+			if strings.Contains(stderr, "secretpw") {
+				t.Fatalf("the error shows the password: %q", stderr)
+			}
+		})
+	}
+	_, _, help := run("lab", "--help")
+	for _, f := range []string{"--postgres", "--kafka-brokers", "--cassandra", "On your own servers"} {
+		if !strings.Contains(help, f) {
+			t.Errorf("--help does not explain %s", f)
+		}
+	}
+}

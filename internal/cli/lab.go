@@ -39,7 +39,7 @@ func runLab(args []string, st *State) int {
 	if len(args) > 0 && args[0] == compareAction {
 		return runLabCompare(args[1:], st)
 	}
-	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--pairs N] [--repeat N] [--json FILE] [--report DIR]\n       hlab lab compare A.json B.json (two runs' --json files; see hlab lab compare --help)", `
+	fs := newFlagSet(st, "lab", "hlab lab [NAME...] [--quick|--full] [--pairs N] [--repeat N] [--json FILE] [--report DIR] [--postgres URL] [--kafka-brokers HOST:PORT,...] [--cassandra HOST:PORT]\n       hlab lab compare A.json B.json (two runs' --json files; see hlab lab compare --help)", `
 Runs the reference reports' experiments on this machine: each starts the
 report's services as child processes under CPU/memory quotas like the
 report's containers (cgroups), drives them with hlab's load generator from
@@ -65,8 +65,22 @@ status is 1 when an experiment failed or a claim is INVALID, 0 otherwise
 (a claim that did not hold is a result).
 
 Compare ratios, not absolute figures: the reports ran on other hardware.
+
 To compare two runs of the lab (before and after a change), write each
-with --json FILE and run "hlab lab compare A.json B.json".`)
+with --json FILE and run "hlab lab compare A.json B.json".
+
+On your own servers. --postgres, --kafka-brokers and --cassandra make
+the experiments that use that dependency run against an existing server
+instead of starting a local one, so a team can rerun an experiment on its
+real cluster. The lab checks each server before the run (and that
+--postgres has wal_level=logical where the replica experiment needs it),
+never stops, restarts or kills one (rows that would are listed as not
+rerun), and cannot put it under a quota: the report records each server,
+its version and that its quotas are not the lab's. Everything a run makes
+there is named hlab_<experiment>_<random>_... (databases and replication
+slots, topics and consumer groups, keyspaces) and dropped when the
+experiment ends, also when it fails or is interrupted. The Postgres user
+needs CREATEDB (and REPLICATION for the replica experiment).`)
 	full := fs.Bool("full", false, "use the reports' own durations (slower)")
 	quick := fs.Bool("quick", false, "keep each experiment under about 90 s on 2 cores (the default)")
 	repeat := fs.Int("repeat", 0, "measured runs of a row that no claim pairs (default 1 quick, 3 full)")
@@ -75,6 +89,9 @@ with --json FILE and run "hlab lab compare A.json B.json".`)
 	reportDir := fs.String("report", "lab-report", "directory for the HTML report and service logs")
 	lbKind := fs.String("lb", lab.LBAuto, "load balancer: auto (nginx if installed), nginx, or builtin")
 	kafkaKind := fs.String("kafka", lab.KafkaFake, "Kafka for experiments that need it: kfake (embedded, in memory) or real (a KRaft broker; needs Java)")
+	pgURL := fs.String("postgres", "", "run against this Postgres instead of a local one: postgres://USER:PASSWORD@HOST:PORT/DB (the lab makes and drops databases of its own there)")
+	kafkaBrokers := fs.String("kafka-brokers", "", "run against these Kafka brokers instead of a local Kafka: HOST:PORT,HOST:PORT (the lab makes and deletes topics of its own there)")
+	cassandra := fs.String("cassandra", "", "run against this Cassandra node instead of local ones: HOST:PORT of its CQL port (the lab makes and drops keyspaces of its own there)")
 	list := fs.Bool("list", false, "list the experiments named (default all), their claims and every figure of their reports, rerun (where) or not (why) with the other flags given, and exit")
 	names, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -103,10 +120,19 @@ with --json FILE and run "hlab lab compare A.json B.json".`)
 	if *full {
 		opts.Mode = lab.Full
 	}
+	opts.External = lab.External{Postgres: *pgURL, Cassandra: *cassandra}
+	for _, b := range strings.Split(*kafkaBrokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			opts.External.KafkaBrokers = append(opts.External.KafkaBrokers, b)
+		}
+	}
 	if *list {
 		// What a run with these flags would rerun, figure by figure.
 		lab.ListFigures(st.Stdout, exps, opts)
 		return 0
+	}
+	if err := lab.CheckExternal(context.Background(), exps, opts); err != nil {
+		return fail(st, "lab", 2, err)
 	}
 	if err := freshLogs(opts.WorkDir); err != nil {
 		return fail(st, "lab", 1, err)

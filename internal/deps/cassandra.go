@@ -65,6 +65,10 @@ type Cassandra struct {
 	Started time.Duration
 
 	node *serverNode
+	// external is set for a node the lab did not start
+	// (ConnectCassandra), prefix what the run's keyspaces start with.
+	external bool
+	prefix   string
 }
 
 const cassandraTempPrefix = "hlab-cassandra-"
@@ -247,21 +251,42 @@ func (c *Cassandra) Session(keyspace string) (*gocql.Session, error) {
 
 // Proc returns the node's current process (a new one after each
 // StartServer), nil while it is stopped.
-func (c *Cassandra) Proc() *sandbox.Process { return c.node.process() }
+func (c *Cassandra) Proc() *sandbox.Process {
+	if c.external {
+		return nil
+	}
+	return c.node.process()
+}
 
 // StopServer stops the node (SIGTERM: Cassandra drains and flushes; SIGKILL
 // after 30 s) and keeps its data and ports, for tests of what a service
 // does while its database is down.
-func (c *Cassandra) StopServer() error { return c.node.stopServer() }
+func (c *Cassandra) StopServer() error {
+	if c.external {
+		return ErrExternal
+	}
+	return c.node.stopServer()
+}
 
 // StartServer starts the node again on its data and ports (after
 // StopServer, or after it died) and waits until it answers CQL. It does
 // nothing while the node runs.
-func (c *Cassandra) StartServer(ctx context.Context) error { return c.node.startServer(ctx) }
+func (c *Cassandra) StartServer(ctx context.Context) error {
+	if c.external {
+		return ErrExternal
+	}
+	return c.node.startServer(ctx)
+}
 
 // Stop stops the node for good and removes a temporary Dir. It is
-// idempotent.
-func (c *Cassandra) Stop() error { return c.node.stop(c.node.removeDir) }
+// idempotent. An external node goes on running: Stop drops the keyspaces
+// the run made there (those Keyspace named).
+func (c *Cassandra) Stop() error {
+	if c.external {
+		return c.cleanup()
+	}
+	return c.node.stop(c.node.removeDir)
+}
 
 // CloseCassandraSession closes s, giving up after 5 s: gocql v2.1.2's
 // Session.Close can deadlock when the session's control connection is

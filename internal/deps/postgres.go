@@ -95,10 +95,14 @@ type Postgres struct {
 	// for a run's environment record.
 	Settings map[string]string
 
-	sb      *sandbox.Sandbox
-	cfg     PostgresConfig
-	binDir  string
-	tempDir bool
+	sb  *sandbox.Sandbox
+	cfg PostgresConfig
+	// external is the URL of a server the lab did not start
+	// (ConnectPostgres), prefix what the run's names start with there.
+	external *url.URL
+	prefix   string
+	binDir   string
+	tempDir  bool
 
 	mu   sync.Mutex
 	proc *sandbox.Process
@@ -171,20 +175,30 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 // postgresTempPrefix names the temporary directories of clusters.
 const postgresTempPrefix = "hlab-postgres-"
 
-// DSN returns a connection string for database db, with the password.
+// DSN returns a connection string for database db, with the password. On
+// an external server (ConnectPostgres), db is the run's own database of
+// that name (prefixed), and "" the URL's own.
 func (p *Postgres) DSN(db string) string {
+	if p.external != nil {
+		return p.externalDSN(db)
+	}
 	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", p.Password), Host: p.Addr, Path: "/" + db, RawQuery: "sslmode=disable"}
 	return u.String()
 }
 
-// CreateDatabase creates database name (an error if it exists).
+// CreateDatabase creates database name (an error if it exists); on an
+// external server its name starts with the run's prefix (DSN finds it).
 func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
-	conn, err := pgx.Connect(ctx, p.DSN("postgres"))
+	admin, real := "postgres", name
+	if p.external != nil {
+		admin, real = "", p.prefix+name
+	}
+	conn, err := pgx.Connect(ctx, p.DSN(admin))
 	if err != nil {
 		return fmt.Errorf("deps: postgres: %w", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{real}.Sanitize()); err != nil {
 		return fmt.Errorf("deps: create database %s: %w", name, err)
 	}
 	return nil
@@ -200,6 +214,9 @@ func (p *Postgres) Proc() *sandbox.Process {
 // StopServer stops the server (fast shutdown) and keeps its data, for
 // tests of what a service does while its database is down.
 func (p *Postgres) StopServer() error {
+	if p.external != nil {
+		return ErrExternal
+	}
 	p.mu.Lock()
 	proc := p.proc
 	p.proc = nil
@@ -213,6 +230,9 @@ func (p *Postgres) StopServer() error {
 // StartServer starts the server on its data (after StopServer) and waits
 // until it accepts connections.
 func (p *Postgres) StartServer(ctx context.Context) error {
+	if p.external != nil {
+		return ErrExternal
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.proc != nil {
@@ -251,7 +271,12 @@ func (p *Postgres) StartServer(ctx context.Context) error {
 }
 
 // Stop stops the server and, for a temporary cluster, removes its files.
+// An external server goes on running: Stop drops what the run made there
+// (the databases and replication slots named with its prefix).
 func (p *Postgres) Stop() error {
+	if p.external != nil {
+		return p.cleanup()
+	}
 	err := p.StopServer()
 	p.removeTemp()
 	return err

@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -25,15 +26,40 @@ type Kafka struct {
 	JVM  bool
 	stop func()
 	real *deps.Kafka // the real broker, which can be taken down (Outage)
+	// prefix starts the names Topic gives: unique to the run, so that
+	// runs on one external cluster do not collide, and found again when
+	// the experiment ends to delete its topics and groups.
+	prefix string
 }
+
+// Topic returns a topic name of the run's own for name; consumer groups
+// named after it are the run's too. On an external cluster the lab
+// deletes every topic and group so named once the experiment ends.
+func (k *Kafka) Topic(name string) string { return k.prefix + name }
 
 // StartKafka starts the Kafka that Opts.Kafka asks for, unconstrained:
 // kfake (the embedded default) as a process of its own, "hlab serve kfake",
 // so that it shares neither the lab's heap and garbage collector nor its
 // CPU figures; or with "real" a single-node KRaft broker from
-// internal/deps. partitions is the partition count of topics created
-// without one. The caller stops it.
+// internal/deps; or, when Opts.External names brokers, those (the lab
+// does not start, stop or take them down; the run's topics and groups,
+// named by Topic, are deleted once the experiment ends). partitions is
+// the partition count of topics created without one. The caller stops
+// it.
 func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
+	if brokers := r.Opts.External.KafkaBrokers; len(brokers) > 0 {
+		version, n, err := deps.ExternalKafka(ctx, brokers)
+		if err != nil {
+			return nil, err
+		}
+		kind := fmt.Sprintf("external brokers %s (%s, %d in the cluster), %s", strings.Join(brokers, ","), version, n, deps.ExternalQuotas)
+		r.Progress.Logf("using the external kafka %s", kind)
+		prefix := r.prefix
+		r.external(DepKafka, kind, func() error { return deps.CleanupKafka(brokers, prefix) })
+		// A real broker, most likely on the JVM: measurements warm up
+		// until throughput stops climbing.
+		return &Kafka{Kind: kind, Brokers: brokers, JVM: true, prefix: prefix}, nil
+	}
 	kind, err := deps.ParseKafkaKind(r.Opts.Kafka)
 	if err != nil {
 		return nil, err
@@ -45,14 +71,14 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, JVM: true, stop: func() { k.Stop() }, real: k}, nil
+		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, JVM: true, stop: func() { k.Stop() }, real: k, prefix: r.prefix}, nil
 	}
 	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, kafkafake.Config{Partitions: partitions}.Args()...)
 	if err != nil {
 		return nil, err
 	}
 	return &Kafka{Kind: "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)",
-		Brokers: []string{svc.Ports["--kafka-addr"]}, stop: func() { svc.Stop() }}, nil
+		Brokers: []string{svc.Ports["--kafka-addr"]}, stop: func() { svc.Stop() }, prefix: r.prefix}, nil
 }
 
 // Outage takes the real broker down (SIGTERM, as a broker restart does)
@@ -62,12 +88,13 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 // so Outage refuses it.
 func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
 	if k.real == nil {
-		return fmt.Errorf("lab: a Kafka outage needs the real broker (--kafka real): kfake keeps its records in its process")
+		return fmt.Errorf("lab: a Kafka outage needs the real broker the lab starts (--kafka real): kfake keeps its records in its process, and %s", ExternalReason)
 	}
 	return k.real.Outage(ctx, d)
 }
 
-// Stop stops the broker.
+// Stop stops the broker; external brokers go on running (the lab deletes
+// the run's topics there once the experiment ends).
 func (k *Kafka) Stop() {
 	if k != nil && k.stop != nil {
 		k.stop()

@@ -74,6 +74,9 @@ const (
 const (
 	KafkaFake = "kfake" // franz-go's kfake, in memory: the embedded default
 	KafkaReal = "real"  // Apache Kafka, a single KRaft node (Java, jars from Maven Central)
+	// KafkaExternal is set by the lab when Options.External names
+	// brokers: a cluster it did not start.
+	KafkaExternal = "external"
 )
 
 // Options are the lab's settings shared by every experiment.
@@ -91,6 +94,9 @@ type Options struct {
 	// Kafka picks the Kafka of experiments that need one: KafkaFake (""
 	// too: the embedded default) or KafkaReal (a KRaft broker on the JVM).
 	Kafka string
+	// External names servers to run against instead of starting local
+	// ones (hlab lab --postgres, --kafka-brokers, --cassandra).
+	External External
 	// Self is the hlab executable that services are started from
 	// ("hlab serve NAME"). Default: this process's executable.
 	Self string
@@ -174,7 +180,13 @@ func (o *Options) setDefaults() error {
 	if o.Kafka == "" {
 		o.Kafka = KafkaFake
 	}
-	if o.Kafka != KafkaFake && o.Kafka != KafkaReal {
+	if len(o.External.KafkaBrokers) > 0 {
+		if o.Kafka == KafkaReal {
+			return fmt.Errorf("lab: --kafka real and --kafka-brokers exclude each other: the first starts a broker, the second uses yours")
+		}
+		o.Kafka = KafkaExternal
+	}
+	if o.Kafka != KafkaFake && o.Kafka != KafkaReal && o.Kafka != KafkaExternal {
 		return fmt.Errorf("lab: unknown kafka %q: use kfake (embedded) or real", o.Kafka)
 	}
 	if o.Self == "" {

@@ -55,11 +55,10 @@ func (p *Progress) Step(desc string, expected time.Duration) {
 		return
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock() // experiments step from goroutines (warm-ups in parallel)
 	p.step, p.stepStart, p.stepDur = desc, time.Now(), expected
-	line := p.line()
-	p.mu.Unlock()
 	if !p.tty {
-		fmt.Fprintln(p.w, line)
+		fmt.Fprintln(p.w, p.line())
 	}
 }
 

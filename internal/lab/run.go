@@ -35,6 +35,12 @@ type Run struct {
 	warmNote map[string]string  // label -> what a Steady warm-up found
 	pinned   bool               // processes run on cores of their own (place)
 	placed   string             // how the last measurement's processes were placed
+
+	// On external servers (Options.External): what the run's objects are
+	// named with, the servers' env entries, and the cleanups to run.
+	prefix   string
+	extEnv   map[string]string
+	cleanups []func() error
 }
 
 // SetEnv records a fact about the environment: a dependency's kind and
@@ -239,7 +245,8 @@ func RunAll(ctx context.Context, exps []Experiment, opts Options, sb *sandbox.Sa
 func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox, prog *Progress) *Result {
 	res := &Result{Name: e.Name(), Title: e.Title(), Env: map[string]string{}, Rows: []*Row{}, Mode: opts.Mode}
 	run := &Run{Opts: opts, Sandbox: sb, Progress: prog, name: e.Name(), res: res, dir: filepath.Join(opts.WorkDir, e.Name()),
-		claims: e.Claims(), warmRate: map[string]float64{}, warmNote: map[string]string{}}
+		claims: e.Claims(), warmRate: map[string]float64{}, warmNote: map[string]string{},
+		prefix: newPrefix(e.Name()), extEnv: map[string]string{}}
 	start := time.Now()
 	loadStart := loadAverage()
 	prog.Begin(e.Name(), e.Estimate(opts))
@@ -247,6 +254,7 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 	if err == nil {
 		err = e.Run(ctx, run)
 	}
+	run.finishExternal()
 	if run.pinned { // the next experiment places its own processes
 		sandbox.SetCPUs(os.Getpid(), nil)
 	}

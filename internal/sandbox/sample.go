@@ -353,6 +353,9 @@ type Meter struct {
 // of its own, so its CPU average covers exactly the time between Measure
 // and Stop. Windows may overlap.
 func (p *Process) Measure() *Meter {
+	if p == nil { // no process of ours (a server the lab did not start): no usage
+		return &Meter{stopped: true}
+	}
 	s := p.samp
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -390,6 +393,9 @@ func (m *Meter) add(r reading, cpu float64, from time.Time) {
 // the last sample taken before the exit.
 func (m *Meter) Stop() Usage {
 	s := m.s
+	if s == nil { // a Meter of no process (Measure on nil)
+		return m.usage
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.stopped {

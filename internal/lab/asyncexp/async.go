@@ -159,6 +159,9 @@ type bus struct {
 	steadyWarm bool
 }
 
+// Dependencies: Kafka (hlab lab --kafka-brokers).
+func (*Experiment) Dependencies() []string { return []string{lab.DepKafka} }
+
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	t := timings(run.Opts)
 	run.SetEnv("quota", string(run.Sandbox.Mechanism()))
@@ -301,7 +304,7 @@ func joinNote(a, b string) string {
 // returns, also with an error.
 func startBus(ctx context.Context, run *lab.Run, k *lab.Kafka, a app.Config) (*bus, error) {
 	mode := string(a.Mode)
-	b := &bus{mode: mode, k: k, topic: fmt.Sprintf("lab-async-%s-%d", mode, time.Now().UnixNano())}
+	b := &bus{mode: mode, k: k, topic: k.Topic(fmt.Sprintf("lab-async-%s-%d", mode, time.Now().UnixNano()))}
 	if err := k.CreateTopic(ctx, b.topic, 1); err != nil {
 		return nil, err
 	}

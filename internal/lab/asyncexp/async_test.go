@@ -1,12 +1,15 @@
 package asyncexp
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestPlan checks that the claim compares rows the experiment measures and
@@ -60,5 +63,41 @@ func TestExperimentQuick(t *testing.T) {
 		if c.Ratio == nil || c.Pairs != 2 || c.Verdict == lab.Invalid {
 			t.Errorf("claim %q: ratio %v over %d pairs, %s (%s)", c.Claim, c.Ratio, c.Pairs, c.Verdict, c.Why)
 		}
+	}
+}
+
+// TestExternalKafka runs the experiment, its runs shortened, against
+// brokers it did not start (kfake, given as --kafka-brokers gives them):
+// the run records them, and leaves them running with none of its topics
+// or consumer groups.
+func TestExternalKafka(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the experiment")
+	}
+	sb, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	k, err := deps.StartKafka(context.Background(), sb, deps.KafkaConfig{Kind: deps.KafkaFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	res := labtest.RunQuickWith(t, New(), lab.External{KafkaBrokers: k.Brokers})
+	labtest.ExternalEnv(t, res.Env, "kafka", "")
+	if !strings.Contains(res.Env["kafka"], strings.Join(k.Brokers, ",")) {
+		t.Errorf("env kafka = %q: want the brokers %v", res.Env["kafka"], k.Brokers)
+	}
+	for _, r := range res.Rows {
+		if strings.HasPrefix(r.Label, modeSync) {
+			continue
+		}
+		if f := r.Figures; f["events_produced"] <= 0 || f["events_produced"] != f["events_consumed"] || r.Lost == nil || *r.Lost != 0 {
+			t.Errorf("%s: produced %v, consumed %v, lost %v", r.Label, f["events_produced"], f["events_consumed"], r.Lost)
+		}
+	}
+	if left := labtest.KafkaLeftovers(t, k.Brokers); len(left) > 0 {
+		t.Errorf("left on the brokers: %v", left)
 	}
 }

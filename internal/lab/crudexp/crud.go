@@ -208,12 +208,15 @@ type bench struct {
 	cfg    map[string]int
 }
 
+// Dependencies: Postgres (hlab lab --postgres).
+func (*Experiment) Dependencies() []string { return []string{lab.DepPostgres} }
+
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	runDur, openDur, seedUsers := timing(run.Opts)
 	dir := filepath.Join(run.Opts.WorkDir, e.Name())
 
 	run.Progress.Step("postgres: start", 3*time.Second)
-	pg, err := deps.StartPostgres(ctx, run.Sandbox, deps.PostgresConfig{Durable: true})
+	pg, err := run.Postgres(ctx, deps.PostgresConfig{Durable: true})
 	if err != nil {
 		return err
 	}

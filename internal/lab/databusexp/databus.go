@@ -213,6 +213,9 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun) + lessons
 }
 
+// Dependencies: Kafka (hlab lab --kafka-brokers).
+func (*Experiment) Dependencies() []string { return []string{lab.DepKafka} }
+
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	t := timings(run.Opts)
 	run.SetEnv("quota", string(run.Sandbox.Mechanism()))
@@ -267,7 +270,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	topicSeq := 0
 	topic := func() string {
 		topicSeq++
-		return fmt.Sprintf("lab-databus-%d-%d", time.Now().Unix(), topicSeq)
+		return k.Topic(fmt.Sprintf("lab-databus-%d-%d", time.Now().Unix(), topicSeq))
 	}
 	var topics []string
 	defer func() {

@@ -15,6 +15,9 @@ func (*Experiment) Figures(o lab.Options) []lab.Figure {
 	perf := lab.Rerun("the gateway's publish cost beside Kafka's own producer (beyond the report)", "row: "+perfLabel)
 	broker := lab.Rerun("durable writes through a broker outage (beyond the report)", "row: "+faultBroker)
 	switch {
+	case o.ExternalFor(lab.DepKafka):
+		perf = lab.NotRerunFigure(perf.Figure, "the perf test runs against the broker the lab starts (--kafka real), not external brokers")
+		broker = lab.NotRerunFigure(broker.Figure, lab.ExternalReason+" (--kafka-brokers): it does not take a broker down")
 	case o.Kafka != lab.KafkaReal:
 		perf = lab.NotRerunFigure(perf.Figure, "kfake has no perf test: run with --kafka real")
 		broker = lab.NotRerunFigure(broker.Figure, "needs --full and the real broker (--kafka real): kfake keeps its records in its own process, so it cannot go down and come back")

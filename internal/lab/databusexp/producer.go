@@ -383,7 +383,7 @@ func perfTestRow(ctx context.Context, run *lab.Run, k *lab.Kafka) (*lab.Row, err
 // perfTest runs ProducerPerformance for n records and returns the JVM's
 // CPU time, its wall time from start to exit and its summary.
 func perfTest(ctx context.Context, run *lab.Run, k *lab.Kafka, java, lib string, n int) (cpu, wall time.Duration, res perfResult, err error) {
-	tp := fmt.Sprintf("lab-perf-test-%d-%d", time.Now().UnixNano(), n)
+	tp := k.Topic(fmt.Sprintf("lab-perf-test-%d-%d", time.Now().UnixNano(), n))
 	if err := k.CreateTopic(ctx, tp, partitions); err != nil {
 		return 0, 0, res, err
 	}

@@ -26,6 +26,12 @@ import (
 // Whether its claims hold is the caller's to check.
 func RunQuick(t *testing.T, exp lab.Experiment) *lab.Result {
 	t.Helper()
+	return RunQuickWith(t, exp, lab.External{})
+}
+
+// RunQuickWith is RunQuick on the external servers ext names.
+func RunQuickWith(t *testing.T, exp lab.Experiment, ext lab.External) *lab.Result {
+	t.Helper()
 	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
@@ -34,7 +40,7 @@ func RunQuick(t *testing.T, exp lab.Experiment) *lab.Result {
 	defer sb.Close()
 	var progress strings.Builder
 	results, err := lab.RunAll(context.Background(), []lab.Experiment{exp},
-		lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir()}, sb, lab.NewProgress(&progress, false))
+		lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir(), External: ext}, sb, lab.NewProgress(&progress, false))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,7 @@
 package nosqlexp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -90,6 +91,9 @@ type Experiment struct{}
 func New() *Experiment { return &Experiment{} }
 
 func (*Experiment) Name() string { return "nosql" }
+
+// Dependencies: Postgres and Cassandra (hlab lab --postgres, --cassandra).
+func (*Experiment) Dependencies() []string { return []string{lab.DepPostgres, lab.DepCassandra} }
 
 func (*Experiment) Title() string {
 	return "SQL vs NoSQL for write-heavy activity data: Postgres and Cassandra, real, 1 CPU each, the report's setup and a durable one (report A3)"
@@ -204,6 +208,9 @@ type service struct {
 	svc *lab.Service
 	tab table
 	db  func() *sandbox.Process // the database's process
+	// external: the database is a server the lab did not start (no
+	// process of ours to sample).
+	external bool
 }
 
 // databases are the running databases.
@@ -235,13 +242,17 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	}
 	measurement := func(r row) (lab.Measurement, error) {
 		s := services[r.svc]
-		dbProc := s.db()
-		if dbProc == nil {
-			return lab.Measurement{}, fmt.Errorf("nosql: %s: its database is not running", r.label)
+		procs := []*sandbox.Process{s.svc.Proc}
+		if !s.external {
+			dbProc := s.db()
+			if dbProc == nil {
+				return lab.Measurement{}, fmt.Errorf("nosql: %s: its database is not running", r.label)
+			}
+			procs = append(procs, dbProc)
 		}
 		m := lab.Measurement{
 			Label: r.label, URL: s.svc.URL("/handle"), Ref: r.ref,
-			Procs:    []*sandbox.Process{s.svc.Proc, dbProc},
+			Procs:    procs,
 			Load:     []loadgen.Option{loadgen.Connections(r.conns)},
 			Duration: runDur,
 		}
@@ -386,17 +397,23 @@ func (e *Experiment) startDatabases(ctx context.Context, run *lab.Run, dir strin
 
 	// Postgres, durable.
 	run.Progress.Step("postgres: start", 3*time.Second)
-	pg, err := deps.StartPostgres(ctx, run.Sandbox, deps.PostgresConfig{Durable: true, CPU: dbCPU})
+	pg, err := run.Postgres(ctx, deps.PostgresConfig{Durable: true, CPU: dbCPU})
 	if err != nil {
 		return nil, stop, err
 	}
 	stops = append(stops, func() {
-		keepLog(filepath.Join(pg.Dir, "postgres.log"), filepath.Join(dir, "postgres.log"))
+		if !pg.External() {
+			keepLog(filepath.Join(pg.Dir, "postgres.log"), filepath.Join(dir, "postgres.log"))
+		}
 		pg.Stop()
 	})
 	dbs.pg = pg
 	run.SetEnv("postgres", fmt.Sprintf("%s, %.0f CPU (quota), no memory limit, durable", pg.Kind, dbCPU))
-	run.SetEnv("postgres_settings", settings(pg.Settings, "port", "unix_socket_directories", "listen_addresses")+"; others at their defaults (shared_buffers 128MB)")
+	pgSettings := settings(pg.Settings, "port", "unix_socket_directories", "listen_addresses") + "; others at their defaults (shared_buffers 128MB)"
+	if pg.External() {
+		pgSettings = settings(pg.Settings) + " (read from the server; the lab does not set them)"
+	}
+	run.SetEnv("postgres_settings", pgSettings)
 
 	// Cassandra: the durable node, and in --full the default one, started
 	// at once (starting is not measured).
@@ -407,9 +424,27 @@ func (e *Experiment) startDatabases(ctx context.Context, run *lab.Run, dir strin
 		wg    sync.WaitGroup
 		first error
 	)
+	if run.Opts.ExternalFor(lab.DepCassandra) {
+		// One cluster the lab does not configure: both rows' "nodes" are
+		// it, each service on a keyspace of its own.
+		c, err := run.Cassandra(ctx, deps.CassandraConfig{})
+		if err != nil {
+			return nil, stop, err
+		}
+		stops = append(stops, func() { c.Stop() })
+		for _, name := range nodes {
+			dbs.cas[name] = c
+			run.SetEnv(name, c.Kind)
+			run.SetEnv(name+"_settings", settings(c.Settings)+" (read from the node's system_views.settings; the lab does not set them)")
+		}
+		run.Note("Cassandra is an external server: the rows named \"periodic commit log\" and \"durable commit log\" both run on its own commit log setting (%s), which the lab does not change; its CPU is not measured", orUnknown(c.Settings["commitlog_sync"]))
+		run.SetEnv("durability", fmt.Sprintf("postgres fsync=%s, synchronous_commit=%s; cassandra (external): commitlog_sync=%s for every row",
+			orUnknown(pg.Settings["fsync"]), orUnknown(pg.Settings["synchronous_commit"]), orUnknown(c.Settings["commitlog_sync"])))
+		return dbs, stop, nil
+	}
 	for _, name := range nodes {
 		wg.Go(func() {
-			c, err := deps.StartCassandra(ctx, run.Sandbox, deps.CassandraConfig{Durable: name == dbCas, JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}})
+			c, err := run.Cassandra(ctx, deps.CassandraConfig{Durable: name == dbCas, JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -491,7 +526,7 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 				return nil, closeAll, fmt.Errorf("nosql: %w", err)
 			}
 			closers = append(closers, func() { conn.Close(context.Background()) })
-			s.db = pg.Proc
+			s.db, s.external = pg.Proc, pg.External()
 			s.tab = table{
 				name: "postgres database " + sp.table,
 				count: func(ctx context.Context) (n int64, err error) {
@@ -505,9 +540,10 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 			}
 		} else {
 			c, session := dbs.cas[sp.db], sessions[sp.db]
-			cfg.Store, cfg.Cassandra, cfg.Keyspace, cfg.Consistency = activities.Cassandra, c.Addr, sp.table, activities.DefaultConsistency
-			qualified := sp.table + "." + activities.Table
-			s.db = c.Proc
+			keyspace := c.Keyspace(keyspaceName(sp))
+			cfg.Store, cfg.Cassandra, cfg.Keyspace, cfg.Consistency = activities.Cassandra, c.Addr, keyspace, activities.DefaultConsistency
+			qualified := keyspace + "." + activities.Table
+			s.db, s.external = c.Proc, c.External()
 			s.tab = table{
 				name: sp.db + " table " + qualified,
 				count: func(ctx context.Context) (n int64, err error) {
@@ -530,6 +566,18 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 	}
 	return out, closeAll, nil
 }
+
+// keyspaceName is sp's keyspace: its table, after its node's name for
+// the periodic node, so that the two nodes' keyspaces differ when both
+// are one external cluster.
+func keyspaceName(sp serviceSpec) string {
+	if sp.db == dbCas {
+		return sp.table
+	}
+	return strings.ReplaceAll(sp.db, "-", "_") + "_" + sp.table
+}
+
+func orUnknown(s string) string { return cmp.Or(s, "unknown") }
 
 // settings renders server settings for the environment, without the
 // ones that only locate the server.

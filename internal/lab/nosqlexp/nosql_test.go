@@ -1,13 +1,16 @@
 package nosqlexp
 
 import (
+	"context"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestPlan: every row names a service, the claims' rows (measured
@@ -92,5 +95,61 @@ func TestQuickRunEndToEnd(t *testing.T) {
 		if res.Env[k] == "" {
 			t.Errorf("env lacks %q", k)
 		}
+	}
+}
+
+// TestExternalServers runs the experiment, its runs shortened, against a
+// Postgres and a Cassandra it did not start, given as --postgres and
+// --cassandra give them: every row measured and its writes stored, both
+// servers recorded, and both left running with none of the run's
+// databases or keyspaces.
+func TestExternalServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the experiment")
+	}
+	if os.Getenv("HLAB_TEST_CASSANDRA") == "skip" {
+		t.Skip("HLAB_TEST_CASSANDRA=skip")
+	}
+	if s, err := deps.CheckCassandra(); err != nil || s.JavaErr != nil || (!s.Cached && s.MavenErr != nil) {
+		if os.Getenv("HLAB_REQUIRE_DEPS") == "" {
+			t.Skipf("cassandra cannot run here: %v %v", err, s.JavaErr)
+		}
+	}
+	sb, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	ctx := context.Background()
+	pg, err := deps.StartPostgres(ctx, sb, deps.PostgresConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	c, err := deps.StartCassandra(ctx, sb, deps.CassandraConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	url := labtest.PostgresURL(pg)
+	res := labtest.RunQuickWith(t, New(), lab.External{Postgres: url, Cassandra: c.Addr})
+	labtest.ExternalEnv(t, res.Env, "postgres", pg.Password)
+	labtest.ExternalEnv(t, res.Env, "cassandra", "")
+	if !strings.Contains(res.Env["cassandra"], c.Addr) || !strings.Contains(res.Env["cassandra"], c.Version) {
+		t.Errorf("env cassandra = %q: want %s and its version %s", res.Env["cassandra"], c.Addr, c.Version)
+	}
+	if want := len(claimRows) + len(otherRows(lab.Options{Mode: lab.Quick})); len(res.Rows) != want {
+		t.Fatalf("%d rows, want %d", len(res.Rows), want)
+	}
+	for _, r := range res.Rows {
+		if r.RPS == nil || *r.RPS <= 0 || r.Acked == nil || r.Stored == nil || *r.Acked == 0 || *r.Acked != *r.Stored {
+			t.Errorf("row %q: rps %v, acked %v, stored %v", r.Label, r.RPS, r.Acked, r.Stored)
+		}
+	}
+	if left := labtest.PostgresLeftovers(t, url); len(left) > 0 {
+		t.Errorf("left on postgres: %v", left)
+	}
+	if left := labtest.CassandraLeftovers(t, c.Addr); len(left) > 0 {
+		t.Errorf("left on cassandra: %v", left)
 	}
 }

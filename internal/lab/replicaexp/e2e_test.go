@@ -1,10 +1,14 @@
 package replicaexp
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestQuickRunEndToEnd runs "hlab lab replica --quick --pairs 2" as a
@@ -90,5 +94,53 @@ func TestQuickRunEndToEnd(t *testing.T) {
 	}
 	if e.Env["postgres_settings"] == "" {
 		t.Error("the run did not record Postgres's settings")
+	}
+}
+
+// TestExternalPostgres runs the experiment, its runs shortened, against
+// a Postgres it did not start, given as --postgres gives it: the run
+// records the server, skips the fault rows that would restart it or
+// change its settings (and says why), and leaves the server running with
+// none of its databases, slots or publications.
+func TestExternalPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the experiment")
+	}
+	sb, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	pg, err := deps.StartPostgres(context.Background(), sb, deps.PostgresConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	url := labtest.PostgresURL(pg)
+	res := labtest.RunQuickWith(t, New(), lab.External{Postgres: url})
+	labtest.ExternalEnv(t, res.Env, "postgres", pg.Password)
+	rows := map[string]bool{}
+	for _, r := range res.Rows {
+		rows[r.Label] = true
+	}
+	if !rows[faultConnKilled] || rows[faultPGRestart] || rows[faultSlotLost] {
+		t.Errorf("fault rows: %v", rows)
+	}
+	skipped := 0
+	for _, n := range res.NotRerun {
+		if strings.Contains(n.Why, lab.ExternalReason) {
+			skipped++
+		}
+	}
+	if skipped != 2 {
+		t.Errorf("%d figures not rerun for an external server, want 2: %+v", skipped, res.NotRerun)
+	}
+	for _, c := range res.Claims {
+		if c.Verdict == lab.Invalid {
+			t.Errorf("claim %q invalid: %s", c.Claim, c.Why)
+		}
+	}
+	if left := labtest.PostgresLeftovers(t, url); len(left) > 0 {
+		t.Errorf("left on the server: %v", left)
 	}
 }

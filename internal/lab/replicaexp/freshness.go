@@ -55,6 +55,14 @@ func (r *lagRecorder) observe(commit, visible time.Time) {
 	r.h.RecordValue(max(1, visible.Sub(commit).Microseconds()))
 }
 
+// snapshot is a copy of the window's histogram: the replica may still
+// apply a change of the window while the row is made from it.
+func (r *lagRecorder) snapshot() *hdrhistogram.Histogram {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return hdrhistogram.Import(r.h.Export())
+}
+
 func (r *lagRecorder) lastCommit() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -123,7 +131,7 @@ func (b *bench) freshness(ctx context.Context, svc *lab.Service) error {
 	t := b.t
 	b.run.Progress.Step("freshness: start a replica in the lab", time.Second)
 	cust := refdata.NewCustomers()
-	db := refdata.DB{DSN: b.dsn, Slot: "lab_freshness"}
+	db := refdata.DB{DSN: b.dsn, Slot: b.pg.Unique("lab_freshness")}
 	db.SetDefaults("catalog")
 	logPath := filepath.Join(b.run.Opts.WorkDir, name, "lab-replica.log")
 	logf, err := os.Create(logPath)
@@ -186,9 +194,10 @@ func (b *bench) freshness(ctx context.Context, svc *lab.Service) error {
 		writes, t.freshWarm+t.fresh, rate, ws.late.Load(), lateAfter, ws.failed.Load(),
 		pgUse.CPUAvg, postgresCPU, pgUse.Throttled, svcUse.CPUAvg, machine, runtime.NumCPU())
 
-	labRow := hdrRow(freshLabLabel, rec.h)
+	h := rec.snapshot()
+	labRow := hdrRow(freshLabLabel, h)
 	labRow.Figures["writes_per_s"] = rate
-	labRow.Note = fmt.Sprintf("commit (Postgres's commit timestamp) to visible to readers, every change committed in the last %v: %d changes; %s", t.fresh, rec.h.TotalCount(), load)
+	labRow.Note = fmt.Sprintf("commit (Postgres's commit timestamp) to visible to readers, every change committed in the last %v: %d changes; %s", t.fresh, h.TotalCount(), load)
 	b.run.AddRow(labRow)
 
 	svcRow := &lab.Row{Label: freshSvcLabel, Model: "open", Rate: writeRate, Runs: 1, Errors: map[string]int64{}, StatusCodes: map[string]int64{}, Figures: map[string]float64{}}

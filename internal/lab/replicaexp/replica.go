@@ -134,6 +134,12 @@ const name = "replica"
 
 func (*Experiment) Name() string { return name }
 
+// Dependencies: Postgres (hlab lab --postgres), with logical replication.
+func (*Experiment) Dependencies() []string { return []string{lab.DepPostgres} }
+
+// NeedsLogicalReplication: the replicas feed on it (wal_level=logical).
+func (*Experiment) NeedsLogicalReplication() bool { return true }
+
 func (*Experiment) Title() string {
 	return "in-memory replica fed by Postgres logical replication (and a MongoDB stand-in's change streams) vs querying Postgres (report B)"
 }
@@ -185,11 +191,18 @@ type bench struct {
 	slot int
 }
 
+// slotName is the replication slot of the last service b started of
+// name: unique to the run on an external server, where slots are the
+// server's, shared by every database.
+func (b *bench) slotName(name string) string {
+	return b.pg.Unique(fmt.Sprintf("lab_%s_%d", name, b.slot))
+}
+
 // service starts name, "catalog" or "pricing", at 1 CPU reading from
 // source, with its own replication slot.
 func (b *bench) service(ctx context.Context, name string, source refdata.Source) (*lab.Service, error) {
 	b.slot++
-	c := refdata.Config{Source: source, DB: refdata.DB{DSN: b.dsn, Slot: fmt.Sprintf("lab_%s_%d", name, b.slot)}}
+	c := refdata.Config{Source: source, DB: refdata.DB{DSN: b.dsn, Slot: b.slotName(name)}}
 	var args []string
 	switch name {
 	case "catalog":
@@ -209,12 +222,20 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	run.SetEnv("load", "hlab load, closed model (k6 VUs / wrk connections), outside the quotas")
 
 	run.Progress.Step("start Postgres and load the seed", 5*time.Second)
-	pg, err := deps.StartPostgres(ctx, run.Sandbox, deps.PostgresConfig{Durable: true, CPU: postgresCPU})
+	pg, err := run.Postgres(ctx, deps.PostgresConfig{Durable: true, CPU: postgresCPU})
 	if err != nil {
 		return err
 	}
 	defer pg.Stop()
 	b.pg = pg
+	if pg.External() {
+		if err := pg.RequireLogical(); err != nil {
+			return err
+		}
+		run.Note("Postgres is an external server: its CPU is not measured (the rows' postgres_cpu is 0), and the fault rows that restart it or change its settings are not rerun (%s)", lab.ExternalReason)
+		run.SkipGate(faultPGRestart)
+		run.SkipGate(faultSlotLost)
+	}
 	run.SetEnv("postgres", fmt.Sprintf("%s, own quota %.0f CPU", pg.Kind, postgresCPU))
 	run.SetEnv("postgres_settings", settingsLine(pg.Settings))
 	if err := pg.CreateDatabase(ctx, dbName); err != nil {
