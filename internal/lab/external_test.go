@@ -101,7 +101,7 @@ func TestExternalServersCleanedUp(t *testing.T) {
 	}
 	pg := depstest.Postgres(t)
 	k := depstest.Kafka(t, deps.KafkaFake)
-	ext := lab.External{Postgres: labtest.PostgresURL(pg), KafkaBrokers: k.Brokers}
+	ext := lab.External{Postgres: pg.DSN("postgres"), KafkaBrokers: k.Brokers}
 	for _, tc := range []struct {
 		name                    string
 		fail, stop, interrupted bool
@@ -175,13 +175,13 @@ func TestCheckExternal(t *testing.T) {
 		ext  lab.External
 		want string // in the error; "" = none
 	}{
-		{"fine", []lab.Experiment{&onServers{}}, lab.External{Postgres: labtest.PostgresURL(pg)}, ""},
-		{"unused", []lab.Experiment{noDeps}, lab.External{Postgres: labtest.PostgresURL(pg)}, "--postgres is unused: none of the experiments selected (none) uses postgres"},
+		{"fine", []lab.Experiment{&onServers{}}, lab.External{Postgres: pg.DSN("postgres")}, ""},
+		{"unused", []lab.Experiment{noDeps}, lab.External{Postgres: pg.DSN("postgres")}, "--postgres is unused: none of the experiments selected (none) uses postgres"},
 		{"unused by any selected", []lab.Experiment{&onServers{}}, lab.External{Cassandra: "127.0.0.1:9042"}, "--cassandra is unused"},
 		{"not a URL", []lab.Experiment{&onServers{}}, lab.External{Postgres: "host=x user=y"}, "is not a Postgres URL: give postgres://"},
 		{"unreachable", []lab.Experiment{&onServers{}}, lab.External{Postgres: "postgres://u:secret@127.0.0.1:" + itoa(port) + "/db"}, "cannot connect to the Postgres server at postgres://u:***@127.0.0.1:"},
-		{"no logical replication", []lab.Experiment{replicaexp.New()}, lab.External{Postgres: labtest.PostgresURL(physical)}, "has wal_level=replica; change data capture needs logical replication: set wal_level = logical"},
-		{"logical replication", []lab.Experiment{replicaexp.New()}, lab.External{Postgres: labtest.PostgresURL(pg)}, ""},
+		{"no logical replication", []lab.Experiment{replicaexp.New()}, lab.External{Postgres: physical.DSN("postgres")}, "has wal_level=replica; change data capture needs logical replication: set wal_level = logical"},
+		{"logical replication", []lab.Experiment{replicaexp.New()}, lab.External{Postgres: pg.DSN("postgres")}, ""},
 		{"kafka real and brokers", []lab.Experiment{&onServers{}}, lab.External{KafkaBrokers: []string{"127.0.0.1:9092"}}, "exclude each other"},
 		{"brokers not host:port", []lab.Experiment{&onServers{}}, lab.External{KafkaBrokers: []string{"kafka"}}, `--kafka-brokers: "kafka" is not host:port`},
 		{"brokers unreachable", []lab.Experiment{&onServers{}}, lab.External{KafkaBrokers: []string{"127.0.0.1:" + itoa(port)}}, "cannot reach the Kafka brokers"},

@@ -1,15 +1,12 @@
 package asyncexp
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestPlan checks that the claim compares rows the experiment measures and
@@ -67,27 +64,19 @@ func TestExperimentQuick(t *testing.T) {
 }
 
 // TestExternalKafka runs the experiment, its runs shortened, against
-// brokers it did not start (kfake, given as --kafka-brokers gives them):
+// brokers it did not start ("hlab deps up kafka", given as
+// --kafka-brokers gives them, as a remote cluster would be):
 // the run records them, and leaves them running with none of its topics
 // or consumer groups.
 func TestExternalKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the experiment")
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	k, err := deps.StartKafka(context.Background(), sb, deps.KafkaConfig{Kind: deps.KafkaFake})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Stop()
-	res := labtest.RunQuickWith(t, New(), lab.External{KafkaBrokers: k.Brokers})
+	brokers := strings.Split(labtest.DepsUp(t, "kafka"), ",")
+	res := labtest.RunQuickWith(t, New(), lab.External{KafkaBrokers: brokers})
 	labtest.ExternalEnv(t, res.Env, "kafka", "")
-	if !strings.Contains(res.Env["kafka"], strings.Join(k.Brokers, ",")) {
-		t.Errorf("env kafka = %q: want the brokers %v", res.Env["kafka"], k.Brokers)
+	if !strings.Contains(res.Env["kafka"], strings.Join(brokers, ",")) {
+		t.Errorf("env kafka = %q: want the brokers %v", res.Env["kafka"], brokers)
 	}
 	for _, r := range res.Rows {
 		if strings.HasPrefix(r.Label, modeSync) {
@@ -97,7 +86,7 @@ func TestExternalKafka(t *testing.T) {
 			t.Errorf("%s: produced %v, consumed %v, lost %v", r.Label, f["events_produced"], f["events_consumed"], r.Lost)
 		}
 	}
-	if left := labtest.KafkaLeftovers(t, k.Brokers); len(left) > 0 {
+	if left := labtest.KafkaLeftovers(t, brokers); len(left) > 0 {
 		t.Errorf("left on the brokers: %v", left)
 	}
 }

@@ -1,8 +1,11 @@
 package labtest
 
 import (
+	"bytes"
 	"context"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +16,43 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// PostgresURL is the URL a user would give --postgres for pg, a server a
-// test started and the lab is to treat as external.
-func PostgresURL(pg *deps.Postgres) string {
-	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", pg.Password), Host: pg.Addr, Path: "/postgres", RawQuery: "sslmode=disable"}
-	return u.String()
+// DepsUp starts the dependency name as a user would before giving it to
+// the lab as an external server: with "hlab deps up NAME" (the hlab
+// binary, in a state directory of the test's). It returns the connection
+// string up printed; "hlab deps down --purge" stops it when the test
+// ends.
+func DepsUp(t testing.TB, name string) string {
+	t.Helper()
+	bin := testkit.HlabBinary(t)
+	dir := filepath.Join(t.TempDir(), name)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin, "deps", "up", name, "--state-dir", dir)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	t.Cleanup(func() {
+		if out, err := exec.Command(bin, "deps", "down", name, "--purge", "--state-dir", dir).CombinedOutput(); err != nil {
+			t.Errorf("hlab deps down %s: %v: %s", name, err, out)
+		}
+	})
+	if err != nil {
+		t.Fatalf("hlab deps up %s: %v: %s", name, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// URLPassword returns the password of a connection URL ("" when none),
+// which a report must never show.
+func URLPassword(t testing.TB, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("connection string %q: %v", raw, err)
+	}
+	p, _ := u.User.Password()
+	return p
 }
 
 // PostgresLeftovers returns what a run left on the server at rawURL:

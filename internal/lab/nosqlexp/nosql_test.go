@@ -1,7 +1,6 @@
 package nosqlexp
 
 import (
-	"context"
 	"os"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestPlan: every row names a service, the claims' rows (measured
@@ -99,7 +97,7 @@ func TestQuickRunEndToEnd(t *testing.T) {
 }
 
 // TestExternalServers runs the experiment, its runs shortened, against a
-// Postgres and a Cassandra it did not start, given as --postgres and
+// Postgres and a Cassandra started by "hlab deps up", given as --postgres and
 // --cassandra give them: every row measured and its writes stored, both
 // servers recorded, and both left running with none of the run's
 // databases or keyspaces.
@@ -115,28 +113,12 @@ func TestExternalServers(t *testing.T) {
 			t.Skipf("cassandra cannot run here: %v %v", err, s.JavaErr)
 		}
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	ctx := context.Background()
-	pg, err := deps.StartPostgres(ctx, sb, deps.PostgresConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop()
-	c, err := deps.StartCassandra(ctx, sb, deps.CassandraConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	url := labtest.PostgresURL(pg)
-	res := labtest.RunQuickWith(t, New(), lab.External{Postgres: url, Cassandra: c.Addr})
-	labtest.ExternalEnv(t, res.Env, "postgres", pg.Password)
+	url, cassandra := labtest.DepsUp(t, "postgres"), labtest.DepsUp(t, "cassandra")
+	res := labtest.RunQuickWith(t, New(), lab.External{Postgres: url, Cassandra: cassandra})
+	labtest.ExternalEnv(t, res.Env, "postgres", labtest.URLPassword(t, url))
 	labtest.ExternalEnv(t, res.Env, "cassandra", "")
-	if !strings.Contains(res.Env["cassandra"], c.Addr) || !strings.Contains(res.Env["cassandra"], c.Version) {
-		t.Errorf("env cassandra = %q: want %s and its version %s", res.Env["cassandra"], c.Addr, c.Version)
+	if !strings.Contains(res.Env["cassandra"], cassandra) || !strings.Contains(res.Env["cassandra"], "("+deps.CassandraVersion) {
+		t.Errorf("env cassandra = %q: want %s and its version %s", res.Env["cassandra"], cassandra, deps.CassandraVersion)
 	}
 	if want := len(claimRows) + len(otherRows(lab.Options{Mode: lab.Quick})); len(res.Rows) != want {
 		t.Fatalf("%d rows, want %d", len(res.Rows), want)
@@ -149,7 +131,7 @@ func TestExternalServers(t *testing.T) {
 	if left := labtest.PostgresLeftovers(t, url); len(left) > 0 {
 		t.Errorf("left on postgres: %v", left)
 	}
-	if left := labtest.CassandraLeftovers(t, c.Addr); len(left) > 0 {
+	if left := labtest.CassandraLeftovers(t, cassandra); len(left) > 0 {
 		t.Errorf("left on cassandra: %v", left)
 	}
 }

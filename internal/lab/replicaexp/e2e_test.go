@@ -1,14 +1,11 @@
 package replicaexp
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
-	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // TestQuickRunEndToEnd runs "hlab lab replica --quick --pairs 2" as a
@@ -98,7 +95,8 @@ func TestQuickRunEndToEnd(t *testing.T) {
 }
 
 // TestExternalPostgres runs the experiment, its runs shortened, against
-// a Postgres it did not start, given as --postgres gives it: the run
+// a Postgres started by "hlab deps up postgres", given as --postgres
+// gives it, as a remote server would be: the run
 // records the server, skips the fault rows that would restart it or
 // change its settings (and says why), and leaves the server running with
 // none of its databases, slots or publications.
@@ -106,19 +104,9 @@ func TestExternalPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the experiment")
 	}
-	sb, err := sandbox.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close()
-	pg, err := deps.StartPostgres(context.Background(), sb, deps.PostgresConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop()
-	url := labtest.PostgresURL(pg)
+	url := labtest.DepsUp(t, "postgres")
 	res := labtest.RunQuickWith(t, New(), lab.External{Postgres: url})
-	labtest.ExternalEnv(t, res.Env, "postgres", pg.Password)
+	labtest.ExternalEnv(t, res.Env, "postgres", labtest.URLPassword(t, url))
 	rows := map[string]bool{}
 	for _, r := range res.Rows {
 		rows[r.Label] = true
