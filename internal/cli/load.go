@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -67,6 +68,7 @@ Examples:
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
 	scenario := fs.String("scenario", "", `multi-step virtual users instead of one request: "tasks" drives the task API at URL (hlab serve tasks) like report C's k6 script`)
 	accounts := fs.Int("accounts", 0, "--scenario tasks: accounts the virtual users share (default: one per 4 connections)")
+	cpuProfile := fs.String("cpuprofile", "", "debug: write a CPU profile of the run (go tool pprof) to this file")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -133,7 +135,20 @@ Examples:
 		opts = append(opts, loadgen.OnProgress(func(p loadgen.Progress) { fmt.Fprint(tty, "\r\033[K"+progressLine(p)) }))
 		defer fmt.Fprint(tty, "\r\033[K")
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fail(st, "load", 2, fmt.Errorf("--cpuprofile: %w", err))
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(st, "load", 2, fmt.Errorf("--cpuprofile: %w", err))
+		}
+	}
 	res, err := loadgen.Run(ctx, target, opts...)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return fail(st, "load", 2, err)
 	}
