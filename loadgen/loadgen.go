@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/highload-lab/hlab/internal/cpuuse"
 )
 
 // Run sends load to url until the duration or request count is reached, or
@@ -34,6 +36,8 @@ type runner struct {
 	tracker   *connTracker
 	rec       *recorder
 	start     time.Time
+	cpu       cpuuse.Meter // the process's CPU use over the run
+	cpuUse    cpuuse.Usage
 
 	// stopped: send nothing more. aborted: ctx is done; connections are
 	// being closed under the requests in flight, whose results are dropped.
@@ -76,6 +80,7 @@ func (r *runner) run(ctx context.Context) *Result {
 	// Allocate the histograms before the clock starts: it takes a few
 	// milliseconds the first sends would otherwise start late by.
 	r.rec = newRecorder(c.open, c.conns)
+	r.cpu = cpuuse.Start()
 	r.start = time.Now()
 	if c.durSet {
 		t := time.AfterFunc(c.duration, r.stop)
@@ -114,6 +119,7 @@ func (r *runner) run(ctx context.Context) *Result {
 		r.runClosed()
 	}
 	r.stop() // records when sending ended, for a count-bound run
+	r.cpuUse = r.cpu.Stop()
 	close(done)
 	helpers.Wait()
 	// Workers closed their connections; this closes whatever remains
@@ -332,6 +338,9 @@ func (r *runner) result() *Result {
 		uncorrected: m.uncorrected,
 	}
 	res.BytesIn, res.BytesOut = r.tracker.bytes()
+	if u := r.cpuUse; u.Measured {
+		res.Generator = Generator{CPU: u.CPUs, CPUsAvailable: u.Available, Saturated: u.Saturated()}
+	}
 	res.Duration = m.lastEnd
 	if m.requests == 0 {
 		res.Duration = r.stopAt

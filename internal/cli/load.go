@@ -51,6 +51,10 @@ Two models:
           connection was busy are counted and reported.
 
 Stop after --duration or --requests (one of them; default --duration 10s).
+hlab load measures its own CPU use: when it used more than 90% of the CPUs
+it had (its cgroup quota, taskset mask, or the machine's), it warns that the
+generator may be the bottleneck (JSON: generator_cpu, generator_cpus_available,
+generator_saturated).
 Examples:
   hlab load --connections 10 --duration 30s http://127.0.0.1:8080/handle
   hlab load --rate 1000 --duration 1m --json http://127.0.0.1:8080/ > out.json
