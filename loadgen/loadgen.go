@@ -197,6 +197,9 @@ func (r *runner) do(sh *shard, cl *client, req *fasthttp.Request, resp *fasthttp
 // runClosed runs the closed model: each worker sends its next request when
 // the previous one is answered.
 func (r *runner) runClosed() {
+	if r.runEngines() {
+		return
+	}
 	for id := range r.c.conns {
 		r.workers.Go(func() { r.closedWorker(id) })
 	}
