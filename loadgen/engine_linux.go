@@ -24,8 +24,9 @@ import (
 // its own epoll set (level-triggered, registered once): per request one
 // write of the request, serialized once for the run, and usually one read
 // of the answer, which respParser frames as it arrives and reads whole.
-// Engines: min(GOMAXPROCS, connections), each with its share of the
-// connections, so with one CPU there is one, like wrk -t1.
+// Engines: GOMAXPROCS-1 (at least 1, at most one per connection), each
+// with its share of the connections, so with one or two CPUs there is one,
+// like wrk -t1.
 //
 // What stays as with the goroutine per connection: dialing, status and
 // error counting (the same kinds: the errors are the same syscall errors,
@@ -106,7 +107,10 @@ func (r *runner) runEngines() bool {
 	}
 	head := req.Header.IsHead()
 
-	n := min(runtime.GOMAXPROCS(0), c.conns)
+	// Each engine holds a P while it waits (see wait): leave one to the
+	// rest of the process when there are several.
+	procs := runtime.GOMAXPROCS(0)
+	n := min(max(procs-1, 1), c.conns)
 	engines := make([]*engine, n)
 	for i := range engines {
 		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -184,13 +188,20 @@ func (e *engine) run() {
 
 // wait waits for events until the earliest deadline, at most engineWait.
 //
-// It makes the epoll_wait as a raw system call, holding on to its P: with
+// It makes the epoll_wait as a raw system call, holding on to its P. With
 // the runtime's own system call entry, the runtime's monitor thread, seeing
 // a P blocked in a system call, takes it back every 20 µs and keeps waking
-// up at that pace, which on a single CPU costs as much as the requests'
-// own work. The other goroutines of the run (its timer, progress) get the
-// P when the loop yields, at least every millisecond; a signal (preemption
-// for the garbage collector) ends the wait early with EINTR.
+// up at that pace: with one connection on one CPU that cost a quarter more
+// CPU per request. (Waiting in Go's netpoller for the epoll set to become
+// readable cost more still: a park, a wake-up and an empty epoll_wait per
+// wait.) So that the rest of the process is not starved, the engines
+// leave a P free when there are several, and the loop yields its P at
+// least every millisecond while it runs. With GOMAXPROCS=1 the rest of the
+// process may wait up to engineWait while the loop blocks: a server in the
+// same process then answers late (capping a wait at a millisecond instead
+// cost a fifth more CPU per request); set HLAB_LOADGEN_GOROUTINES there.
+// A signal (preemption for the garbage collector) ends a wait early with
+// EINTR.
 func (e *engine) wait() (int, error) {
 	now := time.Since(e.r.start)
 	if now-e.lastYield >= time.Millisecond {
@@ -199,11 +210,8 @@ func (e *engine) wait() (int, error) {
 	}
 	wait := min(engineWait, e.nextExpire-now)
 	ms := max(int((wait+time.Millisecond-1)/time.Millisecond), 0)
-	var p unsafe.Pointer
-	if len(e.events) > 0 {
-		p = unsafe.Pointer(&e.events[0])
-	}
-	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(e.epfd), uintptr(p), uintptr(len(e.events)), uintptr(ms), 0, 0)
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(e.epfd),
+		uintptr(unsafe.Pointer(&e.events[0])), uintptr(len(e.events)), uintptr(ms), 0, 0)
 	if errno != 0 {
 		return 0, errno
 	}
