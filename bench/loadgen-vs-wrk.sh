@@ -8,7 +8,8 @@
 #    alike. For each tool it prints the median requests/sec and the median
 #    CPU per request: the user+system time of the tool's process divided by
 #    the requests it made, which a busy machine disturbs far less than
-#    req/s. PASS when hlab reaches MIN_RATIO of wrk's req/s (at the counts
+#    req/s. wrk sends hlab's User-Agent header too, so that the server
+#    parses the same request from both. PASS when hlab reaches MIN_RATIO of wrk's req/s (at the counts
 #    in RPS_CONNS) and uses at most MAX_CPU_RATIO of wrk's CPU per request
 #    (at every count).
 # 2. Open model against vegeta (installed at a pinned version into bin/):
@@ -130,7 +131,7 @@ closed="$work/closed"
 : >"$closed"
 for n in $CONNS; do
 	for r in $(seq "$ROUNDS"); do
-		cpu=$(timed "$work/wrk.out" wrk -t1 -c"$n" -d"$DURATION" "$URL") || die "wrk failed: $(cat "$work/wrk.out")"
+		cpu=$(timed "$work/wrk.out" wrk -t1 -c"$n" -d"$DURATION" -H "User-Agent: hlab-loadgen" "$URL") || die "wrk failed: $(cat "$work/wrk.out")"
 		read -r wreq wrps < <(awk '/requests in/ {n=$1} /^Requests\/sec:/ {r=$2} END {print n, r}' "$work/wrk.out")
 		[ -n "$wrps" ] || die "could not read wrk's output: $(cat "$work/wrk.out")"
 		wcpu=$cpu
