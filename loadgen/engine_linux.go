@@ -84,8 +84,8 @@ func (r *runner) runEngines() bool {
 	if c.isTLS || c.scenario != nil || c.open || os.Getenv("HLAB_LOADGEN_GOROUTINES") != "" {
 		return false
 	}
-	addr, err := net.ResolveTCPAddr("tcp", c.addr)
-	if err != nil {
+	addr, ok := engineAddr(c)
+	if !ok {
 		return false
 	}
 	// One per engine: unix.Connect writes into it.
@@ -133,6 +133,29 @@ func (r *runner) runEngines() bool {
 	}
 	r.workers.Wait()
 	return true
+}
+
+// engineAddr returns the address the loops connect to. A host name may
+// resolve to several (localhost: ::1 and 127.0.0.1) of which only some
+// listen; Go's dialer tries them in turn, so one dial through it finds the
+// one that answers. When none does, the goroutines per connection run,
+// and count the errors as they always have.
+func engineAddr(c *cfg) (*net.TCPAddr, bool) {
+	host, _, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		return nil, false
+	}
+	if net.ParseIP(host) != nil {
+		addr, err := net.ResolveTCPAddr("tcp", c.addr)
+		return addr, err == nil
+	}
+	conn, err := net.DialTimeout("tcp", c.addr, c.timeout)
+	if err != nil {
+		return nil, false
+	}
+	defer conn.Close()
+	addr, ok := conn.RemoteAddr().(*net.TCPAddr)
+	return addr, ok
 }
 
 func (e *engine) run() {

@@ -60,3 +60,15 @@ func TestEngineMatchesGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineLocalhost: a host name that resolves to an address nothing
+// listens on as well as to the server's (localhost: ::1 and 127.0.0.1)
+// still reaches the server.
+func TestEngineLocalhost(t *testing.T) {
+	srv := newServer(t, hello) // listens on 127.0.0.1 only
+	url := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	res := run(t, url, Requests(20), Connections(2))
+	if res.StatusCodes[200] != 20 {
+		t.Errorf("StatusCodes %v, Errors %v", res.StatusCodes, res.Errors)
+	}
+}
