@@ -1,25 +1,58 @@
 #!/usr/bin/env bash
-# loadgen-vs-wrk.sh: does "hlab load" (closed model) push a server as hard as
-# wrk does? Both drive the same 1-core Go hello server, in alternating rounds
-# so drift on the machine hits both alike; the server runs on CPU 0 and the
-# generators on CPU 1, one core each. For each connection count it prints the
-# median requests/sec of wrk and of hlab, their ratio, and PASS when hlab
-# reaches at least MIN_RATIO of wrk. Exits non-zero if any count FAILs.
+# loadgen-vs-wrk.sh: is "hlab load" as strong and as cheap as the tools the
+# field trusts? Both parts drive the same 1-core Go hello server (CPU 0,
+# GOMAXPROCS=1); every generator runs on CPU 1, one core, one at a time.
+#
+# 1. Closed model against wrk: for each connection count, ROUNDS rounds of
+#    DURATION, wrk and hlab alternating so drift on the machine hits both
+#    alike. For each tool it prints the median requests/sec and the median
+#    CPU per request: the user+system time of the tool's process divided by
+#    the requests it made, which a busy machine disturbs far less than
+#    req/s. wrk sends hlab's User-Agent header too, so that the server
+#    parses the same request from both. PASS when hlab reaches MIN_RATIO of wrk's req/s (at the counts
+#    in RPS_CONNS) and uses at most MAX_CPU_RATIO of wrk's CPU per request
+#    (at every count).
+# 2. Open model against vegeta (installed at a pinned version into bin/):
+#    for each rate in RATES, OPEN_DURATION per tool. For each it prints the
+#    rate achieved, the share of the intended count sent within the run,
+#    p50/p99 latency and CPU per request, then vegeta's best sustained rate
+#    (the highest rate of RATES at which it sent at least 99% of the
+#    intended count). PASS when hlab sends at least 99% of the intended
+#    count at every rate up to OPEN_MIN_RATE.
+#
+# Exits 1 if any check FAILs, 2 when it cannot run.
 #
 # Usage: bench/loadgen-vs-wrk.sh            (from anywhere in the repo)
+#        QUICK=1 bench/loadgen-vs-wrk.sh    (smoke run: one round, short)
 # Environment:
-#   HLAB=./bin/hlab   the hlab binary          CONNS="10 50"  connection counts
+#   HLAB=./bin/hlab   the hlab binary          CONNS="1 10 50 100"
 #   ROUNDS=3          rounds per tool          DURATION=5s    per round
+#   RPS_CONNS="10 50" counts where req/s is checked
+#   MIN_RATIO=0.95    hlab req/s / wrk req/s, at least
+#   MAX_CPU_RATIO=1.0 hlab CPU/request / wrk CPU/request, at most
+#   RATES="5000 10000 20000 50000"   open model, requests/s
+#   OPEN_DURATION=10s OPEN_MIN_RATE=50000     OPEN=0 skips the open model
+#   VEGETA=           a vegeta binary (default: bin/vegeta, installed with
+#                     go install github.com/tsenart/vegeta/v12@v12.13.0)
 #   ADDR=127.0.0.1:PORT   server address (default: a free port)
-#   MIN_RATIO=0.90
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+if [ -n "${QUICK:-}" ] && [ "${QUICK}" != 0 ]; then
+	: "${CONNS:=10}" "${ROUNDS:=1}" "${DURATION:=2s}" "${RATES:=5000}" "${OPEN_DURATION:=2s}"
+fi
 HLAB=${HLAB:-./bin/hlab}
-CONNS=${CONNS:-"10 50"}
+CONNS=${CONNS:-"1 10 50 100"}
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
-MIN_RATIO=${MIN_RATIO:-0.90}
+RPS_CONNS=${RPS_CONNS:-"10 50"}
+MIN_RATIO=${MIN_RATIO:-0.95}
+MAX_CPU_RATIO=${MAX_CPU_RATIO:-1.0}
+RATES=${RATES:-"5000 10000 20000 50000"}
+OPEN_DURATION=${OPEN_DURATION:-10s}
+OPEN_MIN_RATE=${OPEN_MIN_RATE:-50000}
+OPEN=${OPEN:-1}
+VEGETA_VERSION=v12.13.0
 
 die() { echo "loadgen-vs-wrk: $*" >&2; exit 2; }
 accepts() { # does something accept TCP connections on $1?
@@ -33,6 +66,15 @@ command -v python3 >/dev/null || die "python3 not found"
 if ! command -v wrk >/dev/null; then
 	echo "installing wrk..." >&2
 	apt-get update -qq && apt-get install -y -qq wrk >/dev/null || die "could not install wrk"
+fi
+if [ "$OPEN" != 0 ] && [ -z "${VEGETA:-}" ]; then
+	VEGETA=bin/vegeta
+	if ! [ -x "$VEGETA" ] || ! grep -q "$VEGETA_VERSION" "bin/.vegeta-version" 2>/dev/null; then
+		echo "installing vegeta $VEGETA_VERSION into bin/..." >&2
+		GOBIN="$PWD/bin" go install "github.com/tsenart/vegeta/v12@$VEGETA_VERSION" ||
+			die "could not install vegeta (go install github.com/tsenart/vegeta/v12@$VEGETA_VERSION)"
+		echo "$VEGETA_VERSION" >bin/.vegeta-version
+	fi
 fi
 
 if [ -z "${ADDR:-}" ]; then
@@ -65,46 +107,124 @@ done
 python3 -c 'import sys, urllib.request; sys.exit(urllib.request.urlopen(sys.argv[1], timeout=2).read() != b"hello\n")' "$URL" ||
 	die "no hello answer from $URL"
 
-echo "server: bench/hello, GOMAXPROCS=1 on CPU 0; generators on CPU 1; $ROUNDS rounds of $DURATION per tool" >&2
+# timed OUT CMD...: runs CMD on CPU 1 with its stdout in OUT and prints the
+# user+system CPU seconds it used (its own and its children's).
+# Its stdin goes to CMD.
+cat >"$work/timed.py" <<'EOF'
+import resource, subprocess, sys
+out = sys.argv[1]
+with open(out, "wb") as f:
+    rc = subprocess.call(["taskset", "-c", "1"] + sys.argv[2:], stdout=f)
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{ru.ru_utime + ru.ru_stime:.4f}")
+sys.exit(rc)
+EOF
+timed() { python3 "$work/timed.py" "$@"; }
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+echo "server: bench/hello, GOMAXPROCS=1 on CPU 0; generators on CPU 1; load average $(loadavg)" >&2
 taskset -c 1 wrk -t1 -c10 -d1s "$URL" >/dev/null # warm-up
 
-wrk_rps() {
-	taskset -c 1 wrk -t1 -c"$1" -d"$DURATION" "$URL" | awk '/^Requests\/sec:/ {print $2}'
-}
-hlab_rps() {
-	taskset -c 1 env GOMAXPROCS=1 "$HLAB" load --connections "$1" --duration "$DURATION" --json "$URL" 2>"$work/hlab.err" |
-		python3 -c 'import json,sys; print(json.load(sys.stdin)["rps"])' ||
-		die "hlab load failed: $(cat "$work/hlab.err")"
-}
-
-results="$work/results"
-: >"$results"
+# --- closed model: wrk vs hlab -------------------------------------------
+echo "closed model: $ROUNDS alternating rounds of $DURATION per tool at connections $CONNS" >&2
+closed="$work/closed"
+: >"$closed"
 for n in $CONNS; do
 	for r in $(seq "$ROUNDS"); do
-		w=$(wrk_rps "$n")
-		[ -n "$w" ] || die "could not read wrk's Requests/sec"
-		h=$(hlab_rps "$n")
-		echo "connections=$n round $r: wrk $w req/s, hlab $h req/s" >&2
-		echo "$n $w $h" >>"$results"
+		cpu=$(timed "$work/wrk.out" wrk -t1 -c"$n" -d"$DURATION" -H "User-Agent: hlab-loadgen" "$URL") || die "wrk failed: $(cat "$work/wrk.out")"
+		read -r wreq wrps < <(awk '/requests in/ {n=$1} /^Requests\/sec:/ {r=$2} END {print n, r}' "$work/wrk.out")
+		[ -n "$wrps" ] || die "could not read wrk's output: $(cat "$work/wrk.out")"
+		wcpu=$cpu
+		cpu=$(GOMAXPROCS=1 timed "$work/hlab.out" "$HLAB" load --connections "$n" --duration "$DURATION" --json "$URL") ||
+			die "hlab load failed: $(cat "$work/hlab.out")"
+		read -r hreq hrps < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["requests"], d["rps"])' "$work/hlab.out")
+		hcpu=$cpu
+		python3 -c 'import sys; n,r,wq,wr,wc,hq,hr,hc,la=sys.argv[1:]
+print(f"connections={n} round {r}: wrk {float(wr):.0f} req/s {1e6*float(wc)/int(wq):.2f} us/req,"
+      f" hlab {float(hr):.0f} req/s {1e6*float(hc)/int(hq):.2f} us/req (load average {la})")' \
+			"$n" "$r" "$wreq" "$wrps" "$wcpu" "$hreq" "$hrps" "$hcpu" "$(loadavg)" >&2
+		echo "$n $wreq $wrps $wcpu $hreq $hrps $hcpu" >>"$closed"
 	done
 done
 
-python3 - "$results" "$MIN_RATIO" <<'EOF'
+# --- open model: vegeta vs hlab -------------------------------------------
+open_results="$work/open"
+: >"$open_results"
+if [ "$OPEN" != 0 ]; then
+	echo "open model: $OPEN_DURATION per tool at rates $RATES req/s" >&2
+	secs=$(python3 -c 'import sys,re; m=re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)",sys.argv[1]); v=float(m[1]); print(v/1000 if m[2]=="ms" else v*60 if m[2]=="m" else v)' "$OPEN_DURATION") ||
+		die "OPEN_DURATION $OPEN_DURATION: give it as 10s, 500ms or 1m"
+	for rate in $RATES; do
+		cpu=$(echo "GET $URL" | GOMAXPROCS=1 timed "$work/vegeta.bin" "$VEGETA" attack -rate="$rate/s" -duration="$OPEN_DURATION") ||
+			die "vegeta attack failed"
+		"$VEGETA" report -type=json "$work/vegeta.bin" >"$work/vegeta.json"
+		vline=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["latencies"]
+print(d["requests"], d["rate"], l["50th"]/1e6, l["99th"]/1e6, d["success"])' "$work/vegeta.json")
+		echo "vegeta $rate $secs $vline $cpu" >>"$open_results"
+		cpu=$(GOMAXPROCS=1 timed "$work/hlab.out" "$HLAB" load --rate "$rate" --duration "$OPEN_DURATION" --json "$URL") ||
+			die "hlab load failed: $(cat "$work/hlab.out")"
+		hline=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); l=d["latency_ms"]
+print(d["requests"], d["rps"], l["p50"], l["p99"], d["success_ratio"])' "$work/hlab.out")
+		echo "hlab $rate $secs $hline $cpu" >>"$open_results"
+		echo "rate $rate: vegeta [$vline], hlab [$hline] (requests rate p50 p99 success; load average $(loadavg))" >&2
+	done
+fi
+
+python3 - "$closed" "$open_results" "$MIN_RATIO" "$MAX_CPU_RATIO" "$RPS_CONNS" "$OPEN_MIN_RATE" "$(loadavg)" <<'EOF'
 import statistics, sys
-rows = {}
-for line in open(sys.argv[1]):
-    n, w, h = line.split()
-    rows.setdefault(int(n), ([], []))
-    rows[int(n)][0].append(float(w))
-    rows[int(n)][1].append(float(h))
-min_ratio = float(sys.argv[2])
+closed, open_file, min_ratio, max_cpu = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+rps_conns = {int(n) for n in sys.argv[5].split()}
+open_min_rate, loadavg = float(sys.argv[6]), sys.argv[7]
 failed = False
-print(f"{'connections':>11}  {'wrk req/s':>10}  {'hlab req/s':>10}  {'ratio':>6}  verdict")
-for n in sorted(rows):
-    w, h = statistics.median(rows[n][0]), statistics.median(rows[n][1])
-    ratio = h / w if w else 0.0
-    ok = ratio >= min_ratio
-    failed |= not ok
-    print(f"{n:>11}  {w:>10.0f}  {h:>10.0f}  {ratio:>6.3f}  {'PASS' if ok else 'FAIL'}")
+
+rows = {}
+for line in open(closed):
+    n, wq, wr, wc, hq, hr, hc = line.split()
+    r = rows.setdefault(int(n), {"wrps": [], "wcpu": [], "hrps": [], "hcpu": []})
+    r["wrps"].append(float(wr)); r["wcpu"].append(1e6 * float(wc) / int(wq))
+    r["hrps"].append(float(hr)); r["hcpu"].append(1e6 * float(hc) / int(hq))
+if rows:
+    print(f"closed model (medians; CPU = user+sys of the tool's process per request; load average at the end {loadavg})")
+    print(f"{'connections':>11}  {'wrk req/s':>10}  {'hlab req/s':>10}  {'ratio':>6}  {'wrk us/req':>10}  {'hlab us/req':>11}  {'ratio':>6}  verdict")
+    for n in sorted(rows):
+        r = rows[n]
+        w, h = statistics.median(r["wrps"]), statistics.median(r["hrps"])
+        wc, hc = statistics.median(r["wcpu"]), statistics.median(r["hcpu"])
+        ratio = h / w if w else 0.0
+        cratio = hc / wc if wc else float("inf")
+        why = []
+        if n in rps_conns and ratio < min_ratio:
+            why.append(f"req/s below {min_ratio}x wrk")
+        if cratio > max_cpu:
+            why.append(f"CPU/request above {max_cpu}x wrk")
+        failed |= bool(why)
+        verdict = "FAIL: " + ", ".join(why) if why else "PASS"
+        print(f"{n:>11}  {w:>10.0f}  {h:>10.0f}  {ratio:>6.3f}  {wc:>10.2f}  {hc:>11.2f}  {cratio:>6.3f}  {verdict}")
+
+opens = [line.split() for line in open(open_file)]
+if opens:
+    print()
+    print("open model (sent = requests sent within the run / rate x duration; latency: hlab from the intended send time, vegeta from the actual send)")
+    print(f"{'rate':>7}  {'tool':<6}  {'achieved/s':>10}  {'sent':>7}  {'p50 ms':>8}  {'p99 ms':>8}  {'success':>7}  {'us/req':>7}  verdict")
+    best = None
+    rates = sorted({float(o[1]) for o in opens})
+    for rate in rates:
+        for tool, _, secs, req, ach, p50, p99, ok, cpu in (o for o in opens if float(o[1]) == rate):
+            sent = int(req) / (rate * float(secs))
+            verdict = ""
+            if tool == "hlab" and rate <= open_min_rate:
+                good = sent >= 0.99
+                failed |= not good
+                verdict = "PASS" if good else "FAIL: sent under 99% of the intended count"
+            if tool == "vegeta" and sent >= 0.99:
+                best = rate
+            us = 1e6 * float(cpu) / int(req) if int(req) else float("nan")
+            print(f"{rate:>7.0f}  {tool:<6}  {float(ach):>10.0f}  {100*sent:>6.1f}%  {float(p50):>8.3f}  {float(p99):>8.3f}  {100*float(ok):>6.1f}%  {us:>7.2f}  {verdict}")
+    if best is None:
+        print(f"vegeta's best sustained rate on one core: below {rates[0]:.0f} req/s (it sent under 99% at every rate tried)")
+    elif best == rates[-1]:
+        print(f"vegeta's best sustained rate on one core: at least {best:.0f} req/s (the highest tried)")
+    else:
+        print(f"vegeta's best sustained rate on one core: {best:.0f} req/s of those tried (99% of the intended count sent)")
 sys.exit(1 if failed else 0)
 EOF

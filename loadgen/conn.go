@@ -13,9 +13,9 @@ import (
 var errAborted = errors.New("loadgen: run aborted")
 
 // connTracker dials the connections of one run, counts the bytes they carry,
-// and closes them all when the run ends. fasthttp's HostClient has no Close
-// and no context support: closing the sockets is the only way to abort
-// requests in flight and to not leave idle connections behind.
+// and closes them all when the run ends or ctx is done: closing the sockets
+// is how requests in flight are aborted (a worker blocks in a read with no
+// context to watch), and how no connection is left behind.
 type connTracker struct {
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
@@ -29,10 +29,10 @@ func newConnTracker() *connTracker {
 	return &connTracker{conns: make(map[*trackedConn]struct{})}
 }
 
-// dial is a fasthttp.DialFuncWithTimeout. fasthttp adds TLS on top when the
-// target is https.
-func (t *connTracker) dial(addr string, timeout time.Duration) (net.Conn, error) {
-	d := net.Dialer{Timeout: timeout}
+// dial connects to addr before deadline; the client adds TLS on top when
+// the target is https.
+func (t *connTracker) dial(addr string, deadline time.Time) (net.Conn, error) {
+	d := net.Dialer{Deadline: deadline}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err

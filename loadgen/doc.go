@@ -66,10 +66,25 @@
 // concurrently with itself, the last time before Run returns. A Result is
 // not modified after Run returns and may be read from several goroutines.
 //
-// The transport is fasthttp's HostClient with one connection per worker; a
-// worker reuses one request and one response for its whole life, so the
-// steady state allocates nothing per request. When ctx is done, Run closes
-// the connections under the requests in flight and returns at once, with
-// Result.Interrupted set; fasthttp may keep an idle-connection cleaner
-// goroutine asleep for a few seconds after that.
+// # Transport and cost
+//
+// The closed model against a plain http:// target on Linux runs on event
+// loops, as wrk does: GOMAXPROCS-1 goroutines (at least one, at most one
+// per connection), each owning its share of the connections as
+// non-blocking sockets in its own epoll set. A loop keeps its P while it
+// waits for events (that saves a fifth of the CPU per request), so with
+// GOMAXPROCS=1 a server in the same process may answer up to 10 ms late. The request is serialized once; each send is one write, each answer
+// usually one read, framed and read whole as it arrives (Content-Length,
+// chunked, or to the end of the connection). Everywhere else (https, the
+// open model, scenarios, other systems, or with the environment variable
+// HLAB_LOADGEN_GOROUTINES set, for comparison) every worker is a goroutine
+// owning one connection, written and read with fasthttp's Request.Write and
+// Response.Read. Either way the steady state allocates nothing per request,
+// and the counting above is the same. When ctx is done, Run closes the
+// connections under the requests in flight and returns at once, with
+// Result.Interrupted set.
+//
+// Every run measures the CPU the process used and the CPUs it had
+// (Result.Generator): a generator that used nearly all of them may have
+// been the bottleneck.
 package loadgen

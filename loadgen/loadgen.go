@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/highload-lab/hlab/internal/cpuuse"
 )
 
 // Run sends load to url until the duration or request count is reached, or
@@ -28,12 +30,14 @@ func Run(ctx context.Context, url string, opts ...Option) (*Result, error) {
 }
 
 type runner struct {
-	c       *cfg
-	url     string
-	hc      *fasthttp.HostClient
-	tracker *connTracker
-	rec     *recorder
-	start   time.Time
+	c         *cfg
+	url       string
+	tlsConfig *tls.Config // https only
+	tracker   *connTracker
+	rec       *recorder
+	start     time.Time
+	cpu       cpuuse.Meter // the process's CPU use over the run
+	cpuUse    cpuuse.Usage
 
 	// stopped: send nothing more. aborted: ctx is done; connections are
 	// being closed under the requests in flight, whose results are dropped.
@@ -67,25 +71,7 @@ func (r *runner) stop() {
 
 func (r *runner) run(ctx context.Context) *Result {
 	c := r.c
-	r.hc = &fasthttp.HostClient{
-		Addr:        c.addr,
-		Name:        "hlab-loadgen",
-		IsTLS:       c.isTLS,
-		TLSConfig:   c.tlsConfig,
-		DialTimeout: r.tracker.dial,
-		// One connection per worker: a worker never waits for a connection,
-		// so ErrNoFreeConns would mean a bug, not a slow server.
-		MaxConns: c.conns,
-		// A failed request is a failed request: no silent retries.
-		MaxIdemponentCallAttempts:     1,
-		ReadBufferSize:                16 << 10,
-		WriteBufferSize:               16 << 10,
-		DisablePathNormalizing:        true,
-		DisableHeaderNamesNormalizing: true,
-	}
-	if c.isTLS && c.tlsConfig == nil {
-		r.hc.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
+	r.tlsConfig = clientTLS(c)
 
 	if c.open {
 		r.sleeper = newSleeper()
@@ -94,8 +80,8 @@ func (r *runner) run(ctx context.Context) *Result {
 	// Allocate the histograms before the clock starts: it takes a few
 	// milliseconds the first sends would otherwise start late by.
 	r.rec = newRecorder(c.open, c.conns)
+	r.cpu = cpuuse.Start()
 	r.start = time.Now()
-	r.rec.start = r.start
 	if c.durSet {
 		t := time.AfterFunc(c.duration, r.stop)
 		defer t.Stop()
@@ -133,11 +119,11 @@ func (r *runner) run(ctx context.Context) *Result {
 		r.runClosed()
 	}
 	r.stop() // records when sending ended, for a count-bound run
+	r.cpuUse = r.cpu.Stop()
 	close(done)
 	helpers.Wait()
-	// Empty fasthttp's pool so its cleaner goroutine finds nothing left and
-	// exits, then close whatever remains (nothing, unless ctx aborted).
-	r.hc.CloseIdleConnections()
+	// Workers closed their connections; this closes whatever remains
+	// (nothing, unless ctx aborted).
 	r.tracker.closeAll()
 
 	res := r.result()
@@ -164,6 +150,7 @@ func (r *runner) newRequest() *fasthttp.Request {
 	// Send header names as the user wrote them.
 	req.Header.DisableNormalizing()
 	req.SetRequestURI(r.url)
+	req.URI().DisablePathNormalizing = true
 	req.Header.SetMethod(r.c.method)
 	r.addHeaders(req)
 	if r.c.body != nil {
@@ -172,7 +159,8 @@ func (r *runner) newRequest() *fasthttp.Request {
 	return req
 }
 
-// addHeaders adds the Header options to req.
+// addHeaders adds the Header options to req, and a User-Agent when they
+// have none.
 func (r *runner) addHeaders(req *fasthttp.Request) {
 	for _, h := range r.c.headers {
 		if strings.EqualFold(h.key, "Host") {
@@ -182,16 +170,19 @@ func (r *runner) addHeaders(req *fasthttp.Request) {
 		}
 		req.Header.Add(h.key, h.value)
 	}
+	if len(req.Header.UserAgent()) == 0 {
+		req.Header.SetUserAgent(userAgent)
+	}
 }
 
-// do sends one request and records it. fasthttp's HostClient.DoTimeout does
-// not start a goroutine: it turns the timeout into read and write deadlines
-// on the connection (unlike the package-level GetTimeout, which leaves a
-// goroutine behind on timeout), so a timed-out request frees its worker and
-// its connection at once.
-func (r *runner) do(sh *shard, req *fasthttp.Request, resp *fasthttp.Response, intended, sent time.Time) error {
-	err := r.hc.DoTimeout(req, resp, r.c.timeout)
-	end := time.Now()
+// do sends one request on cl and records it. intended and sent are offsets
+// from the start; intended == sent in the closed model. The timeout becomes
+// a deadline on the connection, so a timed-out request frees its worker and
+// its connection at once. Times are read from the monotonic clock only
+// (time.Since of a monotonic start), once when sent and once when done.
+func (r *runner) do(sh *shard, cl *client, req *fasthttp.Request, resp *fasthttp.Response, intended, sent time.Duration) error {
+	err := cl.do(req, resp, r.start.Add(sent+r.c.timeout))
+	end := time.Since(r.start)
 	if err != nil && r.aborted.Load() {
 		return err // killed by us, not by the target
 	}
@@ -199,13 +190,16 @@ func (r *runner) do(sh *shard, req *fasthttp.Request, resp *fasthttp.Response, i
 	if err == nil {
 		status = resp.StatusCode()
 	}
-	sh.record(r.rec, intended, sent, end, status, err)
+	sh.record(intended, sent, end, status, err)
 	return err
 }
 
 // runClosed runs the closed model: each worker sends its next request when
 // the previous one is answered.
 func (r *runner) runClosed() {
+	if r.runEngines() {
+		return
+	}
 	for id := range r.c.conns {
 		r.workers.Go(func() { r.closedWorker(id) })
 	}
@@ -216,11 +210,13 @@ func (r *runner) closedWorker(id int) {
 	req, resp := r.newRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
+	cl := r.newClient()
+	defer cl.close()
 	sh := r.rec.shardFor(id)
 	script := r.newScripted(id)
 	for !r.stopped.Load() {
-		sent := time.Now()
-		if r.c.durSet && sent.Sub(r.start) >= r.c.duration {
+		sent := time.Since(r.start)
+		if r.c.durSet && sent >= r.c.duration {
 			return
 		}
 		if r.c.reqSet && r.issued.Add(1) > r.c.requests {
@@ -228,9 +224,9 @@ func (r *runner) closedWorker(id int) {
 		}
 		if script != nil {
 			r.fill(script, req)
-			sent = time.Now()
+			sent = time.Since(r.start)
 		}
-		err := r.do(sh, req, resp, sent, sent)
+		err := r.do(sh, cl, req, resp, sent, sent)
 		if script != nil {
 			script.answer(resp, err)
 		}
@@ -297,15 +293,17 @@ func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration)
 	req, resp := r.newRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
+	cl := r.newClient()
+	defer cl.close()
 	sh := r.rec.shardFor(id)
 	script := r.newScripted(id)
 	for {
 		if script != nil {
 			r.fill(script, req)
 		}
-		intended := r.start.Add(at)
-		sent := time.Now()
-		lag := sent.Sub(intended)
+		intended := at
+		sent := time.Since(r.start)
+		lag := sent - intended
 		if lag > lateThreshold {
 			r.late.Add(1)
 		}
@@ -315,7 +313,7 @@ func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration)
 				break
 			}
 		}
-		err := r.do(sh, req, resp, intended, sent)
+		err := r.do(sh, cl, req, resp, intended, sent)
 		if script != nil {
 			script.answer(resp, err)
 		}
@@ -343,6 +341,9 @@ func (r *runner) result() *Result {
 		uncorrected: m.uncorrected,
 	}
 	res.BytesIn, res.BytesOut = r.tracker.bytes()
+	if u := r.cpuUse; u.Measured {
+		res.Generator = Generator{CPU: u.CPUs, CPUsAvailable: u.Available, Saturated: u.Saturated()}
+	}
 	res.Duration = m.lastEnd
 	if m.requests == 0 {
 		res.Duration = r.stopAt

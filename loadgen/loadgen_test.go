@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -322,5 +323,18 @@ func TestTLS(t *testing.T) {
 	res = run(t, srv.URL, Requests(2))
 	if res.Errors[KindOther] != 2 {
 		t.Errorf("unverified TLS: Errors %v, want other: 2", res.Errors)
+	}
+}
+
+// TestGeneratorCPU: every run measures the CPU it used and had.
+func TestGeneratorCPU(t *testing.T) {
+	srv := newServer(t, hello)
+	res := run(t, srv.URL, Requests(2000), Connections(4))
+	g := res.Generator
+	if g.CPU <= 0 || g.CPUsAvailable <= 0 || g.CPUsAvailable > float64(runtime.NumCPU()) {
+		t.Errorf("Generator = %+v", g)
+	}
+	if g.Saturated != (g.CPU > 0.9*g.CPUsAvailable) {
+		t.Errorf("Saturated %v with %.2f of %v CPUs", g.Saturated, g.CPU, g.CPUsAvailable)
 	}
 }

@@ -15,7 +15,6 @@ const maxShards = 16
 
 // recorder collects what the workers measure.
 type recorder struct {
-	start  time.Time
 	open   bool
 	shards []shard
 }
@@ -39,8 +38,7 @@ func newHistogram() *hdrhistogram.Histogram {
 	return hdrhistogram.New(1, maxRecordableLatencyUs, 3)
 }
 
-// newRecorder returns a recorder for up to workers workers; set its start
-// before recording.
+// newRecorder returns a recorder for up to workers workers.
 func newRecorder(open bool, workers int) *recorder {
 	n := min(workers, maxShards)
 	r := &recorder{open: open, shards: make([]shard, n)}
@@ -57,15 +55,15 @@ func (r *recorder) shardFor(worker int) *shard {
 	return &r.shards[worker%len(r.shards)]
 }
 
-// record stores one finished request. intended == sent in the closed model.
-// status is 0 when err != nil.
-func (s *shard) record(r *recorder, intended, sent, end time.Time, status int, err error) {
-	corr, unc := end.Sub(intended), end.Sub(sent)
+// record stores one finished request. intended, sent and end are offsets
+// from the recorder's start; intended == sent in the closed model. status is
+// 0 when err != nil.
+func (s *shard) record(intended, sent, end time.Duration, status int, err error) {
+	corr, unc := end-intended, end-sent
 	kind := -1
 	if err != nil {
 		kind = kindOf(err)
 	}
-	endOff := end.Sub(r.start)
 
 	s.mu.Lock()
 	s.requests++
@@ -92,7 +90,7 @@ func (s *shard) record(r *recorder, intended, sent, end time.Time, status int, e
 		s.sumUnc += unc
 		s.maxUnc = max(s.maxUnc, unc)
 	}
-	s.lastEnd = max(s.lastEnd, endOff)
+	s.lastEnd = max(s.lastEnd, end)
 	s.mu.Unlock()
 }
 

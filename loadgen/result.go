@@ -57,6 +57,11 @@ type Result struct {
 	// Interrupted is set when ctx was done before the run's own end.
 	Interrupted bool
 
+	// Generator is the CPU the generating process used during the run and
+	// the CPUs it had: when it used nearly all of them, the figures may
+	// show the generator's limit rather than the target's.
+	Generator Generator
+
 	corrected, uncorrected *hdrhistogram.Histogram
 }
 
@@ -78,6 +83,24 @@ type Missed struct {
 	Unsent int64
 	// MaxLag is the longest delay between an intended and an actual send.
 	MaxLag time.Duration
+}
+
+// Generator is the load generator's own CPU use over a run. It is the
+// whole process's CPU time (user and system, all threads), so in a process
+// that does other work at the same time, or runs several Runs at once, it
+// covers that work too.
+type Generator struct {
+	// CPU is the CPUs the process used on average over the run: its CPU
+	// time divided by the run's wall time (0.97 = 97% of one CPU).
+	CPU float64
+	// CPUsAvailable is the CPUs the process could use: the least of its
+	// cgroup's CPU quota, its CPU affinity mask and the machine's CPUs.
+	CPUsAvailable float64
+	// Saturated is set when CPU exceeded 90% of CPUsAvailable: the
+	// generator may have been the bottleneck. In the closed model it then
+	// sent less than the target could serve, and in the open model its
+	// sends may have gone out late (see Missed).
+	Saturated bool
 }
 
 // PercentilePoint is one point of a latency-by-percentile curve.
@@ -187,6 +210,9 @@ type resultJSON struct {
 	Missed               missedJSON       `json:"missed"`
 	Percentiles          []percentileJSON `json:"percentiles"`
 	Interrupted          bool             `json:"interrupted"`
+	GeneratorCPU         float64          `json:"generator_cpu"`
+	GeneratorCPUs        float64          `json:"generator_cpus_available"`
+	GeneratorSaturated   bool             `json:"generator_saturated"`
 }
 
 // ms converts to milliseconds, keeping microsecond precision.
@@ -231,6 +257,9 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		Missed:               missedJSON{Late: r.Missed.Late, Unsent: r.Missed.Unsent, MaxLagMs: ms(r.Missed.MaxLag)},
 		Percentiles:          []percentileJSON{},
 		Interrupted:          r.Interrupted,
+		GeneratorCPU:         round3(r.Generator.CPU),
+		GeneratorCPUs:        round3(r.Generator.CPUsAvailable),
+		GeneratorSaturated:   r.Generator.Saturated,
 	}
 	for code, n := range r.StatusCodes {
 		j.StatusCodes[strconv.Itoa(code)] = n
@@ -312,6 +341,11 @@ func (r *Result) WriteSummary(w io.Writer) error {
 			" (max lag %s) and %d intended sends were never sent. Its connections were all busy or it lacked CPU."+
 			" Latency is still measured from the intended send times.\n",
 			m.Late, lateThreshold, formatLatency(m.MaxLag), m.Unsent)
+	}
+	if g := r.Generator; g.Saturated {
+		fmt.Fprintf(&b, "\nWARNING: the generator may be the bottleneck: it used %.2f of its %s CPUs."+
+			" The target may be able to do more than these figures show; give the generator more CPU"+
+			" (or run it on another machine) to find out.\n", g.CPU, formatFloat(round3(g.CPUsAvailable)))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

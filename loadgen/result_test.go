@@ -44,6 +44,7 @@ func fixedResult() *Result {
 		Latency:            latencies(corr, sumC, maxC),
 		LatencyUncorrected: latencies(unc, sumU, maxU),
 		Missed:             Missed{Late: 12, Unsent: 3, MaxLag: 41*time.Millisecond + 250*time.Microsecond},
+		Generator:          Generator{CPU: 0.973, CPUsAvailable: 1, Saturated: true},
 		corrected:          corr,
 		uncorrected:        unc,
 	}
@@ -149,14 +150,14 @@ func TestWriteSummary(t *testing.T) {
 	out := b.String()
 	for _, s := range []string{"open model", "Requests", "1000", "Success ratio", "99.00%", "p99.9",
 		"from actual send", "200: 990", "503: 5", "timeout: 5", "WARNING", "12 sends", "3 intended sends",
-		"measured from the intended send times"} {
+		"measured from the intended send times", "the generator may be the bottleneck: it used 0.97 of its 1 CPUs"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("summary lacks %q:\n%s", s, out)
 		}
 	}
 
 	r := fixedResult()
-	r.Model, r.Missed = "closed", Missed{}
+	r.Model, r.Missed, r.Generator = "closed", Missed{}, Generator{CPU: 0.5, CPUsAvailable: 1}
 	b.Reset()
 	if err := r.WriteSummary(&b); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +51,10 @@ Two models:
           connection was busy are counted and reported.
 
 Stop after --duration or --requests (one of them; default --duration 10s).
+hlab load measures its own CPU use: when it used more than 90% of the CPUs
+it had (its cgroup quota, taskset mask, or the machine's), it warns that the
+generator may be the bottleneck (JSON: generator_cpu, generator_cpus_available,
+generator_saturated).
 Examples:
   hlab load --connections 10 --duration 30s http://127.0.0.1:8080/handle
   hlab load --rate 1000 --duration 1m --json http://127.0.0.1:8080/ > out.json
@@ -67,6 +72,7 @@ Examples:
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
 	scenario := fs.String("scenario", "", `multi-step virtual users instead of one request: "tasks" drives the task API at URL (hlab serve tasks) like report C's k6 script`)
 	accounts := fs.Int("accounts", 0, "--scenario tasks: accounts the virtual users share (default: one per 4 connections)")
+	cpuProfile := fs.String("cpuprofile", "", "debug: write a CPU profile of the run (go tool pprof) to this file")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -133,7 +139,20 @@ Examples:
 		opts = append(opts, loadgen.OnProgress(func(p loadgen.Progress) { fmt.Fprint(tty, "\r\033[K"+progressLine(p)) }))
 		defer fmt.Fprint(tty, "\r\033[K")
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fail(st, "load", 2, fmt.Errorf("--cpuprofile: %w", err))
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fail(st, "load", 2, fmt.Errorf("--cpuprofile: %w", err))
+		}
+	}
 	res, err := loadgen.Run(ctx, target, opts...)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return fail(st, "load", 2, err)
 	}

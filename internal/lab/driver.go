@@ -42,6 +42,10 @@ type Sample struct {
 	Lost *int64
 	// Figures are the driver's own per-run figures (go to Row.Figures).
 	Figures map[string]float64
+	// Generator is the CPU the generating process (the lab's own, for
+	// the HTTP driver) used during the run and the CPUs it had; zero when
+	// the driver does not measure it.
+	Generator loadgen.Generator
 }
 
 // Goodput is successful requests per second of the window: the only
@@ -99,6 +103,7 @@ func SampleOf(res *loadgen.Result) *Sample {
 		Model: res.Model, Connections: res.Connections, Rate: res.Rate, Window: res.Duration,
 		Requests: res.Requests, Successes: res.Successes, Latency: res.Latency,
 		StatusCodes: map[string]int64{}, Errors: map[string]int64{}, Late: res.Missed.Late,
+		Generator: res.Generator,
 	}
 	for code, n := range res.StatusCodes {
 		s.StatusCodes[strconv.Itoa(code)] += n

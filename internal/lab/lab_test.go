@@ -380,3 +380,28 @@ func TestOptionsDurations(t *testing.T) {
 		t.Fatal("unknown LB accepted")
 	}
 }
+
+// TestAggregateMarksGeneratorSaturated: one run whose generator used
+// nearly all its CPU marks the row; the row keeps that run's figures.
+func TestAggregateMarksGeneratorSaturated(t *testing.T) {
+	mk := func(cpu float64, saturated bool) runFigures {
+		return runFigures{sample: &Sample{Window: time.Second, Requests: 10, Successes: 10,
+			Generator: loadgen.Generator{CPU: cpu, CPUsAvailable: 1, Saturated: saturated}}}
+	}
+	r := aggregate("x", []runFigures{mk(0.5, false), mk(0.95, true), mk(0.6, false)})
+	if !r.GeneratorSaturated || r.GeneratorCPU == nil || *r.GeneratorCPU != 0.95 || *r.GeneratorCPUsAvailable != 1 {
+		t.Errorf("saturated %v cpu %v of %v, want true, 0.95 of 1", r.GeneratorSaturated, r.GeneratorCPU, r.GeneratorCPUsAvailable)
+	}
+	r = aggregate("y", []runFigures{mk(0.5, false)})
+	if r.GeneratorSaturated || *r.GeneratorCPU != 0.5 {
+		t.Errorf("saturated %v cpu %v", r.GeneratorSaturated, *r.GeneratorCPU)
+	}
+	// A driver that does not measure it leaves the figures out.
+	r = aggregate("z", []runFigures{{sample: &Sample{Window: time.Second}}})
+	if r.GeneratorSaturated || r.GeneratorCPU != nil {
+		t.Errorf("unmeasured: saturated %v cpu %v", r.GeneratorSaturated, r.GeneratorCPU)
+	}
+	if s := SampleOf(&loadgen.Result{Generator: loadgen.Generator{CPU: 0.2, CPUsAvailable: 2}}); s.Generator.CPU != 0.2 {
+		t.Errorf("SampleOf lost the generator's figures: %+v", s.Generator)
+	}
+}

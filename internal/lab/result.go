@@ -138,6 +138,15 @@ type Row struct {
 	OutsideCPU *float64 `json:"outside_cpu"`
 	LoadAvg    *float64 `json:"load_avg"`
 	Noisy      bool     `json:"noisy"`
+	// GeneratorCPU is the most CPUs the load generator's process (the
+	// lab) used on average in one of the row's runs, and
+	// GeneratorCPUsAvailable the CPUs it had in that run; nil when the
+	// driver does not measure it. GeneratorSaturated is set when in any run
+	// it used more than 90% of what it had: the row may show the
+	// generator's limit rather than the system's.
+	GeneratorCPU           *float64 `json:"generator_cpu,omitempty"`
+	GeneratorCPUsAvailable *float64 `json:"generator_cpus_available,omitempty"`
+	GeneratorSaturated     bool     `json:"generator_saturated,omitempty"`
 	// Placement says whether the row's processes had cores of their own
 	// ("own cores") or shared the machine's ("shared"); see Plan.
 	Placement string `json:"placement,omitempty"`
@@ -272,6 +281,12 @@ func aggregate(label string, runs []runFigures) *Row {
 			row.LoadAvg = F(*r.loadAvg)
 		}
 		row.Noisy = row.Noisy || r.noisy()
+		if g := s.Generator; g.CPUsAvailable > 0 {
+			if row.GeneratorCPU == nil || g.CPU > *row.GeneratorCPU {
+				row.GeneratorCPU, row.GeneratorCPUsAvailable = F(g.CPU), F(g.CPUsAvailable)
+			}
+			row.GeneratorSaturated = row.GeneratorSaturated || g.Saturated
+		}
 	}
 	row.RPSMin, row.RPSMax = F(slices.Min(rps)), F(slices.Max(rps))
 	row.P99MSMin, row.P99MSMax = F(slices.Min(p99)), F(slices.Max(p99))

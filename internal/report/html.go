@@ -44,6 +44,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"word":    func(v lab.Verdict) string { return v.Word() },
 	"vclass":  VerdictClass,
 	"style":   func() template.CSS { return template.CSS(Style) },
+	"cpus":    cpus,
 	"ci":      ciText,
 	"detail":  claimDetail,
 	"setup":   func(i int, text string) string { return claimText(i, text) },
@@ -93,9 +94,9 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 {{if .Error}}<p class="verdict failed">FAILED: {{.Error}}</p>{{end}}
 <p class="env">mode {{.Mode}} · {{printf "%.0f" .Seconds}} s · {{env .Env}}</p>
 <table><tr><th>setup</th><th>rps (ok only)</th><th>min–max</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>ok %</th><th>cpu</th><th>rss MB</th><th>runs</th><th class="ref">report rps</th><th class="ref">report mean ms</th></tr>
-{{range .Rows}}<tr><td>{{.Label}}{{if .Noisy}} <span class="noisy">[noisy]</span>{{end}}{{if gates .}} <span class="gate">[INTEGRITY]</span>{{end}}</td><td>{{num .RPS}}</td><td>{{if gt .Runs 1}}{{num .RPSMin}}–{{num .RPSMax}}{{end}}</td><td>{{num .MeanMS}}</td><td>{{num .P50MS}}</td><td>{{num .P99MS}}</td><td>{{num .P999MS}}</td><td>{{pct .SuccessRatio}}</td><td>{{num .CPUAvg}}</td><td>{{num .RSSMBAvg}}</td><td>{{.Runs}}</td><td class="ref">{{ref . "rps"}}</td><td class="ref">{{ref . "mean_ms"}}</td></tr>
+{{range .Rows}}<tr><td>{{.Label}}{{if .Noisy}} <span class="noisy">[noisy]</span>{{end}}{{if .GeneratorSaturated}} <span class="noisy">[generator saturated]</span>{{end}}{{if gates .}} <span class="gate">[INTEGRITY]</span>{{end}}</td><td>{{num .RPS}}</td><td>{{if gt .Runs 1}}{{num .RPSMin}}–{{num .RPSMax}}{{end}}</td><td>{{num .MeanMS}}</td><td>{{num .P50MS}}</td><td>{{num .P99MS}}</td><td>{{num .P999MS}}</td><td>{{pct .SuccessRatio}}</td><td>{{num .CPUAvg}}</td><td>{{num .RSSMBAvg}}</td><td>{{.Runs}}</td><td class="ref">{{ref . "rps"}}</td><td class="ref">{{ref . "mean_ms"}}</td></tr>
 {{end}}</table>
-{{range .Rows}}{{$r := .}}{{range gates .}}<p class="gate">INTEGRITY: {{$r.Label}}: {{.}}</p>{{end}}{{if .Noisy}}<p class="noisy">noisy: {{.Label}}: up to {{num .OutsideCPU}} cores used outside the lab in a run (load average {{num .LoadAvg}})</p>{{end}}{{if .Note}}<p class="note">{{.Label}}: {{.Note}}</p>{{end}}{{end}}
+{{range .Rows}}{{$r := .}}{{range gates .}}<p class="gate">INTEGRITY: {{$r.Label}}: {{.}}</p>{{end}}{{if .GeneratorSaturated}}<p class="noisy">generator saturated: {{.Label}}: the load generator may be the bottleneck: it used {{cpus .GeneratorCPU}} of its {{cpus .GeneratorCPUsAvailable}} CPUs in a run</p>{{end}}{{if .Noisy}}<p class="noisy">noisy: {{.Label}}: up to {{num .OutsideCPU}} cores used outside the lab in a run (load average {{num .LoadAvg}})</p>{{end}}{{if .Note}}<p class="note">{{.Label}}: {{.Note}}</p>{{end}}{{end}}
 {{range .Checks}}<p class="note">check: {{.Text}}: <b>{{holds .Holds}}</b> ({{.Detail}})</p>{{end}}
 {{range .NotRerun}}<p class="note">not rerun: {{.Figure}}: {{.Why}}</p>{{end}}
 {{range .Notes}}<p class="note">note: {{.}}</p>{{end}}

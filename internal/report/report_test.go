@@ -210,3 +210,35 @@ func TestReadJSONFile(t *testing.T) {
 		t.Errorf("absent file: err = %v", err)
 	}
 }
+
+// TestGeneratorSaturatedMarked: a row whose load generator used nearly
+// all its CPU is marked in the text and the HTML, with the figures.
+func TestGeneratorSaturatedMarked(t *testing.T) {
+	res := sample()
+	r := res.Rows[0]
+	r.GeneratorCPU, r.GeneratorCPUsAvailable, r.GeneratorSaturated = lab.F(0.97), lab.F(1), true
+	var b strings.Builder
+	if err := WriteText(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path, err := WriteHTML(dir, Document{Machine: lab.Machine{CPUs: 2, CPUQuota: "cgroup-v1"}, Experiments: []*lab.Result{res}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(path)
+	for name, out := range map[string]string{"text": b.String(), "html": string(page)} {
+		for _, want := range []string{"[generator saturated]", "it used 0.97 of its 1 CPUs"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"generator_saturated":true`) || !strings.Contains(string(data), `"generator_cpu":0.97`) {
+		t.Errorf("row JSON: %s", data)
+	}
+}

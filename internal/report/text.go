@@ -6,7 +6,9 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -110,6 +112,9 @@ func WriteText(w io.Writer, res *lab.Result) error {
 		if r.Noisy {
 			label += " [noisy]"
 		}
+		if r.GeneratorSaturated {
+			label += " [generator saturated]"
+		}
 		if len(r.IntegrityFailures()) > 0 {
 			label += " [INTEGRITY]"
 		}
@@ -123,6 +128,10 @@ func WriteText(w io.Writer, res *lab.Result) error {
 	for _, r := range res.Rows {
 		for _, f := range r.IntegrityFailures() {
 			fmt.Fprintf(w, "INTEGRITY: %q %s\n", r.Label, f)
+		}
+		if r.GeneratorSaturated && r.GeneratorCPU != nil && r.GeneratorCPUsAvailable != nil {
+			fmt.Fprintf(w, "generator saturated: %q: the load generator may be the bottleneck: it used %s of its %s CPUs in a run\n",
+				r.Label, cpus(r.GeneratorCPU), cpus(r.GeneratorCPUsAvailable))
 		}
 		if r.Noisy && r.OutsideCPU != nil {
 			fmt.Fprintf(w, "noisy: %q: up to %.2f cores used outside the lab in a run (load average %s)\n", r.Label, *r.OutsideCPU, num(r.LoadAvg))
@@ -221,6 +230,14 @@ func writeColumns(w io.Writer, cells [][]string) error {
 }
 
 // num formats a figure with sensible precision, "-" when not measured.
+// cpus writes a CPU count with at most two decimals: 1, 0.97, 0.1.
+func cpus(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(math.Round(*v*100)/100, 'f', -1, 64)
+}
+
 func num(v *float64) string {
 	if v == nil {
 		return "-"
