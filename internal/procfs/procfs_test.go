@@ -3,6 +3,8 @@ package procfs
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -54,5 +56,40 @@ func TestAlive(t *testing.T) {
 	cmd.Wait()
 	if Alive(pid) || Alive(0) || Alive(-1) {
 		t.Error("Alive true for a reaped pid, 0 or -1")
+	}
+}
+
+func TestMountinfoAndCgroups(t *testing.T) {
+	dir := t.TempDir()
+	mi := filepath.Join(dir, "mountinfo")
+	os.WriteFile(mi, []byte(`31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 /docker/abc /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /mnt/with\040space rw,relatime - cgroup2 cgroup2 rw,nsdelegate
+`), 0o644)
+	mounts, err := ReadMountinfo(mi)
+	if err != nil || len(mounts) != 4 {
+		t.Fatalf("ReadMountinfo = %v, %v", mounts, err)
+	}
+	if m := mounts[1]; m.Point != "/sys/fs/cgroup/cpu,cpuacct" || m.FSType != "cgroup" || !slices.Contains(m.Opts, "cpuacct") {
+		t.Errorf("cpu mount = %+v", m)
+	}
+	if m := mounts[3]; m.Point != "/mnt/with space" || m.FSType != "cgroup2" {
+		t.Errorf("cgroup2 mount = %+v", m)
+	}
+
+	cg := filepath.Join(dir, "cgroup")
+	os.WriteFile(cg, []byte("2:cpu,cpuacct:/\n4:memory:/docker/abc/x\n0::/user.slice/a.scope\n"), 0o644)
+	lines, err := ReadCgroups(cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ ctrl, want string }{{"cpu", "/"}, {"cpuacct", "/"}, {"memory", "/docker/abc/x"}, {"", "/user.slice/a.scope"}} {
+		if got, ok := CgroupPath(lines, tc.ctrl); !ok || got != tc.want {
+			t.Errorf("CgroupPath(%q) = %q, %v; want %q", tc.ctrl, got, ok, tc.want)
+		}
+	}
+	if _, ok := CgroupPath(lines, "pids"); ok {
+		t.Errorf("CgroupPath found an absent controller")
 	}
 }

@@ -148,11 +148,11 @@ const runAs = "run hlab as root, or in a cgroup delegated to you: systemd-run --
 // detect finds a usable cgroup setup, sweeping cgroups left behind by
 // labs that died. It returns nil and the reason when there is none.
 func detect() (*cgroups, string) {
-	mounts, err := readMountinfo("/proc/self/mountinfo")
+	mounts, err := procfs.ReadMountinfo("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Sprintf("cannot read /proc/self/mountinfo (%v); CPU and memory limits are off", err)
 	}
-	own, err := readCgroupFile("/proc/self/cgroup")
+	own, err := procfs.ReadCgroups("/proc/self/cgroup")
 	if err != nil {
 		return nil, fmt.Sprintf("cannot read /proc/self/cgroup (%v); CPU and memory limits are off", err)
 	}
@@ -482,99 +482,18 @@ func (c *cgroups) removeParents() {
 	}
 }
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	point, root, fstype string
-	opts                []string // super options
-}
-
-func readMountinfo(file string) ([]mountEntry, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	var out []mountEntry
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		out = append(out, mountEntry{point: unescape(f[4]), root: unescape(f[3]), fstype: g[0], opts: strings.Split(g[2], ",")})
-	}
-	return out, nil
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// cgroupLine is one line of /proc/<pid>/cgroup.
-type cgroupLine struct {
-	ctrls []string // v1 controllers; nil for the v2 line "0::/path"
-	path  string
-}
-
-func readCgroupFile(file string) ([]cgroupLine, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	var out []cgroupLine
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		l := cgroupLine{path: parts[2]}
-		if parts[1] != "" {
-			l.ctrls = strings.Split(parts[1], ",")
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
-
-// cgroupPath returns the path for the hierarchy of ctrl ("" for v2).
-func cgroupPath(lines []cgroupLine, ctrl string) (string, bool) {
-	for _, l := range lines {
-		if ctrl == "" && l.ctrls == nil || ctrl != "" && slices.Contains(l.ctrls, ctrl) {
-			return l.path, true
-		}
-	}
-	return "", false
-}
-
 // findHier finds the mounted hierarchy of fstype ("cgroup" or "cgroup2")
 // carrying ctrl (v1) and the lab's own cgroup directory in it.
-func findHier(mounts []mountEntry, own []cgroupLine, fstype, ctrl string) *hier {
-	path, ok := cgroupPath(own, ctrl)
+func findHier(mounts []procfs.Mount, own []procfs.Cgroup, fstype, ctrl string) *hier {
+	path, ok := procfs.CgroupPath(own, ctrl)
 	if !ok {
 		return nil
 	}
 	for _, m := range mounts {
-		if m.fstype != fstype || ctrl != "" && !slices.Contains(m.opts, ctrl) {
+		if m.FSType != fstype || ctrl != "" && !slices.Contains(m.Opts, ctrl) {
 			continue
 		}
-		h := &hier{mount: m.point, ctrl: ctrl, root: m.root}
+		h := &hier{mount: m.Point, ctrl: ctrl, root: m.Root}
 		h.base = h.dir(path)
 		if fi, err := os.Stat(h.base); err == nil && fi.IsDir() {
 			return h

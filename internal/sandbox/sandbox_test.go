@@ -58,9 +58,9 @@ func TestCgroupLayout(t *testing.T) {
 		t.Logf("cgroup %s", dirs[i])
 	}
 	// The spawning thread went home.
-	own, _ := readCgroupFile("/proc/self/cgroup")
+	own, _ := procfs.ReadCgroups("/proc/self/cgroup")
 	thread, err := threadCgroups()
-	if err != nil || !slices.EqualFunc(own, thread, func(a, b cgroupLine) bool { return a.path == b.path }) {
+	if err != nil || !slices.EqualFunc(own, thread, func(a, b procfs.Cgroup) bool { return a.Path == b.Path }) {
 		t.Errorf("spawning thread cgroups %v (%v), want the process's %v", thread, err, own)
 	}
 	if err := p.Stop(time.Second); err != nil {
@@ -441,8 +441,8 @@ func TestStartErrors(t *testing.T) {
 // controllers, such as the hybrid /sys/fs/cgroup/unified; limits need
 // controllers and are covered on machines that run v2 for real.
 func TestCgroupV2Join(t *testing.T) {
-	mounts, _ := readMountinfo("/proc/self/mountinfo")
-	own, _ := readCgroupFile("/proc/self/cgroup")
+	mounts, _ := procfs.ReadMountinfo("/proc/self/mountinfo")
+	own, _ := procfs.ReadCgroups("/proc/self/cgroup")
 	h := findHier(mounts, own, "cgroup2", "")
 	if h == nil || syscall.Access(h.base, 2) != nil {
 		t.Skip("no writable cgroup2 mount")

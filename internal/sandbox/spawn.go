@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/highload-lab/hlab/internal/procfs"
 )
 
 // Every child is forked from one OS thread that stays locked, and so
@@ -95,14 +97,14 @@ func startShell(mk func() *exec.Cmd, g *group) (*exec.Cmd, error) {
 
 func startMovedThread(mk func() *exec.Cmd, g *group) (*exec.Cmd, error) {
 	tid := strconv.Itoa(syscall.Gettid())
-	own, err := readCgroupFile("/proc/thread-self/cgroup")
+	own, err := procfs.ReadCgroups("/proc/thread-self/cgroup")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCgroup, err)
 	}
 	type move struct{ home, dir string }
 	var moves []move
 	for _, h := range g.c.hiers() {
-		path, ok := cgroupPath(own, h.ctrl)
+		path, ok := procfs.CgroupPath(own, h.ctrl)
 		if !ok {
 			return nil, fmt.Errorf("%w: this thread has no %s cgroup", ErrCgroup, h.ctrl)
 		}
@@ -141,9 +143,9 @@ func startMovedThread(mk func() *exec.Cmd, g *group) (*exec.Cmd, error) {
 }
 
 // threadCgroups returns the cgroups of the spawning thread (for tests).
-func threadCgroups() ([]cgroupLine, error) {
-	var lines []cgroupLine
+func threadCgroups() ([]procfs.Cgroup, error) {
+	var lines []procfs.Cgroup
 	var err error
-	onSpawnThread(func() { lines, err = readCgroupFile("/proc/thread-self/cgroup") })
+	onSpawnThread(func() { lines, err = procfs.ReadCgroups("/proc/thread-self/cgroup") })
 	return lines, err
 }

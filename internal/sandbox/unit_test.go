@@ -81,39 +81,7 @@ func TestGroupNames(t *testing.T) {
 	}
 }
 
-func TestMountinfoAndCgroupFile(t *testing.T) {
-	dir := t.TempDir()
-	mi := filepath.Join(dir, "mountinfo")
-	os.WriteFile(mi, []byte(`31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct
-35 31 0:32 /docker/abc /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-41 31 0:38 / /mnt/with\040space rw,relatime - cgroup2 cgroup2 rw,nsdelegate
-`), 0o644)
-	mounts, err := readMountinfo(mi)
-	if err != nil || len(mounts) != 4 {
-		t.Fatalf("readMountinfo = %v, %v", mounts, err)
-	}
-	if m := mounts[1]; m.point != "/sys/fs/cgroup/cpu,cpuacct" || m.fstype != "cgroup" || !slices.Contains(m.opts, "cpuacct") {
-		t.Errorf("cpu mount = %+v", m)
-	}
-	if m := mounts[3]; m.point != "/mnt/with space" || m.fstype != "cgroup2" {
-		t.Errorf("cgroup2 mount = %+v", m)
-	}
-
-	cg := filepath.Join(dir, "cgroup")
-	os.WriteFile(cg, []byte("2:cpu,cpuacct:/\n4:memory:/docker/abc/x\n0::/user.slice/a.scope\n"), 0o644)
-	lines, err := readCgroupFile(cg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ ctrl, want string }{{"cpu", "/"}, {"cpuacct", "/"}, {"memory", "/docker/abc/x"}, {"", "/user.slice/a.scope"}} {
-		if got, ok := cgroupPath(lines, tc.ctrl); !ok || got != tc.want {
-			t.Errorf("cgroupPath(%q) = %q, %v; want %q", tc.ctrl, got, ok, tc.want)
-		}
-	}
-	if _, ok := cgroupPath(lines, "pids"); ok {
-		t.Errorf("cgroupPath found an absent controller")
-	}
+func TestHierDir(t *testing.T) {
 	h := &hier{mount: "/sys/fs/cgroup/memory", root: "/docker/abc"}
 	if got := h.dir("/docker/abc/x"); got != "/sys/fs/cgroup/memory/x" {
 		t.Errorf("dir under a mount root = %s", got)
