@@ -146,10 +146,15 @@ run() {
 	return $status
 }
 
-cleanup() {
+# stop_deps stops every dependency a quickstart starts, purging its data.
+stop_deps() {
 	for dep in postgres kafka kafka-real; do
 		hlab deps down --purge "$dep" >/dev/null 2>&1 || true
 	done
+}
+
+cleanup() {
+	stop_deps
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -167,9 +172,7 @@ for name in "${names[@]}"; do
 	fi
 	run "$name" || failed+=("$name")
 	# Each starts from no dependency running, as on a fresh machine.
-	for dep in postgres kafka kafka-real; do
-		hlab deps down --purge "$dep" >/dev/null 2>&1 || true
-	done
+	stop_deps
 done
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "quickstarts: FAILED: ${failed[*]}" >&2

@@ -422,18 +422,27 @@ func TestDepsUpBadName(t *testing.T) {
 	}
 }
 
+// redisUp runs "hlab deps up redis" in a state directory of t's, stopped
+// with down --purge when t ends, and returns the binary, the directory,
+// the --state-dir flags and the connection string. Redis, being quick.
+func redisUp(t *testing.T) (bin, dir string, flags []string, conn string) {
+	t.Helper()
+	bin = testkit.HlabBinary(t)
+	if _, _, err := deps.FindRedis(); err != nil {
+		t.Skip(err)
+	}
+	dir = filepath.Join(t.TempDir(), "redis")
+	flags = []string{"--state-dir", dir}
+	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "redis", "--purge"}, flags...)...) })
+	conn = strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...))
+	return bin, dir, flags, conn
+}
+
 // TestDepsSupervisorKilled: a supervisor killed with SIGKILL takes its
 // dependency with it (no orphan holds the port), ps no longer lists it,
 // and the next up starts it again at the same string. Redis, being quick.
 func TestDepsSupervisorKilled(t *testing.T) {
-	bin := testkit.HlabBinary(t)
-	if _, _, err := deps.FindRedis(); err != nil {
-		t.Skip(err)
-	}
-	dir := filepath.Join(t.TempDir(), "redis")
-	flags := []string{"--state-dir", dir}
-	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "redis", "--purge"}, flags...)...) })
-	conn := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...))
+	bin, dir, flags, conn := redisUp(t)
 	s := psState(t, bin, dir)
 	if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -454,14 +463,7 @@ func TestDepsSupervisorKilled(t *testing.T) {
 // had, up fails (exit 1) saying so, with nothing on stdout and nothing
 // left running.
 func TestDepsUpPortTaken(t *testing.T) {
-	bin := testkit.HlabBinary(t)
-	if _, _, err := deps.FindRedis(); err != nil {
-		t.Skip(err)
-	}
-	dir := filepath.Join(t.TempDir(), "redis")
-	flags := []string{"--state-dir", dir}
-	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "redis", "--purge"}, flags...)...) })
-	conn := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...))
+	bin, dir, flags, conn := redisUp(t)
 	hlabOK(t, bin, append([]string{"deps", "down", "redis"}, flags...)...)
 	ln, err := net.Listen("tcp", hostPort(t, conn))
 	if err != nil {
