@@ -16,6 +16,7 @@ import (
 )
 
 // The closed model's event loop, for plain http on Linux: what wrk does.
+// (The open model's use of it is in engine_open_linux.go.)
 //
 // A goroutine per connection costs, per request, a park and a wake-up
 // through Go's netpoller (and a read that finds nothing yet, before the
