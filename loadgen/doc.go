@@ -76,13 +76,16 @@
 // GOMAXPROCS=1 a server in the same process may answer up to 10 ms late. The request is serialized once; each send is one write, each answer
 // usually one read, framed and read whole as it arrives (Content-Length,
 // chunked, or to the end of the connection). The open model against such a
-// target with GOMAXPROCS <= 2 runs on one such loop: it walks the pacer's
+// target with GOMAXPROCS <= 2 and the environment variable
+// HLAB_LOADGEN_OPEN_LOOP set (off by default, see engine_open_linux.go)
+// runs on one such loop: it walks the pacer's
 // intended send times, woken for each by a timerfd in its epoll set, sends
 // each due request on an idle connection (opening one, up to Connections,
 // when none is idle) and reads the answers as they come; the dispatcher and
 // its hand-off to workers, and their cost, are gone. With more CPUs the
 // open model keeps its goroutines, which spread over them. Everywhere else
-// (https, scenarios, other systems, or with the environment variable
+// (https, the open model by default, scenarios, other systems, or with
+// the environment variable
 // HLAB_LOADGEN_GOROUTINES set, for comparison) every worker is a goroutine
 // owning one connection, written and read with fasthttp's Request.Write and
 // Response.Read. Either way the steady state allocates nothing per request,

@@ -99,9 +99,10 @@ func (r *runner) runEngines() bool {
 	// Each engine holds a P while it waits (see wait): leave one to the
 	// rest of the process when there are several.
 	procs := runtime.GOMAXPROCS(0)
-	if c.open && procs > 2 {
+	if c.open && (procs > 2 || os.Getenv("HLAB_LOADGEN_OPEN_LOOP") == "") {
 		// The open model runs on one engine, which drives one CPU: with
-		// more, the goroutines spread the sends over them.
+		// more, the goroutines spread the sends over them. It is off
+		// unless HLAB_LOADGEN_OPEN_LOOP is set (see engine_open_linux.go).
 		return false
 	}
 	addr, ok := engineAddr(c)

@@ -80,8 +80,10 @@ func TestEngineLocalhost(t *testing.T) {
 // counts, statuses and errors, and the same accounting of late and unsent
 // sends when the server cannot keep up.
 func TestEngineOpenMatchesGoroutines(t *testing.T) {
-	// The open model's event loop runs with GOMAXPROCS <= 2 only.
+	// The open model's event loop runs with GOMAXPROCS <= 2 only, and
+	// when asked for.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	t.Setenv("HLAB_LOADGEN_OPEN_LOOP", "1")
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/chunked":
@@ -157,6 +159,7 @@ func TestEngineOpenMatchesGoroutines(t *testing.T) {
 // counted as the workers count them.
 func TestEngineOpenRefused(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	t.Setenv("HLAB_LOADGEN_OPEN_LOOP", "1")
 	srv := newServer(t, hello)
 	url := srv.URL
 	srv.Close()
