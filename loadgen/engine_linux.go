@@ -88,21 +88,21 @@ type econn struct {
 	pending    []byte // read but not yet consumed by p
 }
 
-// runEngines runs the closed model on event loops and reports whether it
-// could; when it cannot (TLS, a scenario, a host that does not resolve to
-// an address), the caller runs the goroutine per connection instead.
+// runEngines runs the load on event loops and reports whether it could;
+// when it cannot (TLS, a scenario, the Goroutines option, a host that does
+// not resolve to an address, or the open model with GOMAXPROCS > 2), the
+// caller runs the goroutines instead.
 func (r *runner) runEngines() bool {
 	c := r.c
-	if c.isTLS || c.scenario != nil || os.Getenv("HLAB_LOADGEN_GOROUTINES") != "" {
+	if c.isTLS || c.scenario != nil || c.goroutines {
 		return false
 	}
 	// Each engine holds a P while it waits (see wait): leave one to the
 	// rest of the process when there are several.
 	procs := runtime.GOMAXPROCS(0)
-	if c.open && (procs > 2 || os.Getenv("HLAB_LOADGEN_OPEN_LOOP") == "") {
+	if c.open && procs > 2 {
 		// The open model runs on one engine, which drives one CPU: with
-		// more, the goroutines spread the sends over them. It is off
-		// unless HLAB_LOADGEN_OPEN_LOOP is set (see engine_open_linux.go).
+		// more, the goroutines spread the sends over them.
 		return false
 	}
 	addr, ok := engineAddr(c)
@@ -267,7 +267,7 @@ func (e *engine) run() {
 // least every millisecond while it runs. With GOMAXPROCS=1 the rest of the
 // process may wait up to engineWait while the loop blocks: a server in the
 // same process then answers late (capping a wait at a millisecond instead
-// cost a fifth more CPU per request); set HLAB_LOADGEN_GOROUTINES there.
+// cost a fifth more CPU per request); the Goroutines option is for that.
 // A signal (preemption for the garbage collector) ends a wait early with
 // EINTR.
 func (e *engine) wait() (int, error) {

@@ -26,14 +26,19 @@ import (
 // re-arming resets it) wakes the loop at the next intended send, within the
 // kernel's timer slack, as the dispatcher's timerfdSleeper does.
 //
-// It is off by default (HLAB_LOADGEN_OPEN_LOOP=1 turns it on): at 50,000
-// req/s on one CPU against a one-CPU hello server it used 12-14 µs of CPU
-// per request against the dispatcher's 18-19, but the server, not the
-// generator, was then the limit (0.9-1.0 of its CPU), and the share of the
-// intended count sent was no better: 97.3-100% against 98.6-100% in
-// alternating runs, and 92.9-94.9% against 98.8-100% in
-// bench/loadgen-vs-wrk.sh, where the server starts buried by vegeta's run.
-// Why it sends less there is not yet understood.
+// At 50,000 req/s for 10 s on one CPU, against a one-CPU fasthttp hello
+// server, it used 0.74-0.82 of its CPU and sent 100% of the intended count
+// with 4,700-27,000 sends late by over 10 ms; the dispatcher used all of its
+// CPU (0.99) and sent 100% with 49,000-65,000 late (two alternating runs
+// each). Against net/http's hello server, saturated at 0.99 CPU, both sent
+// 88-95%: a server that cannot keep up holds every connection busy, up to
+// the cap, and the sends then wait (bench/loadgen-vs-wrk.sh now gives the
+// server's CPU beside each run for that reason).
+//
+// Pacing each send at its time, rather than in bursts, costs the server a
+// wake-up per request at low rates: at 5,000 req/s the fasthttp server
+// switched context 15,500 times a second under this loop and 3,400 under
+// vegeta, whose sends bunch, and used 0.28 against 0.11 of a CPU.
 //
 // One difference: an idle connection the server closes is closed here at
 // once, and the next send on it connects again; a worker finds it closed

@@ -11,7 +11,7 @@ import (
 
 // TestEngineMatchesGoroutines runs the same closed-model loads on the event
 // loop (the default for plain http on Linux) and on a goroutine per
-// connection (HLAB_LOADGEN_GOROUTINES), against answers framed every way
+// connection (the Goroutines option), against answers framed every way
 // HTTP/1.1 allows, and wants the same counts, statuses and bytes.
 func TestEngineMatchesGoroutines(t *testing.T) {
 	big := strings.Repeat("x", 100<<10)
@@ -48,8 +48,7 @@ func TestEngineMatchesGoroutines(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := append([]Option{Requests(60), Connections(3)}, tc.opts...)
 			loop := run(t, srv.URL+tc.path, opts...)
-			t.Setenv("HLAB_LOADGEN_GOROUTINES", "1")
-			gor := run(t, srv.URL+tc.path, opts...)
+			gor := run(t, srv.URL+tc.path, append(opts, Goroutines())...)
 			if loop.Requests != 60 || gor.Requests != 60 {
 				t.Fatalf("requests: loop %d, goroutines %d, want 60", loop.Requests, gor.Requests)
 			}
@@ -80,10 +79,8 @@ func TestEngineLocalhost(t *testing.T) {
 // counts, statuses and errors, and the same accounting of late and unsent
 // sends when the server cannot keep up.
 func TestEngineOpenMatchesGoroutines(t *testing.T) {
-	// The open model's event loop runs with GOMAXPROCS <= 2 only, and
-	// when asked for.
+	// The open model's event loop runs with GOMAXPROCS <= 2 only.
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	t.Setenv("HLAB_LOADGEN_OPEN_LOOP", "1")
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/chunked":
@@ -120,8 +117,7 @@ func TestEngineOpenMatchesGoroutines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			loop := run(t, srv.URL+tc.path, tc.opts...)
-			t.Setenv("HLAB_LOADGEN_GOROUTINES", "1")
-			gor := run(t, srv.URL+tc.path, tc.opts...)
+			gor := run(t, srv.URL+tc.path, append(tc.opts, Goroutines())...)
 			t.Logf("loop: requests %d, %+v; goroutines: requests %d, %+v", loop.Requests, loop.Missed, gor.Requests, gor.Missed)
 			if !tc.slow {
 				if loop.Requests != gor.Requests || loop.Missed.Unsent != gor.Missed.Unsent {
@@ -159,14 +155,12 @@ func TestEngineOpenMatchesGoroutines(t *testing.T) {
 // counted as the workers count them.
 func TestEngineOpenRefused(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
-	t.Setenv("HLAB_LOADGEN_OPEN_LOOP", "1")
 	srv := newServer(t, hello)
 	url := srv.URL
 	srv.Close()
 	opts := []Option{Rate(1000), Requests(50), Connections(4)}
 	loop := run(t, url, opts...)
-	t.Setenv("HLAB_LOADGEN_GOROUTINES", "1")
-	gor := run(t, url, opts...)
+	gor := run(t, url, append(opts, Goroutines())...)
 	if loop.Requests != 50 || gor.Requests != 50 || !maps.Equal(loop.Errors, gor.Errors) || len(loop.Errors) == 0 {
 		t.Errorf("loop: %d %v; goroutines: %d %v", loop.Requests, loop.Errors, gor.Requests, gor.Errors)
 	}
