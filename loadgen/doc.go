@@ -68,20 +68,27 @@
 //
 // # Transport and cost
 //
-// The closed model against a plain http:// target on Linux runs on event
-// loops, as wrk does: GOMAXPROCS-1 goroutines (at least one, at most one
-// per connection), each owning its share of the connections as
-// non-blocking sockets in its own epoll set. A loop keeps its P while it
-// waits for events (that saves a fifth of the CPU per request), so with
-// GOMAXPROCS=1 a server in the same process may answer up to 10 ms late. The request is serialized once; each send is one write, each answer
-// usually one read, framed and read whole as it arrives (Content-Length,
-// chunked, or to the end of the connection). Everywhere else (https, the
-// open model, scenarios, other systems, or with the environment variable
-// HLAB_LOADGEN_GOROUTINES set, for comparison) every worker is a goroutine
+// Against a plain http:// target on Linux, loads run on event loops, as
+// wrk does: each loop is a goroutine owning its connections as non-blocking
+// sockets in its own epoll set. The closed model runs GOMAXPROCS-1 of them
+// (at least one, at most one per connection). The open model, with
+// GOMAXPROCS <= 2, runs one: it walks the pacer's intended send times,
+// woken for each by a timerfd in its epoll set, sends each due request on
+// an idle connection (opening one, up to Connections, when none is idle)
+// and reads the answers as they come. A loop keeps its P while it waits for
+// events (that saves a fifth of the CPU per request), so with GOMAXPROCS=1
+// a server in the same process may answer up to 10 ms late. The request is
+// serialized once; each send is one write, each answer usually one read,
+// framed and read whole as it arrives (Content-Length, chunked, or to the
+// end of the connection).
+//
+// Everywhere else (https, scenarios, the open model with more CPUs, other
+// systems, or with the Goroutines option) every worker is a goroutine
 // owning one connection, written and read with fasthttp's Request.Write and
-// Response.Read. Either way the steady state allocates nothing per request,
-// and the counting above is the same. When ctx is done, Run closes the
-// connections under the requests in flight and returns at once, with
+// Response.Read; in the open model a dispatcher hands each intended send to
+// an idle worker. Either way the steady state allocates nothing per
+// request, and the counting above is the same. When ctx is done, Run closes
+// the connections under the requests in flight and returns at once, with
 // Result.Interrupted set.
 //
 // Every run measures the CPU the process used and the CPUs it had

@@ -16,6 +16,7 @@ import (
 )
 
 // The closed model's event loop, for plain http on Linux: what wrk does.
+// (The open model's use of it is in engine_open_linux.go.)
 //
 // A goroutine per connection costs, per request, a park and a wake-up
 // through Go's netpoller (and a read that finds nothing yet, before the
@@ -57,6 +58,16 @@ type engine struct {
 	// before it, and the connections need scanning only once it passed.
 	nextExpire time.Duration
 	lastYield  time.Duration
+	busy       int // requests in flight
+
+	// Open model (see open.go's comment): one engine, whose connections
+	// are opened as the sends need them, up to the cap.
+	open    bool
+	sending bool          // requests remain to be sent
+	n       uint64        // the next request to send
+	idle    []*econn      // connected or not, with no request in flight
+	tfd     int           // a timerfd in the epoll set, -1 if none
+	armed   time.Duration // when tfd fires; -1 if not armed
 
 	bytesIn, bytesOut int64
 }
@@ -70,18 +81,28 @@ type econn struct {
 	written    int  // bytes of the request written
 	got        int  // bytes of the answer read
 	inFlight   bool
-	sent       time.Duration // offsets from the run's start
+	intended   time.Duration // offsets from the run's start
+	sent       time.Duration
 	deadline   time.Duration
 	p          respParser
 	pending    []byte // read but not yet consumed by p
 }
 
-// runEngines runs the closed model on event loops and reports whether it
-// could; when it cannot (TLS, a scenario, a host that does not resolve to
-// an address), the caller runs the goroutine per connection instead.
+// runEngines runs the load on event loops and reports whether it could;
+// when it cannot (TLS, a scenario, the Goroutines option, a host that does
+// not resolve to an address, or the open model with GOMAXPROCS > 2), the
+// caller runs the goroutines instead.
 func (r *runner) runEngines() bool {
 	c := r.c
-	if c.isTLS || c.scenario != nil || c.open || os.Getenv("HLAB_LOADGEN_GOROUTINES") != "" {
+	if c.isTLS || c.scenario != nil || c.goroutines {
+		return false
+	}
+	// Each engine holds a P while it waits (see wait): leave one to the
+	// rest of the process when there are several.
+	procs := runtime.GOMAXPROCS(0)
+	if c.open && procs > 2 {
+		// The open model runs on one engine, which drives one CPU: with
+		// more, the goroutines spread the sends over them.
 		return false
 	}
 	addr, ok := engineAddr(c)
@@ -107,10 +128,10 @@ func (r *runner) runEngines() bool {
 	}
 	head := req.Header.IsHead()
 
-	// Each engine holds a P while it waits (see wait): leave one to the
-	// rest of the process when there are several.
-	procs := runtime.GOMAXPROCS(0)
 	n := min(max(procs-1, 1), c.conns)
+	if c.open {
+		n = 1
+	}
 	engines := make([]*engine, n)
 	for i := range engines {
 		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
@@ -122,7 +143,13 @@ func (r *runner) runEngines() bool {
 		}
 		sa, family := sockaddr()
 		engines[i] = &engine{r: r, epfd: epfd, sa: sa, family: family, req: b.Bytes(), head: head,
-			buf: make([]byte, bufSize), events: make([]unix.EpollEvent, 128)}
+			buf: make([]byte, bufSize), events: make([]unix.EpollEvent, 128), tfd: -1, armed: -1}
+	}
+	if c.open {
+		engines[0].startOpen()
+		r.workers.Go(engines[0].run)
+		r.workers.Wait()
+		return true
 	}
 	for id := range c.conns {
 		e := engines[id%n]
@@ -164,12 +191,18 @@ func (e *engine) run() {
 			e.closeConn(c)
 		}
 		_ = unix.Close(e.epfd)
+		if e.tfd >= 0 {
+			_ = unix.Close(e.tfd)
+		}
 		e.r.tracker.bytesIn.Add(e.bytesIn)
 		e.r.tracker.bytesOut.Add(e.bytesOut)
 	}()
 	e.active = len(e.conns)
 	e.ready = append(e.ready, e.conns...)
 	for {
+		if e.open {
+			e.sendDue()
+		}
 		// A request that fails at once (a refused connection) makes its
 		// connection ready again: sending from here, not from where it
 		// failed, keeps that a loop rather than a recursion.
@@ -181,7 +214,7 @@ func (e *engine) run() {
 			e.ready = e.ready[:len(e.ready)-1]
 			e.next(c)
 		}
-		if e.active == 0 || e.r.aborted.Load() {
+		if e.r.aborted.Load() || (!e.open && e.active == 0) || (e.open && !e.sending && e.busy == 0) {
 			return
 		}
 		n, err := e.wait()
@@ -199,9 +232,21 @@ func (e *engine) run() {
 			return
 		}
 		for _, ev := range e.events[:max(n, 0)] {
+			if ev.Pad < 0 {
+				e.armed = -1 // the send timer fired
+				continue
+			}
 			c := e.conns[ev.Pad]
-			if c.fd < 0 || int32(c.fd) != ev.Fd || !c.inFlight {
+			if c.fd < 0 || int32(c.fd) != ev.Fd {
 				continue // an event of a connection closed since
+			}
+			if !c.inFlight {
+				// Open model: the server closed an idle connection (or
+				// sent what was not asked for). Level-triggered, the
+				// event would come back on every wait; the next send on
+				// c connects again.
+				e.closeConn(c)
+				continue
 			}
 			e.handle(c, ev.Events)
 		}
@@ -222,7 +267,7 @@ func (e *engine) run() {
 // least every millisecond while it runs. With GOMAXPROCS=1 the rest of the
 // process may wait up to engineWait while the loop blocks: a server in the
 // same process then answers late (capping a wait at a millisecond instead
-// cost a fifth more CPU per request); set HLAB_LOADGEN_GOROUTINES there.
+// cost a fifth more CPU per request); the Goroutines option is for that.
 // A signal (preemption for the garbage collector) ends a wait early with
 // EINTR.
 func (e *engine) wait() (int, error) {
@@ -232,6 +277,9 @@ func (e *engine) wait() (int, error) {
 		runtime.Gosched()
 	}
 	wait := min(engineWait, e.nextExpire-now)
+	if e.open {
+		wait = min(wait, e.sendWait(now))
+	}
 	ms := max(int((wait+time.Millisecond-1)/time.Millisecond), 0)
 	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(e.epfd),
 		uintptr(unsafe.Pointer(&e.events[0])), uintptr(len(e.events)), uintptr(ms), 0, 0)
@@ -272,7 +320,14 @@ func (e *engine) next(c *econn) {
 		e.active--
 		return
 	}
-	c.inFlight, c.sent, c.deadline = true, sent, sent+r.c.timeout
+	e.send(c, sent, sent)
+}
+
+// send sends a request on c, intended at intended and sent now (offsets
+// from the start), connecting c first if it is not connected.
+func (e *engine) send(c *econn, intended, sent time.Duration) {
+	c.inFlight, c.intended, c.sent, c.deadline = true, intended, sent, sent+e.r.c.timeout
+	e.busy++
 	c.written, c.got = 0, 0
 	c.p.reset(e.head)
 	c.pending = c.pending[:0]
@@ -431,6 +486,16 @@ func (e *engine) done(c *econn, closeConn bool) {
 	if closeConn {
 		e.closeConn(c)
 	}
+	e.release(c)
+}
+
+// release makes c ready for its next request: at once in the closed
+// model, at the next due send in the open one.
+func (e *engine) release(c *econn) {
+	if e.open {
+		e.idle = append(e.idle, c)
+		return
+	}
 	e.ready = append(e.ready, c)
 }
 
@@ -439,16 +504,17 @@ func (e *engine) done(c *econn, closeConn bool) {
 func (e *engine) fail(c *econn, err error) {
 	e.record(c, 0, err)
 	e.closeConn(c)
-	e.ready = append(e.ready, c)
+	e.release(c)
 }
 
 func (e *engine) record(c *econn, status int, err error) {
 	c.inFlight = false
+	e.busy--
 	end := time.Since(e.r.start)
 	if err != nil && e.r.aborted.Load() {
 		return
 	}
-	c.sh.record(c.sent, c.sent, end, status, err)
+	c.sh.record(c.intended, c.sent, end, status, err)
 }
 
 func (e *engine) closeConn(c *econn) {

@@ -238,6 +238,28 @@ func (r *runner) closedWorker(id int) {
 // the connection cap. When all are busy it waits for one; the sends it then
 // makes are late, and their latency counts from the intended time.
 func (r *runner) runOpen() {
+	if !r.runEngines() {
+		r.dispatch()
+	}
+	// Intended sends that came due before sending stopped but never went out.
+	r.stop()
+	end := r.stopAt
+	if r.c.durSet {
+		end = min(end, r.c.duration)
+	}
+	due := dueBefore(r.c.pacer, end)
+	if r.c.reqSet {
+		due = min(due, uint64(r.c.requests))
+	}
+	if due > r.dispatched {
+		r.unsent = due - r.dispatched
+	}
+	r.workers.Wait()
+}
+
+// dispatch runs the open model on goroutines; runOpen counts what went
+// unsent and waits for the workers.
+func (r *runner) dispatch() {
 	jobs := make(chan time.Duration) // intended offsets from start
 	workers := 0
 	p := r.c.pacer
@@ -272,21 +294,6 @@ dispatch:
 		r.dispatched = n + 1
 	}
 	close(jobs)
-
-	// Intended sends that came due before sending stopped but never went out.
-	r.stop()
-	end := r.stopAt
-	if r.c.durSet {
-		end = min(end, r.c.duration)
-	}
-	due := dueBefore(p, end)
-	if r.c.reqSet {
-		due = min(due, uint64(r.c.requests))
-	}
-	if due > r.dispatched {
-		r.unsent = due - r.dispatched
-	}
-	r.workers.Wait()
 }
 
 func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration) {

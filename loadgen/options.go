@@ -44,6 +44,7 @@ type cfg struct {
 	tlsConfig  *tls.Config
 	onProgress func(Progress)
 	scenario   Scenario // nil: every request is the same
+	goroutines bool     // no event loops (Goroutines)
 
 	// Derived by validate.
 	addr  string // host:port for dialing
@@ -128,6 +129,15 @@ func TLSConfig(t *tls.Config) Option {
 // overlap; f should return quickly, as the next call waits for it.
 func OnProgress(f func(Progress)) Option {
 	return func(c *cfg) { c.onProgress = f }
+}
+
+// Goroutines runs every worker as a goroutine owning one connection, as on
+// systems other than Linux and for https, instead of on event loops (see
+// the package doc). An event loop keeps its P while it waits, so with
+// GOMAXPROCS=1 a server in the same process answers up to 10 ms late: use
+// it there, or to compare the two.
+func Goroutines() Option {
+	return func(c *cfg) { c.goroutines = true }
 }
 
 // Progress is a snapshot of a running load.

@@ -115,14 +115,10 @@ func rememberedPort(dir string) int {
 	return p
 }
 
-// alive reports whether pid is a live process (a zombie is not: nothing
-// may reap an orphan here, and it holds no port).
-func alive(pid int) bool { return procfs.Alive(pid) }
-
 // isSupervisor reports whether pid is alive and a supervisor (hlab deps
 // supervise), not a process that took a dead one's pid.
 func isSupervisor(pid int) bool {
-	if !alive(pid) {
+	if !procfs.Alive(pid) {
 		return false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/procfs"
 )
 
 // Options are what Up, Down and List take besides a name.
@@ -163,17 +165,17 @@ func stopSupervisor(pid, depPID int, exited <-chan error) error {
 				return false
 			}
 		}
-		return !alive(pid)
+		return !procfs.Alive(pid)
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
-	if waitFor(stopBound, gone) && (depPID == 0 || waitFor(5*time.Second, func() bool { return !alive(depPID) })) {
+	if waitFor(stopBound, gone) && (depPID == 0 || waitFor(5*time.Second, func() bool { return !procfs.Alive(depPID) })) {
 		return nil
 	}
 	if depPID > 0 {
 		syscall.Kill(-depPID, syscall.SIGKILL)
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-	if !waitFor(10*time.Second, gone) || (depPID > 0 && !waitFor(5*time.Second, func() bool { return !alive(depPID) })) {
+	if !waitFor(10*time.Second, gone) || (depPID > 0 && !waitFor(5*time.Second, func() bool { return !procfs.Alive(depPID) })) {
 		return fmt.Errorf("depsctl: the supervisor (pid %d) or its dependency (pid %d) did not die after SIGKILL", pid, depPID)
 	}
 	return fmt.Errorf("depsctl: the supervisor (pid %d) did not stop within %s of SIGTERM: killed it and its dependency", pid, stopBound)
