@@ -100,10 +100,10 @@ func testDepsUpDown(t *testing.T, bin string, tc depsUpCase) {
 	defer cancel()
 	dir := filepath.Join(t.TempDir(), tc.name)
 	flags := append([]string{"--state-dir", dir}, tc.args...)
-	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", tc.name, "--purge"}, flags...)...) })
+	t.Cleanup(func() { testkit.Run(bin, append([]string{"deps", "down", tc.name, "--purge"}, flags...)...) })
 	up := func() string {
 		start := time.Now()
-		out := hlabOK(t, bin, append([]string{"deps", "up", tc.name, "--timeout", "4m"}, flags...)...)
+		out := testkit.RunOK(t, bin, append([]string{"deps", "up", tc.name, "--timeout", "4m"}, flags...)...)
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 		if len(lines) != 1 || lines[0] == "" || !strings.HasSuffix(out, "\n") {
 			t.Fatalf("up printed %q on stdout; want one line, the connection string", out)
@@ -116,10 +116,10 @@ func testDepsUpDown(t *testing.T, bin string, tc depsUpCase) {
 		t.Errorf("a second up printed %q; want the same string as the first, %q", again, conn)
 	}
 	s := psState(t, bin, dir)
-	if s.Conn != conn || s.Name != tc.name || !pidAlive(s.PID) || s.Started.IsZero() {
+	if s.Conn != conn || s.Name != tc.name || !procfs.Alive(s.PID) || s.Started.IsZero() {
 		t.Errorf("ps: %+v; want %s running at %s", s, tc.name, conn)
 	}
-	if tc.name != "kafka" && !pidAlive(s.DepPID) { // kfake runs inside the supervisor
+	if tc.name != "kafka" && !procfs.Alive(s.DepPID) { // kfake runs inside the supervisor
 		t.Errorf("ps: the dependency's pid %d does not run", s.DepPID)
 	}
 	tc.check(t, ctx, conn)
@@ -144,7 +144,7 @@ func testDepsUpDown(t *testing.T, bin string, tc depsUpCase) {
 	if err := cmd.Run(); err != nil || !strings.Contains(stderr.String(), "not running") {
 		t.Errorf("down of a stopped %s: %v, %q; want exit 0 and 'not running'", tc.name, err, stderr.String())
 	}
-	hlabOK(t, bin, append([]string{"deps", "down", tc.name, "--purge"}, flags...)...)
+	testkit.RunOK(t, bin, append([]string{"deps", "down", tc.name, "--purge"}, flags...)...)
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("down --purge left the state directory: %v", err)
 	}
@@ -156,9 +156,9 @@ func testDepsUpDown(t *testing.T, bin string, tc depsUpCase) {
 func down(t *testing.T, bin, name string, flags []string, s depsctl.State, conn string) {
 	t.Helper()
 	start := time.Now()
-	hlabOK(t, bin, append([]string{"deps", "down", name}, flags...)...)
+	testkit.RunOK(t, bin, append([]string{"deps", "down", name}, flags...)...)
 	t.Logf("down %s in %s", name, time.Since(start).Round(time.Millisecond))
-	if pidAlive(s.PID) {
+	if procfs.Alive(s.PID) {
 		t.Errorf("the supervisor (pid %d) still runs after down", s.PID)
 	}
 	if s.DepPID > 0 {
@@ -179,40 +179,16 @@ func down(t *testing.T, bin, name string, flags []string, s depsctl.State, conn 
 	}
 }
 
-// hlabRun runs the hlab binary and returns its stdout and error.
-func hlabRun(t *testing.T, bin string, args ...string) (string, string, error) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return stdout.String(), stderr.String(), err
-}
-
-// hlabOK runs the hlab binary, fails t unless it exits 0, and returns
-// its stdout.
-func hlabOK(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	out, errOut, err := hlabRun(t, bin, args...)
-	if err != nil {
-		t.Fatalf("hlab %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, errOut)
-	}
-	return out
-}
-
 // psState returns what hlab deps ps --json says runs in dir.
 func psState(t *testing.T, bin, dir string) depsctl.State {
 	t.Helper()
 	var states []depsctl.State
-	out := hlabOK(t, bin, "deps", "ps", "--json", "--state-dir", dir)
+	out := testkit.RunOK(t, bin, "deps", "ps", "--json", "--state-dir", dir)
 	if err := json.Unmarshal([]byte(out), &states); err != nil || len(states) != 1 {
 		t.Fatalf("ps --json: %v: %s; want one state", err, out)
 	}
 	return states[0]
 }
-
-// pidAlive reports whether pid runs (a zombie does not).
-func pidAlive(pid int) bool { return procfs.Alive(pid) }
 
 // groupMembers returns the live processes of process group pgid.
 func groupMembers(pgid int) []int {
@@ -433,8 +409,8 @@ func redisUp(t *testing.T) (bin, dir string, flags []string, conn string) {
 	}
 	dir = filepath.Join(t.TempDir(), "redis")
 	flags = []string{"--state-dir", dir}
-	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "redis", "--purge"}, flags...)...) })
-	conn = strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...))
+	t.Cleanup(func() { testkit.Run(bin, append([]string{"deps", "down", "redis", "--purge"}, flags...)...) })
+	conn = strings.TrimSpace(testkit.RunOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...))
 	return bin, dir, flags, conn
 }
 
@@ -448,12 +424,12 @@ func TestDepsSupervisorKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 10*time.Second, "the supervisor and redis gone after SIGKILL", func() bool {
-		return !pidAlive(s.PID) && len(groupMembers(s.DepPID)) == 0
+		return !procfs.Alive(s.PID) && len(groupMembers(s.DepPID)) == 0
 	})
-	if out := hlabOK(t, bin, "deps", "ps", "--json", "--state-dir", dir); strings.TrimSpace(out) != "[]" {
+	if out := testkit.RunOK(t, bin, "deps", "ps", "--json", "--state-dir", dir); strings.TrimSpace(out) != "[]" {
 		t.Errorf("ps after the supervisor died: %s; want []", out)
 	}
-	if again := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...)); again != conn {
+	if again := strings.TrimSpace(testkit.RunOK(t, bin, append([]string{"deps", "up", "redis"}, flags...)...)); again != conn {
 		t.Errorf("up after the supervisor died: %q; want %q again", again, conn)
 	}
 	checkRedis(t, conn)
@@ -464,13 +440,13 @@ func TestDepsSupervisorKilled(t *testing.T) {
 // left running.
 func TestDepsUpPortTaken(t *testing.T) {
 	bin, dir, flags, conn := redisUp(t)
-	hlabOK(t, bin, append([]string{"deps", "down", "redis"}, flags...)...)
+	testkit.RunOK(t, bin, append([]string{"deps", "down", "redis"}, flags...)...)
 	ln, err := net.Listen("tcp", hostPort(t, conn))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	out, errOut, err := hlabRun(t, bin, append([]string{"deps", "up", "redis", "--timeout", "30s"}, flags...)...)
+	out, errOut, err := testkit.Run(bin, append([]string{"deps", "up", "redis", "--timeout", "30s"}, flags...)...)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 || out != "" || !strings.Contains(errOut, "in use by another process") {
 		t.Errorf("up with its port taken: %v, stdout %q, stderr %q; want exit 1, nothing, and why", err, out, errOut)
@@ -496,9 +472,9 @@ func TestDepsUpTopics(t *testing.T) {
 	bin := testkit.HlabBinary(t)
 	dir := filepath.Join(t.TempDir(), "kafka")
 	flags := []string{"--state-dir", dir}
-	t.Cleanup(func() { hlabRun(t, bin, append([]string{"deps", "down", "kafka", "--purge"}, flags...)...) })
-	conn := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "kafka", "--topics", "orders,payments"}, flags...)...))
-	again := strings.TrimSpace(hlabOK(t, bin, append([]string{"deps", "up", "kafka", "--topics", "orders,audit", "--partitions", "2"}, flags...)...))
+	t.Cleanup(func() { testkit.Run(bin, append([]string{"deps", "down", "kafka", "--purge"}, flags...)...) })
+	conn := strings.TrimSpace(testkit.RunOK(t, bin, append([]string{"deps", "up", "kafka", "--topics", "orders,payments"}, flags...)...))
+	again := strings.TrimSpace(testkit.RunOK(t, bin, append([]string{"deps", "up", "kafka", "--topics", "orders,audit", "--partitions", "2"}, flags...)...))
 	if again != conn {
 		t.Fatalf("second up: %q, want %q", again, conn)
 	}
@@ -514,7 +490,7 @@ func TestDepsUpTopics(t *testing.T) {
 			t.Errorf("topic %s: %d partitions, want %d", topic, got, want)
 		}
 	}
-	if _, errOut, err := hlabRun(t, bin, "deps", "up", "postgres", "--topics", "x", "--state-dir", filepath.Join(t.TempDir(), "pg")); err == nil || !strings.Contains(errOut, "--topics is for kafka") {
+	if _, errOut, err := testkit.Run(bin, "deps", "up", "postgres", "--topics", "x", "--state-dir", filepath.Join(t.TempDir(), "pg")); err == nil || !strings.Contains(errOut, "--topics is for kafka") {
 		t.Errorf("up postgres --topics: %v, %q; want it refused", err, errOut)
 	}
 }

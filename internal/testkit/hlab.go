@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -126,4 +127,25 @@ func removeStaleBuilds() {
 			os.RemoveAll(d)
 		}
 	}
+}
+
+// Run runs bin with args and returns its stdout, its stderr and the
+// error of the run (an *exec.ExitError when it exited non-zero).
+func Run(bin string, args ...string) (stdout, stderr string, err error) {
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// RunOK runs bin with args, fails t unless it exits 0, and returns its
+// stdout.
+func RunOK(t testing.TB, bin string, args ...string) string {
+	t.Helper()
+	out, errOut, err := Run(bin, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\nstdout: %s\nstderr: %s", filepath.Base(bin), strings.Join(args, " "), err, out, errOut)
+	}
+	return out
 }

@@ -1,10 +1,8 @@
 package labtest
 
 import (
-	"bytes"
 	"context"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,19 +26,12 @@ func DepsUp(t testing.TB, name string) string {
 	t.Helper()
 	bin := testkit.HlabBinary(t)
 	dir := filepath.Join(t.TempDir(), name)
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "deps", "up", name, "--state-dir", dir)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
 	t.Cleanup(func() {
-		if out, err := exec.Command(bin, "deps", "down", name, "--purge", "--state-dir", dir).CombinedOutput(); err != nil {
-			t.Errorf("hlab deps down %s: %v: %s", name, err, out)
+		if out, errOut, err := testkit.Run(bin, "deps", "down", name, "--purge", "--state-dir", dir); err != nil {
+			t.Errorf("hlab deps down %s: %v: %s%s", name, err, out, errOut)
 		}
 	})
-	if err != nil {
-		t.Fatalf("hlab deps up %s: %v: %s", name, err, stderr.String())
-	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(testkit.RunOK(t, bin, "deps", "up", name, "--state-dir", dir))
 }
 
 // URLPassword returns the password of a connection URL ("" when none),
