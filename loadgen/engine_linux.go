@@ -60,7 +60,7 @@ type engine struct {
 	lastYield  time.Duration
 	busy       int // requests in flight
 
-	// Open model (see open.go's comment): one engine, whose connections
+	// Open model (see engine_open_linux.go): one engine, whose connections
 	// are opened as the sends need them, up to the cap.
 	open    bool
 	sending bool          // requests remain to be sent
@@ -147,8 +147,7 @@ func (r *runner) runEngines() bool {
 	}
 	if c.open {
 		engines[0].startOpen()
-		r.workers.Go(engines[0].run)
-		r.workers.Wait()
+		engines[0].run()
 		return true
 	}
 	for id := range c.conns {

@@ -1,9 +1,7 @@
 package loadgen
 
 import (
-	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -53,8 +51,8 @@ const sendGrid = 50 * time.Microsecond
 // startOpen prepares e for the open model, before run.
 func (e *engine) startOpen() {
 	e.open, e.sending = true, true
-	fd, _, errno := syscall.Syscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, tfdNonblock|tfdCloexec, 0)
-	if errno != 0 {
+	fd, err := timerfdCreate()
+	if err != nil {
 		return // the wait rounds up to the next millisecond instead
 	}
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: int32(fd), Pad: -1}
@@ -70,12 +68,8 @@ func (e *engine) startOpen() {
 func (e *engine) sendDue() {
 	r := e.r
 	for e.sending {
-		if r.stopped.Load() || (r.c.reqSet && e.n >= uint64(r.c.requests)) {
-			e.endSending()
-			return
-		}
-		at := r.c.pacer.At(e.n)
-		if r.c.durSet && at >= r.c.duration {
+		at, ok := r.intendedAt(e.n)
+		if !ok || r.stopped.Load() {
 			e.endSending()
 			return
 		}
@@ -97,13 +91,7 @@ func (e *engine) sendDue() {
 		}
 		e.n++
 		r.dispatched = e.n
-		lag := now - at
-		if lag > lateThreshold {
-			r.late.Add(1)
-		}
-		if int64(lag) > r.maxLag.Load() {
-			r.maxLag.Store(int64(lag)) // the engine is the only writer
-		}
+		r.sentLate(now - at)
 		e.send(c, at, now)
 	}
 }
@@ -115,9 +103,7 @@ func (e *engine) endSending() {
 	e.sending = false
 	e.r.stop()
 	if e.tfd >= 0 && e.armed >= 0 {
-		var spec itimerspec // zero: disarm
-		_, _, _ = syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, uintptr(e.tfd), 0,
-			uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+		_ = timerfdSet(e.tfd, 0)
 		e.armed = -1
 	}
 }
@@ -146,10 +132,7 @@ func (e *engine) sendWait(now time.Duration) time.Duration {
 	at = (at + sendGrid - 1) / sendGrid * sendGrid
 	if e.armed != at {
 		d = at - now
-		spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
-		_, _, errno := syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, uintptr(e.tfd), 0,
-			uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
-		if errno != 0 {
+		if timerfdSet(e.tfd, d) != nil {
 			return d
 		}
 		e.armed = at

@@ -233,10 +233,9 @@ func (r *runner) closedWorker(id int) {
 	}
 }
 
-// runOpen runs the open model: a dispatcher walks the pacer's intended send
-// times and hands each to an idle worker, starting workers on demand up to
-// the connection cap. When all are busy it waits for one; the sends it then
-// makes are late, and their latency counts from the intended time.
+// runOpen runs the open model, on the event loop where it can (see
+// engine_open_linux.go) and on the dispatcher and its workers elsewhere,
+// then counts the intended sends that never went out.
 func (r *runner) runOpen() {
 	if !r.runEngines() {
 		r.dispatch()
@@ -257,20 +256,44 @@ func (r *runner) runOpen() {
 	r.workers.Wait()
 }
 
-// dispatch runs the open model on goroutines; runOpen counts what went
-// unsent and waits for the workers.
+// intendedAt returns the intended send time of request n (counted from
+// 0), as an offset from the start, and false when the run sends no n-th
+// request.
+func (r *runner) intendedAt(n uint64) (time.Duration, bool) {
+	if r.c.reqSet && n >= uint64(r.c.requests) {
+		return 0, false
+	}
+	at := r.c.pacer.At(n)
+	return at, !r.c.durSet || at < r.c.duration
+}
+
+// sentLate records a send lag behind its intended time: counted as late
+// past lateThreshold, and kept when it is the largest so far.
+func (r *runner) sentLate(lag time.Duration) {
+	if lag > lateThreshold {
+		r.late.Add(1)
+	}
+	for {
+		old := r.maxLag.Load()
+		if int64(lag) <= old || r.maxLag.CompareAndSwap(old, int64(lag)) {
+			return
+		}
+	}
+}
+
+// dispatch runs the open model on goroutines: it walks the pacer's intended
+// send times and hands each to an idle worker, starting workers on demand
+// up to the connection cap. When all are busy it waits for one; the sends
+// it then makes are late, and their latency counts from the intended time.
+// runOpen counts what went unsent and waits for the workers.
 func (r *runner) dispatch() {
 	jobs := make(chan time.Duration) // intended offsets from start
 	workers := 0
-	p := r.c.pacer
 
 dispatch:
 	for n := uint64(0); ; n++ {
-		if r.c.reqSet && n >= uint64(r.c.requests) {
-			break
-		}
-		at := p.At(n)
-		if r.c.durSet && at >= r.c.duration {
+		at, ok := r.intendedAt(n)
+		if !ok {
 			break
 		}
 		if !r.sleeper.sleepUntil(r.start.Add(at)) || r.stopped.Load() {
@@ -310,16 +333,7 @@ func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration)
 		}
 		intended := at
 		sent := time.Since(r.start)
-		lag := sent - intended
-		if lag > lateThreshold {
-			r.late.Add(1)
-		}
-		for {
-			old := r.maxLag.Load()
-			if int64(lag) <= old || r.maxLag.CompareAndSwap(old, int64(lag)) {
-				break
-			}
-		}
+		r.sentLate(sent - intended)
 		err := r.do(sh, cl, req, resp, intended, sent)
 		if script != nil {
 			script.answer(resp, err)

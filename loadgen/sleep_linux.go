@@ -29,9 +29,30 @@ const (
 	tfdCloexec     = syscall.O_CLOEXEC
 )
 
-func newSleeper() sleeper {
+// timerfdCreate returns a new non-blocking timerfd on the monotonic clock.
+func timerfdCreate() (uintptr, error) {
 	fd, _, errno := syscall.Syscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, tfdNonblock|tfdCloexec, 0)
 	if errno != 0 {
+		return 0, errno
+	}
+	return fd, nil
+}
+
+// timerfdSet arms fd to fire once, d from now; d == 0 disarms it. Arming
+// never blocks, so it is a raw system call: the event loop keeps its P.
+func timerfdSet(fd int, d time.Duration) error {
+	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
+	_, _, errno := syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, uintptr(fd), 0,
+		uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
+
+func newSleeper() sleeper {
+	fd, err := timerfdCreate()
+	if err != nil {
 		return newTimerSleeper()
 	}
 	// A non-blocking fd makes os.NewFile register it with the netpoller,
@@ -51,10 +72,7 @@ func (s *timerfdSleeper) sleepUntil(t time.Time) bool {
 	if d <= 0 {
 		return true
 	}
-	spec := itimerspec{value: syscall.NsecToTimespec(int64(d))}
-	_, _, errno := syscall.Syscall6(syscall.SYS_TIMERFD_SETTIME, uintptr(s.fd), 0,
-		uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
-	if errno != 0 {
+	if timerfdSet(s.fd, d) != nil {
 		time.Sleep(d)
 		return true
 	}
