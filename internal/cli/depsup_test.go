@@ -138,11 +138,8 @@ func testDepsUpDown(t *testing.T, bin string, tc depsUpCase) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Errorf("down removed the state directory: %v; only --purge should", err)
 	}
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, append([]string{"deps", "down", tc.name}, flags...)...)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil || !strings.Contains(stderr.String(), "not running") {
-		t.Errorf("down of a stopped %s: %v, %q; want exit 0 and 'not running'", tc.name, err, stderr.String())
+	if _, stderr, err := testkit.Run(bin, append([]string{"deps", "down", tc.name}, flags...)...); err != nil || !strings.Contains(stderr, "not running") {
+		t.Errorf("down of a stopped %s: %v, %q; want exit 0 and 'not running'", tc.name, err, stderr)
 	}
 	testkit.RunOK(t, bin, append([]string{"deps", "down", tc.name, "--purge"}, flags...)...)
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {

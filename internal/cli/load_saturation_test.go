@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -95,12 +94,8 @@ func TestLoadNotSaturatedAgainstSlowServer(t *testing.T) {
 	}))
 	defer srv.Close()
 	outPath := filepath.Join(t.TempDir(), "out.json")
-	cmd := exec.Command(bin, "load", "--connections", "10", "--duration", "2s", "--json", srv.URL)
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("hlab load: %v", err)
-	}
-	if err := os.WriteFile(outPath, b, 0o644); err != nil {
+	b := testkit.RunOK(t, bin, "load", "--connections", "10", "--duration", "2s", "--json", srv.URL)
+	if err := os.WriteFile(outPath, []byte(b), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	g := readGeneratorJSON(t, outPath)
