@@ -11,13 +11,8 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/lab"
-	"github.com/highload-lab/hlab/internal/lab/asyncexp"
-	"github.com/highload-lab/hlab/internal/lab/crudexp"
-	"github.com/highload-lab/hlab/internal/lab/databusexp"
-	"github.com/highload-lab/hlab/internal/lab/nosqlexp"
-	"github.com/highload-lab/hlab/internal/lab/replicaexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
-	"github.com/highload-lab/hlab/internal/lab/timeoutsexp"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -26,12 +21,6 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scaleexp.New(),
-		asyncexp.New(),
-		nosqlexp.New(),
-		replicaexp.New(),
-		crudexp.New(),
-		timeoutsexp.New(),
-		databusexp.New(),
 	}
 }
 
@@ -162,13 +151,13 @@ needs CREATEDB (and REPLICATION for the replica experiment).`)
 		report.WriteText(st.Stdout, res)
 		// A claim that did not hold is a result; a run that did not finish
 		// or lost data is not: exit 1.
-		if res.Error != "" || slices.ContainsFunc(res.Claims, func(c lab.ClaimResult) bool { return c.Verdict == lab.Invalid }) {
+		if res.Error != "" || slices.ContainsFunc(res.Claims, func(c labresult.ClaimResult) bool { return c.Verdict == labresult.Invalid }) {
 			code = 1
 		}
 	}
-	doc := report.Document{Machine: machine, Experiments: results}
+	doc := labresult.Document{Machine: machine, Experiments: results}
 	if *jsonPath != "" {
-		if err := report.WriteJSONFile(*jsonPath, doc); err != nil {
+		if err := labresult.WriteJSONFile(*jsonPath, doc); err != nil {
 			return fail(st, "lab", 1, err)
 		}
 		fmt.Fprintf(st.Stderr, "hlab lab: wrote %s\n", *jsonPath)

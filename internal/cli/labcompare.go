@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/highload-lab/hlab/internal/labcompare"
-	"github.com/highload-lab/hlab/internal/report"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // compareAction is the word after "hlab lab" that compares two runs
@@ -43,11 +43,11 @@ Example:
   hlab lab compare before.json after.json --report cmp   # also cmp/compare.html
 
 Exit status: 0 when compared (moved verdicts included), 1 with
---fail-on-moved when a verdict moved (for CI), 2 when a file cannot be
+--fail-on-moved when a verdict moved, a claim's or a target's (for CI), 2 when a file cannot be
 read or is not a lab run's JSON.`)
 	reportDir := fs.String("report", "", "also write the comparison as HTML to DIR/compare.html")
 	asJSON := fs.Bool("json", false, "print the comparison as JSON instead of tables")
-	failOnMoved := fs.Bool("fail-on-moved", false, "exit 1 when a claim's verdict moved (for CI)")
+	failOnMoved := fs.Bool("fail-on-moved", false, "exit 1 when a claim's or a target's verdict moved (for CI)")
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
 		return parseError(err)
@@ -55,9 +55,9 @@ read or is not a lab run's JSON.`)
 	if len(files) != 2 {
 		return fail(st, "lab compare", 2, fmt.Errorf("give two files written by hlab lab --json, A (before) and B (after), got %d: hlab lab compare A.json B.json", len(files)))
 	}
-	var docs [2]report.Document
+	var docs [2]labresult.Document
 	for i, path := range files {
-		if docs[i], err = report.ReadJSONFile(path); err != nil {
+		if docs[i], err = labresult.ReadJSONFile(path); err != nil {
 			return fail(st, "lab compare", 2, fmt.Errorf("%w; give two files written by hlab lab --json FILE", err))
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/defaults"
-	"github.com/highload-lab/hlab/internal/lab/crudexp"
+	"github.com/highload-lab/hlab/internal/tasksload"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -174,11 +174,11 @@ Examples:
 // tasksScenario makes report C's virtual users for the task API at base:
 // it creates their accounts (sign-up; existing ones are kept) and signs
 // them in before the load starts, so password hashing is not measured.
-func tasksScenario(ctx context.Context, base string, accounts, conns int) (*crudexp.Scenario, error) {
+func tasksScenario(ctx context.Context, base string, accounts, conns int) (*tasksload.Scenario, error) {
 	vus := max(conns, 1)
 	base = strings.TrimSuffix(base, "/")
 	defaults.Positive(&accounts, max(1, vus/4))
-	sc := &crudexp.Scenario{
+	sc := &tasksload.Scenario{
 		Users:    accounts,
 		Email:    func(i int) string { return fmt.Sprintf("load-user-%d@hlab.test", i) },
 		Password: "hlab-load-password",

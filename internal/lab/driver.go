@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -33,7 +34,7 @@ type Sample struct {
 	Requests, Successes int64
 	// Latency of the finished requests; Percentiles the curve, for charts.
 	Latency     loadgen.Latencies
-	Percentiles []Percentile
+	Percentiles []labresult.Percentile
 	StatusCodes map[string]int64 // by HTTP status, where there is one
 	Errors      map[string]int64 // failures without an answer, by kind
 	Late        int64            // open model: sends more than 10 ms late
@@ -112,7 +113,7 @@ func SampleOf(res *loadgen.Result) *Sample {
 		s.Errors[k] += n
 	}
 	for _, p := range res.Percentiles() {
-		s.Percentiles = append(s.Percentiles, Percentile{Q: p.Percentile, MS: ms(p.Latency)})
+		s.Percentiles = append(s.Percentiles, labresult.Percentile{Q: p.Percentile, MS: ms(p.Latency)})
 	}
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // External names servers the lab runs against instead of starting its
@@ -30,19 +31,12 @@ type External struct {
 	Cassandra string
 }
 
-// Dependencies of experiments, as External and Dependent name them.
+// Dependencies of experiments, as External and Spec.Needs name them.
 const (
 	DepPostgres  = "postgres"
 	DepKafka     = "kafka"
 	DepCassandra = "cassandra"
 )
-
-// Dependent is implemented by an experiment that uses Postgres, Kafka or
-// Cassandra (DepPostgres, ...), so that the lab can say a server given
-// to no selected experiment is unused, and check the given ones early.
-type Dependent interface {
-	Dependencies() []string
-}
 
 // ExternalReason is why a row that stops, restarts or kills a dependency,
 // or changes its settings, is not rerun on an external server.
@@ -76,16 +70,13 @@ func flag(dep string) string {
 func CheckExternal(ctx context.Context, exps []Experiment, o Options) error {
 	x := o.External
 	used := map[string]bool{}
-	for _, e := range exps {
-		if d, ok := e.(Dependent); ok {
-			for _, dep := range d.Dependencies() {
-				used[dep] = true
-			}
-		}
-	}
 	var names []string
 	for _, e := range exps {
-		names = append(names, e.Name())
+		spec := e.Spec(o)
+		for _, dep := range spec.Needs {
+			used[dep] = true
+		}
+		names = append(names, spec.Name)
 	}
 	for _, dep := range x.given() {
 		if !used[dep] {
@@ -111,9 +102,9 @@ func CheckExternal(ctx context.Context, exps []Experiment, o Options) error {
 			return fmt.Errorf("--postgres: %w", err)
 		}
 		for _, e := range exps {
-			if l, ok := e.(interface{ NeedsLogicalReplication() bool }); ok && l.NeedsLogicalReplication() {
+			if spec := e.Spec(o); spec.LogicalReplication {
 				if err := pg.RequireLogical(); err != nil {
-					return fmt.Errorf("--postgres: experiment %s: %w", e.Name(), err)
+					return fmt.Errorf("--postgres: experiment %s: %w", spec.Name, err)
 				}
 			}
 		}
@@ -222,11 +213,11 @@ func (o Options) ExternalFor(dep string) bool {
 	return slices.Contains(o.External.given(), dep)
 }
 
-// SkipGate drops label from the gates of the run's claims: a row the run
+// SkipGate drops key from the gates of the run's claims: a row the run
 // does not measure for a reason its Figures give (ExternalReason), which
 // would otherwise make every claim it gates INVALID as "not measured".
-func (r *Run) SkipGate(label string) {
+func (r *Run) SkipGate(key labresult.Key) {
 	for i := range r.claims {
-		r.claims[i].Gates = slices.DeleteFunc(slices.Clone(r.claims[i].Gates), func(g string) bool { return g == label })
+		r.claims[i].Gates = slices.DeleteFunc(slices.Clone(r.claims[i].Gates), func(g labresult.Key) bool { return g == key })
 	}
 }

@@ -32,12 +32,10 @@ type onServers struct {
 	interrupted chan struct{}
 }
 
-func (*onServers) Name() string                       { return "ext" }
-func (*onServers) Title() string                      { return "external servers" }
-func (*onServers) Claims() []lab.Claim                { return nil }
+func (*onServers) Spec(lab.Options) lab.Spec {
+	return lab.Spec{Name: "ext", Title: "external servers", Needs: []string{lab.DepPostgres, lab.DepKafka}}
+}
 func (*onServers) Estimate(lab.Options) time.Duration { return time.Second }
-func (*onServers) Figures(lab.Options) []lab.Figure   { return nil }
-func (*onServers) Dependencies() []string             { return []string{lab.DepPostgres, lab.DepKafka} }
 func (e *onServers) note(what string)                 { e.made = append(e.made, what) }
 func (e *onServers) Run(ctx context.Context, run *lab.Run) error {
 	pg, err := run.Postgres(ctx, deps.PostgresConfig{})

@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -15,23 +16,28 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labcompare"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
-// experiment is an experiment made of a function, for these tests.
+// experiment is an experiment made of a function, for these tests: two
+// rows, a and b, and the claim a >= 2x b. labelA, when set, rewords a's
+// label.
 type experiment struct {
-	run func(ctx context.Context, r *lab.Run) error
+	run    func(ctx context.Context, r *lab.Run) error
+	labelA string
 }
 
-func (experiment) Name() string                       { return "gate" }
-func (experiment) Title() string                      { return "an integrity gate" }
-func (experiment) Estimate(lab.Options) time.Duration { return time.Second }
-func (experiment) Figures(lab.Options) []lab.Figure   { return nil }
-func (experiment) Claims() []lab.Claim {
-	return []lab.Claim{{Text: "a serves >= 2x b", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2}}
+func (e experiment) Spec(lab.Options) lab.Spec {
+	return lab.Spec{Name: "gate", Title: "an integrity gate",
+		Rows:    []lab.RowSpec{lab.Row("a", cmp.Or(e.labelA, "row a")), lab.Row("b", "row b")},
+		Claims:  []labresult.Claim{{Text: "a serves >= 2x b", Ratio: labresult.Ratio{Num: "a", Den: "b", Metric: "rps"}, Bound: labresult.AtLeast(2)}},
+		Metrics: []labresult.Metric{{Name: "declared"}}}
 }
+func (experiment) Estimate(lab.Options) time.Duration          { return time.Second }
 func (e experiment) Run(ctx context.Context, r *lab.Run) error { return e.run(ctx, r) }
 
 // steadyDriver answers rate requests per second, all successful, and
@@ -63,16 +69,12 @@ func (d steadyDriver) Drive(_ context.Context, dur time.Duration, window func(bo
 // contains why.
 func judge(t *testing.T, sb *sandbox.Sandbox, exp experiment, why string) {
 	t.Helper()
-	results, err := lab.RunAll(context.Background(), []lab.Experiment{exp},
-		lab.Options{Mode: lab.Quick, Short: true, WorkDir: t.TempDir(), Self: "/bin/true"}, sb, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	results := runAll(t, sb, exp)
 	var text bytes.Buffer
 	report.WriteScoreboard(&text, results)
 	report.WriteText(&text, results[0])
 	path := filepath.Join(t.TempDir(), "r.json")
-	if err := report.WriteJSONFile(path, report.Document{Experiments: results}); err != nil {
+	if err := labresult.WriteJSONFile(path, labresult.Document{Experiments: results}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
@@ -98,9 +100,19 @@ func judge(t *testing.T, sb *sandbox.Sandbox, exp experiment, why string) {
 	}
 }
 
+func runAll(t *testing.T, sb *sandbox.Sandbox, exp lab.Experiment) []*labresult.Result {
+	t.Helper()
+	results, err := lab.RunAll(context.Background(), []lab.Experiment{exp},
+		lab.Options{Mode: lab.Quick, Short: true, WorkDir: t.TempDir(), Self: "/bin/true"}, sb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return results
+}
+
 // paired measures a (numerator) and b in pairs; a is three times faster.
 func paired(ctx context.Context, r *lab.Run, a, b lab.Measurement) error {
-	a.Label, b.Label = "a", "b"
+	a.Key, b.Key = "a", "b"
 	rows, err := r.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{a, b}})
 	for _, row := range rows {
 		r.AddRow(row)
@@ -171,4 +183,63 @@ func TestGateNoQuota(t *testing.T) {
 			lab.Measurement{Driver: steadyDriver{rate: 3000}, Procs: []*sandbox.Process{p}},
 			lab.Measurement{Driver: steadyDriver{rate: 1000}})
 	}}, "ran without its CPU quota: unlimited asked for 0.5 CPU")
+}
+
+// TestRenamedLabelStillJudged: rewording a row's label in the Spec
+// changes nothing the lab computes: the claim is judged on the same
+// rows, which carry the new label, and "hlab lab compare" matches the
+// row across the two runs by its key.
+func TestRenamedLabelStillJudged(t *testing.T) {
+	run := func(ctx context.Context, r *lab.Run) error {
+		return paired(ctx, r, lab.Measurement{Driver: steadyDriver{rate: 3000}}, lab.Measurement{Driver: steadyDriver{rate: 1000}})
+	}
+	before := runAll(t, nil, experiment{run: run})
+	after := runAll(t, nil, experiment{run: run, labelA: "row a, reworded"})
+	for _, res := range [][]*labresult.Result{before, after} {
+		if c := res[0].Claims[0]; c.Verdict != labresult.Reproduced {
+			t.Fatalf("claim %s over %q (%s)", c.Verdict, c.Numerator, c.Why)
+		}
+	}
+	if got := after[0].Claims[0].Numerator; got != "row a, reworded" {
+		t.Errorf("the claim reads %q, want the new label", got)
+	}
+	c := labcompare.Compare(labresult.Document{Experiments: before}, labresult.Document{Experiments: after}, "before", "after")
+	for _, row := range c.Experiments[0].Rows {
+		if row.Presence != labcompare.Both {
+			t.Errorf("row %q (%s) is %s: compare must match it by key", row.Label, row.Key, row.Presence)
+		}
+	}
+	if len(c.Moved) != 0 || c.Experiments[0].Claims[0].Presence != labcompare.Both {
+		t.Errorf("moved %v, claim %s", c.Moved, c.Experiments[0].Claims[0].Presence)
+	}
+}
+
+// TestUndeclaredRowOrFigureFails: a row whose key the Spec does not
+// declare, or one that carries an undeclared figure, fails the
+// experiment, naming it.
+func TestUndeclaredRowOrFigureFails(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		row  *labresult.Row
+		want string
+	}{
+		{"undeclared key", lab.NewRow("c"), `key "c"`},
+		{"undeclared figure", func() *labresult.Row {
+			r := lab.NewRow("a")
+			r.Set(labresult.Metric{Name: "undeclared"}, 1)
+			return r
+		}(), `figure "undeclared"`},
+		{"declared", func() *labresult.Row {
+			r := lab.NewRow("a")
+			r.Set(labresult.Metric{Name: "declared"}, 1)
+			return r
+		}(), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runAll(t, nil, experiment{run: func(ctx context.Context, r *lab.Run) error { r.AddRow(tt.row); return nil }})[0]
+			if (tt.want == "") != (res.Error == "") || !strings.Contains(res.Error, tt.want) {
+				t.Errorf("error %q, want %q", res.Error, tt.want)
+			}
+		})
+	}
 }

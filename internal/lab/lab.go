@@ -14,43 +14,28 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
-// Experiment is one report's experiment.
+// Experiment is one report's experiment: a declaration (Spec) and a run.
+// A new experiment is a package under internal/lab/<name> with a type
+// that implements it; CONTRIBUTING.md walks through one.
 type Experiment interface {
-	// Name is the short name users type: "hlab lab scale".
-	Name() string
-	// Title is a one-line description for listings.
-	Title() string
-	// Claims are what the report claims, as ratios between rows. The first
-	// is the headline claim.
-	Claims() []Claim
+	// Spec declares the experiment with opts: its rows, claims, targets,
+	// figures and coverage of the report (see Spec).
+	Spec(opts Options) Spec
 	// Estimate is how long Run takes with opts, for progress and ETAs.
 	Estimate(opts Options) time.Duration
-	// Figures accounts for every figure and statement of the report
-	// (shared/REFERENCE.md) with opts: where it is rerun, or why not.
-	// "hlab lab --list" shows them all, and a run's result lists those not
-	// rerun (Result.NotRerun), so that nothing is skipped silently.
-	Figures(opts Options) []Figure
-	// Run measures. It adds rows and environment to run; an error means the
-	// experiment could not finish (a claim that does not hold is not an error).
+	// Run measures. It adds the rows its Spec declares, and environment,
+	// to run; an error means the experiment could not finish (a claim
+	// that does not hold is not an error). Keep it a short list of phase
+	// calls: what each phase measures belongs in a method of its own.
 	Run(ctx context.Context, run *Run) error
 }
 
-// Figure is one figure or statement of an experiment's report and how the
-// lab covers it: Rerun says where (rows, a claim, a note), or Why says why
-// it is not rerun with these options. Exactly one of them is set.
-type Figure struct {
-	Figure string
-	Rerun  string
-	Why    string
-}
-
-// Rerun is a figure the lab reruns, in where (a row, a claim, a note).
-func Rerun(figure, where string) Figure { return Figure{Figure: figure, Rerun: where} }
-
-// NotRerunFigure is a figure the lab does not rerun, and why.
-func NotRerunFigure(figure, why string) Figure { return Figure{Figure: figure, Why: why} }
+// Name is e's name (its Spec's, with default options).
+func Name(e Experiment) string { return e.Spec(Options{}).Name }
 
 // Mode is how long experiments run.
 type Mode string
@@ -213,19 +198,9 @@ func (o *Options) setDefaults() error {
 	return nil
 }
 
-// Machine describes where the lab ran.
-type Machine struct {
-	CPUs     int    `json:"cpus"`
-	CPUQuota string `json:"cpu_quota"` // sandbox mechanism: cgroup-v1, cgroup-v2 or none
-	Go       string `json:"go"`
-	OS       string `json:"os"`
-	CPUModel string `json:"cpu_model,omitempty"`
-	Kernel   string `json:"kernel,omitempty"`
-}
-
 // ThisMachine describes the current machine with the given quota mechanism.
-func ThisMachine(quota string) Machine {
-	m := Machine{CPUs: runtime.NumCPU(), CPUQuota: quota, Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+func ThisMachine(quota string) labresult.Machine {
+	m := labresult.Machine{CPUs: runtime.NumCPU(), CPUQuota: quota, Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -249,8 +224,8 @@ func Find(all []Experiment, names []string) ([]Experiment, error) {
 	byName := map[string]Experiment{}
 	var known []string
 	for _, e := range all {
-		byName[e.Name()] = e
-		known = append(known, e.Name())
+		byName[Name(e)] = e
+		known = append(known, Name(e))
 	}
 	var out []Experiment
 	for _, n := range names {
@@ -265,28 +240,34 @@ func Find(all []Experiment, names []string) ([]Experiment, error) {
 
 // List writes the experiments with their titles and claims, the first
 // (the report's own setup) marked.
-func List(w io.Writer, all []Experiment) { list(w, all, nil) }
+func List(w io.Writer, all []Experiment) { list(w, all, Options{}, false) }
 
 // ListFigures is List with every figure of each report, rerun (where) or
-// not (why), with opts: "hlab lab --list".
-func ListFigures(w io.Writer, all []Experiment, opts Options) { list(w, all, &opts) }
+// not (why), and every target, with opts: "hlab lab --list".
+func ListFigures(w io.Writer, all []Experiment, opts Options) { list(w, all, opts, true) }
 
-func list(w io.Writer, all []Experiment, opts *Options) {
+func list(w io.Writer, all []Experiment, opts Options, figures bool) {
 	for _, e := range all {
-		fmt.Fprintf(w, "  %-10s %s\n", e.Name(), e.Title())
-		for i, c := range e.Claims() {
+		s := e.Spec(opts)
+		fmt.Fprintf(w, "  %-10s %s\n", s.Name, s.Title)
+		for i, c := range s.Claims {
 			what := "claim"
 			if i == 0 {
 				what = "claim (report's setup)"
 			}
 			fmt.Fprintf(w, "  %-10s %d. %s: %s\n", "", i+1, what, c.Text)
 		}
-		if opts == nil {
+		if !figures {
 			continue
 		}
-		if figs := e.Figures(*opts); len(figs) > 0 {
+		for _, t := range s.Targets {
+			if !t.Bound.IsZero() {
+				fmt.Fprintf(w, "  %-10s target: %s (%s)\n", "", t.Text, t.Bound)
+			}
+		}
+		if len(s.Figures) > 0 {
 			fmt.Fprintf(w, "  %-10s the report's figures (+ rerun, - not rerun):\n", "")
-			for _, f := range figs {
+			for _, f := range s.Figures {
 				if f.Rerun != "" {
 					fmt.Fprintf(w, "  %-10s + %s\n  %-10s     in %s\n", "", f.Figure, "", f.Rerun)
 				} else {

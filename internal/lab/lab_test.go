@@ -2,69 +2,14 @@ package lab
 
 import (
 	"context"
-	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/loadgen"
 )
-
-func TestTQuantile(t *testing.T) {
-	// Student's t table values.
-	for _, tt := range []struct{ p, df, want float64 }{
-		{0.975, 1, 12.706}, {0.975, 2, 4.303}, {0.975, 5, 2.571}, {0.975, 30, 2.042},
-		{0.9995, 3, 12.924}, {0.9995, 11, 4.437}, {0.995, 10, 3.169},
-	} {
-		if got := tQuantile(tt.p, tt.df); math.Abs(got-tt.want) > 0.002 {
-			t.Errorf("t(%v, %v) = %.4f, want %.3f", tt.p, tt.df, got, tt.want)
-		}
-	}
-}
-
-func TestRatioInterval(t *testing.T) {
-	iv, ok := ratioInterval([]float64{2, 2, 2}, Level)
-	if !ok || iv.est != 2 || iv.lo != 2 || iv.hi != 2 {
-		t.Fatalf("equal ratios: %+v %v; want a point at 2", iv, ok)
-	}
-	iv, ok = ratioInterval([]float64{1.9, 2.1, 2.0, 2.05}, Level)
-	if !ok || !(iv.lo < 2 && iv.hi > 2 && iv.lo > 1.8 && iv.hi < 2.2) {
-		t.Fatalf("interval %+v", iv)
-	}
-	// A/B and B/A mirror each other.
-	inv, _ := ratioInterval([]float64{1 / 1.9, 1 / 2.1, 1 / 2.0, 1 / 2.05}, Level)
-	if math.Abs(inv.lo*iv.hi-1) > 1e-9 || math.Abs(inv.hi*iv.lo-1) > 1e-9 {
-		t.Fatalf("inverse ratios: %+v vs %+v", inv, iv)
-	}
-	for _, bad := range [][]float64{nil, {2}, {2, 0}, {2, math.Inf(1)}} {
-		if _, ok := ratioInterval(bad, Level); ok {
-			t.Errorf("%v gave an interval", bad)
-		}
-	}
-}
-
-func TestDecide(t *testing.T) {
-	least := Claim{AtLeast: 2}
-	most := Claim{AtMost: 0.75}
-	for _, tt := range []struct {
-		c      Claim
-		lo, hi float64
-		want   Verdict
-	}{
-		{least, 2.1, 2.9, Reproduced},
-		{least, 1.2, 1.9, NotReproduced},
-		{least, 1.9, 2.1, Inconclusive},
-		{least, 2, 2.5, Inconclusive}, // the lower end must clear the threshold
-		{most, 0.4, 0.7, Reproduced},
-		{most, 0.8, 0.9, NotReproduced},
-		{most, 0.7, 0.8, Inconclusive},
-	} {
-		if got := tt.c.decide(interval{lo: tt.lo, hi: tt.hi}); got != tt.want {
-			t.Errorf("%s on [%v, %v]: %s, want %s", tt.c.threshold(), tt.lo, tt.hi, got, tt.want)
-		}
-	}
-}
 
 // fakeDriver answers rate requests per second of its (virtual) window,
 // each run's rate multiplied by a normal noise of sd; it measures nothing
@@ -90,21 +35,21 @@ func (f *fakeDriver) Drive(_ context.Context, d time.Duration, window func(bool)
 // judgeSynthetic measures a claim "a / b >= 2" on fake rows whose true
 // ratio is truth, with 5% noise on each run, through MeasurePaired's
 // sequential rule and Judge, and returns the verdict.
-func judgeSynthetic(t *testing.T, truth float64, seed uint64) ClaimResult {
+func judgeSynthetic(t *testing.T, truth float64, seed uint64) labresult.ClaimResult {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
-	claim := Claim{Text: "a >= 2x b", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2}
-	res := &Result{Env: map[string]string{}}
-	run := &Run{Opts: Options{Mode: Quick, Short: true}, res: res, claims: []Claim{claim}}
+	claim := labresult.Claim{Text: "a >= 2x b", Ratio: labresult.Ratio{Num: "a", Den: "b", Metric: "rps"}, Bound: labresult.AtLeast(2)}
+	res := &labresult.Result{Env: map[string]string{}}
+	run := &Run{Opts: Options{Mode: Quick, Short: true}, res: res, claims: []labresult.Claim{claim}}
 	rows, err := run.MeasurePaired(context.Background(), Paired{Measurements: []Measurement{
-		{Label: "a", Driver: &fakeDriver{rate: 1000 * truth, sd: 0.05, rng: rng}, NoWarmup: true},
-		{Label: "b", Driver: &fakeDriver{rate: 1000, sd: 0.05, rng: rng}, NoWarmup: true},
+		{Key: "a", Driver: &fakeDriver{rate: 1000 * truth, sd: 0.05, rng: rng}, NoWarmup: true},
+		{Key: "b", Driver: &fakeDriver{rate: 1000, sd: 0.05, rng: rng}, NoWarmup: true},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res.Rows = rows
-	Judge(res, []Claim{claim})
+	labresult.Judge(res, []labresult.Claim{claim}, nil)
 	return res.Claims[0]
 }
 
@@ -114,34 +59,34 @@ func judgeSynthetic(t *testing.T, truth float64, seed uint64) ClaimResult {
 func TestVerdictRule(t *testing.T) {
 	for _, tt := range []struct {
 		truth float64
-		want  Verdict
-	}{{2.5, Reproduced}, {1.5, NotReproduced}, {2.0, Inconclusive}} {
+		want  labresult.Verdict
+	}{{2.5, labresult.Reproduced}, {1.5, labresult.NotReproduced}, {2.0, labresult.Inconclusive}} {
 		c := judgeSynthetic(t, tt.truth, 1)
 		if c.Verdict != tt.want || c.CI == nil || c.Pairs < DefaultMinRounds || len(c.PairRatios) != c.Pairs {
 			t.Errorf("true ratio %v: %s, CI %v over %d pairs; want %s", tt.truth, c.Verdict, c.CI, c.Pairs, tt.want)
 		}
-		if tt.want == Inconclusive && c.Pairs != DefaultMaxRounds {
+		if tt.want == labresult.Inconclusive && c.Pairs != DefaultMaxRounds {
 			t.Errorf("true ratio at the threshold stopped after %d pairs; want every round tried", c.Pairs)
 		}
 	}
 
 	const trials = 300
-	count := map[float64]map[Verdict]int{}
+	count := map[float64]map[labresult.Verdict]int{}
 	for _, truth := range []float64{2.5, 1.5, 2.0} {
-		count[truth] = map[Verdict]int{}
+		count[truth] = map[labresult.Verdict]int{}
 		for seed := range uint64(trials) {
 			count[truth][judgeSynthetic(t, truth, 100+seed).Verdict]++
 		}
 	}
-	if n := count[2.5][Reproduced]; n < trials*99/100 {
+	if n := count[2.5][labresult.Reproduced]; n < trials*99/100 {
 		t.Errorf("true 2.5: reproduced %d of %d", n, trials)
 	}
-	if n := count[1.5][NotReproduced]; n < trials*99/100 {
+	if n := count[1.5][labresult.NotReproduced]; n < trials*99/100 {
 		t.Errorf("true 1.5: not reproduced %d of %d", n, trials)
 	}
 	// At the threshold, a 95% interval with early stops only at 99.9%
 	// should cover it about 95% of the time.
-	if n := count[2.0][Inconclusive]; n < trials*90/100 {
+	if n := count[2.0][labresult.Inconclusive]; n < trials*90/100 {
 		t.Errorf("true 2.0: inconclusive %d of %d (%v); the rule claims more than it measured", n, trials, count[2.0])
 	}
 	t.Logf("verdicts by true ratio: %v", count)
@@ -157,9 +102,9 @@ func TestMeasurePairedAlternatesOrder(t *testing.T) {
 			return &Sample{Window: time.Second, Requests: 10, Successes: 10}, nil
 		})
 	}
-	run := &Run{Opts: Options{Short: true, Pairs: 4}, res: &Result{Env: map[string]string{}}}
+	run := &Run{Opts: Options{Short: true, Pairs: 4}, res: &labresult.Result{Env: map[string]string{}}}
 	rows, err := run.MeasurePaired(context.Background(), Paired{Measurements: []Measurement{
-		{Label: "a", Driver: rec("a"), NoWarmup: true}, {Label: "b", Driver: rec("b"), NoWarmup: true},
+		{Key: "a", Driver: rec("a"), NoWarmup: true}, {Key: "b", Driver: rec("b"), NoWarmup: true},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -257,95 +202,16 @@ func TestAggregateTakesMediansOfGoodput(t *testing.T) {
 	if r.Requests != 700 || r.StatusCodes["200"] != 600 || r.StatusCodes["500"] != 100 {
 		t.Fatalf("requests %d codes %v: want the sums over runs", r.Requests, r.StatusCodes)
 	}
-	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
-		t.Fatalf("median of an even count = %v", got)
-	}
-}
-
-func TestIntegrityFailures(t *testing.T) {
-	one := int64(1)
-	for _, tt := range []struct {
-		name string
-		row  Row
-		want string
-	}{
-		{"clean", Row{SuccessRatio: F(1)}, ""},
-		{"lost", Row{Lost: &one}, "lost 1"},
-		{"rows differing", Row{RowsDiffering: &one}, "left 1 rows differing"},
-		{"none differing", Row{RowsDiffering: new(int64)}, ""},
-		{"acked vs stored", Row{Acked: &one, Stored: new(int64)}, "stored 0"},
-		{"failed requests", Row{SuccessRatio: F(0.95)}, "below its bound of 99.00%"},
-		{"own bound", Row{SuccessRatio: F(0.95), SuccessBound: 0.9}, ""},
-		{"died", Row{Died: "app-3 (signal: killed)"}, "die"},
-		{"no quota", Row{QuotaMissing: "app-3 asked for 0.2 CPU"}, "without its CPU quota"},
-	} {
-		got := strings.Join(tt.row.IntegrityFailures(), "; ")
-		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestClaimGatedByFaultRow(t *testing.T) {
-	rows := func(lost int64, withFault bool) []*Row {
-		var out []*Row
-		for _, l := range []struct {
-			label string
-			v     float64
-		}{{"a", 300}, {"b", 100}} {
-			r := &Row{Label: l.label, RPS: F(l.v)}
-			for i := 1; i <= 3; i++ {
-				r.PerRun = append(r.PerRun, RunValues{Round: i, Values: map[string]float64{"rps": l.v * (1 + 0.01*float64(i))}})
-			}
-			out = append(out, r)
-		}
-		if withFault {
-			out = append(out, &Row{Label: "fault: x", Lost: &lost})
-		}
-		return out
-	}
-	c := Claim{Text: "c", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2, Gates: []string{"fault: x"}}
-	if got := c.Evaluate(rows(0, true)); got.Verdict != Reproduced {
-		t.Errorf("no loss under the fault: %s (%s)", got.Verdict, got.Why)
-	}
-	if got := c.Evaluate(rows(3, true)); got.Verdict != Invalid || !strings.Contains(got.Why, `"fault: x" lost 3`) {
-		t.Errorf("3 lost under the fault: %s (%s)", got.Verdict, got.Why)
-	}
-	if got := c.Evaluate(rows(0, false)); got.Verdict != Invalid || !strings.Contains(got.Why, "not measured") {
-		t.Errorf("fault row missing: %s (%s)", got.Verdict, got.Why)
-	}
-}
-
-func TestJudgeInvalidWhenTheExperimentFailed(t *testing.T) {
-	pair := func(label string, v float64) *Row {
-		r := &Row{Label: label, RPS: F(v)}
-		for i := 1; i <= 3; i++ {
-			r.PerRun = append(r.PerRun, RunValues{Round: i, Values: map[string]float64{"rps": v * (1 + 0.01*float64(i))}})
-		}
-		return r
-	}
-	res := &Result{Rows: []*Row{pair("a", 300), pair("b", 100)}}
-	claims := []Claim{{Text: "first", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 2},
-		{Text: "second", Metric: "rps", Numerator: "a", Denominator: "b", AtLeast: 4}}
-	Judge(res, claims)
-	if res.Verdict != Reproduced || !res.Reproduced || res.Claims[1].Verdict != NotReproduced || len(res.Claims) != 2 {
-		t.Fatalf("verdicts %s, %s", res.Claims[0].Verdict, res.Claims[1].Verdict)
-	}
-	res.Error = "the gateway did not start"
-	Judge(res, claims)
-	if res.Verdict != Invalid || res.Reproduced || !strings.Contains(res.Claims[0].Why, "did not finish") {
-		t.Fatalf("after an error: %s (%s)", res.Verdict, res.Claims[0].Why)
+	if len(r.PerRun) != 3 || r.PerRun[1].Values["rps"] != 300 || r.PerRun[1].Round != 0 {
+		t.Fatalf("per run %+v: want each run's figures, round 0 (not paired)", r.PerRun)
 	}
 }
 
 // expNamed is an experiment that only has a name, for Find.
 type expNamed string
 
-func (e expNamed) Name() string                  { return string(e) }
-func (expNamed) Title() string                   { return "t" }
-func (expNamed) Claims() []Claim                 { return nil }
+func (e expNamed) Spec(Options) Spec             { return Spec{Name: string(e), Title: "t"} }
 func (expNamed) Estimate(Options) time.Duration  { return 0 }
-func (expNamed) Figures(Options) []Figure        { return nil }
 func (expNamed) Run(context.Context, *Run) error { return nil }
 
 func TestFind(t *testing.T) {
@@ -355,7 +221,7 @@ func TestFind(t *testing.T) {
 		t.Fatalf("no names: %v %v", got, err)
 	}
 	got, err = Find(all, []string{"async"})
-	if err != nil || len(got) != 1 || got[0].Name() != "async" {
+	if err != nil || len(got) != 1 || Name(got[0]) != "async" {
 		t.Fatalf("async: %v %v", got, err)
 	}
 	_, err = Find(all, []string{"nosuch"})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/defaults"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/loadgen"
 )
@@ -18,9 +19,9 @@ import (
 // with Row.Died set, so that the claims using it are INVALID.
 var ErrServiceDied = errors.New("lab: a service died during the run")
 
-// Measurement is one row to measure.
+// Measurement is one row to measure: the row its Spec declares as Key.
 type Measurement struct {
-	Label string
+	Key labresult.Key
 	// Driver puts the load. nil: HTTP{URL, Load, Cut}, hlab's load
 	// generator against URL.
 	Driver Driver
@@ -33,7 +34,6 @@ type Measurement struct {
 	// Procs are the processes whose CPU and memory the row reports (summed):
 	// the services under test, not the load balancer or the generator.
 	Procs []*sandbox.Process
-	Ref   *Ref
 	// Duration of each measured run; the runner stretches it to
 	// Options.MinRun and, from the warm-up's rate, to MinRequests.
 	Duration time.Duration
@@ -74,7 +74,7 @@ func (m *Measurement) driver() Driver {
 
 // Measure warms up, then runs the load Repeat times, sampling Procs, and
 // returns the row: medians with the spread of RPS.
-func (r *Run) Measure(ctx context.Context, m Measurement) (*Row, error) {
+func (r *Run) Measure(ctx context.Context, m Measurement) (*labresult.Row, error) {
 	n := m.Repeat
 	defaults.Positive(&n, r.Opts.Repeats())
 	d, err := r.prepare(ctx, &m)
@@ -84,7 +84,7 @@ func (r *Run) Measure(ctx context.Context, m Measurement) (*Row, error) {
 	r.place()
 	var runs []runFigures
 	for i := range n {
-		r.Progress.Step(fmt.Sprintf("%s: run %d/%d", m.Label, i+1, n), d)
+		r.Progress.Step(fmt.Sprintf("%s: run %d/%d", r.Label(m.Key), i+1, n), d)
 		fig, err := r.measureOnce(ctx, m, d)
 		if err != nil {
 			return nil, r.failed(m, runs, err)
@@ -99,7 +99,7 @@ func (r *Run) Measure(ctx context.Context, m Measurement) (*Row, error) {
 // enough for MinRequests at the warm-up's rate.
 func (r *Run) prepare(ctx context.Context, m *Measurement) (time.Duration, error) {
 	r.mu.Lock()
-	rate, warmed := r.warmRate[m.Label]
+	rate, warmed := r.warmRate[m.Key]
 	r.mu.Unlock()
 	if !warmed && !m.NoWarmup {
 		var err error
@@ -120,10 +120,12 @@ func (r *Run) prepare(ctx context.Context, m *Measurement) (time.Duration, error
 }
 
 // finishRow aggregates runs into m's row with what the runner knows of it.
-func (r *Run) finishRow(m Measurement, runs []runFigures) *Row {
-	row := aggregate(m.Label, runs)
-	row.Ref = m.Ref
-	row.SuccessBound = DefaultSuccessBound
+func (r *Run) finishRow(m Measurement, runs []runFigures) *labresult.Row {
+	row := aggregate(m.Key, runs)
+	if spec := r.spec.row(m.Key); spec != nil {
+		row.Label, row.Ref = spec.Label, spec.Ref
+	}
+	row.SuccessBound = labresult.DefaultSuccessBound
 	if m.MinSuccess > 0 {
 		row.SuccessBound = m.MinSuccess
 	}
@@ -134,13 +136,13 @@ func (r *Run) finishRow(m Measurement, runs []runFigures) *Row {
 	_, minReqs := r.Opts.MinRun()
 	for _, f := range runs {
 		if f.sample.Requests < minReqs {
-			row.Note = joinNote(row.Note, fmt.Sprintf("a run had only %d requests (fewer than %d: its figures are coarse)", f.sample.Requests, minReqs))
+			row.AddNote("a run had only %d requests (fewer than %d: its figures are coarse)", f.sample.Requests, minReqs)
 			break
 		}
 	}
 	r.mu.Lock()
-	if w, ok := r.warmNote[m.Label]; ok {
-		row.Note = joinNote(row.Note, w)
+	if w, ok := r.warmNote[m.Key]; ok {
+		row.AddNote("%s", w)
 	}
 	r.mu.Unlock()
 	return row
@@ -182,39 +184,32 @@ func quotaMissing(procs []*sandbox.Process) string {
 	return strings.Join(out, ", ") + " (no quota mechanism on this machine)"
 }
 
-func joinNote(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
 func (r *Run) measureOnce(ctx context.Context, m Measurement, d time.Duration) (runFigures, error) {
 	var fig runFigures
 	before, err := readCounters(ctx, m.Counters)
 	if err != nil {
-		return fig, fmt.Errorf("lab: %s: counters before the run: %w", m.Label, err)
+		return fig, fmt.Errorf("lab: %s: counters before the run: %w", r.Label(m.Key), err)
 	}
 	noise := probeNoise(r.Sandbox)
 	win := newWindow(ctx, m)
 	sample, err := m.driver().Drive(ctx, d, win.callback)
 	if !win.finish(&fig) && err == nil && ctx.Err() == nil {
-		return fig, fmt.Errorf("lab: %s: the run ended before its sampling window opened at %v", m.Label, m.SampleFrom)
+		return fig, fmt.Errorf("lab: %s: the run ended before its sampling window opened at %v", r.Label(m.Key), m.SampleFrom)
 	}
 	for _, p := range m.Procs {
 		select {
 		case <-p.Done():
-			return fig, &diedError{label: m.Label, what: fmt.Sprintf("%s (%v)", p.Name(), p.ExitErr())}
+			return fig, &diedError{label: r.Label(m.Key), what: fmt.Sprintf("%s (%v)", p.Name(), p.ExitErr())}
 		default:
 		}
 	}
 	if err != nil {
-		return fig, fmt.Errorf("lab: %s: %w", m.Label, err)
+		return fig, fmt.Errorf("lab: %s: %w", r.Label(m.Key), err)
 	}
 	if len(m.Counters) > 0 {
 		after, err := readCounters(ctx, m.Counters)
 		if err != nil {
-			return fig, fmt.Errorf("lab: %s: counters after the run: %w", m.Label, err)
+			return fig, fmt.Errorf("lab: %s: counters after the run: %w", r.Label(m.Key), err)
 		}
 		fig.counters = map[string]float64{}
 		for k, v := range after {

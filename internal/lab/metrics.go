@@ -9,17 +9,19 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/promtext"
 )
 
 // Counter is a Prometheus counter of a service under test, read before and
-// after each measured run: its increase, summed over the runs, goes to
-// Row.Figures[Key]. The series of the metric whose labels include Labels
-// are summed (all of them when Labels is empty).
+// after each measured run: its increase, summed over the runs, is the
+// row's figure Metric (one the experiment's Spec declares). The series of
+// the metric whose labels include Labels are summed (all of them when
+// Labels is empty).
 type Counter struct {
-	Key    string // the figure's name in Row.Figures
-	URL    string // the service's /metrics
-	Name   string // the metric, e.g. "backend_requests_total"
+	Metric labresult.Metric // the row's figure
+	URL    string           // the service's /metrics
+	Name   string           // the metric, e.g. "backend_requests_total"
 	Labels map[string]string
 }
 
@@ -82,7 +84,7 @@ func readCounters(ctx context.Context, cs []Counter) (map[string]float64, error)
 			}
 			cache[c.URL] = m
 		}
-		out[c.Key] = m.Sum(c.Name, c.Labels)
+		out[c.Metric.Name] = m.Sum(c.Name, c.Labels)
 	}
 	return out, nil
 }

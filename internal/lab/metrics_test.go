@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
 func TestFigureFallsBackToFigures(t *testing.T) {
-	r := &Row{HeapMBAvg: F(3), P95MS: F(7), Figures: map[string]float64{"extra": 0.1}}
+	r := &labresult.Row{HeapMBAvg: labresult.F(3), P95MS: labresult.F(7), Figures: map[string]float64{"extra": 0.1}}
 	for metric, want := range map[string]float64{"heap_mb_avg": 3, "p95_ms": 7, "extra": 0.1} {
 		if v := r.Figure(metric); v == nil || *v != want {
 			t.Errorf("Figure(%q) = %v, want %v", metric, v, want)
@@ -50,14 +51,14 @@ func TestMeasureCutWindowAndMetrics(t *testing.T) {
 	defer srv.Close()
 	defer close(stop)
 
-	run := &Run{Opts: Options{Short: true}, res: &Result{Env: map[string]string{}}}
+	run := &Run{Opts: Options{Short: true}, res: &labresult.Result{Env: map[string]string{}}}
 	start := time.Now()
 	row, err := run.Measure(context.Background(), Measurement{
-		Label: "cut", URL: srv.URL + "/", Duration: 600 * time.Millisecond, Repeat: 1, NoWarmup: true,
+		Key: "cut", URL: srv.URL + "/", Duration: 600 * time.Millisecond, Repeat: 1, NoWarmup: true,
 		Load: []loadgen.Option{loadgen.Connections(4), loadgen.Timeout(time.Minute)},
 		Cut:  true, SampleFrom: 200 * time.Millisecond, SampleTo: 500 * time.Millisecond,
 		Metrics:  []string{srv.URL + "/metrics"},
-		Counters: []Counter{{Key: "served", URL: srv.URL + "/metrics", Name: "served_total"}},
+		Counters: []Counter{{Metric: labresult.Metric{Name: "served"}, URL: srv.URL + "/metrics", Name: "served_total"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +83,9 @@ func TestMeasureCutWindowAndMetrics(t *testing.T) {
 func TestMeasureWindowNeverOpened(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
 	defer srv.Close()
-	run := &Run{Opts: Options{Short: true}, res: &Result{Env: map[string]string{}}}
+	run := &Run{Opts: Options{Short: true}, res: &labresult.Result{Env: map[string]string{}}}
 	_, err := run.Measure(context.Background(), Measurement{
-		Label: "late window", URL: srv.URL + "/", Duration: 100 * time.Millisecond, Repeat: 1, NoWarmup: true,
+		Key: "late-window", URL: srv.URL + "/", Duration: 100 * time.Millisecond, Repeat: 1, NoWarmup: true,
 		SampleFrom: time.Minute,
 	})
 	if err == nil || !strings.Contains(err.Error(), "sampling window") {

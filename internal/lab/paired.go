@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/defaults"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // Paired is a set of rows measured in rounds: in each round every row
@@ -49,7 +50,7 @@ const (
 // the rows in rounds as Paired says. Rows come back in the order of
 // s.Measurements, each with its runs' figures in PerRun (by round) for
 // the claims to pair.
-func (r *Run) MeasurePaired(ctx context.Context, s Paired) ([]*Row, error) {
+func (r *Run) MeasurePaired(ctx context.Context, s Paired) ([]*labresult.Row, error) {
 	minR, maxR, budget := s.MinRounds, s.MaxRounds, s.Budget
 	if r.Opts.Pairs > 0 {
 		minR, maxR = r.Opts.Pairs, r.Opts.Pairs
@@ -58,18 +59,19 @@ func (r *Run) MeasurePaired(ctx context.Context, s Paired) ([]*Row, error) {
 	defaults.Positive(&maxR, DefaultMaxRounds)
 	maxR = max(maxR, minR)
 	defaults.Positive(&budget, r.Opts.PairBudget())
+	keys := make([]labresult.Key, len(s.Measurements))
 	labels := make([]string, len(s.Measurements))
 	durs := make([]time.Duration, len(s.Measurements))
 	for i := range s.Measurements {
 		m := &s.Measurements[i]
-		labels[i] = m.Label
+		keys[i], labels[i] = m.Key, r.Label(m.Key)
 		d, err := r.prepare(ctx, m)
 		if err != nil {
 			return nil, err
 		}
 		durs[i] = d
 	}
-	claims := claimsOver(r.claims, labels)
+	claims := claimsOver(r.claims, keys)
 	r.place()
 	runs := make([][]runFigures, len(s.Measurements))
 	start := time.Now()
@@ -81,7 +83,7 @@ func (r *Run) MeasurePaired(ctx context.Context, s Paired) ([]*Row, error) {
 				i = len(s.Measurements) - 1 - k
 			}
 			m := s.Measurements[i]
-			r.Progress.Step(fmt.Sprintf("%s: round %d (of %d-%d)", m.Label, round, minR, maxR), durs[i])
+			r.Progress.Step(fmt.Sprintf("%s: round %d (of %d-%d)", labels[i], round, minR, maxR), durs[i])
 			var fig runFigures
 			measure := func() error {
 				var err error
@@ -137,40 +139,25 @@ func (r *Run) failedPaired(ms []Measurement, runs [][]runFigures, i int, err err
 	return err
 }
 
-// pairedRows aggregates each measurement's runs into its row, keeping
-// every run's figures by round.
-func (r *Run) pairedRows(ms []Measurement, runs [][]runFigures) []*Row {
-	rows := make([]*Row, len(ms))
+// pairedRows aggregates each measurement's runs into its row; each run
+// keeps its round (Row.PerRun) for the claims to pair.
+func (r *Run) pairedRows(ms []Measurement, runs [][]runFigures) []*labresult.Row {
+	rows := make([]*labresult.Row, len(ms))
 	for i, m := range ms {
-		row := r.finishRow(m, runs[i])
-		for _, f := range runs[i] {
-			one := aggregate(m.Label, []runFigures{f})
-			row.PerRun = append(row.PerRun, RunValues{Round: f.round, Values: one.values(), OutsideCPU: f.outside, Noisy: f.noisy()})
-		}
-		rows[i] = row
+		rows[i] = r.finishRow(m, runs[i])
 	}
 	return rows
 }
 
 // interimDecided reports whether every claim's InterimLevel interval
 // clears or misses its threshold, with each claim's interval so far.
-func interimDecided(claims []Claim, rows []*Row) (bool, string) {
+func interimDecided(claims []labresult.Claim, rows []*labresult.Row) (bool, string) {
 	all := true
 	var parts []string
 	for _, c := range claims {
-		num, den := findRow(rows, c.Numerator), findRow(rows, c.Denominator)
-		ratios, _ := c.pairRatios(num, den)
-		iv, ok := ratioInterval(ratios, InterimLevel)
-		if !ok {
-			all = false
-			parts = append(parts, "no interval yet")
-			continue
-		}
-		v := c.decide(iv)
-		if v == Inconclusive {
-			all = false
-		}
-		parts = append(parts, fmt.Sprintf("%.2f [%.2f, %.2f] at %.1f%%", iv.est, iv.lo, iv.hi, InterimLevel*100))
+		decided, summary := c.Decided(rows, labresult.InterimLevel)
+		all = all && decided
+		parts = append(parts, summary)
 	}
 	return all, strings.Join(parts, "; ")
 }

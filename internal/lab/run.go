@@ -7,12 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -24,17 +25,18 @@ type Run struct {
 	Sandbox  *sandbox.Sandbox
 	Progress *Progress
 
-	name   string
+	spec   Spec
 	dir    string // logs and configs of this experiment
-	res    *Result
+	res    *labresult.Result
 	seq    int
-	claims []Claim // the experiment's, for MeasurePaired's stopping rule
+	claims []labresult.Claim // the Spec's, less the gates SkipGate dropped
+	errs   []error           // rows and figures the Spec does not declare
 
 	mu       sync.Mutex
-	warmRate map[string]float64 // label -> successful requests/s at the end of its warm-up
-	warmNote map[string]string  // label -> what a Steady warm-up found
-	pinned   bool               // processes run on cores of their own (place)
-	placed   string             // how the last measurement's processes were placed
+	warmRate map[labresult.Key]float64 // successful requests/s at the end of the row's warm-up
+	warmNote map[labresult.Key]string  // what a Steady warm-up found
+	pinned   bool                      // processes run on cores of their own (place)
+	placed   string                    // how the last measurement's processes were placed
 
 	// On external servers (Options.External): what the run's objects are
 	// named with, the servers' env entries, and the cleanups to run.
@@ -47,13 +49,39 @@ type Run struct {
 // version ("lb": "nginx 1.22.1"), a quota, a setting that ran.
 func (r *Run) SetEnv(key, value string) { r.res.Env[key] = value }
 
-// AddRow appends a measured row.
-func (r *Run) AddRow(row *Row) { r.res.Rows = append(r.res.Rows, row) }
+// AddRow appends a measured row, its label and the report's figures
+// taken from the row its Spec declares under the same key. A row whose
+// key, or a figure of which, the Spec does not declare fails the
+// experiment when it ends: the run must be what the Spec says.
+func (r *Run) AddRow(row *labresult.Row) {
+	spec := r.spec.row(row.Key)
+	if spec == nil {
+		r.errs = append(r.errs, fmt.Errorf("lab: a row has key %q, which the experiment's Spec does not declare", row.Key))
+		row.Label = string(row.Key)
+	} else {
+		row.Label, row.Ref = spec.Label, spec.Ref
+	}
+	for name := range row.Figures {
+		if !r.spec.known(name) {
+			r.errs = append(r.errs, fmt.Errorf("lab: row %q carries figure %q, which the experiment's Spec does not declare (Spec.Metrics)", row.Key, name))
+		}
+	}
+	r.res.Rows = append(r.res.Rows, row)
+}
 
-// Check records something the experiment verifies that is not a claim
-// (Result.Checks).
-func (r *Run) Check(text string, holds bool, detail string) {
-	r.res.Checks = append(r.res.Checks, Check{Text: text, Holds: holds, Detail: detail})
+// NewRow returns a row the experiment fills itself (a fault row, an
+// average of rows), not one a driver measured; add it with AddRow.
+func NewRow(key labresult.Key) *labresult.Row {
+	return &labresult.Row{Key: key, Errors: map[string]int64{}, StatusCodes: map[string]int64{}}
+}
+
+// Label is the label the Spec declares for key: for progress lines and
+// prose that names a row.
+func (r *Run) Label(key labresult.Key) string {
+	if s := r.spec.row(key); s != nil {
+		return s.Label
+	}
+	return string(key)
 }
 
 // Note records something a reader of the result should know.
@@ -225,11 +253,11 @@ func (r *Run) StartLB(ctx context.Context, upstreams []string) (*LB, error) {
 // RunAll runs exps one after another and returns their results. An
 // experiment that fails is reported in its Result and the others still run;
 // a cancelled ctx stops the run.
-func RunAll(ctx context.Context, exps []Experiment, opts Options, sb *sandbox.Sandbox, prog *Progress) ([]*Result, error) {
+func RunAll(ctx context.Context, exps []Experiment, opts Options, sb *sandbox.Sandbox, prog *Progress) ([]*labresult.Result, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	var results []*Result
+	var results []*labresult.Result
 	for _, e := range exps {
 		if ctx.Err() != nil {
 			break
@@ -242,15 +270,19 @@ func RunAll(ctx context.Context, exps []Experiment, opts Options, sb *sandbox.Sa
 	return results, nil
 }
 
-func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox, prog *Progress) *Result {
-	res := &Result{Name: e.Name(), Title: e.Title(), Env: map[string]string{}, Rows: []*Row{}, Mode: opts.Mode}
-	run := &Run{Opts: opts, Sandbox: sb, Progress: prog, name: e.Name(), res: res, dir: filepath.Join(opts.WorkDir, e.Name()),
-		claims: e.Claims(), warmRate: map[string]float64{}, warmNote: map[string]string{},
-		prefix: newPrefix(e.Name()), extEnv: map[string]string{}}
+func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox, prog *Progress) *labresult.Result {
+	spec := e.Spec(opts)
+	res := &labresult.Result{Name: spec.Name, Title: spec.Title, Env: map[string]string{}, Rows: []*labresult.Row{}, Mode: string(opts.Mode)}
+	run := &Run{Opts: opts, Sandbox: sb, Progress: prog, spec: spec, res: res, dir: filepath.Join(opts.WorkDir, spec.Name),
+		claims: slices.Clone(spec.Claims), warmRate: map[labresult.Key]float64{}, warmNote: map[labresult.Key]string{},
+		prefix: newPrefix(spec.Name), extEnv: map[string]string{}}
 	start := time.Now()
 	loadStart := loadAverage()
-	prog.Begin(e.Name(), e.Estimate(opts))
-	err := os.MkdirAll(run.dir, 0o755)
+	prog.Begin(spec.Name, e.Estimate(opts))
+	err := spec.Validate()
+	if err == nil {
+		err = os.MkdirAll(run.dir, 0o755)
+	}
 	if err == nil {
 		err = e.Run(ctx, run)
 	}
@@ -261,19 +293,23 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 	res.Seconds = time.Since(start).Seconds()
 	// Other processes on the machine skew every figure: say how busy it was.
 	res.Env["load_average"] = fmt.Sprintf("%s at the start, %s at the end (1 min; %d CPUs)", loadText(loadStart), loadText(loadAverage()), runtime.NumCPU())
+	if err == nil {
+		err = errors.Join(run.errs...)
+	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			err = errors.New("interrupted")
 		}
 		res.Error = err.Error()
 	}
-	for _, f := range e.Figures(opts) {
+	for _, f := range spec.Figures {
 		if f.Rerun == "" {
-			res.NotRerun = append(res.NotRerun, NotRerun{Figure: f.Figure, Why: f.Why})
+			res.NotRerun = append(res.NotRerun, labresult.NotRerun{Figure: f.Figure, Why: f.Why})
 		}
 	}
-	Judge(res, run.claims)
-	summary := summarize(res)
+	res.Metrics = carried(spec.Metrics, res.Rows)
+	labresult.Judge(res, run.claims, spec.Targets)
+	summary := labresult.Summary(res)
 	if res.Error != "" {
 		summary = "FAILED: " + res.Error + "; " + summary
 	}
@@ -281,37 +317,20 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 	return res
 }
 
+// carried returns the metrics some row carries, in declaration order.
+func carried(metrics []labresult.Metric, rows []*labresult.Row) []labresult.Metric {
+	var out []labresult.Metric
+	for _, m := range metrics {
+		if slices.ContainsFunc(rows, func(r *labresult.Row) bool { _, ok := r.Figures[m.Name]; return ok }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 func loadText(v *float64) string {
 	if v == nil {
 		return "?"
 	}
 	return fmt.Sprintf("%.2f", *v)
-}
-
-// summarize is one line of every claim's verdict.
-func summarize(res *Result) string {
-	var parts []string
-	for _, c := range res.Claims {
-		s := c.Verdict.Word()
-		if c.CI != nil {
-			s += fmt.Sprintf(" %.2f [%.2f, %.2f]", *c.Ratio, c.CI[0], c.CI[1])
-		} else if c.Ratio != nil {
-			s += fmt.Sprintf(" %.2f", *c.Ratio)
-		}
-		parts = append(parts, s)
-	}
-	if len(parts) == 0 {
-		return "no claims"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// VerdictWord is the word printed for res: FAILED when the experiment did not
-// finish, else its first claim's verdict (REPRODUCED, NOT REPRODUCED,
-// INCONCLUSIVE or INVALID).
-func VerdictWord(res *Result) string {
-	if res.Error != "" {
-		return "FAILED"
-	}
-	return res.Verdict.Word()
 }

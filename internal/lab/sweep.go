@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/loadgen"
 )
@@ -13,7 +14,7 @@ import (
 // Sweep searches, in the open model, for the highest arrival rate whose
 // p99 latency stays under a bound: the capacity a latency objective leaves.
 type Sweep struct {
-	Label string
+	Key   labresult.Key
 	URL   string
 	Procs []*sandbox.Process
 	// MaxP99 is the latency objective.
@@ -32,7 +33,7 @@ type Sweep struct {
 // holds and bisects once it fails. The row holds the figures of the best
 // passing probe (Runs 1) and notes every rate tried; when no rate passes,
 // the row's figures are nil and the note says so.
-func (r *Run) MaxRate(ctx context.Context, s Sweep) (*Row, error) {
+func (r *Run) MaxRate(ctx context.Context, s Sweep) (*labresult.Row, error) {
 	if s.Probes == 0 {
 		s.Probes = 6
 	}
@@ -40,28 +41,28 @@ func (r *Run) MaxRate(ctx context.Context, s Sweep) (*Row, error) {
 		s.Connections = 256
 	}
 	if s.Start <= 0 {
-		return nil, fmt.Errorf("lab: sweep %q needs a positive start rate", s.Label)
+		return nil, fmt.Errorf("lab: sweep %q needs a positive start rate", s.Key)
 	}
-	var best *Row
+	var best *labresult.Row
 	var tried []string
 	lo, hi := 0.0, 0.0 // best passing rate; lowest failing rate (0: none yet)
 	rate := s.Start
 	for i := range s.Probes {
-		r.Progress.Step(fmt.Sprintf("%s: probe %d/%d at %.0f req/s", s.Label, i+1, s.Probes, rate), s.Duration)
+		r.Progress.Step(fmt.Sprintf("%s: probe %d/%d at %.0f req/s", r.Label(s.Key), i+1, s.Probes, rate), s.Duration)
 		fig, err := r.measureOnce(ctx, Measurement{
-			Label: s.Label, URL: s.URL, Procs: s.Procs,
+			Key: s.Key, URL: s.URL, Procs: s.Procs,
 			Load: []loadgen.Option{loadgen.Rate(rate), loadgen.Connections(s.Connections)},
 		}, s.Duration)
 		if err != nil {
 			return nil, err
 		}
 		p99 := fig.sample.Latency.P99
-		ok := p99 < s.MaxP99 && fig.sample.SuccessRatio() >= DefaultSuccessBound
+		ok := p99 < s.MaxP99 && fig.sample.SuccessRatio() >= labresult.DefaultSuccessBound
 		verdict := "fail"
 		if ok {
 			verdict = "ok"
 			lo = rate
-			best = aggregate(s.Label, []runFigures{fig})
+			best = aggregate(s.Key, []runFigures{fig})
 		} else {
 			hi = rate
 		}
@@ -77,7 +78,8 @@ func (r *Run) MaxRate(ctx context.Context, s Sweep) (*Row, error) {
 	}
 	note := fmt.Sprintf("highest rate with p99 < %s over %d probes (%s)", s.MaxP99, s.Probes, strings.Join(tried, "; "))
 	if best == nil {
-		best = &Row{Label: s.Label, Model: "open", Errors: map[string]int64{}, StatusCodes: map[string]int64{}}
+		best = NewRow(s.Key)
+		best.Model = "open"
 		note = "no rate met the objective: " + note
 	}
 	best.Note = note

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // steady bounds a warm-up that waits for throughput to stop climbing:
@@ -85,21 +87,21 @@ func (r *Run) warmOne(ctx context.Context, m Measurement) (float64, error) {
 	drive := func(d time.Duration) (*Sample, error) {
 		s, err := m.driver().Drive(ctx, d, func(bool) {})
 		if err != nil {
-			return nil, fmt.Errorf("lab: %s warm-up: %w", m.Label, err)
+			return nil, fmt.Errorf("lab: %s warm-up: %w", r.Label(m.Key), err)
 		}
 		return s, nil
 	}
 	if !m.Steady {
-		r.Progress.Step(m.Label+": warm-up", r.Opts.Warmup())
+		r.Progress.Step(r.Label(m.Key)+": warm-up", r.Opts.Warmup())
 		s, err := drive(r.Opts.Warmup())
 		if err != nil {
 			return 0, err
 		}
-		r.setWarm(m.Label, s.Goodput(), "")
+		r.setWarm(m.Key, s.Goodput(), "")
 		return s.Goodput(), nil
 	}
 	w := r.Opts.steady()
-	r.Progress.Step(fmt.Sprintf("%s: warm-up until throughput stops climbing (%v windows, at most %v)", m.Label, w.window, w.max), w.min)
+	r.Progress.Step(fmt.Sprintf("%s: warm-up until throughput stops climbing (%v windows, at most %v)", r.Label(m.Key), w.window, w.max), w.min)
 	start := time.Now()
 	var (
 		rates []float64
@@ -136,28 +138,28 @@ func (r *Run) warmOne(ctx context.Context, m Measurement) (float64, error) {
 	if !settled {
 		note = fmt.Sprintf("warm-up: throughput NEVER SETTLED within %v (%d requests; req/s per %v window: %s): the runs may still measure a warming JIT",
 			w.max, sent, w.window, strings.Join(parts, " "))
-		r.Progress.Logf("%s: %s", m.Label, note)
+		r.Progress.Logf("%s: %s", r.Label(m.Key), note)
 	}
 	last := 0.0
 	if len(rates) > 0 {
 		last = rates[len(rates)-1]
 	}
-	r.setWarm(m.Label, last, note)
+	r.setWarm(m.Key, last, note)
 	return last, nil
 }
 
-func (r *Run) setWarm(label string, rate float64, note string) {
+func (r *Run) setWarm(key labresult.Key, rate float64, note string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.warmRate == nil {
-		r.warmRate, r.warmNote = map[string]float64{}, map[string]string{}
+		r.warmRate, r.warmNote = map[labresult.Key]float64{}, map[labresult.Key]string{}
 	}
-	r.warmRate[label] = rate
+	r.warmRate[key] = rate
 	if note != "" {
-		r.warmNote[label] = note
+		r.warmNote[key] = note
 		var all []string
-		for l, n := range r.warmNote {
-			all = append(all, l+": "+n)
+		for k, n := range r.warmNote {
+			all = append(all, r.Label(k)+": "+n)
 		}
 		sort.Strings(all)
 		r.res.Env["warmup"] = strings.Join(all, "; ")

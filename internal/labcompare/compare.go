@@ -1,12 +1,14 @@
 // Package labcompare compares two lab runs (hlab lab --json files) claim
 // by claim and row by row: what a user reads before and after a change to
 // see which verdicts moved, which figures changed beyond their
-// run-to-run spread, and what in the environment differs. It reads the
-// files with report.ReadJSONFile and renders text and HTML with the
-// report package's table and style.
+// run-to-run spread, and what in the environment differs. Rows, claims
+// and targets are matched by their keys (by label or text when a run
+// predates keys), so rewording a label moves nothing. It reads the files
+// with labresult.ReadJSONFile and renders text and HTML with the report
+// package's table and style.
 //
-//	a, _ := report.ReadJSONFile("before.json")
-//	b, _ := report.ReadJSONFile("after.json")
+//	a, _ := labresult.ReadJSONFile("before.json")
+//	b, _ := labresult.ReadJSONFile("after.json")
 //	c := labcompare.Compare(a, b, "before.json", "after.json")
 //	labcompare.WriteText(os.Stdout, c)
 package labcompare
@@ -14,9 +16,9 @@ package labcompare
 import (
 	"fmt"
 	"slices"
+	"strings"
 
-	"github.com/highload-lab/hlab/internal/lab"
-	"github.com/highload-lab/hlab/internal/report"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // Presence says in which of the two runs a thing is.
@@ -54,7 +56,8 @@ type Comparison struct {
 	// Env lists what differs in the machine and the experiments'
 	// environments: first, since it explains changes in the figures.
 	Env []EnvDiff `json:"env"`
-	// Moved lists the claims in both runs whose verdict differs.
+	// Moved lists the claims and targets in both runs whose verdict
+	// differs.
 	Moved       []Move       `json:"moved"`
 	Experiments []Experiment `json:"experiments"`
 }
@@ -68,18 +71,28 @@ type EnvDiff struct {
 	B          *string `json:"b"`
 }
 
-// Move is a claim whose verdict moved from A to B.
+// Move is a claim or a target whose verdict moved from A to B.
 type Move struct {
-	Experiment string      `json:"experiment"`
-	Index      int         `json:"index"` // 1-based, as the lab numbers claims
-	Claim      string      `json:"claim"`
-	From       lab.Verdict `json:"from"`
-	To         lab.Verdict `json:"to"`
+	Experiment string `json:"experiment"`
+	// Kind is "claim" or "target".
+	Kind  string `json:"kind"`
+	Index int    `json:"index"` // a claim's, 1-based, as the lab numbers claims
+	Key   string `json:"key"`   // a target's
+	Claim string `json:"claim"` // the claim's or target's text
+	From  string `json:"from"`
+	To    string `json:"to"`
 }
 
 func (m Move) String() string {
-	return fmt.Sprintf("%s #%d %s → %s", m.Experiment, m.Index, m.From.Word(), m.To.Word())
+	what := fmt.Sprintf("#%d", m.Index)
+	if m.Kind == "target" {
+		what = "target " + m.Key
+	}
+	return fmt.Sprintf("%s %s %s → %s", m.Experiment, what, Word(m.From), Word(m.To))
 }
+
+// Word is a verdict, a claim's or a target's, as tables print it.
+func Word(v string) string { return strings.ToUpper(strings.ReplaceAll(v, "_", " ")) }
 
 // Experiment compares one experiment's claims and rows.
 type Experiment struct {
@@ -87,21 +100,43 @@ type Experiment struct {
 	Title    string   `json:"title"`
 	Presence Presence `json:"presence"`
 	// ErrorA and ErrorB are the experiment's failure in each run.
-	ErrorA string  `json:"error_a,omitempty"`
-	ErrorB string  `json:"error_b,omitempty"`
-	Claims []Claim `json:"claims"`
-	Rows   []Row   `json:"rows"`
+	ErrorA  string   `json:"error_a,omitempty"`
+	ErrorB  string   `json:"error_b,omitempty"`
+	Claims  []Claim  `json:"claims"`
+	Targets []Target `json:"targets"`
+	Rows    []Row    `json:"rows"`
+	// NotRerun lists the report figures not rerun in either run.
+	NotRerun []NotRerun `json:"not_rerun"`
+}
+
+// Target compares one target, matched by its key.
+type Target struct {
+	Key      string                  `json:"key"`
+	Target   string                  `json:"target"`
+	Presence Presence                `json:"presence"`
+	A        *labresult.TargetResult `json:"a"`
+	B        *labresult.TargetResult `json:"b"`
+	Moved    bool                    `json:"moved"`
+}
+
+// NotRerun is a report figure not rerun, matched by its text; Why is
+// B's reason (A's when removed).
+type NotRerun struct {
+	Figure   string   `json:"figure"`
+	Why      string   `json:"why"`
+	Presence Presence `json:"presence"`
 }
 
 // ClaimSide is a claim's result in one run.
 type ClaimSide struct {
-	Verdict lab.Verdict `json:"verdict"`
-	Ratio   *float64    `json:"ratio"`
-	CI      []float64   `json:"ci"`
-	Pairs   int         `json:"pairs"`
+	Verdict labresult.Verdict `json:"verdict"`
+	Ratio   *float64          `json:"ratio"`
+	CI      []float64         `json:"ci"`
+	Pairs   int               `json:"pairs"`
 }
 
-// Claim compares one claim, matched by its text.
+// Claim compares one claim, matched by its key (by its text when a run
+// predates claim keys).
 type Claim struct {
 	Claim    string     `json:"claim"`
 	Index    int        `json:"index"` // 1-based, in B (in A when removed)
@@ -118,12 +153,14 @@ type Claim struct {
 	Moved   bool  `json:"moved"`
 }
 
-// Row compares one row, matched by its label.
+// Row compares one row, matched by its key (by its label when a run
+// predates row keys); Label is B's (A's when removed).
 type Row struct {
-	Label    string   `json:"label"`
-	Presence Presence `json:"presence"`
-	RunsA    int      `json:"runs_a"`
-	RunsB    int      `json:"runs_b"`
+	Key      labresult.Key `json:"key,omitempty"`
+	Label    string        `json:"label"`
+	Presence Presence      `json:"presence"`
+	RunsA    int           `json:"runs_a"`
+	RunsB    int           `json:"runs_b"`
 	// Figures lists the figures measured in either run.
 	Figures []Figure `json:"figures"`
 }
@@ -142,50 +179,14 @@ type Figure struct {
 	RangeB []float64 `json:"range_b,omitempty"`
 }
 
-// figure is a row figure the comparison reads.
-type figure struct {
-	key, name string
-	get       func(*lab.Row) *float64
-	// spread, when the row keeps one for the figure: its min and max.
-	spread func(*lab.Row) (lo, hi *float64)
-}
-
-// figures are the row figures compared, in the order shown.
-var figures = []figure{
-	{"rps", "rps", func(r *lab.Row) *float64 { return r.RPS }, func(r *lab.Row) (lo, hi *float64) { return r.RPSMin, r.RPSMax }},
-	{"mean_ms", "mean ms", func(r *lab.Row) *float64 { return r.MeanMS }, nil},
-	{"p50_ms", "p50 ms", func(r *lab.Row) *float64 { return r.P50MS }, nil},
-	{"p99_ms", "p99 ms", func(r *lab.Row) *float64 { return r.P99MS }, func(r *lab.Row) (lo, hi *float64) { return r.P99MSMin, r.P99MSMax }},
-	{"success_ratio", "success ratio", func(r *lab.Row) *float64 { return r.SuccessRatio }, nil},
-	{"rss_mb_max", "rss MB max", func(r *lab.Row) *float64 { return r.RSSMBMax }, nil},
-	{"cpu_avg", "cpu", func(r *lab.Row) *float64 { return r.CPUAvg }, nil},
-	{"heap_mb_avg", "heap MB avg", func(r *lab.Row) *float64 { return r.HeapMBAvg }, nil},
-	{"lost", "lost", func(r *lab.Row) *float64 { return count(r.Lost) }, nil},
-	{"rows_differing", "rows differing", func(r *lab.Row) *float64 { return count(r.RowsDiffering) }, nil},
-}
-
-// FigureName is how tables name a figure's key.
-func FigureName(key string) string {
-	for _, f := range figures {
-		if f.key == key {
-			return f.name
-		}
-	}
-	return key
-}
-
-func count(n *int64) *float64 {
-	if n == nil {
-		return nil
-	}
-	return lab.F(float64(*n))
-}
+// FigureName is how tables name a figure.
+func FigureName(key string) string { return labresult.Title(key) }
 
 // Compare compares run b with run a; nameA and nameB name them in the
 // output (their files).
-func Compare(a, b report.Document, nameA, nameB string) *Comparison {
+func Compare(a, b labresult.Document, nameA, nameB string) *Comparison {
 	c := &Comparison{A: nameA, B: nameB, Env: machineDiff(a.Machine, b.Machine), Moved: []Move{}}
-	pairs := match(a.Experiments, b.Experiments, func(r *lab.Result) string { return r.Name })
+	pairs := match(a.Experiments, b.Experiments, func(r *labresult.Result) string { return r.Name })
 	for _, p := range pairs {
 		ea, eb := p.a, p.b
 		e := Experiment{Presence: p.presence()}
@@ -198,19 +199,26 @@ func Compare(a, b report.Document, nameA, nameB string) *Comparison {
 		if ea != nil && eb != nil {
 			c.Env = append(c.Env, envDiff(e.Name, ea, eb)...)
 		}
-		e.Claims = compareClaims(e.Name, orNil(ea, func(r *lab.Result) []lab.ClaimResult { return r.Claims }), orNil(eb, func(r *lab.Result) []lab.ClaimResult { return r.Claims }))
+		e.Claims = compareClaims(orNil(ea, func(r *labresult.Result) []labresult.ClaimResult { return r.Claims }), orNil(eb, func(r *labresult.Result) []labresult.ClaimResult { return r.Claims }))
 		for _, cl := range e.Claims {
 			if cl.Moved {
-				c.Moved = append(c.Moved, Move{Experiment: e.Name, Index: cl.Index, Claim: cl.Claim, From: cl.A.Verdict, To: cl.B.Verdict})
+				c.Moved = append(c.Moved, Move{Experiment: e.Name, Kind: "claim", Index: cl.Index, Claim: cl.Claim, From: string(cl.A.Verdict), To: string(cl.B.Verdict)})
 			}
 		}
-		e.Rows = compareRows(orNil(ea, func(r *lab.Result) []*lab.Row { return r.Rows }), orNil(eb, func(r *lab.Result) []*lab.Row { return r.Rows }))
+		e.Targets = compareTargets(orNil(ea, func(r *labresult.Result) []labresult.TargetResult { return r.Targets }), orNil(eb, func(r *labresult.Result) []labresult.TargetResult { return r.Targets }))
+		for _, t := range e.Targets {
+			if t.Moved {
+				c.Moved = append(c.Moved, Move{Experiment: e.Name, Kind: "target", Key: t.Key, Claim: t.Target, From: string(t.A.Verdict), To: string(t.B.Verdict)})
+			}
+		}
+		e.Rows = compareRows(orNil(ea, func(r *labresult.Result) []*labresult.Row { return r.Rows }), orNil(eb, func(r *labresult.Result) []*labresult.Row { return r.Rows }))
+		e.NotRerun = compareNotRerun(orNil(ea, func(r *labresult.Result) []labresult.NotRerun { return r.NotRerun }), orNil(eb, func(r *labresult.Result) []labresult.NotRerun { return r.NotRerun }))
 		c.Experiments = append(c.Experiments, e)
 	}
 	return c
 }
 
-func orNil[T any](r *lab.Result, get func(*lab.Result) []T) []T {
+func orNil[T any](r *labresult.Result, get func(*labresult.Result) []T) []T {
 	if r == nil {
 		return nil
 	}
@@ -274,7 +282,7 @@ func match[T any](a, b []T, key func(T) string) []pair[T] {
 	return out
 }
 
-func machineDiff(a, b lab.Machine) []EnvDiff {
+func machineDiff(a, b labresult.Machine) []EnvDiff {
 	out := []EnvDiff{}
 	for _, kv := range []struct{ key, a, b string }{
 		{"cpus", fmt.Sprint(a.CPUs), fmt.Sprint(b.CPUs)},
@@ -300,7 +308,7 @@ func present(s string) *string {
 
 // envDiff lists the entries of two experiments' env (and their mode)
 // that differ, in key order.
-func envDiff(name string, a, b *lab.Result) []EnvDiff {
+func envDiff(name string, a, b *labresult.Result) []EnvDiff {
 	var out []EnvDiff
 	if a.Mode != b.Mode {
 		out = append(out, EnvDiff{Experiment: name, Key: "mode", A: present(string(a.Mode)), B: present(string(b.Mode))})
@@ -333,13 +341,27 @@ func envDiff(name string, a, b *lab.Result) []EnvDiff {
 	return out
 }
 
-func side(c lab.ClaimResult) *ClaimSide {
+func side(c labresult.ClaimResult) *ClaimSide {
 	return &ClaimSide{Verdict: c.Verdict, Ratio: c.Ratio, CI: c.CI, Pairs: c.Pairs}
 }
 
-func compareClaims(exp string, a, b []lab.ClaimResult) []Claim {
+// keyed returns key when every item of a and b has one, else fallback:
+// runs from before keys existed are matched by their text.
+func keyed[T any](a, b []T, key, fallback func(T) string) func(T) string {
+	for _, items := range [][]T{a, b} {
+		for _, it := range items {
+			if key(it) == "" {
+				return fallback
+			}
+		}
+	}
+	return key
+}
+
+func compareClaims(a, b []labresult.ClaimResult) []Claim {
 	var out []Claim
-	for _, p := range match(a, b, func(c lab.ClaimResult) string { return c.Claim }) {
+	by := keyed(a, b, func(c labresult.ClaimResult) string { return c.Key }, func(c labresult.ClaimResult) string { return c.Claim })
+	for _, p := range match(a, b, by) {
 		c := Claim{Presence: p.presence()}
 		if p.inA {
 			c.Claim, c.Index, c.A = p.a.Claim, p.ia+1, side(p.a)
@@ -351,7 +373,7 @@ func compareClaims(exp string, a, b []lab.ClaimResult) []Claim {
 			c.Moved = c.A.Verdict != c.B.Verdict
 			c.Change = ratio(c.A.Ratio, c.B.Ratio)
 			if c.A.Ratio != nil && c.B.Ratio != nil {
-				c.Diff = lab.F(*c.B.Ratio - *c.A.Ratio)
+				c.Diff = labresult.F(*c.B.Ratio - *c.A.Ratio)
 			}
 			if len(c.A.CI) == 2 && len(c.B.CI) == 2 {
 				overlap := c.A.CI[0] <= c.B.CI[1] && c.B.CI[0] <= c.A.CI[1]
@@ -369,43 +391,69 @@ func ratio(a, b *float64) *float64 {
 	case a == nil || b == nil:
 		return nil
 	case *a == 0 && *b == 0:
-		return lab.F(1)
+		return labresult.F(1)
 	case *a == 0:
 		return nil
 	}
-	return lab.F(*b / *a)
+	return labresult.F(*b / *a)
 }
 
-func compareRows(a, b []*lab.Row) []Row {
-	var out []Row
-	for _, p := range match(a, b, func(r *lab.Row) string { return r.Label }) {
-		row := Row{Presence: p.presence()}
+func compareTargets(a, b []labresult.TargetResult) []Target {
+	var out []Target
+	for _, p := range match(a, b, func(t labresult.TargetResult) string { return string(t.Key) }) {
+		t := Target{Presence: p.presence()}
 		if p.inA {
-			row.Label, row.RunsA = p.a.Label, p.a.Runs
+			t.Key, t.Target, t.A = string(p.a.Key), p.a.Target, &p.a
 		}
 		if p.inB {
-			row.Label, row.RunsB = p.b.Label, p.b.Runs
+			t.Key, t.Target, t.B = string(p.b.Key), p.b.Target, &p.b
 		}
-		for _, f := range figures {
-			fig := Figure{Key: f.key}
-			var loA, hiA, loB, hiB *float64
+		t.Moved = t.A != nil && t.B != nil && t.A.Verdict != t.B.Verdict
+		out = append(out, t)
+	}
+	return out
+}
+
+func compareNotRerun(a, b []labresult.NotRerun) []NotRerun {
+	var out []NotRerun
+	for _, p := range match(a, b, func(n labresult.NotRerun) string { return n.Figure }) {
+		n := NotRerun{Presence: p.presence()}
+		if p.inA {
+			n.Figure, n.Why = p.a.Figure, p.a.Why
+		}
+		if p.inB {
+			n.Figure, n.Why = p.b.Figure, p.b.Why
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func compareRows(a, b []*labresult.Row) []Row {
+	var out []Row
+	by := keyed(a, b, func(r *labresult.Row) string { return string(r.Key) }, func(r *labresult.Row) string { return r.Label })
+	for _, p := range match(a, b, by) {
+		row := Row{Presence: p.presence()}
+		if p.inA {
+			row.Key, row.Label, row.RunsA = p.a.Key, p.a.Label, p.a.Runs
+		}
+		if p.inB {
+			row.Key, row.Label, row.RunsB = p.b.Key, p.b.Label, p.b.Runs
+		}
+		for _, m := range labresult.Compared() {
+			fig := Figure{Key: m.Name}
+			var rangeA, rangeB []float64
 			if p.inA {
-				fig.A = f.get(p.a)
-				if f.spread != nil && p.a.Runs > 1 {
-					loA, hiA = f.spread(p.a)
-				}
+				fig.A, rangeA = p.a.Figure(m.Name), spreadOf(p.a, m.Name)
 			}
 			if p.inB {
-				fig.B = f.get(p.b)
-				if f.spread != nil && p.b.Runs > 1 {
-					loB, hiB = f.spread(p.b)
-				}
+				fig.B, rangeB = p.b.Figure(m.Name), spreadOf(p.b, m.Name)
 			}
 			if fig.A == nil && fig.B == nil {
 				continue
 			}
 			fig.Change = ratio(fig.A, fig.B)
-			fig.RangeA, fig.RangeB = rangeOf(loA, hiA), rangeOf(loB, hiB)
+			fig.RangeA, fig.RangeB = rangeA, rangeB
 			fig.Spread = spread(fig.A, fig.B, fig.RangeA, fig.RangeB)
 			row.Figures = append(row.Figures, fig)
 		}
@@ -414,11 +462,12 @@ func compareRows(a, b []*lab.Row) []Row {
 	return out
 }
 
-func rangeOf(lo, hi *float64) []float64 {
-	if lo == nil || hi == nil {
-		return nil
+// spreadOf is a row's figure's range over its runs, nil without one.
+func spreadOf(r *labresult.Row, name string) []float64 {
+	if lo, hi, ok := r.Spread(name); ok {
+		return []float64{lo, hi}
 	}
-	return []float64{*lo, *hi}
+	return nil
 }
 
 // spread reads a change against the runs' spreads: within when either

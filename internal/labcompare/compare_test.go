@@ -10,8 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/highload-lab/hlab/internal/lab"
-	"github.com/highload-lab/hlab/internal/report"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -27,13 +26,13 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 //   - async lost "databus, 1 connection" and its claim #3, and gained
 //     "sync, 2 connections" and "a new claim"; databus did not run;
 //   - Go, scale's load balancer and nosql's Postgres differ.
-func fixtures(t *testing.T) (a, b report.Document) {
+func fixtures(t *testing.T) (a, b labresult.Document) {
 	t.Helper()
-	a, err := report.ReadJSONFile(filepath.Join("testdata", "a.json"))
+	a, err := labresult.ReadJSONFile(filepath.Join("testdata", "a.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err = report.ReadJSONFile(filepath.Join("testdata", "b.json"))
+	b, err = labresult.ReadJSONFile(filepath.Join("testdata", "b.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +78,8 @@ func figureOf(r Row, key string) *Figure {
 func TestVerdictMoves(t *testing.T) {
 	c := compareFixtures(t)
 	want := []Move{
-		{Experiment: "async", Index: 1, From: lab.Inconclusive, To: lab.Reproduced},
-		{Experiment: "nosql", Index: 2, From: lab.NotReproduced, To: lab.Inconclusive},
+		{Experiment: "async", Kind: "claim", Index: 1, From: "inconclusive", To: "reproduced"},
+		{Experiment: "nosql", Kind: "claim", Index: 2, From: "not_reproduced", To: "inconclusive"},
 	}
 	if len(c.Moved) != len(want) {
 		t.Fatalf("moved = %+v, want %d moves", c.Moved, len(want))
@@ -268,21 +267,21 @@ func checkSame(t *testing.T, c *Comparison) {
 func TestRealRun(t *testing.T) {
 	path := cmpOr(os.Getenv("HLAB_LAB_JSON"), filepath.Join("testdata", "a.json"))
 	t.Logf("comparing %s", path)
-	a, err := report.ReadJSONFile(path)
+	a, err := labresult.ReadJSONFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := report.ReadJSONFile(path)
+	b, _ := labresult.ReadJSONFile(path)
 	checkSame(t, Compare(a, b, path, path))
 
 	last := b.Experiments[len(b.Experiments)-1]
 	cl := &last.Claims[0]
 	from := cl.Verdict
-	cl.Verdict = map[lab.Verdict]lab.Verdict{lab.Reproduced: lab.Inconclusive}[from]
+	cl.Verdict = map[labresult.Verdict]labresult.Verdict{labresult.Reproduced: labresult.Inconclusive}[from]
 	if cl.Verdict == "" {
-		cl.Verdict = lab.Reproduced
+		cl.Verdict = labresult.Reproduced
 	}
-	var halved *lab.Row
+	var halved *labresult.Row
 	for _, r := range b.Experiments[0].Rows {
 		if r.RPS != nil && r.Runs > 1 && halved == nil {
 			halved = r
@@ -292,7 +291,7 @@ func TestRealRun(t *testing.T) {
 	dropped := b.Experiments[0].Rows[len(b.Experiments[0].Rows)-1]
 	b.Experiments[0].Rows = b.Experiments[0].Rows[:len(b.Experiments[0].Rows)-1]
 	c := Compare(a, b, "a", "b")
-	if len(c.Moved) != 1 || c.Moved[0].Experiment != last.Name || c.Moved[0].From != from {
+	if len(c.Moved) != 1 || c.Moved[0].Experiment != last.Name || c.Moved[0].From != string(from) {
 		t.Errorf("moved = %+v, want %s #1 from %s", c.Moved, last.Name, from)
 	}
 	if halved == nil {
@@ -337,7 +336,7 @@ func TestHTML(t *testing.T) {
 		`<tr class="moved">`, `<b>MOVED</b> <span class="verdict inconclusive">INCONCLUSIVE</span> → <span class="verdict reproduced">REPRODUCED</span>`,
 		`class="outside">OUTSIDE spread`, `class="within">within spread`,
 		"[added: only in B; 1 run]", "[removed: only in A]", "go1.26.9", "nginx 1.22.1", "—",
-		".reproduced{background:#d9f2d9", // the lab report's style, shared
+		".reproduced,.holds{background:#d9f2d9", // the lab report's style, shared
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -392,11 +391,11 @@ func TestFailedRun(t *testing.T) {
 	scale := b.Experiments[0]
 	scale.Error = "nginx did not start"
 	for i := range scale.Claims {
-		scale.Claims[i].Verdict, scale.Claims[i].Ratio, scale.Claims[i].CI, scale.Claims[i].Pairs = lab.Invalid, nil, nil, 0
+		scale.Claims[i].Verdict, scale.Claims[i].Ratio, scale.Claims[i].CI, scale.Claims[i].Pairs = labresult.Invalid, nil, nil, 0
 	}
 	scale.Rows = nil
 	c := Compare(a, b, "a", "b")
-	if len(c.Moved) != 2 || c.Moved[0].To != lab.Invalid {
+	if len(c.Moved) != 2 || c.Moved[0].To != string(labresult.Invalid) {
 		t.Fatalf("moved %+v", c.Moved)
 	}
 	var out bytes.Buffer

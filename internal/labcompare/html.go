@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/report"
 )
 
@@ -35,8 +34,9 @@ func WriteHTML(dir string, c *Comparison) (string, error) {
 
 var page = template.Must(template.New("compare").Funcs(template.FuncMap{
 	"style":   func() template.CSS { return template.CSS(report.Style) },
-	"vclass":  report.VerdictClass,
-	"word":    func(v lab.Verdict) string { return v.Word() },
+	"vclass":  func(v any) string { return report.VerdictClass(fmt.Sprint(v)) },
+	"word":    func(v any) string { return Word(fmt.Sprint(v)) },
+	"target":  targetSide,
 	"fig":     fig,
 	"name":    FigureName,
 	"spread":  spreadText,
@@ -81,10 +81,10 @@ tr.rowhead td{text-align:left;font-weight:bold;background:#fafafa}
 <p class="env">{{.Generated}} · A = <b>{{.A}}</b> · B = <b>{{.B}}</b></p>
 <h2 id="summary">Summary</h2>
 <p><b>{{.MovedLine}}</b></p>
-{{if .Moved}}<ul>{{range .Moved}}<li><span class="verdict {{vclass .From}}">{{word .From}}</span> → <span class="verdict {{vclass .To}}">{{word .To}}</span> <a href="#{{.Experiment}}">{{.Experiment}}</a> #{{.Index}}: {{.Claim}}</li>{{end}}</ul>{{end}}
+{{if .Moved}}<ul>{{range .Moved}}<li><span class="verdict {{vclass .From}}">{{word .From}}</span> → <span class="verdict {{vclass .To}}">{{word .To}}</span> <a href="#{{.Experiment}}">{{.Experiment}}</a> {{if eq .Kind "target"}}target {{.Key}}{{else}}#{{.Index}}{{end}}: {{.Claim}}</li>{{end}}</ul>{{end}}
 {{range .CountsLines}}<p>{{.}}</p>{{end}}
 {{with .OutsideSpread}}<ul>{{range .}}<li class="outside">OUTSIDE spread: {{.}}</li>{{end}}</ul>{{end}}
-<p class="note">A figure's change is "within spread" when B's median lies within A's min–max over its runs, or A's within B's: no larger than the noise between runs. Only rows measured more than once keep a spread (of rps and p99). "—": not measured, or not in that run.</p>
+<p class="note">A figure's change is "within spread" when B's median lies within A's min–max over its runs, or A's within B's: no larger than the noise between runs. Only rows measured more than once keep a spread. "—": not measured, or not in that run.</p>
 <h2 id="env">Environment</h2>
 {{if .Env}}<p class="note">What differs between the runs; it may explain changes in the figures.</p>
 <table><tr><th>where</th><th>what</th><th>A</th><th>B</th></tr>
@@ -96,6 +96,10 @@ tr.rowhead td{text-align:left;font-weight:bold;background:#fafafa}
 {{if .Claims}}<table><tr><th>#</th><th>verdict A → B</th><th>ratio A</th><th>interval A</th><th>pairs</th><th>ratio B</th><th>interval B</th><th>pairs</th><th>B/A</th><th>B−A</th><th>intervals</th><th>claim</th></tr>
 {{range .Claims}}<tr{{if .Moved}} class="moved"{{end}}><td>{{.Index}}</td><td>{{if .Moved}}<b>MOVED</b> <span class="verdict {{vclass .A.Verdict}}">{{word .A.Verdict}}</span> → <span class="verdict {{vclass .B.Verdict}}">{{word .B.Verdict}}</span>{{else if .B}}{{if .A}}{{else}}<span class="added">added:</span> {{end}}<span class="verdict {{vclass .B.Verdict}}">{{word .B.Verdict}}</span>{{else}}<span class="removed">removed:</span> <span class="verdict {{vclass .A.Verdict}}">{{word .A.Verdict}}</span>{{end}}</td><td>{{ratio .A}}</td><td>{{ci .A}}</td><td>{{pairs .A}}</td><td>{{ratio .B}}</td><td>{{ci .B}}</td><td>{{pairs .B}}</td><td>{{fig .Change}}</td><td>{{fig .Diff}}</td><td>{{overlap .Overlap}}</td><td style="text-align:left">{{.Claim}}</td></tr>
 {{end}}</table>{{end}}
+{{if .Targets}}<table><tr><th>target</th><th>verdict A → B</th><th>A</th><th>B</th><th>needs</th><th>text</th></tr>
+{{range .Targets}}<tr{{if .Moved}} class="moved"{{end}}><td>{{.Key}}</td><td>{{if .Moved}}<b>MOVED</b> <span class="verdict {{vclass .A.Verdict}}">{{word .A.Verdict}}</span> → <span class="verdict {{vclass .B.Verdict}}">{{word .B.Verdict}}</span>{{else if .B}}{{if .A}}{{else}}<span class="added">added:</span> {{end}}<span class="verdict {{vclass .B.Verdict}}">{{word .B.Verdict}}</span>{{else}}<span class="removed">removed:</span> <span class="verdict {{vclass .A.Verdict}}">{{word .A.Verdict}}</span>{{end}}</td><td>{{target .A}}</td><td>{{target .B}}</td><td>{{if .B}}{{.B.Bound}}{{else}}{{.A.Bound}}{{end}}</td><td style="text-align:left">{{.Target}}</td></tr>
+{{end}}</table>{{end}}
+{{range .NotRerun}}{{if ne .Presence "both"}}<p class="note"><span class="{{.Presence}}">not rerun, {{.Presence}}:</span> {{.Figure}}: {{.Why}}</p>{{end}}{{end}}
 {{if .Rows}}<table><tr><th>row / figure</th><th>A</th><th>B</th><th>B/A</th><th>spread</th><th>A min–max</th><th>B min–max</th></tr>
 {{range .Rows}}<tr class="rowhead"><td colspan="7">{{.Label}} <span class="{{.Presence}}">{{runs .}}</span></td></tr>
 {{range .Figures}}<tr><td>&nbsp;&nbsp;{{name .Key}}</td><td>{{fig .A}}</td><td>{{fig .B}}</td><td>{{fig .Change}}</td><td class="{{.Spread}}">{{spread .Spread}}</td><td>{{rng .RangeA}}</td><td>{{rng .RangeB}}</td></tr>

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
 )
 
@@ -16,6 +17,8 @@ const missing = "—"
 type Summary struct {
 	Claims, RowsBoth                           int
 	ClaimsAdded, ClaimsRemoved                 int
+	Targets, TargetsAdded, TargetsRemoved      int
+	NotRerunAdded, NotRerunRemoved             int
 	RowsAdded, RowsRemoved                     int
 	ExperimentsAdded, ExperimentsRemoved       int
 	SpreadFigures, OutsideSpread, WithinSpread int
@@ -41,6 +44,13 @@ func (c *Comparison) Summarize() Summary {
 				s.ClaimsRemoved++
 			}
 		}
+		for _, t := range e.Targets {
+			count(t.Presence, &s.Targets, &s.TargetsAdded, &s.TargetsRemoved)
+		}
+		for _, n := range e.NotRerun {
+			var both int
+			count(n.Presence, &both, &s.NotRerunAdded, &s.NotRerunRemoved)
+		}
 		for _, r := range e.Rows {
 			switch r.Presence {
 			case Both:
@@ -63,6 +73,18 @@ func (c *Comparison) Summarize() Summary {
 		}
 	}
 	return s
+}
+
+// count adds one to both, added or removed, by presence.
+func count(p Presence, both, added, removed *int) {
+	switch p {
+	case Both:
+		*both++
+	case Added:
+		*added++
+	case Removed:
+		*removed++
+	}
 }
 
 // Beyond is a figure whose change lies outside its runs' spread.
@@ -95,7 +117,8 @@ func (c *Comparison) OutsideSpread() []Beyond {
 // which.
 func (c *Comparison) MovedLine() string {
 	if len(c.Moved) == 0 {
-		return fmt.Sprintf("No verdict moved (%d claims in both runs).", c.Summarize().Claims)
+		s := c.Summarize()
+		return fmt.Sprintf("No verdict moved (%d claims and %d targets in both runs).", s.Claims, s.Targets)
 	}
 	moves := make([]string, len(c.Moved))
 	for i, m := range c.Moved {
@@ -115,6 +138,8 @@ func (c *Comparison) CountsLines() []string {
 	}{
 		{s.ExperimentsAdded, "experiment", "added"}, {s.ExperimentsRemoved, "experiment", "removed"},
 		{s.ClaimsAdded, "claim", "added"}, {s.ClaimsRemoved, "claim", "removed"},
+		{s.TargetsAdded, "target", "added"}, {s.TargetsRemoved, "target", "removed"},
+		{s.NotRerunAdded, "figure not rerun", "added"}, {s.NotRerunRemoved, "figure not rerun", "removed"},
 		{s.RowsAdded, "row", "added"}, {s.RowsRemoved, "row", "removed"},
 	} {
 		if p.n > 0 {
@@ -125,7 +150,7 @@ func (c *Comparison) CountsLines() []string {
 		out = append(out, "Added (only in B) and removed (only in A): "+strings.Join(parts, ", ")+".")
 	}
 	if s.SpreadFigures > 0 {
-		out = append(out, fmt.Sprintf("Figures with a run-to-run spread (rps, p99 ms over runs > 1): %d of %d changed outside it, %d within (noise).",
+		out = append(out, fmt.Sprintf("Figures with a run-to-run spread (over more than one run): %d of %d changed outside it, %d within (noise).",
 			s.OutsideSpread, s.SpreadFigures, s.WithinSpread))
 	}
 	return out
@@ -204,10 +229,61 @@ func writeExperiment(b *strings.Builder, e Experiment) error {
 			return err
 		}
 	}
+	if len(e.Targets) > 0 {
+		if err := writeTargets(b, e.Targets); err != nil {
+			return err
+		}
+	}
+	for _, n := range e.NotRerun {
+		if n.Presence != Both {
+			fmt.Fprintf(b, "  not rerun, %s: %s: %s\n", n.Presence, n.Figure, n.Why)
+		}
+	}
 	if len(e.Rows) > 0 {
 		return writeRows(b, e.Rows)
 	}
 	return nil
+}
+
+func writeTargets(b *strings.Builder, targets []Target) error {
+	cells := [][]string{{"  target", "verdict A → B", "A", "B", "needs"}}
+	after := map[int][]string{}
+	for _, t := range targets {
+		bound := ""
+		if t.B != nil {
+			bound = t.B.Bound
+		} else if t.A != nil {
+			bound = t.A.Bound
+		}
+		after[len(cells)] = []string{"      " + t.Target}
+		cells = append(cells, []string{"  " + t.Key, targetVerdictCell(t), targetSide(t.A), targetSide(t.B), bound})
+	}
+	return table(b, cells, nil, after)
+}
+
+// targetVerdictCell marks a moved verdict and a target in one run only.
+func targetVerdictCell(t Target) string {
+	switch {
+	case t.Presence == Added:
+		return "added: " + t.B.Verdict.Word()
+	case t.Presence == Removed:
+		return "removed: " + t.A.Verdict.Word()
+	case t.Moved:
+		return "MOVED " + t.A.Verdict.Word() + " → " + t.B.Verdict.Word()
+	}
+	return t.B.Verdict.Word()
+}
+
+// targetSide is a target's figure in one run, with its spread.
+func targetSide(t *labresult.TargetResult) string {
+	if t == nil {
+		return missing
+	}
+	s := fig(t.Value)
+	if len(t.Spread) == 2 {
+		s += " " + rangeText(t.Spread)
+	}
+	return s
 }
 
 func writeClaims(b *strings.Builder, claims []Claim) error {

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // WriteHTML writes dir/index.html: a self-contained page (inline CSS and
 // SVG, no scripts or remote assets) with, per experiment, the table, the
 // verdict, a bar chart of RPS per setup (ours vs the report's) and latency
 // percentile charts.
-func WriteHTML(dir string, doc Document) (string, error) {
+func WriteHTML(dir string, doc labresult.Document) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
@@ -28,7 +28,7 @@ func WriteHTML(dir string, doc Document) (string, error) {
 	}
 	defer f.Close()
 	data := struct {
-		Document
+		labresult.Document
 		Generated string
 	}{doc, time.Now().Format(time.RFC1123)}
 	if err := page.Execute(f, data); err != nil {
@@ -40,26 +40,26 @@ func WriteHTML(dir string, doc Document) (string, error) {
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"num":     num,
 	"pct":     func(v *float64) string { return num(scale(v, 100)) },
-	"verdict": lab.VerdictWord,
-	"word":    func(v lab.Verdict) string { return v.Word() },
-	"vclass":  VerdictClass,
+	"verdict": labresult.VerdictWord,
+	"word":    func(v labresult.Verdict) string { return v.Word() },
+	"vclass":  func(v any) string { return VerdictClass(fmt.Sprint(v)) },
 	"style":   func() template.CSS { return template.CSS(Style) },
 	"cpus":    cpus,
 	"ci":      ciText,
 	"detail":  claimDetail,
 	"setup":   func(i int, text string) string { return claimText(i, text) },
 	"inc":     func(i int) int { return i + 1 },
-	"holds":   holds,
-	"gates":   func(r *lab.Row) []string { return r.IntegrityFailures() },
-	"rpsChart": func(res *lab.Result) template.HTML {
+	"target":  targetLine,
+	"gates":   func(r *labresult.Row) []string { return r.IntegrityFailures() },
+	"rpsChart": func(res *labresult.Result) template.HTML {
 		return template.HTML(rpsChart(res))
 	},
-	"latencyChart": func(title string, rows []*lab.Row, w, h int) template.HTML {
+	"latencyChart": func(title string, rows []*labresult.Row, w, h int) template.HTML {
 		return template.HTML(latencyChart(title, rows, w, h))
 	},
-	"one": func(r *lab.Row) []*lab.Row { return []*lab.Row{r} },
+	"one": func(r *labresult.Row) []*labresult.Row { return []*labresult.Row{r} },
 	"env": envLine,
-	"ref": func(r *lab.Row, metric string) string {
+	"ref": func(r *labresult.Row, metric string) string {
 		if r.Ref == nil {
 			return "-"
 		}
@@ -72,8 +72,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 		return "-"
 	},
 	"lower": strings.ToLower,
-	"class": func(res *lab.Result) string {
-		return strings.ReplaceAll(strings.ToLower(lab.VerdictWord(res)), " ", "-")
+	"class": func(res *labresult.Result) string {
+		return strings.ReplaceAll(strings.ToLower(labresult.VerdictWord(res)), " ", "-")
 	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Highload Lab report</title>
@@ -85,7 +85,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <table><tr><th>experiment</th><th>#</th><th>verdict</th><th>ratio</th><th>interval</th><th>needs</th><th>pairs</th><th class="ref">report</th><th>claim</th></tr>
 {{range $e := .Experiments}}{{range $i, $c := .Claims}}<tr><td><a href="#{{$e.Name}}">{{$e.Name}}</a></td><td>{{inc $i}}</td><td><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span></td><td>{{num $c.Ratio}}</td><td>{{ci $c.CI}}</td><td>{{$c.Threshold}}</td><td>{{$c.Pairs}}{{if $c.NoisyPairs}} <span class="noisy">({{$c.NoisyPairs}} noisy)</span>{{end}}</td><td class="ref">{{$c.Report}}</td><td style="text-align:left">{{setup $i $c.Claim}}</td></tr>
 {{end}}{{if not .Claims}}<tr><td>{{$e.Name}}</td><td>-</td><td><span class="verdict failed">{{verdict $e}}</span></td><td colspan="6">{{$e.Error}}</td></tr>{{end}}{{end}}</table>
-{{range $e := .Experiments}}{{range .Claims}}{{if eq .Verdict "invalid"}}<p class="gate">{{$e.Name}}: INVALID: {{.Why}}</p>{{end}}{{end}}{{range .Checks}}<p class="note">{{$e.Name}}: check: {{.Text}}: <b>{{holds .Holds}}</b> ({{.Detail}})</p>{{end}}{{range .NotRerun}}<p class="note">{{$e.Name}}: not rerun: {{.Figure}}: {{.Why}}</p>{{end}}{{end}}
+{{range $e := .Experiments}}{{range .Claims}}{{if eq .Verdict "invalid"}}<p class="gate">{{$e.Name}}: INVALID: {{.Why}}</p>{{end}}{{end}}{{range .Targets}}<p class="note">{{$e.Name}}: target {{.Key}}: {{.Target}}: <b>{{target .}}</b></p>{{end}}{{range .NotRerun}}<p class="note">{{$e.Name}}: not rerun: {{.Figure}}: {{.Why}}</p>{{end}}{{end}}
 {{range .Experiments}}
 <h2 id="{{.Name}}">{{.Name}}: {{.Title}}</h2>
 <p><span class="verdict {{class .}}">{{verdict .}}</span>
@@ -97,7 +97,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 {{range .Rows}}<tr><td>{{.Label}}{{if .Noisy}} <span class="noisy">[noisy]</span>{{end}}{{if .GeneratorSaturated}} <span class="noisy">[generator saturated]</span>{{end}}{{if gates .}} <span class="gate">[INTEGRITY]</span>{{end}}</td><td>{{num .RPS}}</td><td>{{if gt .Runs 1}}{{num .RPSMin}}–{{num .RPSMax}}{{end}}</td><td>{{num .MeanMS}}</td><td>{{num .P50MS}}</td><td>{{num .P99MS}}</td><td>{{num .P999MS}}</td><td>{{pct .SuccessRatio}}</td><td>{{num .CPUAvg}}</td><td>{{num .RSSMBAvg}}</td><td>{{.Runs}}</td><td class="ref">{{ref . "rps"}}</td><td class="ref">{{ref . "mean_ms"}}</td></tr>
 {{end}}</table>
 {{range .Rows}}{{$r := .}}{{range gates .}}<p class="gate">INTEGRITY: {{$r.Label}}: {{.}}</p>{{end}}{{if .GeneratorSaturated}}<p class="noisy">generator saturated: {{.Label}}: the load generator may be the bottleneck: it used {{cpus .GeneratorCPU}} of its {{cpus .GeneratorCPUsAvailable}} CPUs in a run</p>{{end}}{{if .Noisy}}<p class="noisy">noisy: {{.Label}}: up to {{num .OutsideCPU}} cores used outside the lab in a run (load average {{num .LoadAvg}})</p>{{end}}{{if .Note}}<p class="note">{{.Label}}: {{.Note}}</p>{{end}}{{end}}
-{{range .Checks}}<p class="note">check: {{.Text}}: <b>{{holds .Holds}}</b> ({{.Detail}})</p>{{end}}
+{{range .Targets}}<p class="note">target {{.Key}}: {{.Target}}: <b>{{target .}}</b></p>{{end}}
+{{range .Ratios}}<p class="note">ratio {{.Key}}: {{.Target}}: {{target .}}</p>{{end}}
 {{range .NotRerun}}<p class="note">not rerun: {{.Figure}}: {{.Why}}</p>{{end}}
 {{range .Notes}}<p class="note">note: {{.}}</p>{{end}}
 <div class="charts">{{rpsChart .}}{{latencyChart "latency by percentile, all setups" .Rows 520 300}}</div>
@@ -116,27 +117,28 @@ h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:1em 0;font-variant-numeric:tabular-nums}
 th,td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:right}th:first-child,td:first-child{text-align:left}
 th{background:#f6f6f6}.ref{color:#777}.verdict{font-weight:bold;padding:.2em .5em;border-radius:4px}
-.reproduced{background:#d9f2d9;color:#145214}.not-reproduced{background:#fde2c8;color:#7a3b00}.failed,.invalid{background:#f8d0d0;color:#7a0000}.inconclusive{background:#e8e8f4;color:#333366}
+.reproduced,.holds{background:#d9f2d9;color:#145214}.not-reproduced,.fails{background:#fde2c8;color:#7a3b00}.failed,.invalid{background:#f8d0d0;color:#7a0000}.inconclusive{background:#e8e8f4;color:#333366}
 .noisy{color:#8a6d00}.gate{color:#7a0000;font-weight:bold}
 .env,.note{color:#555}.charts{display:flex;flex-wrap:wrap;gap:1em}.small{display:flex;flex-wrap:wrap;gap:.5em}
 svg text{font:11px system-ui,sans-serif}
 `
 
-// VerdictClass is the CSS class of Style that colours a verdict.
-func VerdictClass(v lab.Verdict) string { return strings.ReplaceAll(string(v), "_", "-") }
+// VerdictClass is the CSS class of Style that colours a verdict, a
+// claim's or a target's.
+func VerdictClass(v string) string { return strings.ReplaceAll(v, "_", "-") }
 
 func scale(v *float64, k float64) *float64 {
 	if v == nil {
 		return nil
 	}
-	return lab.F(*v * k)
+	return labresult.F(*v * k)
 }
 
 var palette = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
 
 // rpsChart draws horizontal bars per row: ours (with a min–max whisker)
 // and the report's, on one linear axis.
-func rpsChart(res *lab.Result) string {
+func rpsChart(res *labresult.Result) string {
 	const w, labelW, barH, gap = 560, 290, 12, 10
 	maxV := 0.0
 	for _, r := range res.Rows {
@@ -176,7 +178,7 @@ func rpsChart(res *lab.Result) string {
 	return b.String()
 }
 
-func refRPS(r *lab.Row) *float64 {
+func refRPS(r *labresult.Row) *float64 {
 	if r.Ref == nil {
 		return nil
 	}
@@ -185,7 +187,7 @@ func refRPS(r *lab.Row) *float64 {
 
 // latencyChart draws latency (log scale) against percentile on a "nines"
 // axis (50, 90, 99, 99.9, ...), one line per row, as HdrHistogram plots do.
-func latencyChart(title string, rows []*lab.Row, w, h int) string {
+func latencyChart(title string, rows []*labresult.Row, w, h int) string {
 	const left, right, top = 50, 10, 24
 	bottom := 30
 	if len(rows) > 1 {

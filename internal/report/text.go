@@ -12,15 +12,16 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // WriteScoreboard writes one line per claim of every result (its
 // verdict, ratio, interval, threshold and pairs, then the claim and the
-// report's figure), the checks, and the report figures each experiment
-// did not rerun with the reason: the summary a reader sees first.
-func WriteScoreboard(w io.Writer, results []*lab.Result) error {
-	fmt.Fprintf(w, "\nScoreboard: each verdict reads the %.0f%% confidence interval of a ratio over pairs of runs measured back to back, against the claim's threshold (INVALID: an integrity gate failed).\n", lab.Level*100)
+// report's figure), one per target (its verdict, figure, spread and
+// bound), and the report figures each experiment did not rerun with the
+// reason: the summary a reader sees first.
+func WriteScoreboard(w io.Writer, results []*labresult.Result) error {
+	fmt.Fprintf(w, "\nScoreboard: each verdict reads the %.0f%% confidence interval of a ratio over pairs of runs measured back to back, against the claim's threshold (INVALID: an integrity gate failed).\n", labresult.Level*100)
 	cells := [][]string{{"experiment", "verdict", "ratio", "interval", "needs", "pairs"}}
 	var texts []string
 	for _, res := range results {
@@ -34,30 +35,23 @@ func WriteScoreboard(w io.Writer, results []*lab.Result) error {
 			if c.Report != "" {
 				text += "; report: " + c.Report
 			}
-			if c.Verdict == lab.Invalid && c.Why != "" {
+			if c.Verdict == labresult.Invalid && c.Why != "" {
 				text += "; INVALID: " + c.Why
 			}
 			texts = append(texts, text)
 		}
 		if len(res.Claims) == 0 {
-			cells = append(cells, []string{res.Name, lab.VerdictWord(res), "", "", "", ""})
+			cells = append(cells, []string{res.Name, labresult.VerdictWord(res), "", "", "", ""})
 			texts = append(texts, res.Error)
 		}
 	}
-	var b strings.Builder
-	if err := writeColumns(&b, cells); err != nil {
+	if err := writeWithTexts(w, cells, texts); err != nil {
 		return err
 	}
-	for i, line := range strings.SplitAfter(strings.TrimSuffix(b.String(), "\n"), "\n") {
-		io.WriteString(w, strings.TrimSuffix(line, "\n")+"\n")
-		if i > 0 && texts[i-1] != "" {
-			fmt.Fprintf(w, "    %s\n", texts[i-1])
-		}
+	if err := writeTargets(w, results); err != nil {
+		return err
 	}
 	for _, res := range results {
-		for _, c := range res.Checks {
-			fmt.Fprintf(w, "  %s: check: %s: %s (%s)\n", res.Name, c.Text, holds(c.Holds), c.Detail)
-		}
 		for _, n := range res.NotRerun {
 			fmt.Fprintf(w, "  %s: not rerun: %s: %s\n", res.Name, n.Figure, n.Why)
 		}
@@ -72,11 +66,71 @@ func claimText(i int, text string) string {
 	return text
 }
 
-func holds(ok bool) string {
-	if ok {
-		return "HOLDS"
+// writeTargets writes one line per target of every result, its text
+// under it: the judgements of ours beside the report's claims.
+func writeTargets(w io.Writer, results []*labresult.Result) error {
+	cells := [][]string{{"target", "verdict", "value", "spread", "needs"}}
+	var texts []string
+	for _, res := range results {
+		for _, t := range res.Targets {
+			cells = append(cells, []string{res.Name + " " + string(t.Key), t.Verdict.Word(), num(t.Value) + unitText(t.Unit), ciText(t.Spread), t.Bound})
+			text := t.Target
+			if t.Why != "" {
+				text += "; " + t.Why
+			}
+			texts = append(texts, text)
+		}
 	}
-	return "DOES NOT HOLD"
+	if len(texts) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nTargets: our own bounds on a figure; the verdict reads the figure's spread over runs (or the %.0f%% interval of a ratio over pairs): HOLDS when all of it is within the bound, FAILS when none is, INCONCLUSIVE when it straddles or the figure is not evidence.\n", labresult.Level*100)
+	return writeWithTexts(w, cells, texts)
+}
+
+// writeWithTexts writes cells as columns, each body row followed by its
+// text, indented, when it has one.
+func writeWithTexts(w io.Writer, cells [][]string, texts []string) error {
+	var b strings.Builder
+	if err := writeColumns(&b, cells); err != nil {
+		return err
+	}
+	for i, line := range strings.SplitAfter(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if _, err := io.WriteString(w, strings.TrimSuffix(line, "\n")+"\n"); err != nil {
+			return err
+		}
+		if i > 0 && texts[i-1] != "" {
+			fmt.Fprintf(w, "    %s\n", texts[i-1])
+		}
+	}
+	return nil
+}
+
+// unitText is a figure's unit as it follows the figure: "2.1x", "340 s".
+func unitText(unit string) string {
+	switch unit {
+	case "", "x":
+		return unit
+	}
+	return " " + unit
+}
+
+// targetLine is a target's or shown ratio's figures in a sentence.
+func targetLine(t labresult.TargetResult) string {
+	s := num(t.Value) + unitText(t.Unit)
+	if t.Spread != nil {
+		s += " " + ciText(t.Spread)
+	}
+	if t.Pairs > 0 {
+		s += fmt.Sprintf(" over %d pairs", t.Pairs)
+	}
+	if t.Bound != "" {
+		s = fmt.Sprintf("%s: %s, needs %s", t.Verdict.Word(), s, t.Bound)
+	}
+	if t.Why != "" {
+		s += "; " + t.Why
+	}
+	return s
 }
 
 func ciText(ci []float64) string {
@@ -89,12 +143,13 @@ func ciText(ci []float64) string {
 // WriteText writes res as a table, our figures then the report's, with
 // each row's integrity failures and noise, and each claim's verdict with
 // its interval and pairs.
-func WriteText(w io.Writer, res *lab.Result) error {
+func WriteText(w io.Writer, res *labresult.Result) error {
 	fmt.Fprintf(w, "\n%s: %s\n", res.Name, res.Title)
 	if len(res.Env) > 0 {
 		fmt.Fprintf(w, "env: %s\n", envLine(res.Env))
 	}
-	cells := [][]string{{"setup", "rps", "min-max", "mean ms", "p50 ms", "p99 ms", "ok %", "cpu", "rss MB", "runs", "|", "report rps", "report mean ms"}}
+	cells := [][]string{{"setup", labresult.Title("rps"), "min-max", labresult.Title("mean_ms"), labresult.Title("p50_ms"), labresult.Title("p99_ms"),
+		"ok %", labresult.Title("cpu_avg"), labresult.Title("rss_mb_avg"), "runs", "|", "report rps", "report mean ms"}}
 	for _, r := range res.Rows {
 		spread := ""
 		if r.Runs > 1 && r.RPSMin != nil && r.RPSMax != nil {
@@ -106,7 +161,7 @@ func WriteText(w io.Writer, res *lab.Result) error {
 		}
 		var ok *float64
 		if r.SuccessRatio != nil {
-			ok = lab.F(*r.SuccessRatio * 100)
+			ok = labresult.F(*r.SuccessRatio * 100)
 		}
 		label := r.Label
 		if r.Noisy {
@@ -146,8 +201,11 @@ func WriteText(w io.Writer, res *lab.Result) error {
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
-	for _, c := range res.Checks {
-		fmt.Fprintf(w, "check: %s: %s (%s)\n", c.Text, holds(c.Holds), c.Detail)
+	for _, t := range res.Targets {
+		fmt.Fprintf(w, "target %s: %s\n  %s\n", t.Key, t.Target, targetLine(t))
+	}
+	for _, t := range res.Ratios {
+		fmt.Fprintf(w, "ratio %s: %s: %s\n", t.Key, t.Target, targetLine(t))
 	}
 	for _, n := range res.NotRerun {
 		fmt.Fprintf(w, "not rerun: %s: %s\n", n.Figure, n.Why)
@@ -163,7 +221,7 @@ func WriteText(w io.Writer, res *lab.Result) error {
 }
 
 // claimDetail is a claim's figures in a sentence.
-func claimDetail(c lab.ClaimResult) string {
+func claimDetail(c labresult.ClaimResult) string {
 	var parts []string
 	if c.Ratio != nil {
 		s := fmt.Sprintf("ratio %.2f", *c.Ratio)
@@ -172,7 +230,11 @@ func claimDetail(c lab.ClaimResult) string {
 		}
 		parts = append(parts, s)
 	}
-	parts = append(parts, fmt.Sprintf("needs %s (%s: %q / %q)", c.Threshold, c.Metric, c.Numerator, c.Denominator))
+	metric := c.Metric
+	if c.DenMetric != "" {
+		metric += " / " + c.DenMetric
+	}
+	parts = append(parts, fmt.Sprintf("needs %s (%s: %q / %q)", c.Threshold, metric, c.Numerator, c.Denominator))
 	if c.Pairs > 0 {
 		rs := make([]string, len(c.PairRatios))
 		for i, r := range c.PairRatios {

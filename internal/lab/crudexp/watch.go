@@ -21,11 +21,11 @@ type watcher struct {
 
 // watch opens a WebSocket for each of the first n VUs' tokens (one per
 // account when n is the number of accounts).
-func watch(ctx context.Context, addr string, sc *Scenario, n int) (*watcher, error) {
+func watch(ctx context.Context, addr string, sc *tasksload.Scenario, n int) (*watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{cancel: cancel}
 	for i := range n {
-		tok := sc.token(i)
+		tok := sc.Token(i)
 		if tok == "" {
 			continue // not signed in yet: the first row signs in first
 		}

@@ -73,7 +73,7 @@ func delays(ctx context.Context, run *lab.Run, gw *lab.Gateway, k *lab.Kafka, to
 	var ms []lab.Measurement
 	for _, d := range processDelays {
 		ms = append(ms, lab.Measurement{Label: delayLabel(d), Procs: []*sandbox.Process{gw.Proc}, Steady: k.JVM, NoWarmup: true,
-			Driver: lab.Checker{Config: checker.Config{
+			Driver: Checker{Config: checker.Config{
 				Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
 				Groups: 1, Members: subMembers, SubBatch: subBatch, ProcessDelay: d,
 				DrainTimeout: 2 * time.Minute,
@@ -130,7 +130,7 @@ func fetchMemory(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string) 
 			idle[l] = float64(rss) / (1 << 20)
 		}
 		ms = append(ms, lab.Measurement{Label: l, Procs: []*sandbox.Process{g.Proc}, NoWarmup: true,
-			Driver: lab.Checker{Config: checker.Config{
+			Driver: Checker{Config: checker.Config{
 				Target: g.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
 				Groups: fetchGroups(o), Members: 1, SubBatch: subBatch, DrainTimeout: 2 * time.Minute,
 			}}})

@@ -1,6 +1,6 @@
 // Package databusexp is report D's experiment: the databus gateway (hlab
 // serve databus: gRPC streams in front of Kafka) at 1 CPU, driven by the
-// databus checker (internal/checker, through lab.Checker) from the lab's
+// databus checker (internal/checker, through Checker) from the lab's
 // process.
 //
 // Rows: the report's echo table (1 to 100 clients, one message per
@@ -227,7 +227,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	measure := func(g *lab.Gateway, label string, cfg checker.Config, d time.Duration) lab.Measurement {
 		cfg.Target = g.GRPC
 		return lab.Measurement{Label: label, Procs: []*sandbox.Process{g.Proc}, Duration: d,
-			Driver: lab.Checker{Config: cfg, Metrics: g.URL("/metrics")}}
+			Driver: Checker{Config: cfg, Metrics: g.URL("/metrics")}}
 	}
 
 	// Echo: the transport alone, no Kafka.

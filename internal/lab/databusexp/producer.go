@@ -181,7 +181,7 @@ func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func
 	if meter == nil {
 		return nil, fmt.Errorf("databus: the direct producer never opened its measured window (%v); it said: %s", proc.ExitErr(), stderr.tail())
 	}
-	s := lab.CheckerSample(&res)
+	s := CheckerSample(&res)
 	s.Figures["producer_cpu_cores"] = usage.CPUAvg
 	if res.MsgsPerSec > 0 {
 		s.Figures["producer_cpu_us_per_msg"] = usage.CPUAvg / res.MsgsPerSec * 1e6

@@ -63,7 +63,7 @@ func (*Experiment) echoScaling(ctx context.Context, run *lab.Run, t timing) erro
 		}
 		defer g.Stop()
 		ms = append(ms, lab.Measurement{Label: s.label, Procs: []*sandbox.Process{g.Proc}, Duration: t.echoRun,
-			Driver: lab.Checker{Config: checker.Config{Target: g.GRPC, Scenario: checker.Echo, Streams: scaleClients}}})
+			Driver: Checker{Config: checker.Config{Target: g.GRPC, Scenario: checker.Echo, Streams: scaleClients}}})
 	}
 	n := scalingRounds(run.Opts)
 	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})

@@ -48,7 +48,7 @@ func (*Experiment) subscribe(ctx context.Context, run *lab.Run, gw *lab.Gateway,
 		return fmt.Errorf("lab: databus %s: filling the topic: %w", subscribeRow, err)
 	}
 	m := lab.Measurement{Label: subscribeRow, Procs: []*sandbox.Process{gw.Proc}, Steady: k.JVM,
-		Driver: lab.Checker{Config: checker.Config{
+		Driver: Checker{Config: checker.Config{
 			Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
 			Groups: 1, Members: subMembers, SubBatch: subBatch,
 			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost

@@ -110,7 +110,7 @@ func tickerRow(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string, co
 	// No warm-up run: each run opens its streams, and each stream ticks
 	// once, answered, before the window.
 	row, err := run.Measure(ctx, lab.Measurement{Label: tickerLabel(conns, agg), Procs: []*sandbox.Process{g.Proc},
-		Duration: t.tickerRun, NoWarmup: true, Driver: lab.Checker{Config: cfg, Metrics: g.URL("/metrics")}})
+		Duration: t.tickerRun, NoWarmup: true, Driver: Checker{Config: cfg, Metrics: g.URL("/metrics")}})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func idleTimeoutRows(ctx context.Context, run *lab.Run, k *lab.Kafka, topic func
 		dials := dialSeries
 		dials.URL = g.URL("/metrics")
 		ms = append(ms, lab.Measurement{Label: idleTimeoutLabel(idle), Procs: []*sandbox.Process{g.Proc}, Duration: t.idleRun,
-			NoWarmup: true, Counters: []lab.Counter{dials}, Driver: lab.Checker{Config: cfg, Metrics: dials.URL}})
+			NoWarmup: true, Counters: []lab.Counter{dials}, Driver: Checker{Config: cfg, Metrics: dials.URL}})
 	}
 	n := idleRounds(run.Opts)
 	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})

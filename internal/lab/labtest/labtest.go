@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
@@ -24,13 +26,13 @@ import (
 // over two pairs, and returns its result; it fails t when the run cannot
 // start or the experiment reports an error (with the run's progress).
 // Whether its claims hold is the caller's to check.
-func RunQuick(t *testing.T, exp lab.Experiment) *lab.Result {
+func RunQuick(t *testing.T, exp lab.Experiment) *labresult.Result {
 	t.Helper()
 	return RunQuickWith(t, exp, lab.External{})
 }
 
 // RunQuickWith is RunQuick on the external servers ext names.
-func RunQuickWith(t *testing.T, exp lab.Experiment, ext lab.External) *lab.Result {
+func RunQuickWith(t *testing.T, exp lab.Experiment, ext lab.External) *labresult.Result {
 	t.Helper()
 	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
@@ -76,15 +78,40 @@ func RunCLI(t *testing.T, name string, doc any, args ...string) (printed, writte
 	return out, b
 }
 
-// ClaimsMeasured checks that every claim of exp compares rows, and is
-// gated by rows, among measured: the labels of the rows exp measures.
-func ClaimsMeasured(t testing.TB, exp lab.Experiment, measured map[string]bool) {
+// SpecValid checks exp's Spec in both modes (lab.Spec.Validate): every
+// key a claim, gate or target reads is a declared row, every figure they
+// read is known, nothing is declared twice.
+func SpecValid(t testing.TB, exp lab.Experiment) {
 	t.Helper()
-	for _, c := range exp.Claims() {
-		for _, row := range append([]string{c.Numerator, c.Denominator}, c.Gates...) {
-			if !measured[row] {
-				t.Errorf("claim %q names row %q, which the experiment does not measure", c.Text, row)
-			}
+	for _, mode := range []lab.Mode{lab.Quick, lab.Full} {
+		spec := exp.Spec(lab.Options{Mode: mode})
+		if err := spec.Validate(); err != nil {
+			t.Errorf("%s mode: %v", mode, err)
+		}
+	}
+}
+
+// Measured checks that a run of exp measured what its Spec declares with
+// opts: every declared row, every claim over measured rows (its ratio
+// read, whatever its verdict), every target and shown ratio with a value.
+// Whether claims reproduce and targets hold is the lab's verdict, not a
+// test's.
+func Measured(t testing.TB, exp lab.Experiment, opts lab.Options, res *labresult.Result) {
+	t.Helper()
+	spec := exp.Spec(opts)
+	for _, r := range spec.Rows {
+		if res.Row(r.Key) == nil {
+			t.Errorf("row %q (%s) was not measured", r.Key, r.Label)
+		}
+	}
+	for _, c := range res.Claims {
+		if c.Ratio == nil {
+			t.Errorf("claim %q has no ratio: %s", c.Claim, c.Why)
+		}
+	}
+	for _, tr := range append(slices.Clone(res.Targets), res.Ratios...) {
+		if tr.Value == nil {
+			t.Errorf("target %q has no value: %s", tr.Key, tr.Why)
 		}
 	}
 }

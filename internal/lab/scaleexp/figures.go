@@ -2,8 +2,8 @@ package scaleexp
 
 import "github.com/highload-lab/hlab/internal/lab"
 
-// Figures accounts for report A1's figures (shared/REFERENCE.md).
-func (*Experiment) Figures(lab.Options) []lab.Figure {
+// figures accounts for report A1's figures (shared/REFERENCE.md).
+func figures() []lab.Figure {
 	return []lab.Figure{
 		lab.Rerun("one instance, 1 thread 1 connection: 169 rps, 22.55 ms mean", "row: one instance, 1 connection"),
 		lab.Rerun("one instance, 3 threads 3 connections: 74 rps, 45.85 ms mean", "row: one instance, 3 connections"),

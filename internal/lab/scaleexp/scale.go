@@ -1,8 +1,9 @@
-// Package scale is report A1's experiment: a stateless CPU-bound service
-// (hlab serve work), one instance against three behind a round-robin load
-// balancer, each instance at 0.2 CPU and 500 MB like the report's
-// containers, under wrk-like closed-model load with 1 and 3 connections
-// (a claim each, the report's two ratios), plus an open-model sweep for the highest rate whose p99 stays under 100 ms.
+// Package scaleexp is report A1's experiment: a stateless CPU-bound
+// service (hlab serve work), one instance against three behind a
+// round-robin load balancer, each instance at 0.2 CPU and 500 MB like the
+// report's containers, under wrk-like closed-model load with 1 and 3
+// connections (a claim each, the report's two ratios), plus in --full an
+// open-model sweep for the highest rate whose p99 stays under 100 ms.
 package scaleexp
 
 import (
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/loadgen"
 )
@@ -22,12 +24,14 @@ const (
 	maxP99        = 100 * time.Millisecond
 )
 
-// Row labels; the claim refers to them.
+// Row keys.
 const (
-	oneC1   = "one instance, 1 connection"
-	oneC3   = "one instance, 3 connections"
-	threeC1 = "three instances + LB, 1 connection"
-	threeC3 = "three instances + LB, 3 connections"
+	oneC1      labresult.Key = "one/c1"
+	oneC3      labresult.Key = "one/c3"
+	threeC1    labresult.Key = "three-lb/c1"
+	threeC3    labresult.Key = "three-lb/c3"
+	oneSweep   labresult.Key = "one/open-max-rate"
+	threeSweep labresult.Key = "three-lb/open-max-rate"
 )
 
 // Experiment is report A1's scale experiment.
@@ -36,26 +40,39 @@ type Experiment struct{}
 // New returns the experiment.
 func New() *Experiment { return &Experiment{} }
 
-func (*Experiment) Name() string { return "scale" }
-
-func (*Experiment) Title() string {
-	return "stateless scaling: one CPU-bound instance vs three behind a load balancer (report A1)"
+func ref(rps, meanMS float64) *labresult.Ref {
+	return &labresult.Ref{RPS: labresult.F(rps), MeanMS: labresult.F(meanMS)}
 }
 
-func (*Experiment) Claims() []lab.Claim {
-	return []lab.Claim{{
-		Text:      "three replicas behind a load balancer serve >= 2x the requests per second of one (1 connection)",
-		Metric:    "rps",
-		Numerator: threeC1, Denominator: oneC1,
-		AtLeast: 2,
-		Report:  "450 / 169 = 2.66",
-	}, {
-		Text:      "three replicas behind a load balancer serve >= 2x the requests per second of one (3 connections)",
-		Metric:    "rps",
-		Numerator: threeC3, Denominator: oneC3,
-		AtLeast: 2,
-		Report:  "325 / 74 = 4.39",
-	}}
+func (*Experiment) Spec(o lab.Options) lab.Spec {
+	s := lab.Spec{
+		Name:  "scale",
+		Title: "stateless scaling: one CPU-bound instance vs three behind a load balancer (report A1)",
+		Rows: []lab.RowSpec{
+			lab.RefRow(oneC1, "one instance, 1 connection", ref(169, 22.55)),
+			lab.RefRow(threeC1, "three instances + LB, 1 connection", ref(450, 9.09)),
+			lab.RefRow(oneC3, "one instance, 3 connections", ref(74, 45.85)),
+			lab.RefRow(threeC3, "three instances + LB, 3 connections", ref(325, 22.41)),
+		},
+		Claims: []labresult.Claim{{
+			Text:   "three replicas behind a load balancer serve >= 2x the requests per second of one (1 connection)",
+			Ratio:  labresult.Ratio{Num: threeC1, Den: oneC1, Metric: labresult.RPS.Name},
+			Bound:  labresult.AtLeast(2),
+			Report: "450 / 169 = 2.66", ReportRatio: 450.0 / 169,
+		}, {
+			Text:   "three replicas behind a load balancer serve >= 2x the requests per second of one (3 connections)",
+			Ratio:  labresult.Ratio{Num: threeC3, Den: oneC3, Metric: labresult.RPS.Name},
+			Bound:  labresult.AtLeast(2),
+			Report: "325 / 74 = 4.39", ReportRatio: 325.0 / 74,
+		}},
+		Figures: figures(),
+	}
+	if _, _, probes := timing(o); probes > 0 {
+		s.Rows = append(s.Rows,
+			lab.Row(oneSweep, "one instance, open model: max rate with p99 < 100 ms"),
+			lab.Row(threeSweep, "three instances + LB, open model: max rate with p99 < 100 ms"))
+	}
+	return s
 }
 
 // timing returns the per-run duration (the report's wrk ran 5 s), the
@@ -74,89 +91,117 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	return 4*o.Warmup() + pairs + sweeps + 5*time.Second // start-up of services and the LB
 }
 
-func ref(rps, meanMS float64) *lab.Ref { return &lab.Ref{RPS: lab.F(rps), MeanMS: lab.F(meanMS)} }
-
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
-	runDur, probeDur, probes := timing(run.Opts)
 	run.SetEnv("instance_quota", fmt.Sprintf("%.1f CPU, %d MB each", instanceCPU, instanceMemMB))
 	run.SetEnv("quota", string(run.Sandbox.Mechanism()))
 	run.SetEnv("load", "hlab load, closed model (wrk -tN -cN); open model for the sweep")
 	run.SetEnv("workload", "GET /handle: 1001 x json.Marshal of a random 10-letter string")
 	run.SetEnv("method", "one instance and three behind the load balancer run at once; the claims' rows (1 connection, then 3) run as pairs, their order alternating")
-
-	// One instance, addressed directly as in the report, and three behind
-	// the load balancer, which runs unconstrained.
-	one, err := run.StartService(ctx, "work", instanceCPU, instanceMemMB)
+	b, err := start(ctx, run)
 	if err != nil {
 		return err
 	}
-	defer one.Stop()
+	defer b.stop()
+	for _, rows := range [][2]labresult.Key{{oneC1, threeC1}, {oneC3, threeC3}} {
+		if err := b.closed(ctx, rows); err != nil {
+			return err
+		}
+	}
+	return b.sweeps(ctx)
+}
+
+// bench is the experiment's services: one instance, addressed directly as
+// in the report, and three behind the load balancer, which runs
+// unconstrained.
+type bench struct {
+	run      *lab.Run
+	one      *lab.Service
+	three    []*lab.Service
+	lb       *lab.LB
+	measured map[labresult.Key]*labresult.Row
+}
+
+func start(ctx context.Context, run *lab.Run) (*bench, error) {
+	b := &bench{run: run, measured: map[labresult.Key]*labresult.Row{}}
+	var err error
+	if b.one, err = run.StartService(ctx, "work", instanceCPU, instanceMemMB); err != nil {
+		return b, err
+	}
 	var upstreams []string
-	var procs []*sandbox.Process
 	for range 3 {
 		s, err := run.StartService(ctx, "work", instanceCPU, instanceMemMB)
 		if err != nil {
-			return err
+			return b, err
 		}
-		defer s.Stop()
+		b.three = append(b.three, s)
 		upstreams = append(upstreams, s.Addr)
+	}
+	if b.lb, err = run.StartLB(ctx, upstreams); err != nil {
+		return b, err
+	}
+	run.SetEnv("lb", b.lb.Kind)
+	return b, nil
+}
+
+func (b *bench) stop() {
+	for _, s := range append([]*lab.Service{b.one}, b.three...) {
+		if s != nil {
+			s.Stop()
+		}
+	}
+	if b.lb != nil {
+		b.lb.Stop()
+	}
+}
+
+// target is where a row's load goes and whose CPU and memory it reports.
+func (b *bench) target(key labresult.Key) (url string, procs []*sandbox.Process) {
+	if key == oneC1 || key == oneC3 || key == oneSweep {
+		return b.one.URL("/handle"), []*sandbox.Process{b.one.Proc}
+	}
+	for _, s := range b.three {
 		procs = append(procs, s.Proc)
 	}
-	lb, err := run.StartLB(ctx, upstreams)
-	if err != nil {
-		return err
-	}
-	defer lb.Stop()
-	run.SetEnv("lb", lb.Kind)
-	oneProcs := []*sandbox.Process{one.Proc}
+	return b.lb.URL("/handle"), procs
+}
 
-	closed := func(label, url string, procs []*sandbox.Process, conns int, r *lab.Ref) lab.Measurement {
-		return lab.Measurement{
-			Label: label, URL: url, Procs: procs, Ref: r, Duration: runDur,
-			Load: []loadgen.Option{loadgen.Connections(conns)},
-		}
+// closed measures a claim's two rows, one instance and three, in rounds
+// under the closed model: 1 connection for oneC1/threeC1, 3 for the others.
+func (b *bench) closed(ctx context.Context, rows [2]labresult.Key) error {
+	runDur, _, _ := timing(b.run.Opts)
+	conns := map[labresult.Key]int{oneC1: 1, threeC1: 1, oneC3: 3, threeC3: 3}
+	var ms []lab.Measurement
+	for _, key := range rows {
+		url, procs := b.target(key)
+		ms = append(ms, lab.Measurement{Key: key, URL: url, Procs: procs, Duration: runDur,
+			Load: []loadgen.Option{loadgen.Connections(conns[key])}})
 	}
-	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{
-		closed(oneC1, one.URL("/handle"), oneProcs, 1, ref(169, 22.55)),
-		closed(threeC1, lb.URL("/handle"), procs, 1, ref(450, 9.09)),
-	}})
-	if err != nil {
-		return err
-	}
+	measured, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms})
 	// Rows are added as they are measured, so a failure later keeps them.
-	for _, r := range rows {
-		run.AddRow(r)
+	for _, r := range measured {
+		b.measured[r.Key] = r
+		b.run.AddRow(r)
 	}
-	rows3, err := run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{
-		closed(oneC3, one.URL("/handle"), oneProcs, 3, ref(74, 45.85)),
-		closed(threeC3, lb.URL("/handle"), procs, 3, ref(325, 22.41)),
-	}})
-	if err != nil {
-		return err
-	}
-	for _, r := range rows3 {
-		run.AddRow(r)
-	}
-	r3, t3 := rows3[0], rows3[1]
+	return err
+}
+
+// sweeps finds, in --full, the highest open-model rate whose p99 stays
+// under maxP99, for one instance and for three, from 0.8x the best
+// closed-model rate.
+func (b *bench) sweeps(ctx context.Context) error {
+	_, probe, probes := timing(b.run.Opts)
 	if probes == 0 {
-		run.Note("the open-model sweeps (the highest rate whose p99 stays under %v) run in --full", maxP99)
+		b.run.Note("the open-model sweeps (the highest rate whose p99 stays under %v) run in --full", maxP99)
 		return nil
 	}
-	sweep := func(label, url string, procs []*sandbox.Process, start float64) (*lab.Row, error) {
-		return run.MaxRate(ctx, lab.Sweep{
-			Label: label, URL: url, Procs: procs, MaxP99: maxP99,
-			Start: start, Probes: probes, Duration: probeDur,
-		})
+	for _, s := range []struct{ key, c1, c3 labresult.Key }{{oneSweep, oneC1, oneC3}, {threeSweep, threeC1, threeC3}} {
+		url, procs := b.target(s.key)
+		start := 0.8 * max(b.measured[s.c1].Value(labresult.RPS), b.measured[s.c3].Value(labresult.RPS))
+		row, err := b.run.MaxRate(ctx, lab.Sweep{Key: s.key, URL: url, Procs: procs, MaxP99: maxP99, Start: start, Probes: probes, Duration: probe})
+		if err != nil {
+			return err
+		}
+		b.run.AddRow(row)
 	}
-	oneSweep, err := sweep("one instance, open model: max rate with p99 < 100 ms", one.URL("/handle"), oneProcs, 0.8*max(*rows[0].RPS, *r3.RPS))
-	if err != nil {
-		return err
-	}
-	run.AddRow(oneSweep)
-	threeSweep, err := sweep("three instances + LB, open model: max rate with p99 < 100 ms", lb.URL("/handle"), procs, 0.8*max(*rows[1].RPS, *t3.RPS))
-	if err != nil {
-		return err
-	}
-	run.AddRow(threeSweep)
 	return nil
 }

@@ -1,4 +1,4 @@
-package lab
+package databusexp
 
 import (
 	"testing"

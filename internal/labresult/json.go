@@ -1,27 +1,31 @@
-package report
+package labresult
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
-
-	"github.com/highload-lab/hlab/internal/lab"
 )
+
+// ErrNotLabJSON is returned by ReadJSONFile for a file that decodes but
+// is not the output of hlab lab --json (it lists no experiments, or an
+// experiment without a name).
+var ErrNotLabJSON = errors.New("labresult: not a lab run's JSON (hlab lab --json)")
 
 // Document is the lab's JSON output (the CLI contract).
 type Document struct {
-	Machine     lab.Machine   `json:"machine"`
-	Experiments []*lab.Result `json:"experiments"`
+	Machine     Machine   `json:"machine"`
+	Experiments []*Result `json:"experiments"`
 }
 
 // WriteJSONFile writes doc to path, indented.
 func WriteJSONFile(path string, doc Document) error {
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
-		return fmt.Errorf("report: encode JSON: %w", err)
+		return fmt.Errorf("labresult: encode JSON: %w", err)
 	}
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("report: write %s: %w", path, err)
+		return fmt.Errorf("labresult: write %s: %w", path, err)
 	}
 	return nil
 }
@@ -34,7 +38,7 @@ func ReadJSONFile(path string) (Document, error) {
 	var doc Document
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return doc, fmt.Errorf("report: %w", err)
+		return doc, fmt.Errorf("labresult: %w", err)
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return doc, fmt.Errorf("%w: %s: %v", ErrNotLabJSON, path, err)

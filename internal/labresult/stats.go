@@ -1,4 +1,4 @@
-package lab
+package labresult
 
 import (
 	"math"
@@ -135,9 +135,7 @@ func betaCF(a, b, x float64) float64 {
 
 // Median is the median of v (0 when empty), as rows report their runs:
 // for an experiment's figures derived per run.
-func Median(v []float64) float64 { return median(v) }
-
-func median(v []float64) float64 {
+func Median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	n := len(s)

@@ -1,4 +1,8 @@
-package crudexp
+// Package tasksload is report C's k6 load script for the task API (hlab
+// serve tasks) as a loadgen scenario: virtual users that sign in once and
+// loop create, update, get (and lists), delete. "hlab load --scenario
+// tasks" and the crud experiment both drive the API with it.
+package tasksload
 
 import (
 	"bytes"
@@ -94,8 +98,8 @@ func (s *Scenario) ReadShare() float64 {
 
 func (s *Scenario) account(n int) int { return n%max(1, s.Users) + 1 }
 
-// token returns VU n's token: its account's.
-func (s *Scenario) token(n int) string {
+// Token returns VU n's token, its account's: empty until it signed in.
+func (s *Scenario) Token(n int) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tokens[s.account(n)]
@@ -281,7 +285,7 @@ func (s *Scenario) SignIn(ctx context.Context, base string, vus int) error {
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	for n := range vus {
-		if s.token(n) != "" {
+		if s.Token(n) != "" {
 			continue
 		}
 		wg.Go(func() {

@@ -1,10 +1,12 @@
-package lab
+package databusexp
 
 import (
 	"context"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -12,7 +14,7 @@ import (
 // one checker run per measured run, the streams opened before the window
 // and the delivery verified after it. A message the gateway acked is a
 // success; acked and never received by a consumer group is lost
-// (Sample.Lost) when the run has consumers. With Config.Consume
+// (lab.Sample.Lost) when the run has consumers. With Config.Consume
 // checker.Only the window is the drain of a filled topic alone and the
 // successes are the messages received.
 type Checker struct {
@@ -31,10 +33,10 @@ type Checker struct {
 const checkerWarmup = 500 * time.Millisecond
 
 // produceSeries is the gateway's count of Produce requests to Kafka.
-var produceSeries = Counter{Name: "databus_kafka_requests_total", Labels: map[string]string{"api": "Produce"}}
+var produceSeries = lab.Counter{Name: "databus_kafka_requests_total", Labels: map[string]string{"api": "Produce"}}
 
 // Drive runs the checker for d.
-func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) (*Sample, error) {
+func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) (*lab.Sample, error) {
 	cfg := c.Config
 	cfg.Duration = d
 	if cfg.Warmup == 0 {
@@ -47,7 +49,7 @@ func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) 
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		m, err := ScrapeMetrics(ctx, c.Metrics)
+		m, err := lab.ScrapeMetrics(ctx, c.Metrics)
 		if err != nil {
 			return -1
 		}
@@ -73,14 +75,14 @@ func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) 
 
 // CheckerSample converts the result of a checker that ran elsewhere (a
 // process of its own, its --json output) into a run's sample.
-func CheckerSample(res *checker.Result) *Sample { return checkerSample(res, -1) }
+func CheckerSample(res *checker.Result) *lab.Sample { return checkerSample(res, -1) }
 
 // checkerSample converts a checker's result; produced is the Produce
 // requests the gateway sent Kafka in the window (-1: unknown).
-func checkerSample(res *checker.Result, produced float64) *Sample {
+func checkerSample(res *checker.Result, produced float64) *lab.Sample {
 	win := time.Duration(res.DurationS * float64(time.Second))
 	ok := int64(res.MsgsPerSec*res.DurationS + 0.5)
-	s := &Sample{Model: "closed", Connections: res.Streams, Window: win, Successes: ok, Requests: ok,
+	s := &lab.Sample{Model: "closed", Connections: res.Streams, Window: win, Successes: ok, Requests: ok,
 		StatusCodes: map[string]int64{}, Errors: map[string]int64{}, Figures: map[string]float64{"batches_per_s": res.BatchesPerSec}}
 	if res.Failed > 0 && res.Acked > 0 {
 		// Failures are counted over the whole run: scale them to the window.
@@ -92,7 +94,7 @@ func checkerSample(res *checker.Result, produced float64) *Sample {
 	l := res.PublishLatency
 	dur := func(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 	s.Latency = loadgen.Latencies{Mean: dur(l.Mean), P50: dur(l.P50), P90: dur(l.P90), P99: dur(l.P99), P999: dur(l.P999), Max: dur(l.Max)}
-	s.Percentiles = []Percentile{{Q: 50, MS: l.P50}, {Q: 90, MS: l.P90}, {Q: 99, MS: l.P99}, {Q: 99.9, MS: l.P999}, {Q: 100, MS: l.Max}}
+	s.Percentiles = []labresult.Percentile{{Q: 50, MS: l.P50}, {Q: 90, MS: l.P90}, {Q: 99, MS: l.P99}, {Q: 99.9, MS: l.P999}, {Q: 100, MS: l.Max}}
 	if d := res.Delivery; d != nil {
 		lost := d.Lost
 		s.Lost = &lost
@@ -121,4 +123,4 @@ func checkerSample(res *checker.Result, produced float64) *Sample {
 	return s
 }
 
-var _ Driver = Checker{}
+var _ lab.Driver = Checker{}
