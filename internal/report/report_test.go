@@ -78,7 +78,6 @@ func TestWriteText(t *testing.T) {
 	golden(t, "scale.txt", b.Bytes())
 }
 
-
 func TestWriteHTML(t *testing.T) {
 	dir := t.TempDir()
 	path, err := WriteHTML(dir, labresult.Document{Machine: labresult.Machine{CPUs: 2, CPUQuota: "cgroup-v1"}, Experiments: []*labresult.Result{sample()}})
@@ -127,7 +126,6 @@ func TestInvalidRendered(t *testing.T) {
 		t.Errorf("the HTML scoreboard does not list the invalid claim's reason")
 	}
 }
-
 
 // TestGeneratorSaturatedMarked: a row whose load generator used nearly
 // all its CPU is marked in the text and the HTML, with the figures.

@@ -162,7 +162,6 @@ func TestTaskID(t *testing.T) {
 	}
 }
 
-
 // A login refused by the service's limit tells how to run the load test.
 func TestSignInLimited(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
