@@ -307,6 +307,7 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 			res.NotRerun = append(res.NotRerun, labresult.NotRerun{Figure: f.Figure, Why: f.Why})
 		}
 	}
+	res.Rows = inSpecOrder(spec, res.Rows)
 	res.Metrics = carried(spec.Metrics, res.Rows)
 	labresult.Judge(res, run.claims, spec.Targets)
 	summary := labresult.Summary(res)
@@ -315,6 +316,25 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 	}
 	prog.End(summary)
 	return res
+}
+
+// inSpecOrder orders rows as the Spec declares them, whatever order the
+// phases measured them in: the table reads as the Spec is written. Rows
+// the Spec does not declare (an error already) go last.
+func inSpecOrder(spec Spec, rows []*labresult.Row) []*labresult.Row {
+	at := map[labresult.Key]int{}
+	for i, r := range spec.Rows {
+		at[r.Key] = i
+	}
+	pos := func(r *labresult.Row) int {
+		if i, ok := at[r.Key]; ok {
+			return i
+		}
+		return len(spec.Rows)
+	}
+	out := slices.Clone(rows)
+	slices.SortStableFunc(out, func(a, b *labresult.Row) int { return pos(a) - pos(b) })
+	return out
 }
 
 // carried returns the metrics some row carries, in declaration order.

@@ -22,7 +22,8 @@ type Spec struct {
 	// Title is a one-line description for listings.
 	Title string
 	// Rows are every row the experiment measures with these options, in
-	// the order they are shown.
+	// the order they are shown (the result lists them so, whatever order
+	// the phases measured them in).
 	Rows []RowSpec
 	// Claims are the report's claims as ratios between rows. The first is
 	// the headline claim and runs the report's own setup.
