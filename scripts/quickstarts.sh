@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs the README's quickstarts as a new user would, from the very blocks
-# the README shows (a fenced block after "<!-- quickstart: NAME -->"), and
-# checks what each printed. `make test` runs it; so does CI, on a fresh
-# clone.
+# Runs the quickstarts as a new user would, from the very blocks the docs
+# show (a fenced block after "<!-- quickstart: NAME -->" in README.md or a
+# page under docs/), and checks what each printed. `make test` runs it; so
+# does CI, on a fresh clone.
 #
 #   scripts/quickstarts.sh            every quickstart
 #   scripts/quickstarts.sh tasks ...  some of them
@@ -66,14 +66,28 @@ ready() {
 	return 1
 }
 
-# block NAME: the quickstart's commands, from the README.
+# sources: the files quickstarts are read from, the README first.
+sources() {
+	echo README.md
+	find docs -name '*.md' | sort
+}
+
+# source_of NAME: the file that holds the quickstart's block, if any.
+source_of() {
+	grep -lxF -- "<!-- quickstart: $1 -->" $(sources) || true
+}
+
+# block NAME: the quickstart's commands, from the file that shows them.
 block() {
+	local file
+	file=$(source_of "$1")
+	[ -n "$file" ] || return 0
 	awk -v name="$1" '
 		$0 == "<!-- quickstart: " name " -->" { want = 1; next }
 		want && /^```sh$/ { inside = 1; next }
 		inside && /^```$/ { exit }
 		inside { print }
-	' README.md
+	' "$file"
 }
 
 # run NAME: runs a quickstart and checks its output; 0 when it passed.
@@ -82,11 +96,11 @@ run() {
 	local lines
 	mapfile -t lines < <(block "$name")
 	if [ ${#lines[@]} -eq 0 ]; then
-		echo "quickstarts: no block \"<!-- quickstart: $name -->\" in README.md" >&2
+		echo "quickstarts: no block \"<!-- quickstart: $name -->\" in $(sources | tr '\n' ' ')" >&2
 		return 1
 	fi
 	: >"$log"
-	echo "=== quickstart $name (${#lines[@]} commands)"
+	echo "=== quickstart $name (${#lines[@]} commands, from $(source_of "$name"))"
 	# One shell runs the lines, as one person's terminal would, in a
 	# process group of its own so that its background commands can be
 	# stopped; it reads them from a FIFO, one at a time.
@@ -159,9 +173,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Each name is shown once: two blocks of one name would leave a reader
+# unsure which one runs.
+twice=$(sed -n 's/^<!-- quickstart: \(.*\) -->$/\1/p' $(sources) | sort | uniq -d)
+if [ -n "$twice" ]; then
+	echo "quickstarts: more than one block of the quickstart(s): $twice: give each block a name of its own" >&2
+	exit 1
+fi
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
-	mapfile -t names < <(sed -n 's/^<!-- quickstart: \(.*\) -->$/\1/p' README.md)
+	mapfile -t names < <(sed -n 's/^<!-- quickstart: \(.*\) -->$/\1/p' $(sources))
 fi
 failed=()
 for name in "${names[@]}"; do
