@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
@@ -139,6 +140,7 @@ needs CREATEDB (and REPLICATION for the replica experiment).`)
 	fmt.Fprintf(st.Stderr, "hlab lab: %d experiment(s), %s mode, %d CPUs, quota %s, %s; logs in %s\n",
 		len(exps), opts.Mode, machine.CPUs, machine.CPUQuota, machine.Go, opts.WorkDir)
 
+	started := time.Now()
 	ctx, stop := interruptible()
 	defer stop()
 	prog := lab.NewProgress(st.Stderr, terminal(st.Stderr) != nil)
@@ -155,7 +157,7 @@ needs CREATEDB (and REPLICATION for the replica experiment).`)
 			code = 1
 		}
 	}
-	doc := labresult.Document{Machine: machine, Experiments: results}
+	doc := labresult.Document{Machine: machine, Started: started.UTC().Truncate(time.Second), Experiments: results}
 	if *jsonPath != "" {
 		if err := labresult.WriteJSONFile(*jsonPath, doc); err != nil {
 			return fail(st, "lab", 1, err)

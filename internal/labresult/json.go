@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
 // ErrNotLabJSON is returned by ReadJSONFile for a file that decodes but
@@ -14,7 +15,10 @@ var ErrNotLabJSON = errors.New("labresult: not a lab run's JSON (hlab lab --json
 
 // Document is the lab's JSON output (the CLI contract).
 type Document struct {
-	Machine     Machine   `json:"machine"`
+	Machine Machine `json:"machine"`
+	// Started is when the run began (zero in files from before it was
+	// recorded).
+	Started     time.Time `json:"started,omitzero"`
 	Experiments []*Result `json:"experiments"`
 }
 

@@ -9,7 +9,8 @@
 //     (package report's scoreboard and every experiment's table, notes,
 //     targets, shown ratios and figures not rerun).
 //
-// The lab's JSON does not record when it ran, so the date is given:
+// The date is the run's own (the JSON's "started"); a file from before
+// the lab recorded it needs the date given:
 //
 //	go run ./scripts/results -date 2026-11-26 docs/results/reference.json
 //
@@ -50,35 +51,43 @@ const (
 
 // config is what one publication is made from.
 type config struct {
-	root string // the repository's root: where README.md is
-	date string // when the run was made, YYYY-MM-DD
-	json string // the lab run, relative to root
+	root      string // the repository's root: where README.md is
+	dateGiven bool   // -date was given: the JSON does not record the run's date
+	date      string // when the run was made, YYYY-MM-DD: given, or the JSON's
+	json      string // the lab run, relative to root
 }
 
 // args is the command line that makes c, as the begin marker records it.
-func (c config) args() string { return fmt.Sprintf("-date %s %s", c.date, c.json) }
+func (c config) args() string {
+	if c.dateGiven {
+		return fmt.Sprintf("-date %s %s", c.date, c.json)
+	}
+	return c.json
+}
 
 func parse(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("results", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s -date YYYY-MM-DD FILE.json\n\n"+
+		fmt.Fprintf(stderr, "usage: %s [-date YYYY-MM-DD] FILE.json\n\n"+
 			"Writes the scoreboard of FILE.json (hlab lab --json) into README.md between its results\n"+
 			"markers, and the whole run into %s. Run it from the repository's root.\n\n", command, pagePath)
 		fs.PrintDefaults()
 	}
 	var c config
-	fs.StringVar(&c.date, "date", "", "the day the run was made, YYYY-MM-DD (the lab's JSON does not record it)")
+	fs.StringVar(&c.date, "date", "", "the day the run was made, YYYY-MM-DD, for a JSON from before the lab recorded it (default: the JSON's started)")
 	fs.StringVar(&c.root, "root", ".", "the repository's root")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() != 1 {
-		return c, fmt.Errorf("results: give one lab run's JSON (hlab lab --json FILE), got %d arguments: %s -date YYYY-MM-DD FILE.json", fs.NArg(), command)
+		return c, fmt.Errorf("results: give one lab run's JSON (hlab lab --json FILE), got %d arguments: %s FILE.json", fs.NArg(), command)
 	}
 	c.json = filepath.ToSlash(fs.Arg(0))
-	if _, err := time.Parse(time.DateOnly, c.date); err != nil {
-		return c, fmt.Errorf("results: -date %q: give the day the run was made as YYYY-MM-DD (the lab's JSON does not record it)", c.date)
+	if c.dateGiven = c.date != ""; c.dateGiven {
+		if _, err := time.Parse(time.DateOnly, c.date); err != nil {
+			return c, fmt.Errorf("results: -date %q: give the day the run was made as YYYY-MM-DD", c.date)
+		}
 	}
 	return c, nil
 }
@@ -93,6 +102,12 @@ func publish(c config) (published, error) {
 	doc, err := labresult.ReadJSONFile(filepath.Join(c.root, c.json))
 	if err != nil {
 		return published{}, err
+	}
+	if !c.dateGiven {
+		if doc.Started.IsZero() {
+			return published{}, fmt.Errorf("results: %s does not record when it ran (a file from an older hlab): give -date YYYY-MM-DD", c.json)
+		}
+		c.date = doc.Started.Format(time.DateOnly)
 	}
 	return published{section: section(c, doc), page: page(c, doc)}, nil
 }

@@ -142,7 +142,7 @@ func TestBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no date", []string{"docs/results/reference.json"}, "-date \"\": give the day the run was made as YYYY-MM-DD"},
+		{"no date in the file nor given", []string{"docs/results/reference.json"}, "does not record when it ran (a file from an older hlab): give -date YYYY-MM-DD"},
 		{"bad date", []string{"-date", "26.11.2026", "docs/results/reference.json"}, "YYYY-MM-DD"},
 		{"no file", []string{"-date", "2026-11-26"}, "give one lab run's JSON"},
 		{"not a lab run", []string{"-date", "2026-11-26", "docs/experiments/scale.md"}, "not a lab run's JSON"},
