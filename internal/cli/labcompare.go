@@ -15,26 +15,30 @@ const compareAction = "compare"
 func runLabCompare(args []string, st *State) int {
 	fs := newFlagSet(st, "lab compare", "hlab lab compare A.json B.json [--report DIR] [--json] [--fail-on-moved]", `
 Compares two lab runs, each written by "hlab lab --json FILE": A before a
-change, B after it. It prints, first, how many claims' verdicts moved (from
-A's to B's: "1 verdict moved: async #1 INCONCLUSIVE → REPRODUCED") and
-what differs in the environment (machine, Go, quotas, dependency kinds and
-versions: what may explain a change in the figures); then, per experiment,
-each claim's ratio, 95% interval and pairs in A and B, B's ratio over A's
-(B/A) and their difference (B−A), and whether the intervals overlap; and
+change, B after it. It prints, first, how many verdicts moved, of claims
+and of targets (from A's to B's: "1 verdict moved: async #1 INCONCLUSIVE →
+REPRODUCED"), and what differs in the environment (machine, Go, quotas,
+dependency kinds and versions: what may explain a change in the figures);
+then, per experiment, each claim's ratio, 95% interval and pairs in A and
+B, B's ratio over A's (B/A) and their difference (B−A), and whether the
+intervals overlap; each target's verdict and figure in A and B; the
+report figures not rerun that one run lists and the other does not; and
 each row's figures in A and B with B/A.
 
 Is a difference noise? A row measured more than once keeps the spread of
-its runs (min–max of rps and of p99). A figure's change is "within spread"
-when B's median lies within A's min–max, or A's within B's: no larger
-than the runs of one lab differ among themselves. "OUTSIDE spread" is a
-change the runs' own noise does not cover. Figures without a spread
-(one run each, or mean, p50, memory, cpu) show B/A alone. A claim's two
-intervals "overlap" or are "disjoint"; disjoint intervals, like a moved
-verdict, are a change beyond the noise between its pairs.
+its runs (each figure's min–max over them). A figure's change is "within
+spread" when B's median lies within A's min–max, or A's within B's: no
+larger than the runs of one lab differ among themselves. "OUTSIDE spread"
+is a change the runs' own noise does not cover. Figures without a spread
+(one run each) show B/A alone. A claim's two intervals "overlap" or are
+"disjoint"; disjoint intervals, like a moved verdict, are a change beyond
+the noise between its pairs.
 
-Experiments, claims (matched by their text) and rows (by their label) in
-one run only are marked added (only in B) or removed (only in A). A figure
-a run did not measure is "—", never a number.
+Rows, claims and targets are matched by their keys, so rewording a label
+changes nothing (a run from before keys existed is matched by labels and
+claim texts). What one run has and the other lacks is marked added (only
+in B) or removed (only in A). A figure a run did not measure is "—",
+never a number.
 
 Example:
   hlab lab scale --json before.json
