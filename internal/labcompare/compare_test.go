@@ -423,7 +423,6 @@ func TestFailedRun(t *testing.T) {
 func TestVerdictChart(t *testing.T) {
 	c := compareFixtures(t)
 	svg := string(verdictChart(c))
-	golden(t, "verdicts.svg", []byte(svg+"\n"))
 	lines := strings.Split(svg, `<g class="line">`)[1:]
 	var want []*Claim
 	for _, e := range c.Experiments {
@@ -455,4 +454,5 @@ func TestVerdictChart(t *testing.T) {
 			t.Errorf("claim %d (%s): label bold %v, moved %v", i, cl.Claim, bold, cl.Moved)
 		}
 	}
+	golden(t, "verdicts.svg", []byte(svg+"\n"))
 }
