@@ -321,11 +321,18 @@ func series(lo, hi float64) []tick {
 
 // draw draws the axis of a panel at x0 for n lines under top: a grid
 // line per tick (1, parity, darker), and the ticks' values above and
-// under the lines; 2 and 5 go unlabelled where a decade is too narrow to
-// read them.
+// under the lines.
 func (a logAxis) draw(b *strings.Builder, x0 float64, top, n int) {
 	bottom := top + n*chartLineH
-	perDecade := a.w / (a.hi - a.lo)
+	// 2 and 5 are labelled when their values fit between 1 and 2 (the
+	// narrowest step).
+	widest := 0.0
+	for _, t := range a.ticks {
+		if t.m != 1 {
+			widest = math.Max(widest, textW(t.String(), false))
+		}
+	}
+	labelAll := math.Log10(2)*a.w/(a.hi-a.lo) >= widest+4
 	for _, t := range a.ticks {
 		x := x0 + a.x(t.value())
 		power := t.m == 1
@@ -337,7 +344,7 @@ func (a logAxis) draw(b *strings.Builder, x0 float64, top, n int) {
 			stroke = "#ddd"
 		}
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s"/>`, x, x, top, bottom, stroke)
-		if power || 0.3*perDecade >= 5*charW {
+		if power || labelAll {
 			label := t.String()
 			fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text><text x="%.1f" y="%d" text-anchor="middle" fill="#555">%s</text>`, x, top-5, label, x, bottom+13, label)
 		}
