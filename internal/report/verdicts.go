@@ -207,8 +207,10 @@ func chartTip(l ChartLine, c *labresult.ClaimResult) string {
 	if c.Why != "" {
 		s += "; " + c.Why
 	}
-	if margin, ok := clearance(c); ok {
-		s += fmt.Sprintf("; %s the threshold by %.2fx", map[bool]string{true: "clears", false: "misses"}[margin >= 1], math.Max(margin, 1/margin))
+	if margin, ok := clearance(c); ok && margin >= 1 {
+		s += fmt.Sprintf("; clears the threshold by %.2fx", margin)
+	} else if ok {
+		s += fmt.Sprintf("; misses the threshold by %.2fx", 1/margin)
 	}
 	return s + "\n" + l.Claim
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/highload-lab/hlab/internal/labresult"
 )
 
-// chartClaim is a claim's result as the lab writes it, for the chart's
+// judged is a claim's result as the lab writes it, for the chart's
 // tests: ci and report optional (nil, 0).
 func judged(text string, v labresult.Verdict, ratio *float64, ci []float64, threshold string, report float64, why string) labresult.ClaimResult {
 	return labresult.ClaimResult{Claim: text, Verdict: v, Reproduced: v == labresult.Reproduced, Ratio: ratio, CI: ci, CILevel: labresult.Level,
