@@ -127,22 +127,15 @@ type NotRerun struct {
 	Presence Presence `json:"presence"`
 }
 
-// ClaimSide is a claim's result in one run.
-type ClaimSide struct {
-	Verdict labresult.Verdict `json:"verdict"`
-	Ratio   *float64          `json:"ratio"`
-	CI      []float64         `json:"ci"`
-	Pairs   int               `json:"pairs"`
-}
-
 // Claim compares one claim, matched by its key (by its text when a run
 // predates claim keys).
 type Claim struct {
-	Claim    string     `json:"claim"`
-	Index    int        `json:"index"` // 1-based, in B (in A when removed)
-	Presence Presence   `json:"presence"`
-	A        *ClaimSide `json:"a"`
-	B        *ClaimSide `json:"b"`
+	Claim    string   `json:"claim"`
+	Index    int      `json:"index"` // 1-based, in B (in A when removed)
+	Presence Presence `json:"presence"`
+	// A and B are the claim's result in each run, nil where it is not.
+	A *labresult.ClaimResult `json:"a"`
+	B *labresult.ClaimResult `json:"b"`
 	// Change is B's ratio over A's, Diff B's minus A's; nil when either
 	// is missing.
 	Change *float64 `json:"change"`
@@ -341,10 +334,6 @@ func envDiff(name string, a, b *labresult.Result) []EnvDiff {
 	return out
 }
 
-func side(c labresult.ClaimResult) *ClaimSide {
-	return &ClaimSide{Verdict: c.Verdict, Ratio: c.Ratio, CI: c.CI, Pairs: c.Pairs}
-}
-
 // keyed returns key when every item of a and b has one, else fallback:
 // runs from before keys existed are matched by their text.
 func keyed[T any](a, b []T, key, fallback func(T) string) func(T) string {
@@ -364,10 +353,10 @@ func compareClaims(a, b []labresult.ClaimResult) []Claim {
 	for _, p := range match(a, b, by) {
 		c := Claim{Presence: p.presence()}
 		if p.inA {
-			c.Claim, c.Index, c.A = p.a.Claim, p.ia+1, side(p.a)
+			c.Claim, c.Index, c.A = p.a.Claim, p.ia+1, &p.a
 		}
 		if p.inB {
-			c.Claim, c.Index, c.B = p.b.Claim, p.ib+1, side(p.b)
+			c.Claim, c.Index, c.B = p.b.Claim, p.ib+1, &p.b
 		}
 		if c.A != nil && c.B != nil {
 			c.Moved = c.A.Verdict != c.B.Verdict

@@ -342,10 +342,16 @@ func TestHTML(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	for _, bad := range []string{"<script src", "<link ", "http://", "https://", "&lt;"} {
-		if strings.Contains(page, bad) {
+	// Self-contained, and no markup escaped as text (a threshold's "<="
+	// in a tooltip is text, and escaped).
+	own := strings.ReplaceAll(page, `xmlns="http://www.w3.org/2000/svg"`, "")
+	for _, bad := range []string{"<script src", "<link ", "http://", "https://"} {
+		if strings.Contains(own, bad) {
 			t.Errorf("page has %q", bad)
 		}
+	}
+	if m := regexp.MustCompile(`&lt;/?[a-z]`).FindString(page); m != "" {
+		t.Errorf("page has markup escaped as text: %q", m)
 	}
 }
 
@@ -408,4 +414,45 @@ func TestFailedRun(t *testing.T) {
 	if cl := experiment(t, c, "scale").Claims[0]; cl.Change != nil || cl.Diff != nil || cl.Overlap != nil {
 		t.Errorf("a claim with no ratio in B got a change: %+v", cl)
 	}
+}
+
+// TestVerdictChart pins the chart of every claim, A's panel beside B's,
+// and checks that each claim the comparison matched has its line, with
+// a drawn claim in each run that has it and "not in this run" in the
+// other, and its label in bold when its verdict moved.
+func TestVerdictChart(t *testing.T) {
+	c := compareFixtures(t)
+	svg := string(verdictChart(c))
+	lines := strings.Split(svg, `<g class="line">`)[1:]
+	var want []*Claim
+	for _, e := range c.Experiments {
+		for i := range e.Claims {
+			want = append(want, &e.Claims[i])
+		}
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines for %d claims", len(lines), len(want))
+	}
+	drawn := regexp.MustCompile(`<g class="claim ([a-z-]+)">|italic">not in this run<`)
+	for i, cl := range want {
+		var got []string
+		for _, m := range drawn.FindAllStringSubmatch(lines[i], -1) {
+			got = append(got, cmpOr(m[1], "absent"))
+		}
+		var panels []string
+		for _, s := range []*labresult.ClaimResult{cl.A, cl.B} {
+			if s == nil {
+				panels = append(panels, "absent")
+			} else {
+				panels = append(panels, strings.ReplaceAll(string(s.Verdict), "_", "-"))
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(panels, " ") {
+			t.Errorf("claim %d (%s): panels %v, want %v", i, cl.Claim, got, panels)
+		}
+		if bold := strings.Contains(lines[i], `text-anchor="end" font-weight="bold"`); bold != cl.Moved {
+			t.Errorf("claim %d (%s): label bold %v, moved %v", i, cl.Claim, bold, cl.Moved)
+		}
+	}
+	golden(t, "verdicts.svg", []byte(svg+"\n"))
 }

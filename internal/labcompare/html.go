@@ -1,17 +1,20 @@
 package labcompare
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
 )
 
 // WriteHTML writes dir/compare.html: c as a self-contained page in the
-// lab report's style, verdict moves and environment first.
+// lab report's style, verdict moves first, then the lab report's chart of
+// every claim for A and B side by side, and the environment.
 func WriteHTML(dir string, c *Comparison) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("labcompare: %w", err)
@@ -32,8 +35,31 @@ func WriteHTML(dir string, c *Comparison) (string, error) {
 	return path, f.Close()
 }
 
+// verdictChart draws every claim of c, matched across the runs, in
+// the lab report's chart: A's panel beside B's on one axis.
+func verdictChart(c *Comparison) template.HTML {
+	var lines []report.ChartLine
+	for _, e := range c.Experiments {
+		for _, cl := range e.Claims {
+			label := fmt.Sprintf("%s #%d", e.Name, cl.Index)
+			switch cl.Presence {
+			case Added:
+				label += " (B only)"
+			case Removed:
+				label += " (A only)"
+			}
+			lines = append(lines, report.ChartLine{Experiment: e.Name, Label: label, Claim: cl.Claim, Runs: []*labresult.ClaimResult{cl.A, cl.B}, Marked: cl.Moved})
+		}
+		if len(e.Claims) == 0 {
+			lines = append(lines, report.ChartLine{Experiment: e.Name, Label: e.Name, Runs: []*labresult.ClaimResult{nil, nil}, Absent: report.NoClaims(cmp.Or(e.ErrorB, e.ErrorA)), Failed: e.ErrorA != "" || e.ErrorB != ""})
+		}
+	}
+	return report.VerdictChart([]string{"A: " + c.A, "B: " + c.B}, lines)
+}
+
 var page = template.Must(template.New("compare").Funcs(template.FuncMap{
 	"style":   func() template.CSS { return template.CSS(report.Style) },
+	"chart":   verdictChart,
 	"vclass":  func(v any) string { return report.VerdictClass(fmt.Sprint(v)) },
 	"word":    func(v any) string { return Word(fmt.Sprint(v)) },
 	"target":  targetSide,
@@ -44,19 +70,19 @@ var page = template.Must(template.New("compare").Funcs(template.FuncMap{
 	"orMiss":  orMissing,
 	"runs":    runsText,
 	"verdict": verdictCell,
-	"ci": func(s *ClaimSide) string {
+	"ci": func(s *labresult.ClaimResult) string {
 		if s == nil {
 			return missing
 		}
 		return sideCells(s)[1]
 	},
-	"ratio": func(s *ClaimSide) string {
+	"ratio": func(s *labresult.ClaimResult) string {
 		if s == nil {
 			return missing
 		}
 		return fig(s.Ratio)
 	},
-	"pairs": func(s *ClaimSide) string {
+	"pairs": func(s *labresult.ClaimResult) string {
 		if s == nil {
 			return missing
 		}
@@ -85,6 +111,8 @@ tr.rowhead td{text-align:left;font-weight:bold;background:#fafafa}
 {{range .CountsLines}}<p>{{.}}</p>{{end}}
 {{with .OutsideSpread}}<ul>{{range .}}<li class="outside">OUTSIDE spread: {{.}}</li>{{end}}</ul>{{end}}
 <p class="note">A figure's change is "within spread" when B's median lies within A's min–max over its runs, or A's within B's: no larger than the noise between runs. Only rows measured more than once keep a spread. "—": not measured, or not in that run.</p>
+<h2 id="claims">Every claim, A beside B</h2>
+{{chart .Comparison}}
 <h2 id="env">Environment</h2>
 {{if .Env}}<p class="note">What differs between the runs; it may explain changes in the figures.</p>
 <table><tr><th>where</th><th>what</th><th>A</th><th>B</th></tr>

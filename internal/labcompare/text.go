@@ -320,7 +320,7 @@ func verdictCell(c Claim) string {
 	return c.B.Verdict.Word()
 }
 
-func sideCells(s *ClaimSide) []string {
+func sideCells(s *labresult.ClaimResult) []string {
 	if s == nil {
 		return []string{missing, missing, missing}
 	}

@@ -14,9 +14,10 @@ import (
 )
 
 // WriteHTML writes dir/index.html: a self-contained page (inline CSS and
-// SVG, no scripts or remote assets) with, per experiment, the table, the
-// verdict, a bar chart of RPS per setup (ours vs the report's) and latency
-// percentile charts.
+// SVG, no scripts or remote assets) that opens with a chart of every
+// claim's verdict (VerdictChart), the scoreboard and the targets, then
+// has, per experiment, the table, the verdict, a bar chart of RPS per
+// setup (ours vs the report's) and latency percentile charts.
 func WriteHTML(dir string, doc labresult.Document) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("report: %w", err)
@@ -71,6 +72,18 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return "-"
 	},
+	"verdictChart": func(results []*labresult.Result) template.HTML {
+		return VerdictChart(nil, chartLines(results))
+	},
+	"targets": func(results []*labresult.Result) bool {
+		for _, r := range results {
+			if len(r.Targets) > 0 {
+				return true
+			}
+		}
+		return false
+	},
+	"value": func(t labresult.TargetResult) string { return num(t.Value) + unitText(t.Unit) },
 	"lower": strings.ToLower,
 	"class": func(res *labresult.Result) string {
 		return strings.ReplaceAll(strings.ToLower(labresult.VerdictWord(res)), " ", "-")
@@ -81,11 +94,18 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <h1>Highload Lab report</h1>
 <p class="env">{{.Generated}} · {{.Machine.CPUs}} CPUs ({{.Machine.CPUModel}}) · CPU quota: <b>{{.Machine.CPUQuota}}</b> · {{.Machine.Go}} · {{.Machine.OS}}</p>
 <h2 id="scoreboard">Scoreboard</h2>
+{{verdictChart .Experiments}}
 <p class="note">Each verdict reads the 95% confidence interval of a ratio over pairs of runs measured back to back (their order alternating), against the claim's threshold: REPRODUCED when the whole interval clears it, NOT REPRODUCED when it lies wholly beyond, INCONCLUSIVE when it straddles, INVALID when an integrity gate failed (data lost, requests failed, a service died, no quota). The first claim of each experiment reruns the report's own setup.</p>
 <table><tr><th>experiment</th><th>#</th><th>verdict</th><th>ratio</th><th>interval</th><th>needs</th><th>pairs</th><th class="ref">report</th><th>claim</th></tr>
 {{range $e := .Experiments}}{{range $i, $c := .Claims}}<tr><td><a href="#{{$e.Name}}">{{$e.Name}}</a></td><td>{{inc $i}}</td><td><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span></td><td>{{num $c.Ratio}}</td><td>{{ci $c.CI}}</td><td>{{$c.Threshold}}</td><td>{{$c.Pairs}}{{if $c.NoisyPairs}} <span class="noisy">({{$c.NoisyPairs}} noisy)</span>{{end}}</td><td class="ref">{{$c.Report}}</td><td style="text-align:left">{{setup $i $c.Claim}}</td></tr>
 {{end}}{{if not .Claims}}<tr><td>{{$e.Name}}</td><td>-</td><td><span class="verdict failed">{{verdict $e}}</span></td><td colspan="6">{{$e.Error}}</td></tr>{{end}}{{end}}</table>
-{{range $e := .Experiments}}{{range .Claims}}{{if eq .Verdict "invalid"}}<p class="gate">{{$e.Name}}: INVALID: {{.Why}}</p>{{end}}{{end}}{{range .Targets}}<p class="note">{{$e.Name}}: target {{.Key}}: {{.Target}}: <b>{{target .}}</b></p>{{end}}{{range .NotRerun}}<p class="note">{{$e.Name}}: not rerun: {{.Figure}}: {{.Why}}</p>{{end}}{{end}}
+{{range $e := .Experiments}}{{range .Claims}}{{if eq .Verdict "invalid"}}<p class="gate">{{$e.Name}}: INVALID: {{.Why}}</p>{{end}}{{end}}{{end}}
+{{if targets .Experiments}}<h3 id="targets">Targets</h3>
+<p class="note">Our own bounds on a figure; the verdict reads the figure's spread over runs (or the interval of a ratio over pairs): HOLDS when all of it is within the bound, FAILS when none is, INCONCLUSIVE when it straddles or the figure is not evidence.</p>
+<table><tr><th>experiment</th><th>target</th><th>verdict</th><th>value</th><th>spread</th><th>needs</th><th>text</th></tr>
+{{range $e := .Experiments}}{{range .Targets}}<tr><td><a href="#{{$e.Name}}">{{$e.Name}}</a></td><td style="text-align:left">{{.Key}}</td><td><span class="verdict {{vclass .Verdict}}">{{.Verdict.Word}}</span></td><td>{{value .}}</td><td>{{ci .Spread}}</td><td>{{.Bound}}</td><td style="text-align:left">{{.Target}}{{if .Why}}; {{.Why}}{{end}}</td></tr>
+{{end}}{{end}}</table>{{end}}
+{{range $e := .Experiments}}{{range .NotRerun}}<p class="note">{{$e.Name}}: not rerun: {{.Figure}}: {{.Why}}</p>{{end}}{{end}}
 {{range .Experiments}}
 <h2 id="{{.Name}}">{{.Name}}: {{.Title}}</h2>
 <p><span class="verdict {{class .}}">{{verdict .}}</span>
@@ -258,9 +278,11 @@ func trimFloat(v float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
 }
 
+// shorten cuts s to n characters, the last an ellipsis when cut.
 func shorten(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string(r[:max(n-1, 0)]) + "…"
 }

@@ -86,7 +86,8 @@ func TestWriteHTML(t *testing.T) {
 	}
 	b, _ := os.ReadFile(path)
 	page := string(b)
-	for _, want := range []string{"<svg", "requests/s per setup", "latency by percentile", "REPRODUCED", "one instance, 1 connection", "Scoreboard", "95% interval [", "[noisy]", "not rerun: a figure"} {
+	for _, want := range []string{"<svg", "requests/s per setup", "latency by percentile", "REPRODUCED", "one instance, 1 connection", "Scoreboard", "95% interval [", "[noisy]", "not rerun: a figure",
+		`<h3 id="targets">Targets</h3>`, `<td style="text-align:left">one-rate</td><td><span class="verdict holds">HOLDS</span></td><td>645 req/s</td><td>[618, 648]</td><td>&gt;= 600</td>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
