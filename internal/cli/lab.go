@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/crudexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
@@ -22,6 +23,7 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scaleexp.New(),
+		crudexp.New(),
 	}
 }
 

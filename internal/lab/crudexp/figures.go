@@ -2,8 +2,8 @@ package crudexp
 
 import "github.com/highload-lab/hlab/internal/lab"
 
-// Figures accounts for report C's figures (shared/REFERENCE.md).
-func (*Experiment) Figures(o lab.Options) []lab.Figure {
+// figures accounts for report C's figures (shared/REFERENCE.md).
+func figures(o lab.Options) []lab.Figure {
 	full := func(figure, rows string) lab.Figure {
 		if o.Mode == lab.Full {
 			return lab.Rerun(figure, rows)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/highload-lab/hlab/internal/tasksload"
 )
 
 // watcher holds one WebSocket per account open during a row, as the
