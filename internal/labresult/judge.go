@@ -2,6 +2,7 @@ package labresult
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -25,7 +26,7 @@ func (b Bound) String() string {
 	if b.IsZero() {
 		return ""
 	}
-	return fmt.Sprintf("%s %g", b.Op, b.Value)
+	return b.Op + " " + strconv.FormatFloat(b.Value, 'f', -1, 64)
 }
 
 // side reads a range [lo, hi] of a quantity against the bound: +1 when the

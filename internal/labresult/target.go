@@ -126,15 +126,14 @@ func (t Target) Evaluate(rows []*Row) TargetResult {
 	if e.ranged {
 		out.Spread = []float64{e.lo, e.hi}
 	}
-	if out.Verdict == "" {
-		return out
-	}
 	gates := rowGates(idx, t.Keys()...)
 	switch {
 	case len(gates) > 0:
 		out.Why = "integrity: " + strings.Join(gates, "; ")
 	case e.value == nil:
-		out.Why = fmt.Sprintf("%s was not measured", out.Metric)
+		out.Why = fmt.Sprintf("%s was not measured, or is zero where it divides", out.Metric)
+	case out.Verdict == "":
+		// A ratio shown, not judged.
 	default:
 		lo, hi := *e.value, *e.value
 		if e.ranged {
