@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/asyncexp"
+	"github.com/highload-lab/hlab/internal/lab/nosqlexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
@@ -21,6 +23,8 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scaleexp.New(),
+		asyncexp.New(),
+		nosqlexp.New(),
 	}
 }
 
