@@ -167,7 +167,6 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 
 func (*Experiment) Run(ctx context.Context, run *lab.Run) error {
 	b := &bench{run: run, t: timings(run.Opts), buses: map[string]*bus{}, rows: map[labresult.Key]*labresult.Row{}}
-	defer b.stop()
 	b.setEnv()
 	if err := b.startServices(ctx); err != nil {
 		return err
@@ -192,8 +191,8 @@ func (*Experiment) Run(ctx context.Context, run *lab.Run) error {
 }
 
 // bench is what the phases share: the event log and the sync app, Kafka
-// and the gateway, the apps that record through them (buses), and the
-// rows measured so far.
+// and the gateway, the apps that record through them (buses), each
+// stopped by run.Cleanup when Run returns, and the rows measured so far.
 type bench struct {
 	run     *lab.Run
 	t       timing
@@ -203,18 +202,6 @@ type bench struct {
 	gw      *lab.Gateway
 	buses   map[string]*bus // by mode
 	rows    map[labresult.Key]*labresult.Row
-	closers []func()
-}
-
-// onStop registers f to run when the experiment ends, before what was
-// registered earlier.
-func (b *bench) onStop(f func()) { b.closers = append(b.closers, f) }
-
-// stop stops everything started, last started first.
-func (b *bench) stop() {
-	for i := len(b.closers) - 1; i >= 0; i-- {
-		b.closers[i]()
-	}
 }
 
 // setEnv records the setup the rows share.
@@ -235,20 +222,20 @@ func (b *bench) startServices(ctx context.Context) error {
 	if b.el, err = b.run.StartService(ctx, "eventlog", svcCPU, svcMemMB); err != nil {
 		return err
 	}
-	b.onStop(func() { b.el.Stop() })
+	b.run.Cleanup(func() { b.el.Stop() })
 	if b.syncApp, err = b.run.StartService(ctx, "app", svcCPU, svcMemMB, app.Config{Mode: app.Sync, EventLog: b.el.URL("")}.Args()...); err != nil {
 		return err
 	}
-	b.onStop(func() { b.syncApp.Stop() })
+	b.run.Cleanup(func() { b.syncApp.Stop() })
 	if b.k, err = b.run.StartKafka(ctx, 1); err != nil {
 		return err
 	}
-	b.onStop(b.k.Stop)
+	b.run.Cleanup(b.k.Stop)
 	b.run.SetEnv("kafka", b.k.Kind)
 	if b.gw, err = b.run.StartGateway(ctx, 0, 0, gateway.Options{Config: gateway.Config{Brokers: b.k.Brokers}}); err != nil {
 		return err
 	}
-	b.onStop(func() { b.gw.Stop() })
+	b.run.Cleanup(func() { b.gw.Stop() })
 	b.run.SetEnv("databus", "hlab serve databus (report D's gateway), unconstrained like Kafka: the bus side")
 	return nil
 }
@@ -263,7 +250,7 @@ func (b *bench) startBuses(ctx context.Context) error {
 		}
 		bs, err := startBus(ctx, b.run, b.k, a)
 		if bs != nil {
-			b.onStop(func() { bs.stop(ctx) })
+			b.run.Cleanup(func() { bs.stop(ctx) })
 		}
 		if err != nil {
 			return err

@@ -28,7 +28,7 @@ func (b *bench) startPostgres(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.onStop(func() {
+	b.run.Cleanup(func() {
 		if !pg.External() {
 			keepLog(filepath.Join(pg.Dir, "postgres.log"), filepath.Join(b.dir, "postgres.log"))
 		}
@@ -63,7 +63,7 @@ func (b *bench) startCassandra(ctx context.Context) error {
 				return
 			}
 			b.cas[name] = c
-			b.onStop(func() {
+			b.run.Cleanup(func() {
 				keepLog(filepath.Join(c.Dir, "system.log"), filepath.Join(b.dir, name+"-system.log"))
 				c.Stop()
 			})
@@ -85,7 +85,7 @@ func (b *bench) externalCassandra(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.onStop(func() { c.Stop() })
+	b.run.Cleanup(func() { c.Stop() })
 	for _, name := range cassandraNodes {
 		b.cas[name] = c
 		b.run.SetEnv(name, c.Kind)

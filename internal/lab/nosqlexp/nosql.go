@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -109,7 +108,6 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 func (*Experiment) Run(ctx context.Context, run *lab.Run) error {
 	b := &bench{run: run, dir: filepath.Join(run.Opts.WorkDir, name),
 		cas: map[string]*deps.Cassandra{}, sessions: map[string]*gocql.Session{}, services: map[string]*service{}}
-	defer b.stop()
 	b.setEnv()
 	if err := b.startPostgres(ctx); err != nil {
 		return err
@@ -135,7 +133,7 @@ func (*Experiment) Run(ctx context.Context, run *lab.Run) error {
 }
 
 // bench is what the phases share: the databases, the lab's sessions to
-// them, the services, and how to stop all of it.
+// them and the services (each stopped by run.Cleanup when Run returns).
 type bench struct {
 	run      *lab.Run
 	dir      string // the experiment's logs
@@ -143,24 +141,6 @@ type bench struct {
 	cas      map[string]*deps.Cassandra // by database name (dbCas, dbCasPerio)
 	sessions map[string]*gocql.Session  // the lab's, by database name
 	services map[string]*service        // by serviceSpec key
-
-	mu      sync.Mutex // closers: Cassandra nodes start at once
-	closers []func()
-}
-
-// onStop registers f to run when the experiment ends, before what was
-// registered earlier.
-func (b *bench) onStop(f func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.closers = append(b.closers, f)
-}
-
-// stop stops everything started, last started first.
-func (b *bench) stop() {
-	for i := len(b.closers) - 1; i >= 0; i-- {
-		b.closers[i]()
-	}
 }
 
 // setEnv records the setup the rows share.

@@ -56,7 +56,7 @@ func (b *bench) startServices(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		b.onStop(func() { svc.Stop() })
+		b.run.Cleanup(func() { svc.Stop() })
 		s.svc = svc
 		b.services[sp.key] = s
 	}
@@ -74,7 +74,7 @@ func (b *bench) openSessions() error {
 		if err != nil {
 			return fmt.Errorf("nosql: the lab's session to %s: %w", name, err)
 		}
-		b.onStop(func() { deps.CloseCassandraSession(session) })
+		b.run.Cleanup(func() { deps.CloseCassandraSession(session) })
 		b.sessions[name] = session
 	}
 	return nil
@@ -92,7 +92,7 @@ func (b *bench) postgresTable(ctx context.Context, sp serviceSpec, cfg *activiti
 	if err != nil {
 		return fmt.Errorf("nosql: %w", err)
 	}
-	b.onStop(func() { conn.Close(context.Background()) })
+	b.run.Cleanup(func() { conn.Close(context.Background()) })
 	s.db, s.external = pg.Proc, pg.External()
 	s.tab = table{
 		name: "postgres database " + sp.table,
