@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/asyncexp"
 	"github.com/highload-lab/hlab/internal/lab/crudexp"
+	"github.com/highload-lab/hlab/internal/lab/nosqlexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
@@ -23,6 +25,8 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scaleexp.New(),
+		asyncexp.New(),
+		nosqlexp.New(),
 		crudexp.New(),
 	}
 }

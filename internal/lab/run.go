@@ -37,6 +37,7 @@ type Run struct {
 	warmNote map[labresult.Key]string  // what a Steady warm-up found
 	pinned   bool                      // processes run on cores of their own (place)
 	placed   string                    // how the last measurement's processes were placed
+	stops    []func()                  // Cleanup's, run when Run returns
 
 	// On external servers (Options.External): what the run's objects are
 	// named with, the servers' env entries, and the cleanups to run.
@@ -82,6 +83,28 @@ func (r *Run) Label(key labresult.Key) string {
 		return s.Label
 	}
 	return string(key)
+}
+
+// Cleanup registers f to run once the experiment's Run has returned, also
+// after an error, last registered first, and before the run's objects on
+// external servers are dropped: what an experiment starts (services,
+// databases, sessions) is stopped there, whichever phase failed, without
+// a stack of defers in Run. Safe for concurrent use.
+func (r *Run) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stops = append(r.stops, f)
+}
+
+// runCleanups runs what Cleanup registered, last first.
+func (r *Run) runCleanups() {
+	r.mu.Lock()
+	stops := r.stops
+	r.stops = nil
+	r.mu.Unlock()
+	for _, f := range slices.Backward(stops) {
+		f()
+	}
 }
 
 // Note records something a reader of the result should know.
@@ -284,7 +307,10 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 		err = os.MkdirAll(run.dir, 0o755)
 	}
 	if err == nil {
-		err = e.Run(ctx, run)
+		err = func() error {
+			defer run.runCleanups()
+			return e.Run(ctx, run)
+		}()
 	}
 	run.finishExternal()
 	if run.pinned { // the next experiment places its own processes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,5 +55,33 @@ func TestStartServicePortsRetriesOnlyATakenPort(t *testing.T) {
 				t.Errorf("err = %v: want one that wraps deps.ErrPortTaken: %v", startErr, tc.taken)
 			}
 		})
+	}
+}
+
+// TestCleanupRunsLastFirstAfterAFailedRun: what an experiment registers
+// with Run.Cleanup runs once its Run returned, also with an error, last
+// registered first, and not before Run returned.
+func TestCleanupRunsLastFirstAfterAFailedRun(t *testing.T) {
+	sb, err := sandbox.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	var order []int
+	exp := experiment{run: func(ctx context.Context, r *lab.Run) error {
+		for i := range 3 {
+			r.Cleanup(func() { order = append(order, i) })
+		}
+		if len(order) != 0 {
+			t.Errorf("cleanups ran before Run returned: %v", order)
+		}
+		return errors.New("a phase failed")
+	}}
+	results := runAll(t, sb, exp)
+	if results[0].Error == "" {
+		t.Errorf("the experiment's error was lost")
+	}
+	if !slices.Equal(order, []int{2, 1, 0}) {
+		t.Errorf("cleanups ran in order %v, want [2 1 0]", order)
 	}
 }

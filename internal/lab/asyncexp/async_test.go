@@ -1,29 +1,23 @@
 package asyncexp
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
-// TestPlan checks that the claim compares rows the experiment measures and
-// that quick mode fits the budget below.
-func TestPlan(t *testing.T) {
-	labels := map[string]bool{}
-	for _, mode := range modes {
-		for _, n := range conns {
-			labels[label(mode, n)] = true
-		}
-	}
-	labtest.ClaimsMeasured(t, New(), labels)
-	for l := range refs {
-		if !labels[l] {
-			t.Errorf("reference figures for %q, a row that is not measured", l)
-		}
-	}
+func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
+
+func TestSpec(t *testing.T) { labtest.SpecValid(t, New()) }
+
+// TestEstimate: quick mode fits the budget below, with either Kafka.
+func TestEstimate(t *testing.T) {
 	for _, kafka := range []string{lab.KafkaFake, lab.KafkaReal} {
 		if est, budget := New().Estimate(lab.Options{Mode: lab.Quick, Kafka: kafka}), 4*time.Minute; est > budget {
 			t.Errorf("quick estimate with %s: %v, over the budget of %v", kafka, est, budget)
@@ -31,33 +25,43 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// delivered checks that every event the Kafka and databus rows' apps
+// answered 200 for was consumed.
+func delivered(t *testing.T, res *labresult.Result) {
+	t.Helper()
+	for _, mode := range busModes {
+		for _, n := range conns {
+			r := res.Row(key(mode, n))
+			if r == nil {
+				continue // Measured says so
+			}
+			produced, consumed := r.Value(eventsProduced), r.Value(eventsConsumed)
+			if produced <= 0 || produced != consumed || r.Lost == nil || *r.Lost != 0 {
+				t.Errorf("%s: produced %v, consumed %v, lost %v", r.Key, produced, consumed, r.Lost)
+			}
+			if r.Get(consumerLag) == nil {
+				t.Errorf("%s: no consumer lag", r.Key)
+			}
+		}
+	}
+}
+
 // TestExperimentQuick runs the async experiment for real, its runs
 // shortened (services under quota, kfake, the gateway), and checks the
-// rows: every one measured, and in the Kafka and databus rows every event
-// answered 200 was consumed. Whether the claims hold is the lab's
-// verdict, not the test's.
+// rows: every one measured and every request answered, and in the Kafka
+// and databus rows every event answered 200 was consumed. Whether the
+// claims hold is the lab's verdict, not the test's.
 func TestExperimentQuick(t *testing.T) {
 	res := labtest.RunQuick(t, New())
-	if len(res.Rows) != 8 {
-		t.Fatalf("%d rows, want 8", len(res.Rows))
-	}
+	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
 	for _, r := range res.Rows {
 		if r.RPS == nil || *r.RPS <= 0 || r.SuccessRatio == nil || *r.SuccessRatio != 1 {
-			t.Errorf("%s: rps %v, success %v", r.Label, r.RPS, r.SuccessRatio)
-		}
-		if strings.HasPrefix(r.Label, modeSync) {
-			continue
-		}
-		f := r.Figures
-		if f["events_produced"] <= 0 || f["events_produced"] != f["events_consumed"] || r.Lost == nil || *r.Lost != 0 {
-			t.Errorf("%s: produced %v, consumed %v, lost %v", r.Label, f["events_produced"], f["events_consumed"], r.Lost)
-		}
-		if _, ok := f["consumer_lag_at_end"]; !ok {
-			t.Errorf("%s: no consumer lag", r.Label)
+			t.Errorf("%s: rps %v, success %v", r.Key, r.RPS, r.SuccessRatio)
 		}
 	}
+	delivered(t, res)
 	for _, c := range res.Claims {
-		if c.Ratio == nil || c.Pairs != 2 || c.Verdict == lab.Invalid {
+		if c.Ratio == nil || c.Pairs != 2 || c.Verdict == labresult.Invalid {
 			t.Errorf("claim %q: ratio %v over %d pairs, %s (%s)", c.Claim, c.Ratio, c.Pairs, c.Verdict, c.Why)
 		}
 	}
@@ -78,14 +82,8 @@ func TestExternalKafka(t *testing.T) {
 	if !strings.Contains(res.Env["kafka"], strings.Join(brokers, ",")) {
 		t.Errorf("env kafka = %q: want the brokers %v", res.Env["kafka"], brokers)
 	}
-	for _, r := range res.Rows {
-		if strings.HasPrefix(r.Label, modeSync) {
-			continue
-		}
-		if f := r.Figures; f["events_produced"] <= 0 || f["events_produced"] != f["events_consumed"] || r.Lost == nil || *r.Lost != 0 {
-			t.Errorf("%s: produced %v, consumed %v, lost %v", r.Label, f["events_produced"], f["events_consumed"], r.Lost)
-		}
-	}
+	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
+	delivered(t, res)
 	if left := labtest.KafkaLeftovers(t, brokers); len(left) > 0 {
 		t.Errorf("left on the brokers: %v", left)
 	}

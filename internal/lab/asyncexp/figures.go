@@ -2,8 +2,8 @@ package asyncexp
 
 import "github.com/highload-lab/hlab/internal/lab"
 
-// Figures accounts for report A2's figures (shared/REFERENCE.md).
-func (*Experiment) Figures(lab.Options) []lab.Figure {
+// figures accounts for report A2's figures (shared/REFERENCE.md).
+func figures() []lab.Figure {
 	return []lab.Figure{
 		lab.Rerun("sync, 1 connection: 56 rps, 28.20 ms mean", "row: sync, 1 connection"),
 		lab.Rerun("sync, 3 connections: 28 rps, 105.07 ms mean", "row: sync, 3 connections"),

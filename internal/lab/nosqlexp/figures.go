@@ -2,8 +2,8 @@ package nosqlexp
 
 import "github.com/highload-lab/hlab/internal/lab"
 
-// Figures accounts for report A3's figures (shared/REFERENCE.md).
-func (*Experiment) Figures(lab.Options) []lab.Figure {
+// figures accounts for report A3's figures (shared/REFERENCE.md).
+func figures() []lab.Figure {
 	return []lab.Figure{
 		lab.Rerun("postgres, 1 connection: 521 rps, 2.50 ms mean", "row: postgres, database/sql defaults (the report's app), 1 connection"),
 		lab.Rerun("postgres, 12 connections: 323 rps, 42.74 ms mean", "row: postgres, database/sql defaults (the report's app), 12 connections"),

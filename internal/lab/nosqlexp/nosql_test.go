@@ -2,18 +2,23 @@ package nosqlexp
 
 import (
 	"os"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
-// TestPlan: every row names a service, the claims' rows (measured
-// together) write to distinct tables, so each row's count is its own, and
-// the claims compare rows that are measured.
+func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
+
+func TestSpec(t *testing.T) { labtest.SpecValid(t, New()) }
+
+// TestPlan: every row names a service that runs, and the claims' rows
+// (measured together) write to distinct tables, so each row's count is
+// its own.
 func TestPlan(t *testing.T) {
 	specs := map[string]serviceSpec{}
 	for _, sp := range serviceSpecs {
@@ -21,35 +26,31 @@ func TestPlan(t *testing.T) {
 	}
 	for _, mode := range []lab.Mode{lab.Quick, lab.Full} {
 		t.Run(string(mode), func(t *testing.T) {
-			labels := map[string]bool{}
-			tables := map[string]string{}
-			for i, r := range append(slices.Clone(claimRows), otherRows(lab.Options{Mode: mode})...) {
-				sp, ok := specs[r.svc]
-				if !ok {
-					t.Fatalf("row %q uses service %q, which does not run", r.label, r.svc)
+			for _, r := range otherRows(lab.Options{Mode: mode}) {
+				if _, ok := specs[r.svc]; !ok {
+					t.Errorf("row %q uses service %q, which does not run", r.key, r.svc)
 				}
-				if i < len(claimRows) {
-					tab := sp.db + "/" + sp.table
-					if other, dup := tables[tab]; dup {
-						t.Errorf("claim rows %q and %q write to the same table %s", other, r.label, tab)
-					}
-					tables[tab] = r.label
-				}
-				if labels[r.label] {
-					t.Errorf("label %q twice", r.label)
-				}
-				labels[r.label] = true
 			}
-			labtest.ClaimsMeasured(t, New(), labels)
 		})
+	}
+	tables := map[string]labresult.Key{}
+	for _, r := range claimRows {
+		sp, ok := specs[r.svc]
+		if !ok {
+			t.Fatalf("claim row %q uses service %q, which does not run", r.key, r.svc)
+		}
+		tab := sp.db + "/" + sp.table
+		if other, dup := tables[tab]; dup {
+			t.Errorf("claim rows %q and %q write to the same table %s", other, r.key, tab)
+		}
+		tables[tab] = r.key
 	}
 }
 
-// TestQuickRunEndToEnd runs "hlab lab nosql --quick --pairs 2" as a user
-// does: both real databases to the end, every row measured, every row's
-// acknowledged writes equal to the rows stored, and the claims judged.
-// Whether they reproduce is the lab's verdict, not this test's.
-func TestQuickRunEndToEnd(t *testing.T) {
+// requireCassandra skips the test when Cassandra cannot run here, unless
+// HLAB_REQUIRE_DEPS says it must.
+func requireCassandra(t *testing.T) {
+	t.Helper()
 	if os.Getenv("HLAB_TEST_CASSANDRA") == "skip" {
 		t.Skip("HLAB_TEST_CASSANDRA=skip")
 	}
@@ -58,20 +59,27 @@ func TestQuickRunEndToEnd(t *testing.T) {
 			t.Skipf("cassandra cannot run here: %v %v", err, s.JavaErr)
 		}
 	}
-	var doc struct {
-		Experiments []struct {
-			Name  string
-			Error string
-			Ratio *float64
-			Env   map[string]string
-			Rows  []struct {
-				Label  string
-				RPS    *float64
-				Acked  *int64
-				Stored *int64
-			}
+}
+
+// stored checks that every row was measured and stored every write it
+// acknowledged.
+func stored(t *testing.T, rows []*labresult.Row) {
+	t.Helper()
+	for _, r := range rows {
+		if r.RPS == nil || *r.RPS <= 0 || r.Acked == nil || r.Stored == nil || *r.Acked == 0 || *r.Acked != *r.Stored {
+			t.Errorf("row %q: rps %v, acked %v, stored %v", r.Key, r.RPS, r.Acked, r.Stored)
 		}
 	}
+}
+
+// TestQuickRunEndToEnd runs "hlab lab nosql --quick --pairs 2" as a user
+// does: both real databases to the end, every declared row measured,
+// every row's acknowledged writes equal to the rows stored, and every
+// claim and shown ratio read. Whether the claims reproduce is the lab's
+// verdict, not this test's.
+func TestQuickRunEndToEnd(t *testing.T) {
+	requireCassandra(t)
+	var doc labresult.Document
 	out, _ := labtest.RunCLI(t, "nosql", &doc, "--quick", "--pairs", "2")
 	if len(doc.Experiments) != 1 {
 		t.Fatalf("%d experiments in the JSON", len(doc.Experiments))
@@ -80,13 +88,11 @@ func TestQuickRunEndToEnd(t *testing.T) {
 	if res.Error != "" || res.Ratio == nil {
 		t.Fatalf("error %q, ratio %v\n%s", res.Error, res.Ratio, out)
 	}
-	want := len(claimRows) + len(otherRows(lab.Options{Mode: lab.Quick}))
-	if len(res.Rows) != want {
-		t.Fatalf("%d rows, want %d", len(res.Rows), want)
-	}
-	for _, r := range res.Rows {
-		if r.RPS == nil || *r.RPS <= 0 || r.Acked == nil || r.Stored == nil || *r.Acked == 0 || *r.Acked != *r.Stored {
-			t.Errorf("row %q: rps %v, acked %v, stored %v", r.Label, r.RPS, r.Acked, r.Stored)
+	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
+	stored(t, res.Rows)
+	for _, k := range []labresult.Key{pgB12, casB12} {
+		if r := res.Row(k); r != nil && r.Get(meanBatchRows) == nil {
+			t.Errorf("row %q: no %s", k, meanBatchRows.Name)
 		}
 	}
 	for _, k := range []string{"durability", "postgres_settings", "cassandra_settings", "cassandra-periodic_settings", "warmup"} {
@@ -105,14 +111,7 @@ func TestExternalServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the experiment")
 	}
-	if os.Getenv("HLAB_TEST_CASSANDRA") == "skip" {
-		t.Skip("HLAB_TEST_CASSANDRA=skip")
-	}
-	if s, err := deps.CheckCassandra(); err != nil || s.JavaErr != nil || (!s.Cached && s.MavenErr != nil) {
-		if os.Getenv("HLAB_REQUIRE_DEPS") == "" {
-			t.Skipf("cassandra cannot run here: %v %v", err, s.JavaErr)
-		}
-	}
+	requireCassandra(t)
 	url, cassandra := labtest.DepsUp(t, "postgres"), labtest.DepsUp(t, "cassandra")
 	res := labtest.RunQuickWith(t, New(), lab.External{Postgres: url, Cassandra: cassandra})
 	labtest.ExternalEnv(t, res.Env, "postgres", labtest.URLPassword(t, url))
@@ -120,14 +119,8 @@ func TestExternalServers(t *testing.T) {
 	if !strings.Contains(res.Env["cassandra"], cassandra) || !strings.Contains(res.Env["cassandra"], "("+deps.CassandraVersion) {
 		t.Errorf("env cassandra = %q: want %s and its version %s", res.Env["cassandra"], cassandra, deps.CassandraVersion)
 	}
-	if want := len(claimRows) + len(otherRows(lab.Options{Mode: lab.Quick})); len(res.Rows) != want {
-		t.Fatalf("%d rows, want %d", len(res.Rows), want)
-	}
-	for _, r := range res.Rows {
-		if r.RPS == nil || *r.RPS <= 0 || r.Acked == nil || r.Stored == nil || *r.Acked == 0 || *r.Acked != *r.Stored {
-			t.Errorf("row %q: rps %v, acked %v, stored %v", r.Label, r.RPS, r.Acked, r.Stored)
-		}
-	}
+	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
+	stored(t, res.Rows)
 	if left := labtest.PostgresLeftovers(t, url); len(left) > 0 {
 		t.Errorf("left on postgres: %v", left)
 	}

@@ -1,0 +1,139 @@
+package nosqlexp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/sandbox"
+	"github.com/highload-lab/hlab/internal/services/activities"
+)
+
+// table is where one service writes: a Postgres database or a Cassandra
+// keyspace, holding activities.Table.
+type table struct {
+	name     string
+	count    func(ctx context.Context) (int64, error)
+	truncate func(ctx context.Context) error
+}
+
+// service is one running "hlab serve activities" and its table.
+type service struct {
+	svc *lab.Service
+	tab table
+	db  func() *sandbox.Process // the database's process
+	// external: the database is a server the lab did not start (no
+	// process of ours to sample).
+	external bool
+}
+
+// startServices starts the services of serviceSpecs, each on a table of
+// its own, and the lab's connections that count and truncate those
+// tables (outside the quotas).
+func (b *bench) startServices(ctx context.Context) error {
+	if err := b.openSessions(); err != nil {
+		return err
+	}
+	for _, sp := range serviceSpecs {
+		cfg, s := sp.cfg, &service{}
+		var err error
+		if sp.db == dbPG {
+			err = b.postgresTable(ctx, sp, &cfg, s)
+		} else {
+			b.cassandraTable(sp, &cfg, s)
+		}
+		if err != nil {
+			return err
+		}
+		b.run.Progress.Step("start hlab serve activities: "+sp.key, 2*time.Second)
+		svc, err := b.run.StartService(ctx, "activities", appCPU, appMemMB, cfg.Args()...)
+		if err != nil {
+			return err
+		}
+		b.run.Cleanup(func() { svc.Stop() })
+		s.svc = svc
+		b.services[sp.key] = s
+	}
+	return nil
+}
+
+// openSessions opens the lab's session to each Cassandra node, reading
+// and truncating at consistency ALL.
+func (b *bench) openSessions() error {
+	for name, c := range b.cas {
+		cl := c.NewCluster()
+		cl.Timeout = 2 * time.Minute // a full-table COUNT(*) on one throttled core
+		cl.Consistency = gocql.All
+		session, err := cl.CreateSession()
+		if err != nil {
+			return fmt.Errorf("nosql: the lab's session to %s: %w", name, err)
+		}
+		b.run.Cleanup(func() { deps.CloseCassandraSession(session) })
+		b.sessions[name] = session
+	}
+	return nil
+}
+
+// postgresTable creates sp's Postgres database, points cfg at it, and
+// gives s the lab's connection to count and truncate it.
+func (b *bench) postgresTable(ctx context.Context, sp serviceSpec, cfg *activities.Config, s *service) error {
+	pg := b.pg
+	if err := pg.CreateDatabase(ctx, sp.table); err != nil {
+		return err
+	}
+	cfg.Store, cfg.DSN = activities.Postgres, pg.DSN(sp.table)
+	conn, err := pgx.Connect(ctx, pg.DSN(sp.table))
+	if err != nil {
+		return fmt.Errorf("nosql: %w", err)
+	}
+	b.run.Cleanup(func() { conn.Close(context.Background()) })
+	s.db, s.external = pg.Proc, pg.External()
+	s.tab = table{
+		name: "postgres database " + sp.table,
+		count: func(ctx context.Context) (n int64, err error) {
+			err = conn.QueryRow(ctx, "SELECT count(*) FROM "+activities.Table).Scan(&n)
+			return n, err
+		},
+		truncate: func(ctx context.Context) error {
+			_, err := conn.Exec(ctx, "TRUNCATE "+activities.Table)
+			return err
+		},
+	}
+	return nil
+}
+
+// cassandraTable points cfg at sp's keyspace on its node and gives s the
+// lab's session to count and truncate it.
+func (b *bench) cassandraTable(sp serviceSpec, cfg *activities.Config, s *service) {
+	c, session := b.cas[sp.db], b.sessions[sp.db]
+	keyspace := c.Keyspace(keyspaceName(sp))
+	cfg.Store, cfg.Cassandra, cfg.Keyspace, cfg.Consistency = activities.Cassandra, c.Addr, keyspace, activities.DefaultConsistency
+	qualified := keyspace + "." + activities.Table
+	s.db, s.external = c.Proc, c.External()
+	s.tab = table{
+		name: sp.db + " table " + qualified,
+		count: func(ctx context.Context) (n int64, err error) {
+			err = session.Query("SELECT COUNT(*) FROM "+qualified).ScanContext(ctx, &n)
+			return n, err
+		},
+		truncate: func(ctx context.Context) error {
+			return session.Query("TRUNCATE " + qualified).ExecContext(ctx)
+		},
+	}
+}
+
+// keyspaceName is sp's keyspace: its table, after its node's name for
+// the periodic node, so that the two nodes' keyspaces differ when both
+// are one external cluster.
+func keyspaceName(sp serviceSpec) string {
+	if sp.db == dbCas {
+		return sp.table
+	}
+	return strings.ReplaceAll(sp.db, "-", "_") + "_" + sp.table
+}
