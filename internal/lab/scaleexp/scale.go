@@ -101,7 +101,6 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	if err != nil {
 		return err
 	}
-	defer b.stop()
 	for _, rows := range [][2]labresult.Key{{oneC1, threeC1}, {oneC3, threeC3}} {
 		if err := b.closed(ctx, rows); err != nil {
 			return err
@@ -112,7 +111,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 
 // bench is the experiment's services: one instance, addressed directly as
 // in the report, and three behind the load balancer, which runs
-// unconstrained.
+// unconstrained. The run stops them when the experiment ends.
 type bench struct {
 	run      *lab.Run
 	one      *lab.Service
@@ -125,33 +124,25 @@ func start(ctx context.Context, run *lab.Run) (*bench, error) {
 	b := &bench{run: run, measured: map[labresult.Key]*labresult.Row{}}
 	var err error
 	if b.one, err = run.StartService(ctx, "work", instanceCPU, instanceMemMB); err != nil {
-		return b, err
+		return nil, err
 	}
+	run.Cleanup(func() { b.one.Stop() })
 	var upstreams []string
 	for range 3 {
 		s, err := run.StartService(ctx, "work", instanceCPU, instanceMemMB)
 		if err != nil {
-			return b, err
+			return nil, err
 		}
+		run.Cleanup(func() { s.Stop() })
 		b.three = append(b.three, s)
 		upstreams = append(upstreams, s.Addr)
 	}
 	if b.lb, err = run.StartLB(ctx, upstreams); err != nil {
-		return b, err
+		return nil, err
 	}
+	run.Cleanup(func() { b.lb.Stop() })
 	run.SetEnv("lb", b.lb.Kind)
 	return b, nil
-}
-
-func (b *bench) stop() {
-	for _, s := range append([]*lab.Service{b.one}, b.three...) {
-		if s != nil {
-			s.Stop()
-		}
-	}
-	if b.lb != nil {
-		b.lb.Stop()
-	}
 }
 
 // target is where a row's load goes and whose CPU and memory it reports.
