@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"testing"
@@ -56,11 +57,7 @@ func (tr *tracker) add(ev Event) {
 func (tr *tracker) snapshot() map[string]int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	out := make(map[string]int, len(tr.seen))
-	for k, v := range tr.seen {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(tr.seen)
 }
 
 func (tr *tracker) has(ids []string) bool {
