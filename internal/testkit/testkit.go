@@ -10,7 +10,8 @@
 //   - processes: Binary and HlabBinary (a command built once per test
 //     process; HlabBinary skips in -short mode), StartSelf (the test
 //     binary as a helper child), WaitExit (a process's exit, within a
-//     bound), SyncBuffer (output read while it is written).
+//     bound), SyncBuffer (output read while it is written);
+//   - golden files: Golden (got against testdata, rewritten with -update).
 //
 // It imports no other hlab package, so the tests of any package, the
 // sandbox's own included, may use it without an import cycle.

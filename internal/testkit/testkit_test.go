@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +164,17 @@ func TestWaitExit(t *testing.T) {
 	defer sleep.Process.Kill()
 	if msg := fails(func(ft testing.TB) { WaitExit(ft, sleep, 50*time.Millisecond, "sleep") }); msg == "" {
 		t.Error("a process still running after the timeout did not fail the test")
+	}
+}
+
+func TestGolden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "testdata", "x.golden")
+	if msg := fails(func(t testing.TB) { Golden(t, path, []byte("one\n"), false) }); !strings.Contains(msg, "-update") {
+		t.Errorf("a missing golden file failed with %q, want how to create it", msg)
+	}
+	Golden(t, path, []byte("one\n"), true) // creates testdata/ and the file
+	Golden(t, path, []byte("one\n"), false)
+	if msg := fails(func(t testing.TB) { Golden(t, path, []byte("two\n"), false) }); !strings.Contains(msg, "two") {
+		t.Errorf("a differing result failed with %q, want what the test got in it", msg)
 	}
 }
