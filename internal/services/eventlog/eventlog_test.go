@@ -99,3 +99,20 @@ func TestPostEventsSlowBody(t *testing.T) {
 		t.Fatalf("status %d (%s), want 408", w.Code, w.Body)
 	}
 }
+
+func TestConsumerConfig(t *testing.T) {
+	if _, err := NewConsumer(ConsumerConfig{}); err == nil {
+		t.Fatal("NewConsumer without brokers succeeded")
+	}
+	c, err := NewConsumer(ConsumerConfig{Brokers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.cfg.Topic != DefaultTopic || c.cfg.Group != DefaultGroup || c.cfg.DedupWindow != DefaultDedupWindow {
+		t.Fatalf("defaults not applied: %+v", c.cfg)
+	}
+	if c.Ready() == nil {
+		t.Fatal("Ready before Kafka answered")
+	}
+}
