@@ -299,12 +299,7 @@ func TestBoundsAndBadAnswers(t *testing.T) {
 		t.Errorf("large answer: %d %s %q; want 502 body_too_large", a.code, a.failure, a.body)
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + l.Addr().String() + "/"
-	l.Close()
+	closed := "http://" + testkit.FreeAddr(t) + "/"
 	_, url = startFront(t, Config{Backend: closed})
 	if a := call(t, url); a.code != http.StatusBadGateway || a.failure != "unreachable" {
 		t.Errorf("closed port: %d %s %q; want 502 unreachable", a.code, a.failure, a.body)

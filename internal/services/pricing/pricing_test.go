@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -186,9 +185,7 @@ func TestReplicaSeesReferenceChanges(t *testing.T) {
 // TestServeHealth runs the whole service: /healthz is 503 with the reason
 // while Postgres is unreachable, and the metrics are served.
 func TestServeHealth(t *testing.T) {
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := testkit.FreeAddr(t)
 	ln := testkit.Listen(t)
 	testkit.Background(t, "Serve", func(ctx context.Context) error {
 		return pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: refdata.FromPostgres,
