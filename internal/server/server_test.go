@@ -25,13 +25,8 @@ func TestHealthzAndMetrics(t *testing.T) {
 
 	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, body := testkit.Get(t, srv.URL+path)
+		return resp.StatusCode, body
 	}
 	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("healthz = %d %q", code, body)

@@ -63,14 +63,15 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 	return found == len(labels)
 }
 
-// scrapeClient gives up on a server that does not answer.
-var scrapeClient = &http.Client{Timeout: 30 * time.Second}
+// client is the tests' HTTP client: it gives up on a server that does
+// not answer within 30 s.
+var client = &http.Client{Timeout: 30 * time.Second}
 
 // Scrape reads the metrics a server exposes at url in Prometheus's text
 // format, by name; it fails t when they cannot be read or parsed.
 func Scrape(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := scrapeClient.Get(url)
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

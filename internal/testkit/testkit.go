@@ -6,7 +6,8 @@
 //   - metrics: MetricSum and Family (from a Gatherer), Scrape and
 //     SumFamily (from a server's /metrics, parsed by expfmt);
 //   - serving: Listen, FreeAddr, Background (a Serve or Run until the test
-//     ends, its error checked);
+//     ends, its error checked), Do and Get (a request and its whole
+//     answer);
 //   - processes: Binary and HlabBinary (a command built once per test
 //     process; HlabBinary skips in -short mode), StartSelf (the test
 //     binary as a helper child), WaitExit (a process's exit, within a

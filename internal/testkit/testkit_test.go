@@ -178,3 +178,19 @@ func TestGolden(t *testing.T) {
 		t.Errorf("a differing result failed with %q, want what the test got in it", msg)
 	}
 }
+
+func TestGet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+		fmt.Fprint(w, "short and stout")
+	}))
+	defer srv.Close()
+	resp, body := Get(t, srv.URL)
+	if resp.StatusCode != http.StatusTeapot || body != "short and stout" {
+		t.Errorf("Get = %d %q, want 418 and the body", resp.StatusCode, body)
+	}
+	nobody := "http://" + FreeAddr(t)
+	if msg := fails(func(t testing.TB) { Get(t, nobody) }); !strings.Contains(msg, "refused") {
+		t.Errorf("a GET of a port nobody listens on failed with %q, want the error", msg)
+	}
+}

@@ -56,16 +56,8 @@ type reply struct {
 func call(t testing.TB, url string) reply {
 	t.Helper()
 	start := time.Now()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reply{resp.StatusCode, string(b), resp.Header.Get("X-Failure"), time.Since(start)}
+	resp, body := testkit.Get(t, url)
+	return reply{resp.StatusCode, body, resp.Header.Get("X-Failure"), time.Since(start)}
 }
 
 // blackHoleAddr returns a 127.0.0.1 address where connecting hangs: a

@@ -207,23 +207,13 @@ func TestServeHealth(t *testing.T) {
 	if code != 503 || !strings.Contains(body, "pricing: database") {
 		t.Fatalf("/healthz with Postgres down: %d %q", code, body)
 	}
-	resp, err := http.Get(base + "/price?product=1&city=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 503 {
+	if resp, _ := testkit.Get(t, base+"/price?product=1&city=1"); resp.StatusCode != 503 {
 		t.Fatalf("/price with Postgres down: %d, want 503", resp.StatusCode)
 	}
-	resp, err = http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, metrics := testkit.Get(t, base+"/metrics")
 	// No connection, so no query was sent.
 	for _, m := range []string{"db_queries_total 0", "pricing_requests_total 1"} {
-		if !strings.Contains(string(b), m) {
+		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %q", m)
 		}
 	}
