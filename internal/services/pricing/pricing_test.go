@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/pricing"
@@ -67,28 +66,6 @@ func (v svc) get(t *testing.T, url string) (int, string) {
 	return w.Code, w.Body.String()
 }
 
-func (v svc) counter(t *testing.T, name string) float64 {
-	t.Helper()
-	mfs, err := v.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return sum(mf.GetMetric())
-		}
-	}
-	return 0
-}
-
-func sum(ms []*dto.Metric) float64 {
-	var s float64
-	for _, m := range ms {
-		s += m.GetCounter().GetValue()
-	}
-	return s
-}
-
 // TestSourcesAgree asks both sources for the same prices: they must give
 // the generator's own price, with 8 and 1 queries per request.
 func TestSourcesAgree(t *testing.T) {
@@ -119,7 +96,7 @@ func TestSourcesAgree(t *testing.T) {
 		v    svc
 		want float64
 	}{"postgres": {pg, 8}, "replica": {rep, 1}} {
-		q, r := tc.v.counter(t, "db_queries_total"), tc.v.counter(t, "pricing_requests_total")
+		q, r := testkit.MetricSum(t, tc.v.reg, "db_queries_total", nil), testkit.MetricSum(t, tc.v.reg, "pricing_requests_total", nil)
 		if r != n || q/r != tc.want {
 			t.Errorf("%s: %v queries for %v requests, want %v per request", name, q, r, tc.want)
 		}
