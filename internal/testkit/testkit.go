@@ -14,8 +14,10 @@
 //     bound), SyncBuffer (output read while it is written);
 //   - golden files: Golden (got against testdata, rewritten with -update).
 //
-// It imports no other hlab package, so the tests of any package, the
-// sandbox's own included, may use it without an import cycle.
+// It imports no other hlab package but promtext (which imports none, and
+// sums metrics the one way testkit's sums use), so the tests of any
+// package, the sandbox's own included, may use it without an import
+// cycle.
 package testkit
 
 import (
