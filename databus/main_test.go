@@ -38,10 +38,7 @@ func startGateway(t *testing.T, cfg gateway.Config) *gw {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &gw{addr: ln.Addr().String(), g: g, srv: gateway.NewServer(ctx, g, gateway.ServerOptions{}), stop: cancel}
 	go w.srv.Serve(ln)
@@ -69,10 +66,7 @@ type proxy struct {
 
 func newProxy(t *testing.T, upstream string) *proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Listen(t)
 	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.cut() })

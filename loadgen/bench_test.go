@@ -2,22 +2,20 @@ package loadgen
 
 import (
 	"fmt"
-	"net"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // BenchmarkClosed measures the closed model's hot path against an in-process
 // fasthttp server, which allocates nothing per request, so allocs/req is the
 // generator's own (Run's setup amortized over 5000 requests).
 func BenchmarkClosed(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	ln := testkit.Listen(b)
 	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("hello\n") }}
 	go func() { _ = srv.Serve(ln) }()
 	b.Cleanup(func() { _ = srv.Shutdown() })

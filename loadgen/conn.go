@@ -2,7 +2,9 @@ package loadgen
 
 import (
 	"errors"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,10 +55,7 @@ func (t *connTracker) dial(addr string, deadline time.Time) (net.Conn, error) {
 func (t *connTracker) closeAll() {
 	t.mu.Lock()
 	t.closed = true
-	conns := make([]*trackedConn, 0, len(t.conns))
-	for c := range t.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(t.conns))
 	t.mu.Unlock()
 	for _, c := range conns {
 		_ = c.Close()

@@ -206,14 +206,53 @@ func (r *runner) runClosed() {
 	r.workers.Wait()
 }
 
+// worker is what one goroutine of either model sends with: its request
+// and response, its connection, its shard of the counters and, in a
+// scenario, its VU.
+type worker struct {
+	r      *runner
+	req    *fasthttp.Request
+	resp   *fasthttp.Response
+	cl     *client
+	sh     *shard
+	script *scripted // nil without a scenario
+}
+
+func (r *runner) newWorker(id int) *worker {
+	return &worker{r: r, req: r.newRequest(), resp: fasthttp.AcquireResponse(), cl: r.newClient(),
+		sh: r.rec.shardFor(id), script: r.newScripted(id)}
+}
+
+// close closes the worker's connection and releases its request and
+// response.
+func (w *worker) close() {
+	w.cl.close()
+	fasthttp.ReleaseResponse(w.resp)
+	fasthttp.ReleaseRequest(w.req)
+}
+
+// fill asks the VU for its next request, in a scenario; it reports
+// whether it did (the send time is then read after it).
+func (w *worker) fill() bool {
+	if w.script == nil {
+		return false
+	}
+	w.r.fill(w.script, w.req)
+	return true
+}
+
+// send sends the request, records it and, in a scenario, hands the answer
+// to the VU.
+func (w *worker) send(intended, sent time.Duration) {
+	err := w.r.do(w.sh, w.cl, w.req, w.resp, intended, sent)
+	if w.script != nil {
+		w.script.answer(w.resp, err)
+	}
+}
+
 func (r *runner) closedWorker(id int) {
-	req, resp := r.newRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	cl := r.newClient()
-	defer cl.close()
-	sh := r.rec.shardFor(id)
-	script := r.newScripted(id)
+	w := r.newWorker(id)
+	defer w.close()
 	for !r.stopped.Load() {
 		sent := time.Since(r.start)
 		if r.c.durSet && sent >= r.c.duration {
@@ -222,14 +261,10 @@ func (r *runner) closedWorker(id int) {
 		if r.c.reqSet && r.issued.Add(1) > r.c.requests {
 			return
 		}
-		if script != nil {
-			r.fill(script, req)
+		if w.fill() {
 			sent = time.Since(r.start)
 		}
-		err := r.do(sh, cl, req, resp, sent, sent)
-		if script != nil {
-			script.answer(resp, err)
-		}
+		w.send(sent, sent)
 	}
 }
 
@@ -320,24 +355,13 @@ dispatch:
 }
 
 func (r *runner) openWorker(id int, at time.Duration, jobs <-chan time.Duration) {
-	req, resp := r.newRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	cl := r.newClient()
-	defer cl.close()
-	sh := r.rec.shardFor(id)
-	script := r.newScripted(id)
+	w := r.newWorker(id)
+	defer w.close()
 	for {
-		if script != nil {
-			r.fill(script, req)
-		}
-		intended := at
+		w.fill()
 		sent := time.Since(r.start)
-		r.sentLate(sent - intended)
-		err := r.do(sh, cl, req, resp, intended, sent)
-		if script != nil {
-			script.answer(resp, err)
-		}
+		r.sentLate(sent - at)
+		w.send(at, sent)
 		var ok bool
 		if at, ok = <-jobs; !ok {
 			return

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func newServer(t testing.TB, h http.HandlerFunc) *httptest.Server {
@@ -198,12 +199,7 @@ func TestCoordinatedOmission(t *testing.T) {
 }
 
 func TestErrorConnectionRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := testkit.FreeAddr(t)
 	res := run(t, "http://"+addr+"/", Requests(5))
 	if res.Requests != 5 || res.Errors[KindConnectionRefused] != 5 || res.SuccessRatio != 0 || len(res.StatusCodes) != 0 {
 		t.Errorf("Requests %d, Errors %v, StatusCodes %v", res.Requests, res.Errors, res.StatusCodes)

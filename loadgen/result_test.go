@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -56,19 +58,7 @@ func TestMarshalJSONGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	golden := filepath.Join("testdata", "result.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("JSON differs from %s (rerun with -update if intended):\n%s", golden, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "result.golden.json"), got, *update)
 }
 
 // keys returns the object's keys, and those of nested objects as

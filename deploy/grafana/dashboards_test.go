@@ -230,13 +230,8 @@ func call(t *testing.T, method, url, token string, body any) (int, []byte) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	resp, answer := testkit.Do(t, req)
+	return resp.StatusCode, []byte(answer)
 }
 
 func startTasks(t *testing.T) string {

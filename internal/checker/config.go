@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -208,66 +209,38 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.Scenario == "" {
-		c.Scenario = Throughput
+	c.Scenario = cmp.Or(c.Scenario, Throughput)
+	// The scenarios' own shapes: the ticker's thousands of quiet streams,
+	// the throughput client's batches of 100 with 16 in flight.
+	streams, batch, inflight := 10, 1, 1
+	switch c.Scenario {
+	case Ticker:
+		streams = 1000
+	case Throughput:
+		batch, inflight = 100, 16
 	}
-	if c.Topic == "" {
-		c.Topic = "databus-checker"
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 10
-	}
-	if c.Streams == 0 {
-		c.Streams = 10
-		if c.Scenario == Ticker {
-			c.Streams = 1000
-		}
-	}
-	if c.Batch == 0 {
-		c.Batch = 1
-		if c.Scenario == Throughput {
-			c.Batch = 100
-		}
-	}
-	if c.Inflight == 0 {
-		c.Inflight = 1
-		if c.Scenario == Throughput {
-			c.Inflight = 16
-		}
-	}
-	if c.Interval == 0 {
-		c.Interval = time.Second
-	}
-	if c.MessageBytes == 0 {
-		c.MessageBytes = 100
-	}
+	c.Topic = cmp.Or(c.Topic, "databus-checker")
+	c.Partitions = cmp.Or(c.Partitions, 10)
+	c.Streams = cmp.Or(c.Streams, streams)
+	c.Batch = cmp.Or(c.Batch, batch)
+	c.Inflight = cmp.Or(c.Inflight, inflight)
+	c.Interval = cmp.Or(c.Interval, time.Second)
+	c.MessageBytes = cmp.Or(c.MessageBytes, 100)
 	switch {
 	case c.Warmup == 0:
 		c.Warmup = time.Second
 	case c.Warmup < 0:
 		c.Warmup = 0
 	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
+	c.Duration = cmp.Or(c.Duration, 10*time.Second)
 	if c.Groups > 0 && c.Members == 0 {
 		c.Members = 1
 	}
-	if c.FaultPhase == "" {
-		c.FaultPhase = PublishPhase
-	}
-	if c.Consume == "" {
-		c.Consume = Concurrent
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 30 * time.Second
-	}
-	if c.Settle == 0 {
-		c.Settle = 2 * time.Second
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 30 * time.Second
-	}
+	c.FaultPhase = cmp.Or(c.FaultPhase, PublishPhase)
+	c.Consume = cmp.Or(c.Consume, Concurrent)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, 30*time.Second)
+	c.Settle = cmp.Or(c.Settle, 2*time.Second)
+	c.StartTimeout = cmp.Or(c.StartTimeout, 30*time.Second)
 }
 
 func (c *Config) validate() error {

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -86,9 +87,7 @@ func (e *errorCounts) add(code string, n int64) {
 func (e *errorCounts) snapshot() map[string]int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make(map[string]int64, len(e.m))
-	for k, v := range e.m {
-		out[k] = v
-	}
+	out := map[string]int64{} // "errors": {} in the JSON when none failed, not null
+	maps.Copy(out, e.m)
 	return out
 }

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -81,33 +82,15 @@ const (
 )
 
 func (c *Config) setDefaults() {
-	if c.Name == "" {
-		c.Name = "service"
-	}
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:8080"
-	}
-	if c.ReadHeaderTimeout == 0 {
-		c.ReadHeaderTimeout = 10 * time.Second
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultWriteTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 120 * time.Second
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = 10 * time.Second
-	}
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Name = cmp.Or(c.Name, "service")
+	c.Addr = cmp.Or(c.Addr, "127.0.0.1:8080")
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, 10*time.Second)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, 120*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
+	c.Registry = cmp.Or(c.Registry, prometheus.NewRegistry())
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 }
 
 // Run serves h (with /healthz and /metrics added) until ctx is done, then

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,13 +25,8 @@ func TestHealthzAndMetrics(t *testing.T) {
 
 	get := func(path string) (int, string) {
 		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, body := testkit.Get(t, srv.URL+path)
+		return resp.StatusCode, body
 	}
 	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("healthz = %d %q", code, body)
@@ -55,10 +49,7 @@ func TestHealthzAndMetrics(t *testing.T) {
 // TestGracefulShutdown checks that a request in flight when the context
 // ends is answered, and that Run then returns nil.
 func TestGracefulShutdown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := testkit.Listen(t)
 	started := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(started)
@@ -91,12 +82,8 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 func TestListenError(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	err = Run(context.Background(), Config{Name: "t", Addr: ln.Addr().String()}, http.NotFoundHandler())
+	ln := testkit.Listen(t)
+	err := Run(context.Background(), Config{Name: "t", Addr: ln.Addr().String()}, http.NotFoundHandler())
 	if err == nil || !strings.Contains(err.Error(), "--addr") {
 		t.Fatalf("Run on a taken port = %v, want an error that says what to do", err)
 	}
@@ -114,10 +101,7 @@ func serve(t *testing.T, cfg Config, h http.Handler) string {
 // TestAdminAddr: Go's profiles (whose /cmdline shows the flags, secrets
 // included) are served on the admin listener only, never on the service's.
 func TestAdminAddr(t *testing.T) {
-	admin, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := testkit.Listen(t)
 	public := serve(t, Config{Name: "t", AdminListener: admin}, http.NotFoundHandler())
 	adminURL := "http://" + admin.Addr().String()
 	client := &http.Client{Timeout: 10 * time.Second}

@@ -1,19 +1,22 @@
 package testkit
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/highload-lab/hlab/internal/promtext"
 )
 
 // MetricSum sums the values of the series of the counter or gauge name in
 // g whose labels include every pair of labels (every series when labels
-// is empty); 0 when there is none. It fails t when g cannot gather.
+// is empty); 0 when there is none. It fails t when g cannot gather. It
+// sums as promtext.Metrics.Sum does, so tests and the lab read a metric
+// one way.
 func MetricSum(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) float64 {
 	t.Helper()
 	return SumFamily(Family(t, g, name), labels)
@@ -40,45 +43,23 @@ func Family(t testing.TB, g prometheus.Gatherer, name string) *dto.MetricFamily 
 // include every pair of labels (every series when labels is empty); 0
 // when mf is nil.
 func SumFamily(mf *dto.MetricFamily, labels map[string]string) float64 {
-	sum := 0.0
-	for _, m := range mf.GetMetric() {
-		if hasLabels(m, labels) {
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
-		}
+	if mf == nil {
+		return 0
 	}
-	return sum
+	return promtext.Metrics{mf.GetName(): mf}.Sum(mf.GetName(), labels)
 }
 
-// hasLabels reports whether m carries every pair of labels.
-func hasLabels(m *dto.Metric, labels map[string]string) bool {
-	found := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := labels[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			found++
-		}
-	}
-	return found == len(labels)
-}
-
-// scrapeClient gives up on a server that does not answer.
-var scrapeClient = &http.Client{Timeout: 30 * time.Second}
+// client is the tests' HTTP client: it gives up on a server that does
+// not answer within 30 s.
+var client = &http.Client{Timeout: 30 * time.Second}
 
 // Scrape reads the metrics a server exposes at url in Prometheus's text
 // format, by name; it fails t when they cannot be read or parsed.
 func Scrape(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := scrapeClient.Get(url)
+	m, err := promtext.Scrape(context.Background(), client, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse %s: %v", url, err)
-	}
-	return mfs
+	return m
 }

@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -44,7 +45,7 @@ func Background(t testing.TB, what string, run func(ctx context.Context) error) 
 func Healthy(t testing.TB, timeout time.Duration, url string) {
 	t.Helper()
 	EventuallyNil(t, timeout, url+" answers 200", func() error {
-		resp, err := scrapeClient.Get(url)
+		resp, err := client.Get(url)
 		if err != nil {
 			return err
 		}
@@ -66,4 +67,31 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// Do sends req, reads its whole answer and closes it; it fails t when no
+// answer comes (within 30 s) or it cannot be read. The response's Body is
+// closed: body is what it held.
+func Do(t testing.TB, req *http.Request) (resp *http.Response, body string) {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", req.Method, req.URL, err)
+	}
+	return resp, string(b)
+}
+
+// Get is Do of GET url.
+func Get(t testing.TB, url string) (resp *http.Response, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Do(t, req)
 }

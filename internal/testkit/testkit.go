@@ -6,14 +6,18 @@
 //   - metrics: MetricSum and Family (from a Gatherer), Scrape and
 //     SumFamily (from a server's /metrics, parsed by expfmt);
 //   - serving: Listen, FreeAddr, Background (a Serve or Run until the test
-//     ends, its error checked);
+//     ends, its error checked), Do and Get (a request and its whole
+//     answer);
 //   - processes: Binary and HlabBinary (a command built once per test
 //     process; HlabBinary skips in -short mode), StartSelf (the test
 //     binary as a helper child), WaitExit (a process's exit, within a
-//     bound), SyncBuffer (output read while it is written).
+//     bound), SyncBuffer (output read while it is written);
+//   - golden files: Golden (got against testdata, rewritten with -update).
 //
-// It imports no other hlab package, so the tests of any package, the
-// sandbox's own included, may use it without an import cycle.
+// It imports no other hlab package but promtext (which imports none, and
+// sums metrics the one way testkit's sums use), so the tests of any
+// package, the sandbox's own included, may use it without an import
+// cycle.
 package testkit
 
 import (

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -163,5 +164,33 @@ func TestWaitExit(t *testing.T) {
 	defer sleep.Process.Kill()
 	if msg := fails(func(ft testing.TB) { WaitExit(ft, sleep, 50*time.Millisecond, "sleep") }); msg == "" {
 		t.Error("a process still running after the timeout did not fail the test")
+	}
+}
+
+func TestGolden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "testdata", "x.golden")
+	if msg := fails(func(t testing.TB) { Golden(t, path, []byte("one\n"), false) }); !strings.Contains(msg, "-update") {
+		t.Errorf("a missing golden file failed with %q, want how to create it", msg)
+	}
+	Golden(t, path, []byte("one\n"), true) // creates testdata/ and the file
+	Golden(t, path, []byte("one\n"), false)
+	if msg := fails(func(t testing.TB) { Golden(t, path, []byte("two\n"), false) }); !strings.Contains(msg, "two") {
+		t.Errorf("a differing result failed with %q, want what the test got in it", msg)
+	}
+}
+
+func TestGet(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusTeapot)
+		fmt.Fprint(w, "short and stout")
+	}))
+	defer srv.Close()
+	resp, body := Get(t, srv.URL)
+	if resp.StatusCode != http.StatusTeapot || body != "short and stout" {
+		t.Errorf("Get = %d %q, want 418 and the body", resp.StatusCode, body)
+	}
+	nobody := "http://" + FreeAddr(t)
+	if msg := fails(func(t testing.TB) { Get(t, nobody) }); !strings.Contains(msg, "refused") {
+		t.Errorf("a GET of a port nobody listens on failed with %q, want the error", msg)
 	}
 }

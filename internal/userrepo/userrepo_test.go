@@ -217,11 +217,19 @@ func startReplica(ctx context.Context, pgDSN, mongoURI string) *backend {
 	return b
 }
 
-func need(tb testing.TB, b *backend) {
+// started returns the backends, in benchmark order and the replica last;
+// in -short mode none was started, and tb skips.
+func started(tb testing.TB) []*backend {
 	tb.Helper()
-	if b == nil {
+	if testing.Short() {
 		tb.Skip("-short: no servers")
 	}
+	return backends
+}
+
+// need skips tb when b could not start.
+func need(tb testing.TB, b *backend) {
+	tb.Helper()
 	if b.skip != "" {
 		tb.Skipf("%s could not start: %s", b.name, b.skip)
 	}
@@ -230,11 +238,8 @@ func need(tb testing.TB, b *backend) {
 // TestReposAgree checks that every store returns the same users, and
 // ErrNotFound for an id that has none.
 func TestReposAgree(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: no servers")
-	}
 	ctx := context.Background()
-	for _, b := range backends {
+	for _, b := range started(t) {
 		t.Run(b.name, func(t *testing.T) {
 			need(t, b)
 			for _, id := range []int64{1, 2, nUsers / 2, nUsers} {
@@ -257,10 +262,8 @@ func TestReposAgree(t *testing.T) {
 // TestReplicaGetDoesNotAllocate holds the claim's second half: a hit
 // allocates nothing.
 func TestReplicaGetDoesNotAllocate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: no servers")
-	}
-	b := backends[len(backends)-1]
+	all := started(t)
+	b := all[len(all)-1]
 	need(t, b)
 	ctx := context.Background()
 	i := 0
@@ -280,11 +283,8 @@ func TestReplicaGetDoesNotAllocate(t *testing.T) {
 // than Redis (x-vs-redis): report B's claim is about 10^4, ours to hold
 // is at least 1000x, with 0 allocs/op.
 func BenchmarkGet(b *testing.B) {
-	if testing.Short() {
-		b.Skip("-short: no servers")
-	}
 	ctx := context.Background()
-	for _, be := range backends {
+	for _, be := range started(b) {
 		b.Run(be.name, func(b *testing.B) {
 			need(b, be)
 			userrepo.GetBench(ctx, be.repo, keys)(b)

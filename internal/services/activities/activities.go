@@ -117,33 +117,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 }
 
 func (c *Config) setDefaults() error {
-	if c.Store == "" {
-		c.Store = Postgres
-	}
+	c.Store = cmp.Or(c.Store, Postgres)
 	defaults.Positive(&c.PoolMax, DefaultPoolMax)
-	if c.PGPool == "" {
-		c.PGPool = PoolBounded
-	}
+	c.PGPool = cmp.Or(c.PGPool, PoolBounded)
 	if c.PGPool != PoolBounded && c.PGPool != PoolSQLDefaults {
 		return fmt.Errorf("%w: --pg-pool %q: want %s or %s", ErrConfig, c.PGPool, PoolBounded, PoolSQLDefaults)
 	}
-	if c.Keyspace == "" {
-		c.Keyspace = DefaultKeyspace
-	}
+	c.Keyspace = cmp.Or(c.Keyspace, DefaultKeyspace)
 	defaults.Positive(&c.ReplicationFactor, 1)
-	if c.Consistency == "" {
-		c.Consistency = DefaultConsistency
-	}
+	c.Consistency = cmp.Or(c.Consistency, DefaultConsistency)
 	defaults.Positive(&c.CassandraConns, DefaultCassandraConns)
 	defaults.Positive(&c.Timeout, DefaultTimeout)
 	defaults.Positive(&c.MaxBodyBytes, DefaultMaxBodyBytes)
 	defaults.Positive(&c.Batcher.Timeout, c.Timeout)
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	switch c.Store {
 	case Postgres:
 		if c.DSN == "" {

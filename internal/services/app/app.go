@@ -181,12 +181,8 @@ func (c *Config) setDefaults() error {
 	defaults.Positive(&c.FlushTimeout, DefaultFlushTimeout)
 	defaults.Positive(&c.Buffer, DefaultBuffer)
 	defaults.Positive(&c.MaxInflight, DefaultMaxInflight)
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	switch c.Mode {
 	case Sync:
 		u, err := url.Parse(c.EventLog)

@@ -22,6 +22,7 @@ import (
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/services/eventlog/eventlogtest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -233,9 +234,9 @@ func TestAsyncBufferBound(t *testing.T) {
 	if n := a.metric(t, "app_kafka_errors_total"); n == 0 {
 		t.Error("no broker errors counted during the outage")
 	}
-	tr := newTracker()
-	startConsumer(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.add})
-	testkit.Eventually(t, 20*time.Second, "the buffered events consumed", func() bool { n, _ := tr.missing(ids); return n == 0 })
+	tr := eventlogtest.NewTracker()
+	eventlogtest.Start(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.Add})
+	testkit.Eventually(t, 20*time.Second, "the buffered events consumed", func() bool { return tr.Has(ids) })
 }
 
 // TestEndToEnd records events in async mode and through the databus
@@ -253,8 +254,8 @@ func TestEndToEnd(t *testing.T) {
 				}
 				a := startApp(t, cfg)
 				testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
-				tr := newTracker()
-				startConsumer(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.add})
+				tr := eventlogtest.NewTracker()
+				eventlogtest.Start(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.Add})
 				var ids []string
 				for range 50 {
 					got := get(a.URL + "/handle")
@@ -263,7 +264,7 @@ func TestEndToEnd(t *testing.T) {
 					}
 					ids = append(ids, got.id)
 				}
-				testkit.Eventually(t, 30*time.Second, "every event consumed", func() bool { n, _ := tr.missing(ids); return n == 0 })
+				testkit.Eventually(t, 30*time.Second, "every event consumed", func() bool { return tr.Has(ids) })
 				if n := a.metric(t, "app_events_delivered_total"); n != 50 {
 					t.Fatalf("app_events_delivered_total = %v, want 50", n)
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/services/eventlog/eventlogtest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -28,9 +29,9 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	}
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
 		topic := depstest.Topic(t, k, 1)
-		tr := newTracker()
-		consReg, _ := startConsumer(t, eventlog.ConsumerConfig{
-			Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.add,
+		tr := eventlogtest.NewTracker()
+		cons := eventlogtest.Start(t, eventlog.ConsumerConfig{
+			Brokers: k.Brokers, Topic: topic, Group: depstest.Group(t), Processed: tr.Add,
 			SessionTimeout: 6 * time.Second, CommitTimeout: 3 * time.Second,
 		})
 		a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic, Buffer: faultBuffer, KafkaDeadline: 2 * time.Second})
@@ -84,13 +85,12 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 		}
 		ok, failed := l.counts()
 		testkit.Eventually(t, 90*time.Second, "every event answered 200 consumed", func() bool {
-			n, _ := tr.missing(l.ok)
-			return n == 0
+			return tr.Has(l.ok)
 		})
-		unique, dups := duplicates(tr)
+		unique, dups := tr.Duplicates()
 		t.Logf("requests: %d ok (%d before the outage, %d by its end), %d refused with 503 %v; events produced %v, consumed %d (unique), duplicates %d (consumer's own count %v), lost %v; pending max %v (bound %d), heap max %.1f MB; app's kafka errors %v",
 			ok, okBefore, okDuring, failed, l.fail, a.metric(t, "app_events_delivered_total"), unique, dups,
-			testkit.MetricSum(t, consReg, "eventlog_consumer_duplicates_total", nil), a.metric(t, "app_events_lost_total"),
+			testkit.MetricSum(t, cons.Reg, "eventlog_consumer_duplicates_total", nil), a.metric(t, "app_events_lost_total"),
 			pendingMax, faultBuffer, heapMax, a.metric(t, "app_kafka_errors_total"))
 		if failDuring == 0 {
 			t.Error("no request was refused during a 10 s outage: the bound was not exercised")
@@ -133,7 +133,7 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				a := startApp(t, Config{Mode: Async, Brokers: k.Brokers, Topic: topic})
 				testkit.Eventually(t, 15*time.Second, "the app ready", func() bool { return a.Ready() == nil })
 
-				first := newTracker()
+				first := eventlogtest.NewTracker()
 				var stopFirst func()
 				l := startLoad(a.URL, faultWorkers, faultInterval)
 				if how == "crash" {
@@ -142,18 +142,19 @@ func TestConsumerRestartMidStream(t *testing.T) {
 					// commit.
 					testkit.Eventually(t, 30*time.Second, "a backlog of 300 events", func() bool { ok, _ := l.counts(); return ok >= 300 })
 					stopFirst = startHelperConsumer(t, k.Brokers, topic, group, first)
-					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 100 })
+					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.Total() >= 100 })
 				} else {
-					_, stopFirst = startConsumer(t, eventlog.ConsumerConfig{
-						Brokers: k.Brokers, Topic: topic, Group: group, Processed: first.add, SessionTimeout: 6 * time.Second,
+					c := eventlogtest.Start(t, eventlog.ConsumerConfig{
+						Brokers: k.Brokers, Topic: topic, Group: group, Processed: first.Add, SessionTimeout: 6 * time.Second,
 					})
-					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.total() >= 200 })
+					stopFirst = func() { c.Stop() } // a graceful stop; the test's end checks Run's error
+					testkit.Eventually(t, 30*time.Second, "the first consumer processing", func() bool { return first.Total() >= 200 })
 				}
 				stopFirst()
-				stoppedAt := first.total()
-				second := newTracker()
-				secondReg, _ := startConsumer(t, eventlog.ConsumerConfig{
-					Brokers: k.Brokers, Topic: topic, Group: group, Processed: second.add, SessionTimeout: 6 * time.Second,
+				stoppedAt := first.Total()
+				second := eventlogtest.NewTracker()
+				secondC := eventlogtest.Start(t, eventlog.ConsumerConfig{
+					Brokers: k.Brokers, Topic: topic, Group: group, Processed: second.Add, SessionTimeout: 6 * time.Second,
 				})
 				time.Sleep(3 * time.Second) // the stream goes on
 				l.finish()
@@ -163,29 +164,19 @@ func TestConsumerRestartMidStream(t *testing.T) {
 				testkit.Eventually(t, 60*time.Second, "every accepted event stored in Kafka", func() bool {
 					return a.metric(t, "app_events_pending") == 0
 				})
-				both := newTracker()
 				testkit.Eventually(t, 90*time.Second, "every event answered 200 consumed by one of the consumers", func() bool {
-					both = newTracker()
-					for _, tr := range []*tracker{first, second} {
-						tr.mu.Lock()
-						for id, n := range tr.seen {
-							both.seen[id] += n
-						}
-						tr.mu.Unlock()
-					}
-					n, _ := both.missing(l.ok)
-					return n == 0
+					return eventlogtest.Merged(first, second).Has(l.ok)
 				})
-				unique, dups := duplicates(first, second)
+				unique, dups := eventlogtest.Merged(first, second).Duplicates()
 				t.Logf("%s restart: %d requests ok; events produced %v, consumed %d (unique) = %d by the first consumer before it stopped + %d by the second; duplicates %d (processed by the first but not committed, so delivered again to the second)",
-					how, len(l.ok), a.metric(t, "app_events_delivered_total"), unique, stoppedAt, second.total(), dups)
+					how, len(l.ok), a.metric(t, "app_events_delivered_total"), unique, stoppedAt, second.Total(), dups)
 				if how == "crash" && dups == 0 {
 					t.Error("no event was delivered twice after a crash in the middle of an uncommitted batch: the redelivery path was not exercised")
 				}
 				if unique != len(l.ok) {
 					t.Errorf("%d unique events consumed, %d answered 200", unique, len(l.ok))
 				}
-				if n := testkit.MetricSum(t, secondReg, "eventlog_consumer_duplicates_total", nil); n != 0 {
+				if n := testkit.MetricSum(t, secondC.Reg, "eventlog_consumer_duplicates_total", nil); n != 0 {
 					t.Errorf("the second consumer recognized %v duplicates within its own life", n)
 				}
 			})

@@ -19,6 +19,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/services/eventlog/eventlogtest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -171,96 +172,9 @@ func (l *load) counts() (ok, failed int) {
 	return len(l.ok), failed
 }
 
-// tracker collects the ids consumers processed.
-type tracker struct {
-	mu   sync.Mutex
-	seen map[string]int
-}
-
-func newTracker() *tracker { return &tracker{seen: map[string]int{}} }
-
-func (tr *tracker) add(ev eventlog.Event) { tr.addID(ev.ID) }
-
-func (tr *tracker) addID(id string) {
-	tr.mu.Lock()
-	tr.seen[id]++
-	tr.mu.Unlock()
-}
-
-func (tr *tracker) total() int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	n := 0
-	for _, c := range tr.seen {
-		n += c
-	}
-	return n
-}
-
-// missing returns the ids of want not processed (at most 5 shown).
-func (tr *tracker) missing(want []string) (n int, some []string) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	for _, id := range want {
-		if tr.seen[id] == 0 {
-			n++
-			if len(some) < 5 {
-				some = append(some, id)
-			}
-		}
-	}
-	return n, some
-}
-
-// duplicates counts processings beyond the first, over all consumers.
-func duplicates(trs ...*tracker) (unique, dups int) {
-	all := map[string]int{}
-	for _, tr := range trs {
-		tr.mu.Lock()
-		for id, c := range tr.seen {
-			all[id] += c
-		}
-		tr.mu.Unlock()
-	}
-	for _, c := range all {
-		unique++
-		dups += c - 1
-	}
-	return unique, dups
-}
-
-// startConsumer runs an event log consumer in this process until stop.
-func startConsumer(t testing.TB, cfg eventlog.ConsumerConfig) (reg *prometheus.Registry, stop func()) {
-	t.Helper()
-	reg = prometheus.NewRegistry()
-	cfg.Registry = reg
-	c, err := eventlog.NewConsumer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("consumer: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			<-done
-			c.Close()
-		})
-	}
-	t.Cleanup(stop)
-	return reg, stop
-}
-
 // startHelperConsumer runs a consumer as a child process (this test
 // binary) whose processed ids go to tr; kill ends it with SIGKILL.
-func startHelperConsumer(t testing.TB, brokers []string, topic, group string, tr *tracker) (kill func()) {
+func startHelperConsumer(t testing.TB, brokers []string, topic, group string, tr *eventlogtest.Tracker) (kill func()) {
 	t.Helper()
 	cmd, out := testkit.StartSelf(t, helperEnv+"="+strings.Join(brokers, ",")+"|"+topic+"|"+group)
 	read := make(chan struct{})
@@ -268,7 +182,7 @@ func startHelperConsumer(t testing.TB, brokers []string, topic, group string, tr
 		defer close(read)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			tr.addID(strings.TrimSpace(sc.Text()))
+			tr.AddID(strings.TrimSpace(sc.Text()))
 		}
 	}()
 	var once sync.Once

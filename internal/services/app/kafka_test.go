@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -183,12 +182,7 @@ func TestKafkaAckUnreachable(t *testing.T) {
 	})
 
 	t.Run("nobody listens", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := testkit.FreeAddr(t)
 		a := startApp(t, Config{Mode: KafkaAck, Brokers: []string{addr}, Timeout: timeout})
 		for range 3 {
 			start := time.Now()

@@ -37,16 +37,8 @@ func get(t *testing.T, url string, header map[string]string) (*http.Response, st
 		req.Header.Set(k, v)
 	}
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, string(b), time.Since(start)
+	resp, body := testkit.Do(t, req)
+	return resp, body, time.Since(start)
 }
 
 func TestAnswersAfterDelay(t *testing.T) {
@@ -149,13 +141,8 @@ func TestFaultEndpoint(t *testing.T) {
 	s, srv := start(t, Config{})
 	put := func(query string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/fault?"+query, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, body := testkit.Do(t, req)
+		return resp.StatusCode, body
 	}
 	code, body := put("mode=trickle&slow_fraction=0.25&slow_delay=2s&trickle_interval=7ms&body_bytes=10")
 	if code != http.StatusOK {

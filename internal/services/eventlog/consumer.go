@@ -94,12 +94,8 @@ func (c *ConsumerConfig) setDefaults() error {
 	defaults.Positive(&c.FetchMaxBytes, DefaultFetchMaxBytes)
 	defaults.Positive(&c.DialTimeout, DefaultDialTimeout)
 	defaults.Positive(&c.LeaveTimeout, DefaultLeaveTimeout)
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return nil
 }
 

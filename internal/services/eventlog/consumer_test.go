@@ -1,20 +1,20 @@
-package eventlog
+package eventlog_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/services/eventlog"
+	"github.com/highload-lab/hlab/internal/services/eventlog/eventlogtest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -26,7 +26,7 @@ func produce(t testing.TB, cl *kgo.Client, topic, prefix string, n int) []string
 	var ids []string
 	var recs []*kgo.Record
 	for i := range n {
-		ev := Event{ID: fmt.Sprintf("%s-%d", prefix, i), Time: time.Now(), Body: "body"}
+		ev := eventlog.Event{ID: fmt.Sprintf("%s-%d", prefix, i), Time: time.Now(), Body: "body"}
 		b, _ := json.Marshal(ev)
 		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(ev.ID), Value: b})
 		ids = append(ids, ev.ID)
@@ -37,73 +37,6 @@ func produce(t testing.TB, cl *kgo.Client, topic, prefix string, n int) []string
 		t.Fatalf("produce: %v", err)
 	}
 	return ids
-}
-
-// tracker collects what a consumer processed.
-type tracker struct {
-	mu   sync.Mutex
-	seen map[string]int
-}
-
-func newTracker() *tracker { return &tracker{seen: map[string]int{}} }
-
-func (tr *tracker) add(ev Event) {
-	tr.mu.Lock()
-	tr.seen[ev.ID]++
-	tr.mu.Unlock()
-}
-
-func (tr *tracker) snapshot() map[string]int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	out := make(map[string]int, len(tr.seen))
-	for k, v := range tr.seen {
-		out[k] = v
-	}
-	return out
-}
-
-func (tr *tracker) has(ids []string) bool {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	for _, id := range ids {
-		if tr.seen[id] == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// running is a consumer running in the background.
-type running struct {
-	c    *Consumer
-	reg  *prometheus.Registry
-	stop func() error
-}
-
-func startConsumer(t testing.TB, cfg ConsumerConfig) *running {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	cfg.Registry = reg
-	c, err := NewConsumer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop := func() error {
-		once.Do(func() {
-			cancel()
-			runErr = <-done
-			c.Close()
-		})
-		return runErr
-	}
-	t.Cleanup(func() { stop() })
-	return &running{c: c, reg: reg, stop: stop}
 }
 
 // TestConsumer checks, against kfake and the real broker, that every
@@ -124,16 +57,16 @@ func TestConsumer(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		tr := newTracker()
-		r := startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr.add, MaxPollRecords: 7})
-		testkit.Eventually(t, 30*time.Second, "every event processed", func() bool { return tr.has(ids) })
+		tr := eventlogtest.NewTracker()
+		r := eventlogtest.Start(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr.Add, MaxPollRecords: 7})
+		testkit.Eventually(t, 30*time.Second, "every event processed", func() bool { return tr.Has(ids) })
 		testkit.Eventually(t, 10*time.Second, "the duplicate and the malformed record counted", func() bool {
-			return testkit.MetricSum(t, r.reg, "eventlog_consumer_duplicates_total", nil) == 1 && testkit.MetricSum(t, r.reg, "eventlog_consumer_malformed_total", nil) == 1
+			return testkit.MetricSum(t, r.Reg, "eventlog_consumer_duplicates_total", nil) == 1 && testkit.MetricSum(t, r.Reg, "eventlog_consumer_malformed_total", nil) == 1
 		})
-		if got := testkit.MetricSum(t, r.reg, "eventlog_consumed_total", nil); got != 50 {
+		if got := testkit.MetricSum(t, r.Reg, "eventlog_consumed_total", nil); got != 50 {
 			t.Fatalf("eventlog_consumed_total = %v, want 50 (duplicate %s excluded)", got, dup[0])
 		}
-		if err := r.c.Ready(); err != nil {
+		if err := r.Ready(); err != nil {
 			t.Fatalf("Ready after consuming: %v", err)
 		}
 		adm := kadm.NewClient(cl)
@@ -146,9 +79,9 @@ func TestConsumer(t *testing.T) {
 			return l.Error() == nil && l.Lag.Total() == 0
 		})
 		testkit.Eventually(t, 5*time.Second, "the lag gauge to reach 0", func() bool {
-			return testkit.MetricSum(t, r.reg, "eventlog_consumer_lag_records", nil) == 0
+			return testkit.MetricSum(t, r.Reg, "eventlog_consumer_lag_records", nil) == 0
 		})
-		for id, n := range tr.snapshot() {
+		for id, n := range tr.Seen() {
 			if n != 1 {
 				t.Errorf("event %s processed %d times in one process", id, n)
 			}
@@ -166,39 +99,22 @@ func TestConsumerResumesAfterGracefulStop(t *testing.T) {
 		cl := depstest.Client(t, k)
 
 		first := produce(t, cl, topic, "first", 30)
-		tr1 := newTracker()
-		r1 := startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr1.add})
-		testkit.Eventually(t, 30*time.Second, "the first events processed", func() bool { return tr1.has(first) })
-		if err := r1.stop(); err != nil {
+		tr1 := eventlogtest.NewTracker()
+		r1 := eventlogtest.Start(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr1.Add})
+		testkit.Eventually(t, 30*time.Second, "the first events processed", func() bool { return tr1.Has(first) })
+		if err := r1.Stop(); err != nil {
 			t.Fatalf("Run after a graceful stop = %v, want nil", err)
 		}
 
 		second := produce(t, cl, topic, "second", 30)
-		tr2 := newTracker()
-		startConsumer(t, ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr2.add})
-		testkit.Eventually(t, 30*time.Second, "the second events processed by the successor", func() bool { return tr2.has(second) })
-		seen2 := tr2.snapshot()
+		tr2 := eventlogtest.NewTracker()
+		eventlogtest.Start(t, eventlog.ConsumerConfig{Brokers: k.Brokers, Topic: topic, Group: group, Processed: tr2.Add})
+		testkit.Eventually(t, 30*time.Second, "the second events processed by the successor", func() bool { return tr2.Has(second) })
+		seen2 := tr2.Seen()
 		for _, id := range first {
 			if seen2[id] > 0 {
 				t.Fatalf("the successor processed %s again: the graceful stop did not commit", id)
 			}
 		}
 	})
-}
-
-func TestConsumerConfig(t *testing.T) {
-	if _, err := NewConsumer(ConsumerConfig{}); err == nil {
-		t.Fatal("NewConsumer without brokers succeeded")
-	}
-	c, err := NewConsumer(ConsumerConfig{Brokers: []string{"127.0.0.1:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if c.cfg.Topic != DefaultTopic || c.cfg.Group != DefaultGroup || c.cfg.DedupWindow != DefaultDedupWindow {
-		t.Fatalf("defaults not applied: %+v", c.cfg)
-	}
-	if c.Ready() == nil {
-		t.Fatal("Ready before Kafka answered")
-	}
 }

@@ -41,17 +41,12 @@ func TestPostEvents(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, srv.URL+"/events", strings.NewReader(tt.body))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := testkit.Do(t, req)
 			if resp.StatusCode != tt.wantCode {
-				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.wantCode, b)
+				t.Fatalf("status %d, want %d (%s)", resp.StatusCode, tt.wantCode, body)
 			}
-			if !strings.Contains(string(b), tt.wantBody) {
-				t.Fatalf("body %q, want it to contain %q", b, tt.wantBody)
+			if !strings.Contains(body, tt.wantBody) {
+				t.Fatalf("body %q, want it to contain %q", body, tt.wantBody)
 			}
 		})
 	}
@@ -97,5 +92,22 @@ func TestPostEventsSlowBody(t *testing.T) {
 	Handler(prometheus.NewRegistry()).ServeHTTP(w, req)
 	if w.Code != http.StatusRequestTimeout {
 		t.Fatalf("status %d (%s), want 408", w.Code, w.Body)
+	}
+}
+
+func TestConsumerConfig(t *testing.T) {
+	if _, err := NewConsumer(ConsumerConfig{}); err == nil {
+		t.Fatal("NewConsumer without brokers succeeded")
+	}
+	c, err := NewConsumer(ConsumerConfig{Brokers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.cfg.Topic != DefaultTopic || c.cfg.Group != DefaultGroup || c.cfg.DedupWindow != DefaultDedupWindow {
+		t.Fatalf("defaults not applied: %+v", c.cfg)
+	}
+	if c.Ready() == nil {
+		t.Fatal("Ready before Kafka answered")
 	}
 }

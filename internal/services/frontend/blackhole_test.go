@@ -152,10 +152,7 @@ func testBlackHole(t *testing.T, p Policy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bln := testkit.Listen(t)
 	backSrv := &http.Server{Handler: back}
 	go backSrv.Serve(bln)
 	t.Cleanup(func() { backSrv.Close() })

@@ -56,16 +56,8 @@ type reply struct {
 func call(t testing.TB, url string) reply {
 	t.Helper()
 	start := time.Now()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reply{resp.StatusCode, string(b), resp.Header.Get("X-Failure"), time.Since(start)}
+	resp, body := testkit.Get(t, url)
+	return reply{resp.StatusCode, body, resp.Header.Get("X-Failure"), time.Since(start)}
 }
 
 // blackHoleAddr returns a 127.0.0.1 address where connecting hangs: a
@@ -299,12 +291,7 @@ func TestBoundsAndBadAnswers(t *testing.T) {
 		t.Errorf("large answer: %d %s %q; want 502 body_too_large", a.code, a.failure, a.body)
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + l.Addr().String() + "/"
-	l.Close()
+	closed := "http://" + testkit.FreeAddr(t) + "/"
 	_, url = startFront(t, Config{Backend: closed})
 	if a := call(t, url); a.code != http.StatusBadGateway || a.failure != "unreachable" {
 		t.Errorf("closed port: %d %s %q; want 502 unreachable", a.code, a.failure, a.body)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/pricing"
@@ -68,28 +66,6 @@ func (v svc) get(t *testing.T, url string) (int, string) {
 	return w.Code, w.Body.String()
 }
 
-func (v svc) counter(t *testing.T, name string) float64 {
-	t.Helper()
-	mfs, err := v.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return sum(mf.GetMetric())
-		}
-	}
-	return 0
-}
-
-func sum(ms []*dto.Metric) float64 {
-	var s float64
-	for _, m := range ms {
-		s += m.GetCounter().GetValue()
-	}
-	return s
-}
-
 // TestSourcesAgree asks both sources for the same prices: they must give
 // the generator's own price, with 8 and 1 queries per request.
 func TestSourcesAgree(t *testing.T) {
@@ -120,7 +96,7 @@ func TestSourcesAgree(t *testing.T) {
 		v    svc
 		want float64
 	}{"postgres": {pg, 8}, "replica": {rep, 1}} {
-		q, r := tc.v.counter(t, "db_queries_total"), tc.v.counter(t, "pricing_requests_total")
+		q, r := testkit.MetricSum(t, tc.v.reg, "db_queries_total", nil), testkit.MetricSum(t, tc.v.reg, "pricing_requests_total", nil)
 		if r != n || q/r != tc.want {
 			t.Errorf("%s: %v queries for %v requests, want %v per request", name, q, r, tc.want)
 		}
@@ -186,9 +162,7 @@ func TestReplicaSeesReferenceChanges(t *testing.T) {
 // TestServeHealth runs the whole service: /healthz is 503 with the reason
 // while Postgres is unreachable, and the metrics are served.
 func TestServeHealth(t *testing.T) {
-	dead, _ := net.Listen("tcp", "127.0.0.1:0")
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := testkit.FreeAddr(t)
 	ln := testkit.Listen(t)
 	testkit.Background(t, "Serve", func(ctx context.Context) error {
 		return pricing.Serve(ctx, server.Config{Listener: ln}, pricing.Config{Source: refdata.FromPostgres,
@@ -210,23 +184,13 @@ func TestServeHealth(t *testing.T) {
 	if code != 503 || !strings.Contains(body, "pricing: database") {
 		t.Fatalf("/healthz with Postgres down: %d %q", code, body)
 	}
-	resp, err := http.Get(base + "/price?product=1&city=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 503 {
+	if resp, _ := testkit.Get(t, base+"/price?product=1&city=1"); resp.StatusCode != 503 {
 		t.Fatalf("/price with Postgres down: %d, want 503", resp.StatusCode)
 	}
-	resp, err = http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_, metrics := testkit.Get(t, base+"/metrics")
 	// No connection, so no query was sent.
 	for _, m := range []string{"db_queries_total 0", "pricing_requests_total 1"} {
-		if !strings.Contains(string(b), m) {
+		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %q", m)
 		}
 	}

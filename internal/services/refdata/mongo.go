@@ -1,6 +1,7 @@
 package refdata
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -47,9 +48,7 @@ func NewMongoReplica(m Mongo, set Set, reg prometheus.Registerer, logger *slog.L
 	if m.URI == "" {
 		return nil, ErrNoMongoURI
 	}
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger = cmp.Or(logger, slog.Default())
 	return newReplica(set, reg, "mongo", func(t table) replica.Binding { return t.doc },
 		func(bindings []replica.Binding) (source, error) {
 			return replica.NewMongoSource(m.URI, m.DB, bindings, replica.MongoLogger(logger))

@@ -1,6 +1,7 @@
 package refdata
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -38,9 +39,7 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	if db.DSN == "" {
 		return nil, ErrNoDSN
 	}
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger = cmp.Or(logger, slog.Default())
 	return newReplica(set, reg, "postgres", func(t table) replica.Binding { return t.binding },
 		func(bindings []replica.Binding) (source, error) {
 			return replica.NewPostgresSource(db.DSN, bindings,

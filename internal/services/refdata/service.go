@@ -51,12 +51,8 @@ func (c *Config) SetDefaults(service string) error {
 	default:
 		return fmt.Errorf("source %q: want replica, postgres or mongo", c.Source)
 	}
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.DB.SetDefaults(service)
 	return nil
 }

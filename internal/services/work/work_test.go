@@ -1,13 +1,14 @@
 package work
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestHandle(t *testing.T) {
@@ -28,16 +29,11 @@ func TestHandle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, srv.URL+tt.path, nil)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, body := testkit.Do(t, req)
 			if resp.StatusCode != tt.wantCode {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tt.wantCode)
 			}
-			if tt.wantBody != "" && string(body) != tt.wantBody {
+			if tt.wantBody != "" && body != tt.wantBody {
 				t.Fatalf("body %q, want %q", body, tt.wantBody)
 			}
 		})
