@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/labresult"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -374,19 +375,7 @@ func TestJSON(t *testing.T) {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (go test -update creates it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from the golden file (go test -update rewrites it):\n%s", name, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", name), got, *update)
 }
 
 // TestFailedRun: an experiment that failed in B shows its error, and its
