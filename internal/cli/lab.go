@@ -11,7 +11,9 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/replicaexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
+	"github.com/highload-lab/hlab/internal/lab/timeoutsexp"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -21,6 +23,8 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scaleexp.New(),
+		replicaexp.New(),
+		timeoutsexp.New(),
 	}
 }
 
