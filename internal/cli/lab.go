@@ -15,7 +15,9 @@ import (
 	"github.com/highload-lab/hlab/internal/lab/asyncexp"
 	"github.com/highload-lab/hlab/internal/lab/crudexp"
 	"github.com/highload-lab/hlab/internal/lab/nosqlexp"
+	"github.com/highload-lab/hlab/internal/lab/replicaexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
+	"github.com/highload-lab/hlab/internal/lab/timeoutsexp"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -27,7 +29,9 @@ func experiments() []lab.Experiment {
 		scaleexp.New(),
 		asyncexp.New(),
 		nosqlexp.New(),
+		replicaexp.New(),
 		crudexp.New(),
+		timeoutsexp.New(),
 	}
 }
 

@@ -202,9 +202,9 @@ func TestCheckExternal(t *testing.T) {
 	}
 }
 
+// noDeps is an experiment that needs no external server.
 type noDeps struct{ onServers }
 
-func (*noDeps) Name() string           { return "none" }
-func (*noDeps) Dependencies() []string { return nil }
+func (*noDeps) Spec(lab.Options) lab.Spec { return lab.Spec{Name: "none", Title: "no dependencies"} }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -6,90 +6,49 @@ import (
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
-// TestQuickRunEndToEnd runs "hlab lab replica --quick --pairs 2" as a
-// user does: every row must be measured, the claim judged and the query
-// check made. Whether the claim reproduces is the lab's verdict, not this
-// test's.
-func TestQuickRunEndToEnd(t *testing.T) {
-	var doc struct {
-		Experiments []struct {
-			Name   string
-			Error  string
-			Claims []struct {
-				Ratio *float64
-			}
-			Checks []struct {
-				Holds bool
-			}
-			Rows []struct {
-				Label         string
-				RowsDiffering *int64   `json:"rows_differing"`
-				ConvergeS     *float64 `json:"converge_s"`
-				RPS           *float64 `json:"rps"`
-				P99MS         *float64 `json:"p99_ms"`
-				Figures       map[string]float64
-			}
-			Env map[string]string
+// TestShortRun runs the experiment with its runs shortened: every row
+// of its Spec measured, the claim's ratio and every target read; the
+// replica converges with no row differing after each fault, the pricing
+// rows count 8 and 1 DB queries per request, and a row that does not
+// decode is reported and skipped. Whether the claim reproduces, and the
+// speed and freshness targets hold, is the lab's verdict, not this test's.
+func TestShortRun(t *testing.T) {
+	res := labtest.RunQuick(t, New())
+	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
+	for _, f := range allFaults {
+		r := res.Row(f.key)
+		if r == nil {
+			continue // Measured said so
+		}
+		if r.RowsDiffering == nil || *r.RowsDiffering != 0 || r.ConvergeS == nil || *r.ConvergeS <= 0 {
+			t.Errorf("fault row %q: rows_differing %v, converge_s %v", f.key, r.RowsDiffering, r.ConvergeS)
 		}
 	}
-	out, _ := labtest.RunCLI(t, "replica", &doc, "--quick", "--pairs", "2")
-	if len(doc.Experiments) != 1 || doc.Experiments[0].Error != "" {
-		t.Fatalf("experiments: %+v\n%s", doc.Experiments, out)
-	}
-	e := doc.Experiments[0]
-	if len(e.Claims) != 1 || e.Claims[0].Ratio == nil {
-		t.Fatalf("claim not judged: %+v", e.Claims)
-	}
-	if len(e.Checks) != 1 || !e.Checks[0].Holds {
-		t.Errorf("the query check: %+v", e.Checks)
-	}
-	rows := map[string]int{}
-	for i, r := range e.Rows {
-		rows[r.Label] = i
-		if strings.HasPrefix(r.Label, "fault: ") {
-			if r.RowsDiffering == nil || *r.RowsDiffering != 0 || r.ConvergeS == nil || *r.ConvergeS <= 0 {
-				t.Errorf("fault row %q: rows_differing %v, converge_s %v", r.Label, r.RowsDiffering, r.ConvergeS)
-			}
-			continue
+	for _, s := range microStores {
+		if r := res.Row(s.key); r != nil && r.Value(nsPerOp) <= 0 {
+			t.Errorf("micro-benchmark row %q: no ns/op: %v", s.key, r.Figures)
 		}
-		// Rows with no latency distribution: the micro-benchmark's (ns/op
-		// and ratios) and the mean of catalog rows.
-		switch {
-		case strings.HasPrefix(r.Label, microPrefix):
-			if r.Figures["ns_per_op"] <= 0 && r.Figures["ratio"] <= 0 {
-				t.Errorf("micro-benchmark row %q: no ns/op or ratio: %v", r.Label, r.Figures)
-			}
-		case r.Label == catalogAvgLabel:
-			if r.RPS == nil {
-				t.Errorf("row %q has no rps", r.Label)
-			}
-		case r.P99MS == nil:
-			t.Errorf("row %q has no p99", r.Label)
+		if r := res.Row(s.ratioKey); s.ratioKey != "" && r != nil && r.Value(storeRatio) <= 0 {
+			t.Errorf("micro-benchmark row %q: no ratio: %v", s.ratioKey, r.Figures)
 		}
 	}
-	want := []string{catalogListLabel, helloLabel, pricingBefore, pricingAfter, catalogPGLabel, freshLabLabel, freshSvcLabel, faultConnKilled, faultPGRestart, faultSlotLost,
-		catalogAvgLabel, catalogMongoLabel, freshMongoQuietLabel, freshMongoLabel,
-		microLabel(microMongo), microLabel(microRedis), microLabel(microReplica), microRatioLabel("MongoDB stand-in"), microRatioLabel("Redis")}
-	for _, c := range catalogConns {
-		want = append(want, catalogLabel(c))
-	}
-	for _, l := range want {
-		if _, ok := rows[l]; !ok {
-			t.Errorf("no row %q", l)
+	for key, want := range map[labresult.Key]float64{pricingBeforeKey: 8, pricingAfterKey: 1} {
+		if r := res.Row(key); r != nil && r.Value(queriesPerRequest) != want {
+			t.Errorf("%s: %v queries per request, want %v", key, r.Value(queriesPerRequest), want)
 		}
 	}
-	if q := e.Rows[rows[pricingBefore]].Figures["queries_per_request"]; q != 8 {
-		t.Errorf("pricing from Postgres: %v queries per request, want 8", q)
+	for _, tr := range res.Targets {
+		if (tr.Key == "pricing-queries" || strings.HasPrefix(string(tr.Key), "bad-input-")) && tr.Verdict != labresult.Holds {
+			t.Errorf("target %s: %s (value %v, %s)", tr.Key, tr.Verdict, tr.Value, tr.Why)
+		}
 	}
-	if q := e.Rows[rows[pricingAfter]].Figures["queries_per_request"]; q != 1 {
-		t.Errorf("pricing from the replica: %v queries per request, want 1", q)
+	if !strings.Contains(res.Env["mongo"], "stand-in") {
+		t.Errorf("the run did not record the MongoDB stand-in as one: %q", res.Env["mongo"])
 	}
-	if e.Env["mongo"] == "" || !strings.Contains(e.Env["mongo"], "stand-in") {
-		t.Errorf("the run did not record the MongoDB stand-in as one: %q", e.Env["mongo"])
-	}
-	if e.Env["postgres_settings"] == "" {
+	if res.Env["postgres_settings"] == "" {
 		t.Error("the run did not record Postgres's settings")
 	}
 }
@@ -107,12 +66,8 @@ func TestExternalPostgres(t *testing.T) {
 	url := labtest.DepsUp(t, "postgres")
 	res := labtest.RunQuickWith(t, New(), lab.External{Postgres: url})
 	labtest.ExternalEnv(t, res.Env, "postgres", labtest.URLPassword(t, url))
-	rows := map[string]bool{}
-	for _, r := range res.Rows {
-		rows[r.Label] = true
-	}
-	if !rows[faultConnKilled] || rows[faultPGRestart] || rows[faultSlotLost] {
-		t.Errorf("fault rows: %v", rows)
+	if res.Row(faultConnKilled) == nil || res.Row(faultPGRestart) != nil || res.Row(faultSlotLost) != nil {
+		t.Errorf("fault rows: want only %s, got %v, %v, %v", faultConnKilled, res.Row(faultConnKilled) != nil, res.Row(faultPGRestart) != nil, res.Row(faultSlotLost) != nil)
 	}
 	skipped := 0
 	for _, n := range res.NotRerun {
@@ -124,7 +79,7 @@ func TestExternalPostgres(t *testing.T) {
 		t.Errorf("%d figures not rerun for an external server, want 2: %+v", skipped, res.NotRerun)
 	}
 	for _, c := range res.Claims {
-		if c.Verdict == lab.Invalid {
+		if c.Verdict == labresult.Invalid {
 			t.Errorf("claim %q invalid: %s", c.Claim, c.Why)
 		}
 	}

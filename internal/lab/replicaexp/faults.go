@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
@@ -24,14 +25,48 @@ import (
 // and how many customers it then still served differently from the
 // database (rows_differing, which must be 0).
 const (
-	faultConnKilled = "fault: replication connection killed (pg_terminate_backend)"
-	faultPGRestart  = "fault: Postgres restarted (fast shutdown)"
-	faultSlotLost   = "fault: slot invalidated by WAL limits (catalog SIGKILLed, WAL written past max_slot_wal_keep_size)"
-
 	faultWriteRate = 200              // customer updates per second during a fault
 	convergeLimit  = 90 * time.Second // longest wait for a replica to converge
 	walKeepLimit   = "16MB"           // max_slot_wal_keep_size while the slot falls behind
 )
+
+// The fault rows.
+const (
+	faultConnKilled labresult.Key = "fault/connection-killed"
+	faultPGRestart  labresult.Key = "fault/postgres-restart"
+	faultSlotLost   labresult.Key = "fault/slot-lost"
+
+	faultConnKilledLabel = "fault: replication connection killed (pg_terminate_backend)"
+	faultPGRestartLabel  = "fault: Postgres restarted (fast shutdown)"
+	faultSlotLostLabel   = "fault: slot invalidated by WAL limits (catalog SIGKILLed, WAL written past max_slot_wal_keep_size)"
+)
+
+// fault is a fault row: onExternal says whether it runs on an external
+// Postgres, which the lab must not restart nor reconfigure
+// (lab.ExternalReason; figures says so).
+type fault struct {
+	key        labresult.Key
+	label      string
+	onExternal bool
+}
+
+var allFaults = []fault{
+	{faultConnKilled, faultConnKilledLabel, true},
+	{faultPGRestart, faultPGRestartLabel, false},
+	{faultSlotLost, faultSlotLostLabel, false},
+}
+
+// faultsRun are the fault rows a run with o measures.
+func faultsRun(o lab.Options) []fault {
+	external := o.ExternalFor(lab.DepPostgres)
+	var out []fault
+	for _, f := range allFaults {
+		if f.onExternal || !external {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // faults runs the fault rows on a catalog service of their own.
 func (b *bench) faults(ctx context.Context) error {
@@ -54,26 +89,20 @@ func (b *bench) faults(ctx context.Context) error {
 	if err := awaitServed(ctx, cat, pool, convergeLimit); err != nil {
 		return fmt.Errorf("faults: the catalog did not load: %w", err)
 	}
-	external := b.pg.External()
-	for _, f := range []struct {
-		label  string
-		inject func(ctx context.Context) error
-	}{
-		{faultConnKilled, func(ctx context.Context) error { return killWalSender(ctx, pool, slot) }},
-		{faultPGRestart, func(ctx context.Context) error {
+	inject := map[labresult.Key]func(ctx context.Context) error{
+		faultConnKilled: func(ctx context.Context) error { return killWalSender(ctx, pool, slot) },
+		faultPGRestart: func(ctx context.Context) error {
 			if err := b.pg.StopServer(); err != nil {
 				return err
 			}
 			pool.Reset() // its connections went with the server
 			return b.pg.StartServer(ctx)
-		}},
-		{faultSlotLost, func(ctx context.Context) error { return loseSlot(ctx, pool, cat, slot) }},
-	} {
-		if external && f.label != faultConnKilled {
-			continue // not rerun: Figures says why (lab.ExternalReason)
-		}
+		},
+		faultSlotLost: func(ctx context.Context) error { return loseSlot(ctx, pool, cat, slot) },
+	}
+	for _, f := range faultsRun(b.run.Opts) {
 		b.run.Progress.Step(f.label, 10*time.Second)
-		row, err := b.fault(ctx, cat, pool, f.label, f.inject)
+		row, err := b.fault(ctx, cat, pool, f.key, inject[f.key])
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.label, err)
 		}
@@ -85,7 +114,7 @@ func (b *bench) faults(ctx context.Context) error {
 // fault runs writes at faultWriteRate for a second, injects the fault,
 // writes for another second, then writes a fence and waits for the
 // catalog to serve it; then it compares every customer.
-func (b *bench) fault(ctx context.Context, cat *lab.Service, pool *pgxpool.Pool, label string, inject func(context.Context) error) (*lab.Row, error) {
+func (b *bench) fault(ctx context.Context, cat *lab.Service, pool *pgxpool.Pool, key labresult.Key, inject func(context.Context) error) (*labresult.Row, error) {
 	wctx, stopWrites := context.WithCancel(ctx)
 	var written, failed atomic.Int64
 	var wg sync.WaitGroup
@@ -125,10 +154,11 @@ func (b *bench) fault(ctx context.Context, cat *lab.Service, pool *pgxpool.Pool,
 	if err != nil {
 		return nil, err
 	}
-	row := &lab.Row{Label: label, Model: "fault", Runs: 1, Errors: map[string]int64{}, StatusCodes: map[string]int64{},
-		RowsDiffering: &differing, ConvergeS: &converge,
-		Figures: map[string]float64{"writes": float64(written.Load()), "writes_failed": float64(failed.Load())}}
-	row.Note = fmt.Sprintf("%d updates at %d/s around the fault (%d failed while Postgres was away); the catalog served a write made after them %.1f s after the fault; %d of %d customers differ from the database",
+	row := lab.NewRow(key)
+	row.Model, row.Runs, row.RowsDiffering, row.ConvergeS = "fault", 1, &differing, &converge
+	row.Set(faultWrites, float64(written.Load()))
+	row.Set(faultWritesFailed, float64(failed.Load()))
+	row.AddNote("%d updates at %d/s around the fault (%d failed while Postgres was away); the catalog served a write made after them %.1f s after the fault; %d of %d customers differ from the database",
 		written.Load(), faultWriteRate, failed.Load(), converge, differing, refdata.DefaultCustomers)
 	return row, nil
 }

@@ -6,10 +6,10 @@ import (
 	"github.com/highload-lab/hlab/internal/lab"
 )
 
-// Figures accounts for report B's figures (shared/REFERENCE.md).
-func (*Experiment) Figures(o lab.Options) []lab.Figure {
+// figures accounts for report B's figures (shared/REFERENCE.md).
+func figures(o lab.Options) []lab.Figure {
 	figs := []lab.Figure{
-		lab.Rerun("8x fewer DB queries", "the check on queries per request and the pricing rows' queries_per_request"),
+		lab.Rerun("8x fewer DB queries", "the target on queries per request and the pricing rows' queries_per_request"),
 		lab.NotRerunFigure("CPU of the app and the database down several times", "no figure to judge; the pricing rows give each one's CPU per request, before and after"),
 		lab.Rerun("mean response 15 ms -> 1 ms", "rows: "+pricingBefore+"; "+pricingAfter+" (the report's means as references)"),
 		lab.Rerun("load test 5k -> 25k rps", "claim 1 over the pricing rows"),
@@ -20,12 +20,12 @@ func (*Experiment) Figures(o lab.Options) []lab.Figure {
 	for _, c := range []int{1, 2, 3, 4, 5, 10, 100, 200} {
 		figs = append(figs, lab.Rerun(fmt.Sprintf("k6, %d VUs, app at 1 CPU: %.0f req/s", c, catalogRef[c]), "row: "+catalogLabel(c)))
 	}
-	faults := lab.Rerun("caveat: resume tokens avoid a full reload; a token gone (oplog rolled over) needs one", "rows: "+faultConnKilled+"; "+faultPGRestart+"; "+faultSlotLost+" (Postgres's equivalents; the stand-in never loses its history, so MongoDB's case is in package replica's proxy tests)")
+	faults := lab.Rerun("caveat: resume tokens avoid a full reload; a token gone (oplog rolled over) needs one", "rows: "+faultConnKilledLabel+"; "+faultPGRestartLabel+"; "+faultSlotLostLabel+" (Postgres's equivalents; the stand-in never loses its history, so MongoDB's case is in package replica's proxy tests)")
 	if o.ExternalFor(lab.DepPostgres) {
-		faults = lab.Rerun("caveat: resume tokens avoid a full reload; a token gone (oplog rolled over) needs one", "row: "+faultConnKilled+" (Postgres's equivalent; its other fault rows are listed as not rerun)")
+		faults = lab.Rerun("caveat: resume tokens avoid a full reload; a token gone (oplog rolled over) needs one", "row: "+faultConnKilledLabel+" (Postgres's equivalent; its other fault rows are listed as not rerun)")
 		figs = append(figs,
-			lab.NotRerunFigure("Postgres restarted under the replica (row: "+faultPGRestart+")", lab.ExternalReason+" (--postgres): it does not restart it"),
-			lab.NotRerunFigure("a replication slot lost to WAL limits (row: "+faultSlotLost+")", lab.ExternalReason+" (--postgres): it does not change its max_slot_wal_keep_size"))
+			lab.NotRerunFigure("Postgres restarted under the replica (row: "+faultPGRestartLabel+")", lab.ExternalReason+" (--postgres): it does not restart it"),
+			lab.NotRerunFigure("a replication slot lost to WAL limits (row: "+faultSlotLostLabel+")", lab.ExternalReason+" (--postgres): it does not change its max_slot_wal_keep_size"))
 	}
 	return append(figs,
 		lab.Rerun("35,540 req/s, the average of the rows from 4 VUs up", "row: "+catalogAvgLabel),
@@ -34,7 +34,7 @@ func (*Experiment) Figures(o lab.Options) []lab.Figure {
 		lab.Rerun("caveat: replication lag, small but real", "the freshness rows, from Postgres and from the stand-in"),
 		lab.Rerun("caveat: the replica supports only what its structure supports (a plain map loses sorting)", "row: "+catalogListLabel),
 		lab.NotRerunFigure("caveat: the initial load takes time; readiness must wait for it", "no row: the lab measures once /healthz answers, which waits for the load; the replica's tests cover readiness"),
-		lab.Rerun("caveat: errors in the watching goroutine must reach request handlers", "the bad-input note and the fault rows"),
+		lab.Rerun("caveat: errors in the watching goroutine must reach request handlers", "the bad-input row and its targets, and the fault rows"),
 		faults,
 	)
 }

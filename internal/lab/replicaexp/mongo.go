@@ -18,6 +18,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/services/catalog"
 	"github.com/highload-lab/hlab/internal/services/refdata"
 	"github.com/highload-lab/hlab/internal/userrepo"
@@ -47,8 +48,12 @@ const standInLimits = "MongoDB stand-in (mongo-java-server), not mongod: one in-
 	"its oplog has no size limit and is never truncated, so resume tokens never expire (no ChangeStreamHistoryLost) and each getMore scans the whole oplog; " +
 	"it ignores maxAwaitTimeMS, so the source polls an idle stream every 20 ms (MongoPollInterval); change events carry no wallTime, so commit times count whole seconds"
 
-// Labels of the rows the stand-in feeds.
+// The rows the stand-in feeds.
 const (
+	catalogMongoKey    labresult.Key = "catalog/mongo-stand-in/c100"
+	freshMongoQuietKey labresult.Key = "freshness/mongo-stand-in/no-writes"
+	freshMongoKey      labresult.Key = "freshness/mongo-stand-in/writes"
+
 	catalogMongoLabel = "catalog from a replica fed by the MongoDB stand-in (not mongod), 100 connections"
 	freshMongoLabel   = "freshness, 1,000 writes/s: catalog fed by the MongoDB stand-in (not mongod), write to visible through the service"
 	// freshMongoQuietLabel: the same probe with no other writes.
@@ -70,6 +75,19 @@ func microLabel(store string) string { return microPrefix + "user Get " + store 
 
 func microRatioLabel(store string) string {
 	return microPrefix + store + " Get / in-memory replica Get"
+}
+
+// microStores are the micro-benchmark's stores, in the order its rows
+// go: each a row of its Gets (key), and, but for the in-memory replica
+// itself, a row of its ns/op over the replica's (ratioKey), which names
+// the store as name.
+var microStores = []struct {
+	key, ratioKey labresult.Key
+	store, name   string
+}{
+	{"micro/mongo-stand-in", "micro/ratio/mongo-stand-in", microMongo, "MongoDB stand-in"},
+	{"micro/redis", "micro/ratio/redis", microRedis, "Redis"},
+	{"micro/replica", "", microReplica, ""},
 }
 
 // mongo starts the stand-in, loads the customers into it, measures the
@@ -101,15 +119,15 @@ func (b *bench) mongo(ctx context.Context) error {
 	}
 	defer svc.Stop()
 	meter := m.Proc().Measure()
-	row, err := b.single(ctx, setup{label: catalogMongoLabel, svc: svc, path: catalogPath, conns: compareConns, ref: catalogRefs(compareConns)}, b.t.run, true)
+	row, err := b.single(ctx, setup{key: catalogMongoKey, svc: svc, path: catalogPath, conns: compareConns}, b.t.run, true)
 	if err != nil {
 		return err
 	}
 	use := meter.Stop()
-	row.Figures["queries_per_request"] = 0
-	row.Figures["mongo_cpu"] = use.CPUAvg
-	row.Note = fmt.Sprintf("the report's own source, but a %s; GET %s from memory, 0 queries per request; report (k6, 100 VUs): %.0f req/s, mean 120 µs (its catalog, VU count not given); cores used: service %.2f of %.0f, stand-in %.2f, load generator %.2f, whole machine %.2f",
-		standInLimits, catalogPath, catalogRef[compareConns], fig(row.CPUAvg), serviceCPU, use.CPUAvg, row.Figures["loadgen_cpu"], row.Figures["machine_cpu"])
+	row.Set(queriesPerRequest, 0)
+	row.Set(mongoCores, use.CPUAvg)
+	row.AddNote("the report's own source, but a %s; GET %s from memory, 0 queries per request; report (k6, 100 VUs): %.0f req/s, mean 120 µs (its catalog, VU count not given); cores used: service %.2f of %.0f, stand-in %.2f, load generator %.2f, whole machine %.2f",
+		standInLimits, catalogPath, *row.Ref.RPS, row.Value(labresult.CPUAvg), serviceCPU, use.CPUAvg, row.Value(loadgenCores), row.Value(machineCores))
 	b.run.AddRow(row)
 
 	if err := b.mongoFreshness(ctx, svc, coll, m); err != nil {
@@ -127,11 +145,11 @@ func (b *bench) mongo(ctx context.Context) error {
 func (b *bench) mongoFreshness(ctx context.Context, svc *lab.Service, coll *mongo.Collection, m *deps.Mongo) error {
 	t := b.t
 	b.run.Progress.Step("freshness from the MongoDB stand-in: no other writes", t.quiet)
-	if err := b.mongoProbes(ctx, svc, coll, m, freshMongoQuietLabel, 0, 0, t.quiet); err != nil {
+	if err := b.mongoProbes(ctx, svc, coll, m, freshMongoQuietKey, 0, 0, t.quiet); err != nil {
 		return err
 	}
 	b.run.Progress.Step(fmt.Sprintf("freshness from the MongoDB stand-in: %d writes/s", writeRate), t.freshWarm+t.fresh)
-	return b.mongoProbes(ctx, svc, coll, m, freshMongoLabel, writeRate, t.freshWarm, t.fresh)
+	return b.mongoProbes(ctx, svc, coll, m, freshMongoKey, writeRate, t.freshWarm, t.fresh)
 }
 
 // mongoProbes puts rate updates per second on the stand-in (none at 0)
@@ -141,7 +159,7 @@ func (b *bench) mongoFreshness(ctx context.Context, svc *lab.Service, coll *mong
 // commit times, so the service's own replica_lag_seconds would say
 // little; a probe times from the write's send, so it includes the
 // write's round trip and the 1 ms polling.
-func (b *bench) mongoProbes(ctx context.Context, svc *lab.Service, coll *mongo.Collection, m *deps.Mongo, label string, rate int, warm, window time.Duration) error {
+func (b *bench) mongoProbes(ctx context.Context, svc *lab.Service, coll *mongo.Collection, m *deps.Mongo, key labresult.Key, rate int, warm, window time.Duration) error {
 	start := time.Now().Add(100 * time.Millisecond)
 	from, to := start.Add(warm), start.Add(warm+window)
 	rec := newLagRecorder(from, to)
@@ -183,35 +201,34 @@ func (b *bench) mongoProbes(ctx context.Context, svc *lab.Service, coll *mongo.C
 	}
 	<-wdone
 	mongoUse, svcUse := meter.Stop(), svcMeter.Stop()
-	row := hdrRow(label, rec.h)
+	row := hdrRow(key, rec.h)
 	row.Rate = float64(rate)
-	row.Figures["probes_unseen"] = float64(unseen)
-	row.Figures["mongo_cpu"] = mongoUse.CPUAvg
+	row.Set(probesUnseen, float64(unseen))
+	row.Set(mongoCores, mongoUse.CPUAvg)
 	load := "no other writes"
 	if rate > 0 {
 		writes := ws.done.Load()
-		row.Figures["writes_per_s"] = float64(writes) / (warm + window).Seconds()
-		load = fmt.Sprintf("write load: %d updates in %v (%.0f/s), %d late by > %v, %d failed", writes, warm+window, row.Figures["writes_per_s"], ws.late.Load(), lateAfter, ws.failed.Load())
+		row.Set(writesPerS, float64(writes)/(warm+window).Seconds())
+		load = fmt.Sprintf("write load: %d updates in %v (%.0f/s), %d late by > %v, %d failed", writes, warm+window, row.Value(writesPerS), ws.late.Load(), lateAfter, ws.failed.Load())
 	}
-	row.Note = fmt.Sprintf("%d probes in %v (%d not visible within %v, %d writes failed), from the write's send to the service answering with it (polled every 1 ms; the Postgres rows time commit to visible inside the replica instead); %s; cores used in the window: stand-in %.2f of %.0f (%d CFS-throttled periods), catalog service %.2f",
+	row.AddNote("%d probes in %v (%d not visible within %v, %d writes failed), from the write's send to the service answering with it (polled every 1 ms; the Postgres rows time commit to visible inside the replica instead); %s; cores used in the window: stand-in %.2f of %.0f (%d CFS-throttled periods), catalog service %.2f",
 		probes, window, unseen, probeLimit, failed, load, mongoUse.CPUAvg, mongoCPU, mongoUse.Throttled, svcUse.CPUAvg)
 	// Where the time goes, where the figures tell: an applier that is
 	// behind would keep the service's CPU busy.
 	if rate > 0 && svcUse.CPUAvg < 0.2*serviceCPU {
-		row.Note += fmt.Sprintf("; the catalog service was nearly idle (%.2f CPU), so what the write load adds over the row with no other writes is not its applier's: it is the stand-in's, answering getMores that each scan its whole oplog, which every write grows",
+		row.AddNote("the catalog service was nearly idle (%.2f CPU), so what the write load adds over the row with no other writes is not its applier's: it is the stand-in's, answering getMores that each scan its whole oplog, which every write grows",
 			svcUse.CPUAvg)
 	}
-	row.Note += "; " + standInLimits
+	row.AddNote("%s", standInLimits)
 	b.run.AddRow(row)
 	return nil
 }
 
-// benchStore is one store of the micro-benchmark.
+// benchStore is one store of the micro-benchmark: what it measured.
 type benchStore struct {
-	label string
-	repo  userrepo.Repo
-	ns    []float64 // ns/op per run
-	res   testing.BenchmarkResult
+	repo userrepo.Repo
+	ns   []float64 // ns/op per run
+	res  testing.BenchmarkResult
 }
 
 // micro runs internal/userrepo's benchmark loop (userrepo.GetBench)
@@ -257,49 +274,59 @@ func (b *bench) micro(ctx context.Context, m *deps.Mongo, client *mongo.Client) 
 		return fmt.Errorf("micro-benchmark: the replica did not load from the stand-in: %w", err)
 	}
 
+	// In microStores' order.
 	stores := []*benchStore{
-		{label: microMongo, repo: userrepo.NewMongo(ucoll)},
-		{label: microRedis, repo: userrepo.NewRedis(rc)},
-		{label: microReplica, repo: userrepo.NewReplica(table)},
+		{repo: userrepo.NewMongo(ucoll)},
+		{repo: userrepo.NewRedis(rc)},
+		{repo: userrepo.NewReplica(table)},
 	}
 	keys := userrepo.Keys(1<<16, benchUsers, 2)
 	runs := b.run.Opts.Repeats()
 	b.run.Progress.Step("micro-benchmark: Get from each store", time.Duration(runs*len(stores))*1500*time.Millisecond)
 	for range runs {
-		for _, s := range stores {
+		for i, s := range stores {
 			res := testing.Benchmark(userrepo.GetBench(ctx, s.repo, keys))
 			if res.N == 0 {
-				return fmt.Errorf("micro-benchmark: Get %s failed (see the stores' logs)", s.label)
+				return fmt.Errorf("micro-benchmark: Get %s failed (see the stores' logs)", microStores[i].store)
 			}
 			s.ns = append(s.ns, float64(res.T.Nanoseconds())/float64(res.N))
 			s.res = res
 		}
 	}
-	mem := stores[2]
-	memNS := lab.Median(mem.ns)
-	for _, s := range stores {
-		ns := lab.Median(s.ns)
-		row := &lab.Row{Label: microLabel(s.label), Model: "closed", Connections: 1, Runs: len(s.ns), Requests: int64(s.res.N),
-			RPS: lab.F(1e9 / ns), MeanMS: lab.F(ns / 1e6), RPSMin: lab.F(1e9 / slices.Max(s.ns)), RPSMax: lab.F(1e9 / slices.Min(s.ns)),
-			Errors: map[string]int64{}, StatusCodes: map[string]int64{},
-			Figures: map[string]float64{"ns_per_op": ns, "allocs_per_op": float64(s.res.AllocsPerOp()), "bytes_per_op": float64(s.res.AllocedBytesPerOp())}}
-		row.Note = fmt.Sprintf("testing.Benchmark of userrepo.GetBench in the lab process, one goroutine, %d users by random id: %.1f ns/op, %d allocs/op, %d B/op (median of %d runs, alternating stores; rps = Gets per second, mean = ns/op)",
-			benchUsers, ns, s.res.AllocsPerOp(), s.res.AllocedBytesPerOp(), len(s.ns))
-		if s == stores[0] {
-			row.Note += "; these are the stand-in's figures, not MongoDB's: " + standInLimits
-		}
-		b.run.AddRow(row)
-	}
-	for _, s := range stores[:2] {
-		ratio := lab.Median(s.ns) / memNS
-		name := "Redis"
-		if s == stores[0] {
-			name = "MongoDB stand-in"
-		}
-		row := &lab.Row{Label: microRatioLabel(name), Runs: len(s.ns), Errors: map[string]int64{}, StatusCodes: map[string]int64{},
-			Figures: map[string]float64{"ratio": ratio, "report_ratio": microRatio}}
-		row.Note = fmt.Sprintf("%.0fx (10^%.1f) beside the report's \"about four orders of magnitude\" (10^4; its benchmark output is an image, so no per-op figures to compare)", ratio, math.Log10(ratio))
-		b.run.AddRow(row)
-	}
+	b.microRows(stores)
 	return nil
+}
+
+// microRows adds a row of each store's Gets, then one of each store's
+// ns/op over the in-memory replica's (the last store).
+func (b *bench) microRows(stores []*benchStore) {
+	for i, s := range stores {
+		ns := labresult.Median(s.ns)
+		row := lab.NewRow(microStores[i].key)
+		row.Model, row.Connections, row.Runs, row.Requests = "closed", 1, len(s.ns), int64(s.res.N)
+		row.RPS, row.MeanMS = labresult.F(1e9/ns), labresult.F(ns/1e6)
+		row.RPSMin, row.RPSMax = labresult.F(1e9/slices.Max(s.ns)), labresult.F(1e9/slices.Min(s.ns))
+		row.Set(nsPerOp, ns)
+		row.Set(allocsPerOp, float64(s.res.AllocsPerOp()))
+		row.Set(bytesPerOp, float64(s.res.AllocedBytesPerOp()))
+		row.AddNote("testing.Benchmark of userrepo.GetBench in the lab process, one goroutine, %d users by random id: %.1f ns/op, %d allocs/op, %d B/op (median of %d runs, alternating stores; rps = Gets per second, mean = ns/op)",
+			benchUsers, ns, s.res.AllocsPerOp(), s.res.AllocedBytesPerOp(), len(s.ns))
+		if microStores[i].store == microMongo {
+			row.AddNote("these are the stand-in's figures, not MongoDB's: %s", standInLimits)
+		}
+		b.run.AddRow(row)
+	}
+	memNS := labresult.Median(stores[len(stores)-1].ns)
+	for i, s := range stores {
+		if microStores[i].ratioKey == "" {
+			continue
+		}
+		ratio := labresult.Median(s.ns) / memNS
+		row := lab.NewRow(microStores[i].ratioKey)
+		row.Runs = len(s.ns)
+		row.Set(storeRatio, ratio)
+		row.Set(storeReportRatio, microRatio)
+		row.AddNote("%.0fx (10^%.1f) beside the report's \"about four orders of magnitude\" (10^4; its benchmark output is an image, so no per-op figures to compare)", ratio, math.Log10(ratio))
+		b.run.AddRow(row)
+	}
 }

@@ -6,49 +6,46 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/promtext"
 )
 
-func TestClaimsNameRows(t *testing.T) {
-	labels := map[string]bool{catalogListLabel: true, helloLabel: true, pricingBefore: true, pricingAfter: true, catalogPGLabel: true, freshLabLabel: true, freshSvcLabel: true,
-		faultConnKilled: true, faultPGRestart: true, faultSlotLost: true, catalogMongoLabel: true, freshMongoLabel: true, freshMongoQuietLabel: true, catalogAvgLabel: true}
+func TestSpec(t *testing.T) {
+	labtest.SpecValid(t, New())
 	for _, c := range catalogConns {
-		labels[catalogLabel(c)] = true
 		if catalogRef[c] == 0 {
 			t.Errorf("no report figure for %d connections", c)
 		}
 	}
-	labtest.ClaimsMeasured(t, New(), labels)
 }
 
 // TestAverageRow: the report's way of averaging (its rows from 4 VUs up,
 // each alike) applied to ours, rows missing or unmeasured left out.
 func TestAverageRow(t *testing.T) {
-	rows := func(rps map[int]float64) map[int]*lab.Row {
-		out := map[int]*lab.Row{}
+	rows := func(rps map[int]float64) map[int]*labresult.Row {
+		out := map[int]*labresult.Row{}
 		for c, v := range rps {
-			out[c] = &lab.Row{RPS: lab.F(v)}
+			out[c] = &labresult.Row{RPS: labresult.F(v)}
 		}
 		return out
 	}
 	tests := []struct {
 		name string
-		rows map[int]*lab.Row
+		rows map[int]*labresult.Row
 		want float64 // 0: not measured
 		runs int
 	}{
 		{"the report's own table", rows(catalogRef), 35540.4, 5},
 		{"rows below 4 left out", rows(map[int]float64{1: 1, 3: 1, 4: 100, 200: 300}), 200, 2},
 		{"none from 4 up", rows(map[int]float64{1: 10, 2: 20}), 0, 0},
-		{"an unmeasured row left out", map[int]*lab.Row{4: {}, 5: {RPS: lab.F(50)}}, 50, 1},
+		{"an unmeasured row left out", map[int]*labresult.Row{4: {}, 5: {RPS: labresult.F(50)}}, 50, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			row := averageRow(tt.rows)
-			if *row.Ref.RPS != reportAvgRPS || row.Runs != tt.runs {
-				t.Fatalf("ref %v, runs %d, want %v, %d", *row.Ref.RPS, row.Runs, reportAvgRPS, tt.runs)
+			if row.Key != catalogAvgKey || row.Runs != tt.runs {
+				t.Fatalf("key %q, runs %d, want %q, %d", row.Key, row.Runs, catalogAvgKey, tt.runs)
 			}
 			if tt.want == 0 {
 				if row.RPS != nil {
@@ -60,23 +57,6 @@ func TestAverageRow(t *testing.T) {
 				t.Fatalf("rps %v, want %v", row.RPS, tt.want)
 			}
 		})
-	}
-}
-
-func TestMustShowTarget(t *testing.T) {
-	tests := []struct {
-		ceiling, want float64
-		which         string
-	}{
-		{50_000, 35_000, "report's"},
-		{40_000, 34_000, "85% of the hello ceiling"},
-		{20_000, 17_000, "85% of the hello ceiling"},
-	}
-	for _, tt := range tests {
-		got, which := mustShowTarget(tt.ceiling)
-		if math.Abs(got-tt.want) > 1e-9 || !strings.Contains(which, tt.which) {
-			t.Errorf("mustShowTarget(%v) = %v %q, want %v %q", tt.ceiling, got, which, tt.want, tt.which)
-		}
 	}
 }
 
@@ -143,9 +123,9 @@ func TestHistogramQuantiles(t *testing.T) {
 
 func TestCoresAveragedOverRuns(t *testing.T) {
 	c := cores{postgres: 0.9 + 0.3, loadgen: 0.4, machine: 3, runs: 2}
-	row := &lab.Row{}
+	row := &labresult.Row{}
 	c.set(row)
-	if math.Abs(row.Figures["postgres_cpu"]-0.6) > 1e-9 || row.Figures["loadgen_cpu"] != 0.2 || row.Figures["machine_cpu"] != 1.5 {
+	if math.Abs(row.Value(postgresCores)-0.6) > 1e-9 || row.Value(loadgenCores) != 0.2 || row.Value(machineCores) != 1.5 {
 		t.Errorf("figures %v: want each averaged over the runs", row.Figures)
 	}
 }

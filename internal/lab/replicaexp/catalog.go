@@ -1,0 +1,146 @@
+package replicaexp
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
+	"github.com/highload-lab/hlab/internal/services/refdata"
+)
+
+// catalogAndCeiling measures the hello ceiling and the replica-backed
+// catalog at 100 connections in rounds, the catalog at the other
+// connection counts and its listing, its freshness under writes, and the
+// Postgres-backed catalog.
+func (b *bench) catalogAndCeiling(ctx context.Context) error {
+	hello, err := b.run.StartService(ctx, "hello", serviceCPU, serviceMemMB)
+	if err != nil {
+		return err
+	}
+	defer hello.Stop()
+	// What Go made of the quota (it rounds a limit below 2 up to 2).
+	if m, err := lab.Scrape(ctx, hello.URL("/metrics")); err == nil {
+		b.run.SetEnv("services", fmt.Sprintf("%.0f CPU, %d MB each; GOMAXPROCS %.0f (Go's default under the quota)",
+			serviceCPU, serviceMemMB, m["go_sched_gomaxprocs_threads"]))
+	}
+	cat, err := b.service(ctx, "catalog", refdata.FromReplica)
+	if err != nil {
+		return err
+	}
+	defer cat.Stop()
+	at100, err := b.ceiling(ctx, hello, cat)
+	if err != nil {
+		return err
+	}
+	if err := b.catalogRows(ctx, cat, at100); err != nil {
+		return err
+	}
+	if err := b.freshness(ctx, cat); err != nil {
+		return err
+	}
+	cat.Stop()
+	return b.catalogFromPostgres(ctx)
+}
+
+// ceiling measures the hello world and the catalog at 100 connections in
+// rounds, adds the hello row and stops it; it returns the catalog's row
+// (added with the other connection counts).
+func (b *bench) ceiling(ctx context.Context, hello, cat *lab.Service) (*labresult.Row, error) {
+	rows, err := b.paired(ctx, []setup{
+		{key: helloKey, svc: hello, path: "/", conns: compareConns},
+		{key: catalogKey(compareConns), svc: cat, path: catalogPath, conns: compareConns},
+	})
+	if err != nil {
+		return nil, err
+	}
+	helloRow, at100 := rows[0], rows[1]
+	hello.Stop()
+	helloRow.AddNote("net/http hello world with hlab's shared request metrics, the same quota, measured in rounds with the catalog: the ceiling; %s", coresText(helloRow))
+	b.run.AddRow(helloRow)
+	return at100, nil
+}
+
+// catalogRows measures the catalog from the replica at the report's other
+// connection counts (warm already), adds every count's row, their mean
+// beside the report's, and the listing.
+func (b *bench) catalogRows(ctx context.Context, cat *lab.Service, at100 *labresult.Row) error {
+	byConns := map[int]*labresult.Row{compareConns: at100}
+	for _, conns := range catalogConns {
+		if conns == compareConns {
+			continue
+		}
+		row, err := b.single(ctx, setup{key: catalogKey(conns), svc: cat, path: catalogPath, conns: conns}, b.t.run, false)
+		if err != nil {
+			return err
+		}
+		byConns[conns] = row
+	}
+	for _, conns := range catalogConns {
+		row := byConns[conns]
+		row.Set(queriesPerRequest, 0)
+		row.AddNote("0 DB queries per request; report (k6, %d VUs): %.0f req/s; report's mean: 120 µs per response (its text, at a load it does not give)", conns, *row.Ref.RPS)
+		if conns == compareConns {
+			row.AddNote("measured in rounds with the hello world; %s", coresText(row))
+		}
+		b.run.AddRow(row)
+	}
+	b.run.AddRow(averageRow(byConns))
+	// The listing the ordered index serves (a map alone could not).
+	list, err := b.single(ctx, setup{key: catalogListKey, svc: cat, path: listPath, conns: compareConns}, b.t.run, true)
+	if err != nil {
+		return err
+	}
+	list.Set(queriesPerRequest, 0)
+	list.AddNote("GET %s: the region's first 20 customers by name, from the replica's ordered index; 0 DB queries per request", listPath)
+	b.run.AddRow(list)
+	return nil
+}
+
+// catalogFromPostgres measures the catalog reading Postgres on every
+// request, with its DB queries per request.
+func (b *bench) catalogFromPostgres(ctx context.Context) error {
+	svc, err := b.service(ctx, "catalog", refdata.FromPostgres)
+	if err != nil {
+		return err
+	}
+	defer svc.Stop()
+	row, err := b.single(ctx, setup{key: catalogPGKey, svc: svc, path: catalogPath, conns: compareConns,
+		counters: []lab.Counter{{Metric: dbQueries, URL: svc.URL("/metrics"), Name: "db_queries_total"}}}, b.t.run, true)
+	if err != nil {
+		return err
+	}
+	if row.Requests > 0 {
+		row.Set(queriesPerRequest, row.Value(dbQueries)/float64(row.Requests))
+	}
+	row.AddNote("%.2f DB queries per request; %s", row.Value(queriesPerRequest), coresText(row))
+	b.run.AddRow(row)
+	return nil
+}
+
+// averageRow is the report's 35,540 req/s beside ours, averaged the same
+// way: the mean of the catalog rows from 4 connections up (the report's
+// from 4 VUs up), each row weighted alike.
+func averageRow(byConns map[int]*labresult.Row) *labresult.Row {
+	row := lab.NewRow(catalogAvgKey)
+	row.Model = "closed"
+	var sum float64
+	var used []string
+	for _, conns := range catalogConns {
+		if r := byConns[conns]; conns >= reportAvgFrom && r != nil && r.RPS != nil {
+			sum += *r.RPS
+			used = append(used, strconv.Itoa(conns))
+			row.Runs++
+		}
+	}
+	if row.Runs == 0 {
+		row.AddNote("not measured: no catalog row from 4 connections up")
+		return row
+	}
+	row.RPS = labresult.F(sum / float64(row.Runs))
+	row.AddNote("mean req/s of our rows at %s connections, as the report averaged its k6 rows from 4 VUs up (35,540 req/s, of %s). What differs: the report ran k6 (JavaScript VUs) on an iMac M1 with the app under cpulimit 100%%; we run hlab load (Go, closed model, a connection per VU) on this machine, outside the service's %.0f-CPU cgroup quota, sharing its cores with the service",
+		strings.Join(used, ", "), "33,954, 34,378, 36,411, 37,089, 35,870", serviceCPU)
+	return row
+}
