@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/highload-lab/hlab/internal/deps"
-	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // External names servers the lab runs against instead of starting its
@@ -211,13 +210,4 @@ func (r *Run) Cassandra(ctx context.Context, cfg deps.CassandraConfig) (*deps.Ca
 // (DepPostgres, DepKafka, DepCassandra).
 func (o Options) ExternalFor(dep string) bool {
 	return slices.Contains(o.External.given(), dep)
-}
-
-// SkipGate drops key from the gates of the run's claims: a row the run
-// does not measure for a reason its Figures give (ExternalReason), which
-// would otherwise make every claim it gates INVALID as "not measured".
-func (r *Run) SkipGate(key labresult.Key) {
-	for i := range r.claims {
-		r.claims[i].Gates = slices.DeleteFunc(slices.Clone(r.claims[i].Gates), func(g labresult.Key) bool { return g == key })
-	}
 }

@@ -40,7 +40,7 @@ func judgeSynthetic(t *testing.T, truth float64, seed uint64) labresult.ClaimRes
 	rng := rand.New(rand.NewPCG(seed, 7))
 	claim := labresult.Claim{Text: "a >= 2x b", Ratio: labresult.Ratio{Num: "a", Den: "b", Metric: "rps"}, Bound: labresult.AtLeast(2)}
 	res := &labresult.Result{Env: map[string]string{}}
-	run := &Run{Opts: Options{Mode: Quick, Short: true}, res: res, claims: []labresult.Claim{claim}}
+	run := &Run{Opts: Options{Mode: Quick, Short: true}, res: res, spec: Spec{Claims: []labresult.Claim{claim}}}
 	rows, err := run.MeasurePaired(context.Background(), Paired{Measurements: []Measurement{
 		{Key: "a", Driver: &fakeDriver{rate: 1000 * truth, sd: 0.05, rng: rng}, NoWarmup: true},
 		{Key: "b", Driver: &fakeDriver{rate: 1000, sd: 0.05, rng: rng}, NoWarmup: true},

@@ -71,7 +71,7 @@ func (r *Run) MeasurePaired(ctx context.Context, s Paired) ([]*labresult.Row, er
 		}
 		durs[i] = d
 	}
-	claims := claimsOver(r.claims, keys)
+	claims := claimsOver(r.spec.Claims, keys)
 	r.place()
 	runs := make([][]runFigures, len(s.Measurements))
 	start := time.Now()

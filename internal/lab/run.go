@@ -25,12 +25,11 @@ type Run struct {
 	Sandbox  *sandbox.Sandbox
 	Progress *Progress
 
-	spec   Spec
-	dir    string // logs and configs of this experiment
-	res    *labresult.Result
-	seq    int
-	claims []labresult.Claim // the Spec's, less the gates SkipGate dropped
-	errs   []error           // rows and figures the Spec does not declare
+	spec Spec
+	dir  string // logs and configs of this experiment
+	res  *labresult.Result
+	seq  int
+	errs []error // rows and figures the Spec does not declare
 
 	mu       sync.Mutex
 	warmRate map[labresult.Key]float64 // successful requests/s at the end of the row's warm-up
@@ -297,7 +296,7 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 	spec := e.Spec(opts)
 	res := &labresult.Result{Name: spec.Name, Title: spec.Title, Env: map[string]string{}, Rows: []*labresult.Row{}, Mode: string(opts.Mode)}
 	run := &Run{Opts: opts, Sandbox: sb, Progress: prog, spec: spec, res: res, dir: filepath.Join(opts.WorkDir, spec.Name),
-		claims: slices.Clone(spec.Claims), warmRate: map[labresult.Key]float64{}, warmNote: map[labresult.Key]string{},
+		warmRate: map[labresult.Key]float64{}, warmNote: map[labresult.Key]string{},
 		prefix: newPrefix(spec.Name), extEnv: map[string]string{}}
 	start := time.Now()
 	loadStart := loadAverage()
@@ -335,7 +334,7 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 	}
 	res.Rows = inSpecOrder(spec, res.Rows)
 	res.Metrics = carried(spec.Metrics, res.Rows)
-	labresult.Judge(res, run.claims, spec.Targets)
+	labresult.Judge(res, spec.Claims, spec.Targets)
 	summary := labresult.Summary(res)
 	if res.Error != "" {
 		summary = "FAILED: " + res.Error + "; " + summary
