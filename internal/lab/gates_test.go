@@ -140,7 +140,7 @@ func TestGateFailedRequests(t *testing.T) {
 	defer srv.Close()
 	judge(t, nil, experiment{run: func(ctx context.Context, r *lab.Run) error {
 		return paired(ctx, r,
-			lab.Measurement{URL: srv.URL, Load: []loadgen.Option{loadgen.Connections(2)}},
+			lab.Measurement{Driver: lab.HTTP{URL: srv.URL, Load: []loadgen.Option{loadgen.Connections(2)}}},
 			lab.Measurement{Driver: steadyDriver{rate: 10}})
 	}}, "below its bound of 99.00%")
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
-	"github.com/highload-lab/hlab/loadgen"
 )
 
 // ErrServiceDied is returned (wrapped) by the measuring methods when a
@@ -22,15 +21,9 @@ var ErrServiceDied = errors.New("lab: a service died during the run")
 // Measurement is one row to measure: the row its Spec declares as Key.
 type Measurement struct {
 	Key labresult.Key
-	// Driver puts the load. nil: HTTP{URL, Load, Cut}, hlab's load
-	// generator against URL.
+	// Driver puts the load: HTTP{URL, Load} for hlab's load generator, or
+	// a driver of the experiment's own.
 	Driver Driver
-	URL    string
-	// Load sets the model: loadgen.Connections(n) for closed, plus
-	// loadgen.Rate(r) for open. The duration is the runner's.
-	Load []loadgen.Option
-	// Cut: see HTTP.Cut.
-	Cut bool
 	// Procs are the processes whose CPU and memory the row reports (summed):
 	// the services under test, not the load balancer or the generator.
 	Procs []*sandbox.Process
@@ -65,13 +58,6 @@ type Measurement struct {
 	Counters []Counter
 }
 
-func (m *Measurement) driver() Driver {
-	if m.Driver != nil {
-		return m.Driver
-	}
-	return HTTP{URL: m.URL, Load: m.Load, Cut: m.Cut}
-}
-
 // Measure warms up, then runs the load Repeat times, sampling Procs, and
 // returns the row: medians with the spread of RPS.
 func (r *Run) Measure(ctx context.Context, m Measurement) (*labresult.Row, error) {
@@ -98,6 +84,9 @@ func (r *Run) Measure(ctx context.Context, m Measurement) (*labresult.Row, error
 // duration of its runs: Duration, at least Options.MinRun, and long
 // enough for MinRequests at the warm-up's rate.
 func (r *Run) prepare(ctx context.Context, m *Measurement) (time.Duration, error) {
+	if m.Driver == nil {
+		return 0, fmt.Errorf("lab: row %q has no Driver: give it lab.HTTP{URL, Load} or a driver of the experiment's own", m.Key)
+	}
 	r.mu.Lock()
 	rate, warmed := r.warmRate[m.Key]
 	r.mu.Unlock()
@@ -192,7 +181,7 @@ func (r *Run) measureOnce(ctx context.Context, m Measurement, d time.Duration) (
 	}
 	noise := probeNoise(r.Sandbox)
 	win := newWindow(ctx, m)
-	sample, err := m.driver().Drive(ctx, d, win.callback)
+	sample, err := m.Driver.Drive(ctx, d, win.callback)
 	if !win.finish(&fig) && err == nil && ctx.Err() == nil {
 		return fig, fmt.Errorf("lab: %s: the run ended before its sampling window opened at %v", r.Label(m.Key), m.SampleFrom)
 	}

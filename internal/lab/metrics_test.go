@@ -54,9 +54,9 @@ func TestMeasureCutWindowAndMetrics(t *testing.T) {
 	run := &Run{Opts: Options{Short: true}, res: &labresult.Result{Env: map[string]string{}}}
 	start := time.Now()
 	row, err := run.Measure(context.Background(), Measurement{
-		Key: "cut", URL: srv.URL + "/", Duration: 600 * time.Millisecond, Repeat: 1, NoWarmup: true,
-		Load: []loadgen.Option{loadgen.Connections(4), loadgen.Timeout(time.Minute)},
-		Cut:  true, SampleFrom: 200 * time.Millisecond, SampleTo: 500 * time.Millisecond,
+		Key: "cut", Duration: 600 * time.Millisecond, Repeat: 1, NoWarmup: true,
+		Driver:     HTTP{URL: srv.URL + "/", Cut: true, Load: []loadgen.Option{loadgen.Connections(4), loadgen.Timeout(time.Minute)}},
+		SampleFrom: 200 * time.Millisecond, SampleTo: 500 * time.Millisecond,
 		Metrics:  []string{srv.URL + "/metrics"},
 		Counters: []Counter{{Metric: labresult.Metric{Name: "served"}, URL: srv.URL + "/metrics", Name: "served_total"}},
 	})
@@ -85,7 +85,7 @@ func TestMeasureWindowNeverOpened(t *testing.T) {
 	defer srv.Close()
 	run := &Run{Opts: Options{Short: true}, res: &labresult.Result{Env: map[string]string{}}}
 	_, err := run.Measure(context.Background(), Measurement{
-		Key: "late-window", URL: srv.URL + "/", Duration: 100 * time.Millisecond, Repeat: 1, NoWarmup: true,
+		Key: "late-window", Driver: HTTP{URL: srv.URL + "/"}, Duration: 100 * time.Millisecond, Repeat: 1, NoWarmup: true,
 		SampleFrom: time.Minute,
 	})
 	if err == nil || !strings.Contains(err.Error(), "sampling window") {

@@ -50,8 +50,8 @@ func (r *Run) MaxRate(ctx context.Context, s Sweep) (*labresult.Row, error) {
 	for i := range s.Probes {
 		r.Progress.Step(fmt.Sprintf("%s: probe %d/%d at %.0f req/s", r.Label(s.Key), i+1, s.Probes, rate), s.Duration)
 		fig, err := r.measureOnce(ctx, Measurement{
-			Key: s.Key, URL: s.URL, Procs: s.Procs,
-			Load: []loadgen.Option{loadgen.Rate(rate), loadgen.Connections(s.Connections)},
+			Key: s.Key, Procs: s.Procs,
+			Driver: HTTP{URL: s.URL, Load: []loadgen.Option{loadgen.Rate(rate), loadgen.Connections(s.Connections)}},
 		}, s.Duration)
 		if err != nil {
 			return nil, err

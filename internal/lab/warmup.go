@@ -85,7 +85,7 @@ func cmpErr(a, b error) error {
 // of the last window).
 func (r *Run) warmOne(ctx context.Context, m Measurement) (float64, error) {
 	drive := func(d time.Duration) (*Sample, error) {
-		s, err := m.driver().Drive(ctx, d, func(bool) {})
+		s, err := m.Driver.Drive(ctx, d, func(bool) {})
 		if err != nil {
 			return nil, fmt.Errorf("lab: %s warm-up: %w", r.Label(m.Key), err)
 		}

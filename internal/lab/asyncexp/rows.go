@@ -13,12 +13,10 @@ import (
 // mode's app, sampling the app and what records its events (the event log
 // or the consumer).
 func (b *bench) measurement(mode string, n int) lab.Measurement {
-	m := lab.Measurement{
-		Key: key(mode, n), Duration: b.t.run,
-		Load: []loadgen.Option{loadgen.Connections(n)},
-	}
+	load := []loadgen.Option{loadgen.Connections(n)}
+	m := lab.Measurement{Key: key(mode, n), Duration: b.t.run}
 	if mode == modeSync {
-		m.URL = b.syncApp.URL("/handle")
+		m.Driver = lab.HTTP{URL: b.syncApp.URL("/handle"), Load: load}
 		m.Procs = []*sandbox.Process{b.syncApp.Proc, b.el.Proc}
 		m.Counters = []lab.Counter{
 			{Metric: eventsRecorded, URL: b.syncApp.URL("/metrics"), Name: "app_events_recorded_total"},
@@ -28,7 +26,7 @@ func (b *bench) measurement(mode string, n int) lab.Measurement {
 		return m
 	}
 	bs := b.buses[mode]
-	m.URL = bs.app.URL("/handle")
+	m.Driver = lab.HTTP{URL: bs.app.URL("/handle"), Load: load}
 	m.Procs = []*sandbox.Process{bs.app.Proc, bs.cons.Proc}
 	// A JVM broker warms up until its throughput stops climbing.
 	m.Steady = b.k.JVM

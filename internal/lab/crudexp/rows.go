@@ -71,7 +71,9 @@ func (b *bench) wideRows(ctx context.Context) error {
 		// would close anyway; said so, a short run (Options.Short, the
 		// lab's tests) lasts the whole duration too: 1,200 connections
 		// take longer than a short run to open and reach the limit.
-		m.Cut, m.SampleTo = true, b.runDur
+		http := m.Driver.(lab.HTTP)
+		http.Cut = true
+		m.Driver, m.SampleTo = http, b.runDur
 		if r.cfg == fdOffKey {
 			m.MinSuccess = slowBound
 		}

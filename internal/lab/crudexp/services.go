@@ -103,14 +103,14 @@ func (b *bench) measurement(key, cfg labresult.Key, sc *tasksload.Scenario, d ti
 	svc := b.svcs[cfg].svc
 	metrics := svc.URL("/metrics")
 	return lab.Measurement{
-		Key: key, URL: svc.URL("/"), Duration: d,
+		Key: key, Duration: d,
 		Procs:   []*sandbox.Process{svc.Proc},
 		Metrics: []string{metrics},
 		Counters: []lab.Counter{
 			{Metric: dbDials, URL: metrics, Name: "tasks_db_pool_dials_total"},
 			{Metric: webhookCalls, URL: metrics, Name: "tasks_notify_attempts_total"},
 		},
-		Load: append([]loadgen.Option{loadgen.WithScenario(sc), loadgen.Timeout(30 * time.Second)}, load...),
+		Driver: lab.HTTP{URL: svc.URL("/"), Load: append([]loadgen.Option{loadgen.WithScenario(sc), loadgen.Timeout(30 * time.Second)}, load...)},
 	}
 }
 

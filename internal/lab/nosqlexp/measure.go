@@ -27,10 +27,8 @@ func (b *bench) measurement(r rowPlan) (lab.Measurement, error) {
 		procs = append(procs, dbProc)
 	}
 	m := lab.Measurement{
-		Key: r.key, URL: s.svc.URL("/handle"),
-		Procs:    procs,
-		Load:     []loadgen.Option{loadgen.Connections(r.conns)},
-		Duration: runDur,
+		Key: r.key, Procs: procs, Duration: runDur,
+		Driver: lab.HTTP{URL: s.svc.URL("/handle"), Load: []loadgen.Option{loadgen.Connections(r.conns)}},
 	}
 	if r.svc == svcPGBatch || r.svc == svcCasB {
 		metrics := s.svc.URL("/metrics")

@@ -22,8 +22,8 @@ type setup struct {
 
 func (b *bench) measurement(s setup, d time.Duration) lab.Measurement {
 	return lab.Measurement{
-		Key: s.key, URL: s.svc.URL(s.path), Procs: []*sandbox.Process{s.svc.Proc},
-		Duration: d, Load: []loadgen.Option{loadgen.Connections(s.conns)}, Counters: s.counters,
+		Key: s.key, Procs: []*sandbox.Process{s.svc.Proc}, Duration: d, Counters: s.counters,
+		Driver: lab.HTTP{URL: s.svc.URL(s.path), Load: []loadgen.Option{loadgen.Connections(s.conns)}},
 	}
 }
 

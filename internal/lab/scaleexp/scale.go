@@ -164,8 +164,8 @@ func (b *bench) closed(ctx context.Context, rows [2]labresult.Key) error {
 	var ms []lab.Measurement
 	for _, key := range rows {
 		url, procs := b.target(key)
-		ms = append(ms, lab.Measurement{Key: key, URL: url, Procs: procs, Duration: runDur,
-			Load: []loadgen.Option{loadgen.Connections(conns[key])}})
+		ms = append(ms, lab.Measurement{Key: key, Procs: procs, Duration: runDur,
+			Driver: lab.HTTP{URL: url, Load: []loadgen.Option{loadgen.Connections(conns[key])}}})
 	}
 	measured, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms})
 	// Rows are added as they are measured, so a failure later keeps them.

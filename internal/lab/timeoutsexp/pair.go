@@ -68,7 +68,7 @@ func startPair(ctx context.Context, run *lab.Run, s setup, hedgeDelay time.Durat
 // measurement is st's row on p.
 func measurement(p *pair, st step, o lab.Options) lab.Measurement {
 	m := lab.Measurement{
-		Key: st.key(), URL: p.front.URL("/"), Procs: []*sandbox.Process{p.front.Proc},
+		Key: st.key(), Procs: []*sandbox.Process{p.front.Proc},
 		Duration: st.run, Repeat: o.Repeats(), NoWarmup: true,
 		Counters: []lab.Counter{
 			{Metric: frontRequests, URL: p.front.URL("/metrics"), Name: "frontend_requests_total"},
@@ -86,11 +86,12 @@ func measurement(p *pair, st step, o lab.Options) lab.Measurement {
 		m.MinSuccess = successBound
 	}
 	if st.conns > 0 {
-		m.Load = []loadgen.Option{loadgen.Connections(st.conns), loadgen.Timeout(loadTimeout)}
 		// The run ends at its duration: throughput is the answers within it.
-		m.Cut = true
+		m.Driver = lab.HTTP{URL: p.front.URL("/"), Cut: true,
+			Load: []loadgen.Option{loadgen.Connections(st.conns), loadgen.Timeout(loadTimeout)}}
 	} else {
-		m.Load = []loadgen.Option{loadgen.Rate(openRate), loadgen.Connections(openConnsCap), loadgen.Timeout(loadTimeout)}
+		m.Driver = lab.HTTP{URL: p.front.URL("/"),
+			Load: []loadgen.Option{loadgen.Rate(openRate), loadgen.Connections(openConnsCap), loadgen.Timeout(loadTimeout)}}
 	}
 	return m
 }
