@@ -366,7 +366,7 @@ func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl
 		return fmt.Errorf("snapshot of %s: %w", c.name, err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
-	c.b.beginLoad()
+	c.b.beginLoad(rowShape{})
 	n := 0
 	for cur.Next(ctx) {
 		n++
