@@ -65,8 +65,8 @@
 //
 // PostgresSource follows tables and partitioned tables. Before its first
 // load, Run fails with an error wrapping ErrUnsupportedTable, which names
-// the table and says what to change, for a table it cannot follow: one
-// that does not exist, a view (bind the tables it reads), a foreign,
+// the table and says what to change, for a table it cannot follow: a
+// view (bind the tables it reads), a foreign,
 // unlogged or temporary table (not in the WAL logical replication
 // decodes), one whose replica identity cannot say which row an update or
 // delete changes, or one whose key function needs more than a delete
@@ -126,8 +126,9 @@
 //   - Schema changes are not in the stream. A bound table whose columns,
 //     their types or replica identity change (a column added with a
 //     default changes every row), or that is dropped and made anew, makes
-//     the source resync (ResyncSchemaChanged); a bound table dropped makes
-//     the tables not Ready, with why.
+//     the source resync (ResyncSchemaChanged). A bound table that does not
+//     exist (dropped, or not made yet) keeps the tables not Ready, with
+//     why, and the source tries again until it does.
 //   - A TRUNCATE, or another rewrite, that commits between the slot's
 //     snapshot and the copy of a table is not visible to the snapshot
 //     (TRUNCATE is not MVCC-safe); the source sees it and loads again.

@@ -14,7 +14,7 @@ var ErrSlotInUse = errors.New("replica: the replication slot is used by another 
 
 // ErrUnsupportedTable is wrapped by the error that ends
 // PostgresSource.Run before its first load when a bound table cannot be
-// followed as it is: it does not exist, is a view, unlogged or temporary,
+// followed as it is: it is a view, a foreign, unlogged or temporary table,
 // its updates and deletes do not say which row they change (no primary
 // key under REPLICA IDENTITY DEFAULT, or NOTHING), its key function needs
 // more than a delete carries, or it is not in the publication and this

@@ -326,7 +326,7 @@ func (s *PostgresSource) catalogChanged(ctx context.Context, conn *pgx.Conn) str
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	tables, err := s.readTables(ctx, conn)
-	if errors.Is(err, ErrUnsupportedTable) {
+	if errors.Is(err, ErrUnsupportedTable) || errors.Is(err, errTableMissing) {
 		return err.Error()
 	}
 	if err != nil {

@@ -55,6 +55,9 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// errTableMissing: a bound table is not in the catalog.
+var errTableMissing = errors.New("does not exist")
+
 // unsupported says what to change about a bound table.
 func unsupported(table, format string, args ...any) error {
 	return fmt.Errorf("%w: table %s %s", ErrUnsupportedTable, table, fmt.Sprintf(format, args...))
@@ -81,7 +84,8 @@ func readTable(ctx context.Context, q querier, name string) (*pgTable, error) {
 	err := q.QueryRow(ctx, `SELECT c.oid, c.relkind::text, c.relpersistence::text, c.relispartition FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relname = $2`, schema, table).Scan(&t.oid, &kind, &persistence, &t.partition)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, unsupported(name, "does not exist (bind \"schema.table\", or \"table\" for the public schema; names are case-sensitive)")
+		// Not ErrUnsupportedTable: a migration may be about to make it.
+		return nil, fmt.Errorf("table %s %w (bind \"schema.table\", or \"table\" for the public schema; names are case-sensitive)", name, errTableMissing)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read table %s from the catalog: %w", name, err)
