@@ -259,6 +259,9 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	if err := b.faults(ctx); err != nil {
 		return err
 	}
+	if err := b.pgbench(ctx); err != nil {
+		return err
+	}
 	if err := b.mongo(ctx); err != nil {
 		return err
 	}
