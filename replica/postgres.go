@@ -108,7 +108,8 @@ func PostgresStatusInterval(d time.Duration) PostgresOption {
 // changes the stream does not carry (default 10s; 0: only at start and
 // at every reconnect): a bound table dropped and made anew, dropped from
 // the publication, altered, or a partition detached. Finding one, it
-// resyncs (see "Tables" in the package doc).
+// resyncs (see "Tables" in the package doc). The reads take a few small
+// queries over a connection of their own, held while the source streams.
 func PostgresCatalogCheck(d time.Duration) PostgresOption {
 	return func(c *pgConfig) { c.catalogCheck = d }
 }
