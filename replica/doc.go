@@ -10,16 +10,25 @@
 //		return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
 //	})
 //	src, err := replica.NewPostgresSource(dsn, []replica.Binding{
-//		replica.Bind(products,
-//			func(r replica.Row) (int64, error) { return r["id"].(int64), nil },
-//			decodeProduct),
+//		replica.Bind(products, productID, decodeProduct),
 //	}, replica.PostgresSlot("pricing_1"))
 //	if err != nil { ... }
-//	go src.Run(ctx)
+//	go src.Run(ctx) // returns at once, with what to change, if it cannot follow a table
 //	if err := products.WaitReady(ctx); err != nil { ... } // the snapshot is loaded
 //
 //	p, ok := products.Get(42)                  // lock-free, no allocation
 //	byName.AscendFrom(Product{Name: "m"}, ...) // sorted and range reads
+//
+// Key and decode functions check what they read: a row that fails them
+// is counted and skipped, and so is one that makes them panic.
+//
+//	func productID(r replica.Row) (int64, error) {
+//		id, ok := r["id"].(int64)
+//		if !ok {
+//			return 0, fmt.Errorf("id is %T, want int64", r["id"])
+//		}
+//		return id, nil
+//	}
 //
 // # Guarantees
 //
@@ -42,9 +51,112 @@
 //     last data meanwhile. Err says why, so request handlers (and
 //     /healthz) can report it instead of errors staying in the source's
 //     goroutine.
-//   - A row that fails to decode is logged with its key, counted
-//     (DecodeErrors, replica_decode_errors_total) and skipped; it never
-//     stops the applier.
+//   - A row that fails to decode, or makes the key or decode function
+//     panic, is logged with its key, counted (DecodeErrors,
+//     replica_decode_errors_total) and skipped: the replica keeps the
+//     row as it was (an update that changes the key deletes the old key
+//     only once the new row decodes). It never stops the applier.
+//   - A change the stream cannot carry (see "Tables" below) makes the
+//     source resync, counted by reason, or, before the first load, fails
+//     Run with what to change (ErrUnsupportedTable). The replica is
+//     exact, or it says it is not: it never serves frozen data as Ready.
+//
+// # Tables
+//
+// PostgresSource follows tables and partitioned tables. Before its first
+// load, Run fails with an error wrapping ErrUnsupportedTable, which names
+// the table and says what to change, for a table it cannot follow: a
+// view (bind the tables it reads), a foreign,
+// unlogged or temporary table (not in the WAL logical replication
+// decodes), one whose replica identity cannot say which row an update or
+// delete changes, or one whose key function needs more than a delete
+// carries (checked on the first rows of each load). It checks before it
+// adds a table to the publication: a table without a replica identity in
+// a publication that publishes updates makes its UPDATEs fail.
+//
+// A table's replica identity (ALTER TABLE ... REPLICA IDENTITY) is what
+// its updates and deletes carry of the old row, and means, for the
+// replica:
+//
+//   - DEFAULT, with a primary key: deletes and key changes carry the
+//     primary key's columns (the Row of a delete has only those), so the
+//     key function must need no others. An update does not carry a value
+//     stored out of line (TOAST: large text, bytea, jsonb, arrays) that
+//     it left unchanged; the source fills it in from its own copy: it
+//     keeps, for every row, the values of the columns that can be stored
+//     so (strings and byte slices are shared with what decode keeps of
+//     them as they are, so it costs little more than a pointer each). For
+//     a row it does not hold, which should not happen, it resyncs
+//     (ResyncUnchangedMissing).
+//   - USING INDEX on a unique index of NOT NULL columns: the same, with
+//     that index's columns.
+//   - FULL: every update and delete carries the whole old row, so the key
+//     may be any function of the row, and unchanged values come from the
+//     old row (the source keeps nothing per row). A table without a
+//     primary key needs it, and a key function that gives each row its
+//     own key. An update that keeps the key is one upsert; one that
+//     changes it, a delete of the old key and an upsert of the new.
+//   - NOTHING, or DEFAULT without a primary key: not supported.
+//
+// What a Row holds: every column the stream carries. Stored generated
+// columns are not in PostgreSQL's stream (before 18), so the snapshot
+// leaves them out too: compute them in decode. Rows from the snapshot are
+// copied as text and decoded by the same decoder as the stream's, so a
+// row reads the same whichever way it came: domains decode as their base
+// type (a domain over bigint is an int64), enums as strings, arrays,
+// composites and ranges as pgx decodes them, a type pgx cannot load as
+// its text. Both connections set the session's DateStyle,
+// IntervalStyle, extra_float_digits, bytea_output and TimeZone, as
+// PostgreSQL's own subscriber does, so the server's or database's
+// defaults do not change what decodes.
+//
+// Shapes the stream does not carry whole, and what the source does:
+//
+//   - Partitioned tables: bind the root. Changes arrive under the
+//     partitions' names and are applied to the root's table; a row moved
+//     between partitions is a delete and an insert. A TRUNCATE of every
+//     partition empties the table; of some of them, the source resyncs
+//     (ResyncPartitionTruncated: it cannot tell which rows were theirs).
+//     A partition attached (maybe with rows) or detached changes the
+//     table's rows with no change in the stream: the source resyncs
+//     (ResyncSchemaChanged) when it sees it, in the stream or in the
+//     catalog.
+//   - A table with inheritance children is copied without them (ONLY):
+//     the stream carries the children's changes under their own names.
+//   - Schema changes are not in the stream. A bound table whose columns,
+//     their types or replica identity change (a column added with a
+//     default changes every row), or that is dropped and made anew, makes
+//     the source resync (ResyncSchemaChanged). A bound table that does not
+//     exist (dropped, or not made yet) keeps the tables not Ready, with
+//     why, and the source tries again until it does.
+//   - A TRUNCATE, or another rewrite, that commits between the slot's
+//     snapshot and the copy of a table is not visible to the snapshot
+//     (TRUNCATE is not MVCC-safe); the source sees it and loads again.
+//
+// The source notices these from the stream's own messages (a changed
+// relation, a TRUNCATE of some partitions), and from the catalog, which
+// it reads at start, at every reconnect and every PostgresCatalogCheck
+// (default 10 s): a change that no row change follows (a column added
+// with a default, a detached partition, the publication altered) is seen
+// within that interval. Every resync reloads all the source's tables from
+// a new snapshot, and keeps serving the old copies, not Ready, meanwhile.
+//
+// # The publication
+//
+// The publication (PostgresPublication) decides what the stream carries.
+// At start, at every reconnect and every catalog check, the source makes
+// sure it carries every bound table whole (no row filter, no column
+// list), publishes inserts, updates, deletes and truncates, and publishes
+// partitions under their own names (publish_via_partition_root off: via
+// the root, a TRUNCATE of one partition would arrive as one of the whole
+// table). It creates the publication, or completes it with CREATE/ALTER
+// PUBLICATION, as happens when a new version of a service binds one more
+// table, when a migration drops and makes a table anew (a FOR TABLE
+// publication loses it), or when someone altered it; when changes may
+// have been missed meanwhile it resyncs (ResyncPublicationChanged). That
+// needs the user to own the publication and the tables; one that may not
+// fails Run at start with an error naming the table and the statements
+// to run as the owner (ErrUnsupportedTable).
 //
 // # Replication slots and disk
 //
@@ -107,9 +219,7 @@
 //   - A Table supports what its structure supports: Get by key and the
 //     orders of its Indexes. Anything else is a Range over all rows.
 //   - Memory: a table is held whole, plus a delta of recent changes until
-//     it is merged (at about the square root of the table's rows).
-//   - Unchanged TOAST values are not in Postgres' change stream; with the
-//     default replica identity, an update that leaves a large value
-//     untouched gives a row without that column (decode may then fail and
-//     is counted). Use REPLICA IDENTITY FULL for such tables.
+//     it is merged (at about the square root of the table's rows), plus,
+//     under a replica identity other than FULL, the values of its columns
+//     that can be stored out of line (see "Tables").
 package replica

@@ -31,8 +31,20 @@ func Example() {
 
 	products := replica.NewTable[int64, string]("public.products")
 	src, err := replica.NewPostgresSource(dsn, []replica.Binding{replica.Bind(products,
-		func(r replica.Row) (int64, error) { return r["id"].(int64), nil },
-		func(r replica.Row) (string, error) { return r["name"].(string), nil },
+		func(r replica.Row) (int64, error) {
+			id, ok := r["id"].(int64)
+			if !ok {
+				return 0, fmt.Errorf("id is %T, want int64", r["id"])
+			}
+			return id, nil
+		},
+		func(r replica.Row) (string, error) {
+			name, ok := r["name"].(string)
+			if !ok {
+				return "", fmt.Errorf("name is %T, want string", r["name"])
+			}
+			return name, nil
+		},
 	)}, replica.PostgresSlot("example"))
 	if err != nil {
 		log.Fatal(err)

@@ -67,13 +67,32 @@ import (
 //
 // # Readiness
 //
-// A table is Ready once its collection's stream has caught up after the
-// load (the server returned an empty batch), and stops being Ready while
-// the source reconnects, reloads, or hears nothing from the server for
-// MongoMaxAwait + 3 s (a getMore stuck on a dead connection is given up
-// after MongoMaxAwait + 10 s and the stream resumed on a new one). Err
-// says why. Changes the server returns in one batch become visible at
-// once.
+// Ready depends on the stream's own progress, as PostgresSource's does on
+// its WAL position. When a stream opens, the source reads the primary's
+// operationTime; the table is Ready once the stream is past it: at an
+// empty batch (it has caught up with the present) or at an event with a
+// later clusterTime (events come in clusterTime order, so everything up
+// to it has arrived). A collection written to all the time, whose
+// getMores never come back empty, so becomes Ready too. It stops being
+// Ready while the source reconnects, reloads, or hears nothing from the
+// server for MongoMaxAwait + 3 s (a getMore stuck on a dead connection is
+// given up after MongoMaxAwait + 10 s and the stream resumed on a new
+// one); when the server answers again, it is Ready once the stream is
+// past the server's operationTime read then. Err says why. (A server
+// that reports no operationTime, like the tests' stand-in, gives the end
+// of the current second of its clock instead: Ready up to a second
+// later, never earlier.)
+//
+// # Transactions
+//
+// Changes the server returns in one batch become visible at once, and a
+// multi-document transaction whole: its events (one session, lsid, one
+// txnNumber and one clusterTime) may span batches, and a batch that ends
+// inside one is held back until the transaction ends (an event that is
+// not its own, or an empty batch). A stream that fails inside one drops
+// what it had of it and resumes before it. The MongoDB stand-in has no
+// transactions: this follows MongoDB's documentation of change events,
+// and is tested with scripted batches.
 //
 // # Where the snapshot reads
 //
@@ -291,7 +310,7 @@ func (s *MongoSource) session(ctx context.Context, db *mongo.Database, c *mongoC
 			return streamed, fmt.Errorf("open change stream: %w", err)
 		}
 		streamed = true
-		resync, err := s.stream(ctx, c, cs)
+		resync, err := s.stream(ctx, c, driverCursor{cs}, func(ctx context.Context) (bson.Timestamp, error) { return readyPoint(ctx, db) })
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		cs.Close(cctx)
 		cancel()
@@ -335,7 +354,7 @@ func historyLost(err error) bool {
 // the start point, and swaps the copy in. The stream then starts at the
 // start point: whatever the snapshot missed comes after it.
 func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl) error {
-	start, err := operationTime(ctx, db)
+	start, _, err := serverTime(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -366,7 +385,7 @@ func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl
 		return fmt.Errorf("snapshot of %s: %w", c.name, err)
 	}
 	defer cur.Close(context.WithoutCancel(ctx))
-	c.b.beginLoad()
+	c.b.beginLoad(rowShape{})
 	n := 0
 	for cur.Next(ctx) {
 		n++
@@ -388,65 +407,142 @@ func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl
 	return nil
 }
 
-// operationTime returns a point in the primary's history at or after
-// every write it has applied: where a stream must start for a snapshot
-// read at or after it to lose nothing. Replica-set members and mongos put
-// it in every reply (operationTime, else $clusterTime). For a
-// server that reports neither it is the start of the current second of
-// the server's clock (oplog timestamps are that clock's seconds, or
-// ahead of it): an earlier start only replays changes the snapshot has,
-// which is harmless.
-func operationTime(ctx context.Context, db *mongo.Database) (bson.Timestamp, error) {
+// serverTime returns a point in the primary's history at or after every
+// write it has applied: where a stream must start for a snapshot read at
+// or after it to lose nothing. Replica-set members and mongos put it in
+// every reply (operationTime, else $clusterTime): exact. For a server
+// that reports neither it is the start of the current second of the
+// server's clock (oplog timestamps are that clock's seconds, or ahead of
+// it), and not exact: an earlier start only replays changes the snapshot
+// has, which is harmless.
+func serverTime(ctx context.Context, db *mongo.Database) (ts bson.Timestamp, exact bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	primary := options.RunCmd().SetReadPreference(readpref.Primary())
 	raw, err := db.RunCommand(ctx, bson.D{{Key: "ping", Value: 1}}, primary).Raw()
 	if err != nil {
-		return bson.Timestamp{}, fmt.Errorf("ping: %w", err)
+		return ts, false, fmt.Errorf("ping: %w", err)
 	}
 	if t, i, ok := raw.Lookup("operationTime").TimestampOK(); ok {
-		return bson.Timestamp{T: t, I: i}, nil
+		return bson.Timestamp{T: t, I: i}, true, nil
 	}
 	if t, i, ok := raw.Lookup("$clusterTime", "clusterTime").TimestampOK(); ok {
-		return bson.Timestamp{T: t, I: i}, nil
+		return bson.Timestamp{T: t, I: i}, true, nil
 	}
 	hello, err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "isMaster", Value: 1}}, primary).Raw()
 	if err != nil {
-		return bson.Timestamp{}, fmt.Errorf("isMaster: %w", err)
+		return ts, false, fmt.Errorf("isMaster: %w", err)
 	}
 	if ms, ok := hello.Lookup("localTime").DateTimeOK(); ok && ms > 0 {
-		return bson.Timestamp{T: uint32(ms / 1000)}, nil
+		return bson.Timestamp{T: uint32(ms / 1000)}, false, nil
 	}
-	return bson.Timestamp{}, errors.New("the server reports no operation time, cluster time or clock: a change stream cannot be started where the snapshot was taken")
+	return ts, false, errors.New("the server reports no operation time, cluster time or clock: a change stream cannot be started where the snapshot was taken")
+}
+
+// readyPoint returns the point of the primary's history a stream must be
+// past for its table to be current: at or after every write the server
+// has applied now. A server that reports only its clock gives the end of
+// the current second, up to a second late and never early.
+func readyPoint(ctx context.Context, db *mongo.Database) (bson.Timestamp, error) {
+	ts, exact, err := serverTime(ctx, db)
+	if err != nil {
+		return ts, fmt.Errorf("read where the server is: %w", err)
+	}
+	if !exact {
+		ts = bson.Timestamp{T: ts.T + 1}
+	}
+	return ts, nil
+}
+
+// changeCursor is what stream reads of a change stream: a
+// *mongo.ChangeStream, or a scripted one in tests.
+type changeCursor interface {
+	TryNext(context.Context) bool
+	Err() error
+	ID() int64
+	ResumeToken() bson.Raw
+	RemainingBatchLength() int
+	current() bson.Raw
+}
+
+type driverCursor struct{ *mongo.ChangeStream }
+
+func (d driverCursor) current() bson.Raw { return d.Current }
+
+// streamHealth is one stream's readiness, shared by the stream and its
+// watchdog under one lock, so that a stall the watchdog declares and an
+// answer the stream gets cannot overtake each other.
+type streamHealth struct {
+	mu       sync.Mutex
+	answered time.Time // the server's last answer
+	stalled  bool      // the watchdog found the server silent since
+	ready    bool
+}
+
+// answer records an answer from the server, and whether the stream was
+// stalled until it.
+func (h *streamHealth) answer() (wasStalled bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answered, wasStalled, h.stalled = time.Now(), h.stalled, false
+	return wasStalled
 }
 
 // stream applies change events until the stream fails or ctx ends
 // (err), or an event means the collection must be reloaded (resync).
-// Changes become visible a batch at a time: all the events the server
-// returned together, at once.
-func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs *mongo.ChangeStream) (resync, err error) {
+//
+// What it applies becomes visible a batch at a time, and a multi-document
+// transaction whole: its events (which share a session, lsid, and a
+// txnNumber) may span batches, and a batch that ends inside one is held
+// back until the transaction is seen to end (an event of another, or an
+// empty batch: once a transaction's first event is in the stream, all of
+// its events are). The resume token kept is where nothing visible is
+// replayed and nothing held back is lost: a transaction cut off by an
+// error is dropped and comes again whole.
+//
+// The table is current once the stream is past readyAt: the server's
+// position when the stream opened (or answered again after a stall). It
+// is past it at an empty batch (it has caught up with the present) or at
+// an event of a later time (events come in time order), so a collection
+// written to all the time becomes current too.
+func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs changeCursor, readyAt func(context.Context) (bson.Timestamp, error)) (resync, err error) {
+	h := &streamHealth{answered: time.Now()}
+	target, err := readyAt(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var (
-		touched  bool
-		commit   time.Time
-		caughtUp bool
-		answered atomic.Int64 // unix nanos of the server's last answer
-		stalled  atomic.Bool
+		pending bool      // changes applied to the binding, not yet visible
+		commit  time.Time // of the last of them
+		txn     string    // the transaction the last event belonged to ("": none)
+		lastID  bson.Raw  // the resume token of the last event applied
+		past    bool      // an event later than target arrived
 	)
-	// flush makes the applied events visible and records how far they go.
-	flush := func() {
-		if touched {
+	// publish makes what was applied visible and keeps token (if any) as
+	// where a resume starts.
+	publish := func(token bson.Raw) {
+		if pending {
 			c.b.flush(commit)
-			touched = false
+			pending = false
 		}
-		if t := cs.ResumeToken(); t != nil {
-			c.token = slices.Clone(t)
+		if token != nil {
+			c.token = slices.Clone(token)
+		}
+		if past {
+			h.mu.Lock()
+			if !h.stalled && !h.ready {
+				h.ready = true
+				s.setErr(c, nil)
+			}
+			h.mu.Unlock()
 		}
 	}
-	// Events before one that ends the stream, or before an error, are
-	// real changes in order: they are applied whatever comes next.
-	defer flush()
-	answered.Store(time.Now().UnixNano())
+	// What is still pending when the stream ends is an unfinished
+	// transaction: it comes again whole from the resume token.
+	defer c.b.reset()
 	done := make(chan struct{})
 	var dog sync.WaitGroup
-	dog.Go(func() { s.watchdog(c, &answered, &stalled, done) })
+	dog.Go(func() { s.watchdog(c, h, done) })
 	defer func() { close(done); dog.Wait() }() // it must not outlive this stream
 	for {
 		polled := time.Now()
@@ -455,19 +551,43 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs *mongo.Change
 		pctx, cancel := context.WithTimeout(ctx, s.cfg.maxAwait+pollTimeout)
 		next := cs.TryNext(pctx)
 		cancel()
+		if next || cs.Err() == nil && cs.ID() != 0 {
+			if h.answer() {
+				// Silent for a while, the server answers again: current
+				// once the stream is past where the server is now.
+				if target, err = readyAt(ctx); err != nil {
+					return nil, err
+				}
+				past = false
+			}
+		}
 		if next {
-			answered.Store(time.Now().UnixNano())
-			end, t := s.event(c, cs.Current, &touched)
+			ev := cs.current()
+			if t, i, ok := ev.Lookup("clusterTime").TimestampOK(); ok && target.Before(bson.Timestamp{T: t, I: i}) {
+				past = true
+			}
+			if k := txnOf(ev); k != txn {
+				if k != "" && pending { // a transaction begins: what came before is whole
+					publish(lastID)
+				}
+				txn = k
+			}
+			end, t := s.event(c, ev, &pending)
 			if !t.IsZero() {
 				commit = t
 			}
+			if id, ok := ev.Lookup("_id").DocumentOK(); ok {
+				lastID = id
+			}
 			if end != nil {
+				// Events before one that ends the stream are whole.
+				publish(nil)
 				return end, nil
 			}
 			// The next TryNext goes to the server only once the batch is
 			// used up, so nothing pending is lost to its errors.
-			if cs.RemainingBatchLength() == 0 {
-				flush()
+			if cs.RemainingBatchLength() == 0 && txn == "" {
+				publish(firstToken(cs.ResumeToken(), lastID))
 			}
 			continue
 		}
@@ -483,13 +603,10 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs *mongo.Change
 		if cs.ID() == 0 {
 			return nil, errors.New("change stream: the server closed the cursor")
 		}
-		// An empty batch: everything up to now is applied.
-		answered.Store(time.Now().UnixNano())
-		flush()
-		if !caughtUp || stalled.Swap(false) {
-			caughtUp = true
-			s.setErr(c, nil)
-		}
+		// An empty batch: the stream has caught up with the present, and
+		// a transaction it was in is whole.
+		txn, past = "", true
+		publish(firstToken(cs.ResumeToken(), lastID))
 		if wait := s.cfg.pollInterval - time.Since(polled); wait > 0 {
 			select {
 			case <-ctx.Done():
@@ -498,6 +615,28 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs *mongo.Change
 			}
 		}
 	}
+}
+
+// firstToken returns the first of tokens that is not nil: a server's
+// postBatchResumeToken, else the last event's.
+func firstToken(tokens ...bson.Raw) bson.Raw {
+	for _, t := range tokens {
+		if t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// txnOf identifies the multi-document transaction ev is part of, "" if
+// none: MongoDB puts the session (lsid) and the transaction's number on
+// each of its events.
+func txnOf(ev bson.Raw) string {
+	n := ev.Lookup("txnNumber")
+	if n.IsZero() {
+		return ""
+	}
+	return string(ev.Lookup("lsid").Value) + "/" + string(n.Value)
 }
 
 const (
@@ -512,8 +651,9 @@ const (
 // watchdog marks c's table not current while its stream gets no answer
 // from the server (a dead connection, a server that stopped answering):
 // the stream may be stuck in a getMore or a reconnect inside the driver,
-// and the copy may be falling behind. The next answer clears it.
-func (s *MongoSource) watchdog(c *mongoColl, answered *atomic.Int64, stalled *atomic.Bool, done <-chan struct{}) {
+// and the copy may be falling behind. The stream's next answer starts
+// its catching up again.
+func (s *MongoSource) watchdog(c *mongoColl, h *streamHealth, done <-chan struct{}) {
 	limit := s.cfg.maxAwait + stallAfter
 	tick := time.NewTicker(limit / 8)
 	defer tick.Stop()
@@ -523,11 +663,13 @@ func (s *MongoSource) watchdog(c *mongoColl, answered *atomic.Int64, stalled *at
 			return
 		case <-tick.C:
 		}
-		silent := time.Since(time.Unix(0, answered.Load()))
-		if silent > limit && !stalled.Swap(true) {
+		h.mu.Lock()
+		if silent := time.Since(h.answered); silent > limit && !h.stalled {
+			h.stalled, h.ready = true, false
 			s.setErr(c, fmt.Errorf("replica: collection %s: no answer from the server for %s", c.name, silent.Round(time.Millisecond)))
 			s.cfg.logger.Warn("replica: change stream stalled", "db", s.db, "collection", c.name, "silent_for", silent)
 		}
+		h.mu.Unlock()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -39,6 +40,12 @@ type wireProxy struct {
 	setName     string     // non-empty: hello replies say the server is this replica set's primary
 	commands    []bson.Raw // the OP_MSG bodies clients sent, when record is set
 	record      bool
+	// busy: a getMore the server answers with an empty batch is sent
+	// again until it has changes, as on a collection written to faster
+	// than its getMores come, which never sees an empty batch.
+	busy bool
+	// slow holds every getMore's answer this long.
+	slow time.Duration
 }
 
 func newWireProxy(t *testing.T, target string) *wireProxy {
@@ -120,8 +127,9 @@ func (p *wireProxy) accept() {
 		p.mu.Unlock()
 		w := &lockedWriter{w: client}
 		hellos := &helloIDs{ids: map[uint32]bool{}}
-		go func() { p.backward(server, w, hellos); client.Close(); server.Close() }()
-		go func() { p.forward(client, server, w, hellos); client.Close(); server.Close() }()
+		gets := &getMores{reqs: map[uint32][]byte{}}
+		go func() { p.backward(server, w, hellos, gets); client.Close(); server.Close() }()
+		go func() { p.forward(client, server, w, hellos, gets); client.Close(); server.Close() }()
 	}
 }
 
@@ -156,7 +164,7 @@ func readMsg(r io.Reader) ([]byte, error) {
 
 // forward copies the client's messages to the server, answering a resume
 // itself when one is to fail.
-func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer, hellos *helloIDs) {
+func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer, hellos *helloIDs, gets *getMores) {
 	for {
 		msg, err := readMsg(client)
 		if err != nil {
@@ -169,6 +177,9 @@ func (p *wireProxy) forward(client, server net.Conn, toClient io.Writer, hellos 
 			continue
 		}
 		p.inspect(msg, hellos)
+		if body, err := opMsgBody(msg); err == nil && binary.LittleEndian.Uint32(msg[12:16]) == opMsg && !body.Lookup("getMore").IsZero() {
+			gets.put(binary.LittleEndian.Uint32(msg[4:8]), msg)
+		}
 		if binary.LittleEndian.Uint32(msg[12:16]) == opMsg && isResume(msg) && p.takeFailure() {
 			reqID := binary.LittleEndian.Uint32(msg[4:8])
 			if _, err := toClient.Write(p.historyLost(reqID)); err != nil {
@@ -340,15 +351,26 @@ func (p *wireProxy) inspect(msg []byte, hellos *helloIDs) {
 
 // backward copies the server's replies to the client, rewriting hello
 // replies when the proxy acts as a replica set.
-func (p *wireProxy) backward(server net.Conn, toClient io.Writer, hellos *helloIDs) {
+func (p *wireProxy) backward(server net.Conn, toClient io.Writer, hellos *helloIDs, gets *getMores) {
 	for {
 		msg, err := readMsg(server)
 		if err != nil {
 			return
 		}
 		p.mu.Lock()
-		setName := p.setName
+		setName, busy, slow := p.setName, p.busy, p.slow
 		p.mu.Unlock()
+		if req := gets.take(binary.LittleEndian.Uint32(msg[8:12])); req != nil {
+			if busy && emptyBatch(msg) {
+				time.Sleep(5 * time.Millisecond)
+				gets.put(binary.LittleEndian.Uint32(req[4:8]), req)
+				if _, err := server.Write(req); err != nil {
+					return
+				}
+				continue
+			}
+			time.Sleep(slow)
+		}
 		if setName != "" && hellos.take(binary.LittleEndian.Uint32(msg[8:12])) {
 			msg = p.asPrimary(msg, setName)
 		}
@@ -391,4 +413,53 @@ func (p *wireProxy) asPrimary(msg []byte, setName string) []byte {
 	out := append(append([]byte(nil), prefix...), body...)
 	binary.LittleEndian.PutUint32(out[0:4], uint32(len(out)))
 	return out
+}
+
+// setBusy makes getMores never come back empty (see wireProxy.busy).
+func (p *wireProxy) setBusy(busy bool) {
+	p.mu.Lock()
+	p.busy = busy
+	p.mu.Unlock()
+}
+
+// setSlow holds every getMore's answer for d (0: not at all).
+func (p *wireProxy) setSlow(d time.Duration) {
+	p.mu.Lock()
+	p.slow = d
+	p.mu.Unlock()
+}
+
+// getMores are one connection's getMore requests awaiting their answer,
+// by request id.
+type getMores struct {
+	mu   sync.Mutex
+	reqs map[uint32][]byte
+}
+
+func (g *getMores) put(id uint32, msg []byte) {
+	g.mu.Lock()
+	g.reqs[id] = msg
+	g.mu.Unlock()
+}
+
+func (g *getMores) take(id uint32) []byte {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	msg := g.reqs[id]
+	delete(g.reqs, id)
+	return msg
+}
+
+// emptyBatch reports whether a reply is a cursor's batch with nothing in it.
+func emptyBatch(msg []byte) bool {
+	body, err := opMsgBody(msg)
+	if err != nil {
+		return false
+	}
+	batch, ok := body.Lookup("cursor", "nextBatch").ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, err := batch.Values()
+	return err == nil && len(vals) == 0
 }

@@ -445,3 +445,49 @@ func readsPrimaryMajority(t *testing.T, what string, cmd bson.Raw) {
 		t.Errorf("the %s's read concern is %q, want majority", what, level)
 	}
 }
+
+// busyCollection starts a stand-in with a collection of 200 items, a
+// wire proxy in front of it whose getMores never come back empty, and a
+// writer (seeded with seed) changing the collection until stop.
+func busyCollection(t *testing.T, seed uint64) (db string, coll *mongo.Collection, proxy *wireProxy, stop func()) {
+	t.Helper()
+	m := startStandIn(t)
+	db, coll = mongoItems(t, m, 200)
+	proxy = newWireProxy(t, m.Addr)
+	proxy.setBusy(true)
+	stop = runWriters(t, 1, func(ctx context.Context, _ int) error { return mongoWriter(ctx, coll, seed, 300) })
+	return db, coll, proxy, stop
+}
+
+// TestMongoBusyCollectionBecomesReady: a collection written to faster
+// than its getMores come never answers one with an empty batch (the proxy
+// holds empty ones back); its table must become Ready while the writes go
+// on, once the stream is past where the server was when it opened.
+func TestMongoBusyCollectionBecomesReady(t *testing.T) {
+	db, coll, proxy, stop := busyCollection(t, 3)
+	start := time.Now()
+	tb, _ := startMongoSource(t, proxy.URI(), db)
+	t.Logf("ready after %s of writes, with no empty batch", time.Since(start).Round(time.Millisecond))
+	stop()
+	mongoConverged(t, coll, tb)
+}
+
+// TestMongoSlowServerOnBusyCollection: answers slower than the stall limit
+// make the table not Ready; once they are quick again, on a collection
+// whose getMores never come back empty, it is Ready again without a
+// reconnect.
+func TestMongoSlowServerOnBusyCollection(t *testing.T) {
+	db, coll, proxy, stop := busyCollection(t, 4)
+	tb, src := startMongoSource(t, proxy.URI(), db)
+	proxy.setSlow(4500 * time.Millisecond) // past MongoMaxAwait (200 ms) + 3 s, within the getMore's 10 s
+	waitUnready(t, tb)
+	proxy.setSlow(0)
+	start := time.Now()
+	waitReady(t, tb)
+	t.Logf("ready %s after the answers were quick again", time.Since(start).Round(time.Millisecond))
+	stop()
+	mongoConverged(t, coll, tb)
+	if src.Resyncs() != 0 {
+		t.Errorf("%d resyncs", src.Resyncs())
+	}
+}

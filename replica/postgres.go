@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,8 +33,10 @@ import (
 // "Replication slots and disk" in the package doc.
 //
 // The server needs wal_level=logical; the user needs the REPLICATION
-// attribute and SELECT on the tables. Tables need a primary key (REPLICA
-// IDENTITY DEFAULT) for deletes to carry their key.
+// attribute, SELECT on the tables, and to own the publication and the
+// tables if the publication must be made or completed. Which tables it
+// can follow, and what each replica identity means for it: see "Tables"
+// in the package doc.
 type PostgresSource struct {
 	dsn      string
 	bindings map[string]Binding // by "schema.table"
@@ -50,10 +54,21 @@ type PostgresSource struct {
 	position  atomic.Uint64 // confirmed, for other goroutines (AppliedLSN)
 	loaded    bool
 	// ownSlot is whether the slot that bears the name is the one this
-	// source made (it drops it when Run returns).
+	// source made (it drops it when Run returns), made at position made.
 	ownSlot bool
+	made    pglogrepl.LSN
+	// started is whether the tables were ever loaded: until then a table
+	// the source cannot follow fails Run.
+	started bool
 	// walsender is the backend pid of the last replication connection.
-	walsender    uint32
+	walsender uint32
+	// tables are the bound tables as the catalog described them in the
+	// last load's snapshot: what the stream's Relation messages and later
+	// reads of the catalog are compared with.
+	tables map[string]*pgTable
+	// rels routes the stream's relations (by OID) to bound tables; nil
+	// entries are relations of no bound table.
+	rels         map[uint32]*pgRoute
 	relations    map[uint32]*pglogrepl.RelationMessage
 	decodeErrors atomic.Int64
 	resyncs      *resyncCounter
@@ -64,6 +79,7 @@ type PostgresSource struct {
 type pgConfig struct {
 	slot, publication string
 	statusInterval    time.Duration
+	catalogCheck      time.Duration
 	minBackoff        time.Duration
 	maxBackoff        time.Duration
 	logger            *slog.Logger
@@ -88,6 +104,16 @@ func PostgresStatusInterval(d time.Duration) PostgresOption {
 	return func(c *pgConfig) { c.statusInterval = d }
 }
 
+// PostgresCatalogCheck is how often the source reads the catalog for
+// changes the stream does not carry (default 10s; 0: only at start and
+// at every reconnect): a bound table dropped and made anew, dropped from
+// the publication, altered, or a partition detached. Finding one, it
+// resyncs (see "Tables" in the package doc). The reads take a few small
+// queries over a connection of their own, held while the source streams.
+func PostgresCatalogCheck(d time.Duration) PostgresOption {
+	return func(c *pgConfig) { c.catalogCheck = d }
+}
+
 // PostgresBackoff bounds the wait between reconnects (default 100ms to 5s).
 func PostgresBackoff(min, max time.Duration) PostgresOption {
 	return func(c *pgConfig) { c.minBackoff, c.maxBackoff = min, max }
@@ -99,7 +125,7 @@ func PostgresLogger(l *slog.Logger) PostgresOption { return func(c *pgConfig) { 
 // NewPostgresSource returns a source for the tables bound; dsn is a
 // libpq-style connection string or URL.
 func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (*PostgresSource, error) {
-	c := pgConfig{slot: "hlab_replica", publication: "hlab_replica", statusInterval: time.Second,
+	c := pgConfig{slot: "hlab_replica", publication: "hlab_replica", statusInterval: time.Second, catalogCheck: 10 * time.Second,
 		minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second, logger: slog.Default()}
 	for _, o := range opts {
 		o(&c)
@@ -114,7 +140,8 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 		return nil, fmt.Errorf("replica: bad Postgres DSN: %w", err)
 	}
 	s := &PostgresSource{dsn: dsn, bindings: map[string]Binding{}, cfg: c, typeMap: pgtype.NewMap(),
-		resyncs: newResyncCounter(ResyncSlotDropped, ResyncSlotInvalidated)}
+		resyncs: newResyncCounter(ResyncSlotDropped, ResyncSlotInvalidated, ResyncPublicationChanged, ResyncSchemaChanged,
+			ResyncPartitionTruncated, ResyncUnchangedMissing)}
 	for _, b := range bindings {
 		name := qualified(b.tableName())
 		if _, dup := s.bindings[name]; dup {
@@ -152,7 +179,9 @@ func (s *PostgresSource) DecodeErrors() int64 { return s.decodeErrors.Load() }
 func (s *PostgresSource) Resyncs() int64 { return s.resyncs.total() }
 
 // ResyncsByReason counts full resyncs by why they were needed:
-// ResyncSlotDropped and ResyncSlotInvalidated.
+// ResyncSlotDropped, ResyncSlotInvalidated, ResyncPublicationChanged,
+// ResyncSchemaChanged, ResyncPartitionTruncated and
+// ResyncUnchangedMissing.
 func (s *PostgresSource) ResyncsByReason() map[string]int64 { return s.resyncs.byReason() }
 
 // AppliedLSN is how far the tables are: every change to them that
@@ -191,14 +220,22 @@ func (s *PostgresSource) setErr(err error) {
 
 // Run loads the tables and keeps them fresh until ctx ends; then it drops
 // its replication slot (waiting up to 5 s for the server) and returns nil.
-// Errors do not end it: it reports them through the tables' Err and
-// readiness, reconnects with backoff, and resyncs when it must.
+// A bound table it cannot follow ends it before the first load, with an
+// error that wraps ErrUnsupportedTable and says what to change. Other
+// errors, and that one after the first load, do not end it: it reports
+// them through the tables' Err and readiness, reconnects with backoff,
+// and resyncs when it must.
 func (s *PostgresSource) Run(ctx context.Context) error {
 	defer s.dropSlot(ctx)
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if !s.started && errors.Is(err, ErrUnsupportedTable) {
+			s.setErr(err)
+			s.cfg.logger.Error("replica: cannot follow the tables bound", "err", err)
+			return err
 		}
 		if streamed {
 			attempt = 0
@@ -222,6 +259,7 @@ func (s *PostgresSource) session(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	cfg.RuntimeParams["replication"] = "database"
+	maps.Copy(cfg.RuntimeParams, textSession)
 	ctxConn, cancel := context.WithTimeout(ctx, 10*time.Second)
 	repl, err := pgconn.ConnectConfig(ctxConn, cfg)
 	cancel()
@@ -233,7 +271,75 @@ func (s *PostgresSource) session(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return true, s.stream(ctx, repl, caughtUp)
+	sctx, stop := context.WithCancelCause(ctx)
+	var watch sync.WaitGroup
+	if s.cfg.catalogCheck > 0 {
+		watch.Go(func() { s.watchCatalog(sctx, stop) })
+	}
+	err = s.stream(sctx, repl, caughtUp)
+	if cause := context.Cause(sctx); cause != nil && ctx.Err() == nil {
+		err = cause
+	}
+	stop(nil)
+	watch.Wait()
+	return true, err
+}
+
+// watchCatalog reads the catalog every catalogCheck for what the stream
+// does not carry: the publication losing a bound table or an operation,
+// a bound table dropped (and made anew), its columns or replica identity
+// changed, a partition attached or detached. Finding one, it ends the
+// stream (stop); the next session's start completes the publication and
+// resyncs. Failing to read the catalog is left to the stream to notice.
+func (s *PostgresSource) watchCatalog(ctx context.Context, stop context.CancelCauseFunc) {
+	tick := time.NewTicker(s.cfg.catalogCheck)
+	defer tick.Stop()
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if conn == nil || conn.IsClosed() {
+			var err error
+			if conn, err = s.connect(ctx); err != nil {
+				conn = nil
+				continue
+			}
+		}
+		if why := s.catalogChanged(ctx, conn); why != "" {
+			s.cfg.logger.Warn("replica: the catalog changed under the stream", "why", why)
+			stop(errors.New("the catalog changed: " + why))
+			return
+		}
+	}
+}
+
+// catalogChanged says how the bound tables or the publication now differ
+// from what the tables were loaded with ("" if they do not).
+func (s *PostgresSource) catalogChanged(ctx context.Context, conn *pgx.Conn) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tables, err := s.readTables(ctx, conn)
+	if errors.Is(err, ErrUnsupportedTable) || errors.Is(err, errTableMissing) {
+		return err.Error()
+	}
+	if err != nil {
+		return ""
+	}
+	if diff := diffTables(s.tables, tables); diff != "" {
+		return diff
+	}
+	if fix, err := s.planPublication(ctx, conn, tables); err == nil && len(fix.lacks) > 0 {
+		return strings.Join(fix.lacks, "; ")
+	}
+	return ""
 }
 
 // start loads the tables (the first time, or to resync) or checks that
@@ -248,8 +354,23 @@ func (s *PostgresSource) start(ctx context.Context, repl *pgconn.PgConn) (pglogr
 		return 0, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := s.ensurePublication(ctx, conn); err != nil {
+	// Before the publication: a table without a replica identity in a
+	// publication that publishes updates makes its UPDATEs fail.
+	tables, err := s.readTables(ctx, conn)
+	if err != nil {
 		return 0, err
+	}
+	lacked, err := s.ensurePublication(ctx, conn, tables)
+	if err != nil {
+		return 0, err
+	}
+	if s.loaded && lacked != "" {
+		// What the publication lacked while this replica followed it, the
+		// stream did not carry.
+		s.resync(ResyncPublicationChanged, lacked)
+	}
+	if diff := diffTables(s.tables, tables); s.loaded && diff != "" {
+		s.resync(ResyncSchemaChanged, diff)
 	}
 	sys, err := pglogrepl.IdentifySystem(ctx, repl)
 	if err != nil {
@@ -298,29 +419,16 @@ func (s *PostgresSource) start(ctx context.Context, repl *pgconn.PgConn) (pglogr
 	return sys.XLogPos, nil
 }
 
-func (s *PostgresSource) ensurePublication(ctx context.Context, conn *pgx.Conn) error {
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)", s.cfg.publication).Scan(&exists); err != nil {
-		return fmt.Errorf("check publication: %w", err)
-	}
-	if exists {
-		return nil
-	}
-	var tables []string
-	for name := range s.bindings {
-		schema, table, _ := strings.Cut(name, ".")
-		tables = append(tables, pgx.Identifier{schema, table}.Sanitize())
-	}
-	if _, err := conn.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{s.cfg.publication}.Sanitize()+" FOR TABLE "+strings.Join(tables, ", ")); err != nil {
-		return fmt.Errorf("create publication %s (does every bound table exist?): %w", s.cfg.publication, err)
-	}
-	return nil
-}
-
 func (s *PostgresSource) connect(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, s.dsn)
+	cfg, err := pgx.ParseConfig(s.dsn)
+	if err != nil {
+		return nil, err
+	}
+	// The snapshot's values are decoded from text, as the stream's are.
+	maps.Copy(cfg.RuntimeParams, textSession)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -341,6 +449,7 @@ func (s *PostgresSource) snapshot(ctx context.Context, repl *pgconn.PgConn, conn
 	if err != nil {
 		return 0, fmt.Errorf("slot consistent point %q: %w", slot.ConsistentPoint, err)
 	}
+	s.made = lsn
 	// The exported snapshot lives until the replication connection runs
 	// its next command, so the copy happens now, before StartReplication.
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
@@ -352,44 +461,90 @@ func (s *PostgresSource) snapshot(ctx context.Context, repl *pgconn.PgConn, conn
 		return 0, fmt.Errorf("use the slot's snapshot: %w", err)
 	}
 	now := time.Now()
-	for name, b := range s.bindings {
-		if err := s.copyTable(ctx, tx, name, b); err != nil {
+	// The tables as they are at the slot's consistent point, where the
+	// stream starts.
+	tables, err := s.readTables(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	s.loadTypes(ctx, tx.Conn(), tables)
+	for _, name := range slices.Sorted(maps.Keys(s.bindings)) {
+		if err := s.copyTable(ctx, tx, tables[name], s.bindings[name]); err != nil {
 			return 0, err
 		}
 	}
 	for _, b := range s.bindings {
 		b.finishLoad(now)
 	}
-	s.applied, s.confirmed, s.loaded = lsn, lsn, true
+	s.tables = tables
+	s.applied, s.confirmed, s.loaded, s.started = lsn, lsn, true, true
 	s.position.Store(uint64(lsn))
 	s.cfg.logger.Info("replica: tables loaded from a snapshot", "slot", s.cfg.slot, "lsn", lsn.String(), "took", time.Since(now))
 	return lsn, nil
 }
 
-func (s *PostgresSource) copyTable(ctx context.Context, tx pgx.Tx, name string, b Binding) error {
-	schema, table, _ := strings.Cut(name, ".")
-	rows, err := tx.Query(ctx, "SELECT * FROM "+pgx.Identifier{schema, table}.Sanitize())
+// copyTable copies a table's rows inside the snapshot: the columns the
+// stream carries, as text, decoded as the stream's are, so a row reads
+// the same from either. A partitioned table is read whole; a table with
+// inheritance children, ONLY (their rows are theirs: the stream carries
+// them under their own names).
+func (s *PostgresSource) copyTable(ctx context.Context, tx pgx.Tx, t *pgTable, b Binding) error {
+	cols := make([]string, len(t.columns))
+	for i, c := range t.columns {
+		cols[i] = pgx.Identifier{c.name}.Sanitize()
+	}
+	from := "ONLY " + quoteTable(t.name)
+	if t.partitioned {
+		from = quoteTable(t.name)
+	}
+	if err := checkNotRewritten(ctx, tx, t); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, "SELECT "+strings.Join(cols, ", ")+" FROM "+from, pgx.QueryResultFormats{pgx.TextFormatCode})
 	if err != nil {
-		return fmt.Errorf("copy %s: %w", name, err)
+		return fmt.Errorf("copy %s: %w", t.name, err)
 	}
 	defer rows.Close()
-	b.beginLoad()
-	fields := rows.FieldDescriptions()
+	b.beginLoad(t.shape)
 	for rows.Next() {
-		vals, err := rows.Values()
+		r, err := s.textRow(t.columns, rows.RawValues())
+		if err == nil {
+			err = b.loadRow(r)
+		}
+		if errors.Is(err, errKeyNotFromIdentity) {
+			return fmt.Errorf("%w: table %s: %w", ErrUnsupportedTable, t.name, err)
+		}
 		if err != nil {
-			return fmt.Errorf("copy %s: %w", name, err)
-		}
-		r := make(Row, len(fields))
-		for i, f := range fields {
-			r[f.Name] = vals[i]
-		}
-		if err := b.loadRow(r); err != nil {
-			s.decodeFailed(name, err)
+			s.decodeFailed(t.name, err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("copy %s: %w", name, err)
+		return fmt.Errorf("copy %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// checkNotRewritten locks t against a TRUNCATE (or another rewrite of its
+// files) while it is copied, and fails if one happened since the
+// snapshot was taken: such a rewrite is not MVCC-safe, and the snapshot
+// would see the table empty, or without rows the stream will update.
+// The session then loads again, from a new snapshot.
+func checkNotRewritten(ctx context.Context, tx pgx.Tx, t *pgTable) error {
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+quoteTable(t.name)+" IN ACCESS SHARE MODE"); err != nil {
+		return fmt.Errorf("lock %s for its copy: %w", t.name, err)
+	}
+	// pg_class as of the snapshot against the files as they are now.
+	var rewritten []string
+	rows, err := tx.Query(ctx, `SELECT relname FROM pg_class WHERE oid = ANY ($1) AND relfilenode <> pg_relation_filenode(oid)`,
+		slices.Collect(maps.Keys(t.rels)))
+	if err == nil {
+		rewritten, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", t.name, err)
+	}
+	if len(rewritten) > 0 {
+		return fmt.Errorf("copy %s: %v truncated or rewritten since the snapshot was taken: loading again", t.name, rewritten)
 	}
 	return nil
 }
@@ -402,6 +557,12 @@ func (s *PostgresSource) decodeFailed(table string, err error) {
 // stream applies transactions until the connection fails or ctx ends.
 func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caughtUp pglogrepl.LSN) error {
 	s.relations = map[uint32]*pglogrepl.RelationMessage{}
+	s.rels = map[uint32]*pgRoute{}
+	for name, t := range s.tables {
+		for oid, rel := range t.rels {
+			s.rels[oid] = &pgRoute{t: t, rel: rel, b: s.bindings[name]}
+		}
+	}
 	var (
 		inTx     bool
 		skipTx   bool
@@ -465,7 +626,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			}
 			switch m := msg.(type) {
 			case *pglogrepl.RelationMessage:
-				s.relations[m.RelationID] = m
+				if err := s.relation(ctx, m); err != nil {
+					return err
+				}
 			case *pglogrepl.BeginMessage:
 				inTx = true
 				// A transaction this replica applied before a reconnect.
@@ -480,28 +643,10 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				}
 				clear(touched)
 				inTx, skipTx = false, false
-			case *pglogrepl.InsertMessage:
+			default:
 				if !skipTx {
-					s.change(m.RelationID, m.Tuple, nil, touched, false)
-				}
-			case *pglogrepl.UpdateMessage:
-				if !skipTx {
-					if m.OldTuple != nil { // the key changed: drop the old row
-						s.change(m.RelationID, m.OldTuple, nil, touched, true)
-					}
-					s.change(m.RelationID, m.NewTuple, m.OldTuple, touched, false)
-				}
-			case *pglogrepl.DeleteMessage:
-				if !skipTx {
-					s.change(m.RelationID, m.OldTuple, nil, touched, true)
-				}
-			case *pglogrepl.TruncateMessage:
-				if !skipTx {
-					for _, id := range m.RelationIDs {
-						if b := s.bindingFor(id); b != nil {
-							b.truncate()
-							touched[b] = true
-						}
+					if err := s.change(msg, touched); err != nil {
+						return err
 					}
 				}
 			}
@@ -513,62 +658,178 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 	}
 }
 
-func (s *PostgresSource) bindingFor(relID uint32) Binding {
-	rel := s.relations[relID]
-	if rel == nil {
+// pgRoute is where the stream's changes of one relation go.
+type pgRoute struct {
+	t   *pgTable
+	rel *pgRel
+	b   Binding
+}
+
+// resyncNow ends the stream to reload every table (see resync).
+func (s *PostgresSource) resyncNow(reason, why string) error {
+	s.resync(reason, why)
+	return errors.New("resyncing: " + why)
+}
+
+// relation takes note of a relation whose changes follow. A bound
+// relation whose columns, their types or replica identity are not those
+// loaded, a bound table made anew, or a new partition of a bound table,
+// means the replica's rows may no longer be the table's without a change
+// in the stream to say so (a column added with a default; a table
+// attached with its rows): the source resyncs.
+func (s *PostgresSource) relation(ctx context.Context, m *pglogrepl.RelationMessage) error {
+	s.relations[m.RelationID] = m
+	name := m.Namespace + "." + m.RelationName
+	if r, known := s.rels[m.RelationID]; known {
+		if r != nil && messageSig(m) != r.rel.sig {
+			return s.resyncNow(ResyncSchemaChanged, "table "+name+" changed (its columns, their types or its replica identity)")
+		}
 		return nil
 	}
-	return s.bindings[rel.Namespace+"."+rel.RelationName]
+	if _, bound := s.bindings[name]; bound {
+		return s.resyncNow(ResyncSchemaChanged, "table "+name+" was dropped and made anew")
+	}
+	root, err := s.boundAncestor(ctx, m.RelationID)
+	if err != nil {
+		return err
+	}
+	if root != "" {
+		return s.resyncNow(ResyncSchemaChanged, "partition "+name+" was attached to "+root)
+	}
+	s.rels[m.RelationID] = nil // another publisher's table
+	return nil
 }
 
-// change decodes one tuple into its table's pending transaction. old, when
-// given, supplies unchanged TOAST values the new tuple leaves out.
-func (s *PostgresSource) change(relID uint32, tuple, old *pglogrepl.TupleData, touched map[Binding]bool, del bool) {
-	rel := s.relations[relID]
-	b := s.bindingFor(relID)
-	if rel == nil || b == nil || tuple == nil {
-		return
+// boundAncestor returns the bound table that relation oid is a partition
+// of ("" if none).
+func (s *PostgresSource) boundAncestor(ctx context.Context, oid uint32) (string, error) {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return "", err
 	}
-	row := make(Row, len(tuple.Columns))
-	for i, col := range tuple.Columns {
-		if i >= len(rel.Columns) {
-			break
-		}
-		name := rel.Columns[i].Name
-		switch col.DataType {
-		case 'n':
-			row[name] = nil
-		case 'u': // unchanged TOAST value: only the old tuple may have it
-			if old != nil && i < len(old.Columns) && old.Columns[i].DataType == 't' {
-				row[name], _ = s.decodeText(old.Columns[i].Data, rel.Columns[i].DataType)
-			}
-		case 't':
-			v, err := s.decodeText(col.Data, rel.Columns[i].DataType)
-			if err != nil {
-				s.decodeFailed(rel.Namespace+"."+rel.RelationName, fmt.Errorf("column %s: %w", name, err))
-				return
-			}
-			row[name] = v
-		}
+	defer conn.Close(context.WithoutCancel(ctx))
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := conn.Query(qctx, `SELECT n.nspname || '.' || c.relname FROM pg_partition_ancestors($1::oid::regclass) a
+		JOIN pg_class c ON c.oid = a.relid::oid JOIN pg_namespace n ON n.oid = c.relnamespace`, oid)
+	if err != nil {
+		return "", fmt.Errorf("read the ancestors of relation %d: %w", oid, err)
 	}
-	var err error
-	if del {
-		err = b.remove(row)
-	} else {
-		err = b.upsert(row)
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return "", nil // dropped since: its changes went nowhere
 	}
 	if err != nil {
-		s.decodeFailed(rel.Namespace+"."+rel.RelationName, err)
-		return
+		return "", fmt.Errorf("read the ancestors of relation %d: %w", oid, err)
 	}
-	touched[b] = true
+	for _, n := range names {
+		if _, bound := s.bindings[n]; bound {
+			return n, nil
+		}
+	}
+	return "", nil
 }
 
-func (s *PostgresSource) decodeText(data []byte, oid uint32) (any, error) {
-	if t, ok := s.typeMap.TypeForOID(oid); ok {
-		return t.Codec.DecodeValue(s.typeMap, oid, pgtype.TextFormatCode, data)
+// change applies an insert, update, delete or truncate to its table's
+// pending transaction. A row that does not decode is counted and
+// skipped; an error means the stream must end (to resync).
+func (s *PostgresSource) change(msg pglogrepl.Message, touched map[Binding]bool) error {
+	var (
+		relID uint32
+		apply func(*pglogrepl.RelationMessage, Binding) error
+	)
+	switch m := msg.(type) {
+	case *pglogrepl.InsertMessage:
+		relID = m.RelationID
+		apply = func(rel *pglogrepl.RelationMessage, b Binding) error {
+			row, _, err := s.tupleRow(rel, m.Tuple, false)
+			if err != nil {
+				return err
+			}
+			return b.upsert(row)
+		}
+	case *pglogrepl.UpdateMessage:
+		relID = m.RelationID
+		apply = func(rel *pglogrepl.RelationMessage, b Binding) error { return s.update(rel, b, m) }
+	case *pglogrepl.DeleteMessage:
+		relID = m.RelationID
+		apply = func(rel *pglogrepl.RelationMessage, b Binding) error {
+			row, _, err := s.tupleRow(rel, m.OldTuple, m.OldTupleType == 'K')
+			if err != nil {
+				return err
+			}
+			return b.remove(row)
+		}
+	case *pglogrepl.TruncateMessage:
+		return s.truncate(m, touched)
+	default:
+		return nil
 	}
-	return string(data), nil
+	r, rel := s.rels[relID], s.relations[relID]
+	if r == nil || rel == nil {
+		return nil
+	}
+	// Touched even if the row fails: what the binding keeps of the
+	// source's rows commits with the transaction.
+	touched[r.b] = true
+	err := apply(rel, r.b)
+	if errors.Is(err, errUnchangedMissing) {
+		return s.resyncNow(ResyncUnchangedMissing, fmt.Sprintf("table %s: %v", r.t.name, err))
+	}
+	if err != nil {
+		s.decodeFailed(r.t.name, err)
+	}
+	return nil
+}
+
+// update applies an update. Values it left unchanged and did not send
+// come from the old row when the replica identity is FULL, else from the
+// replica's copy of the row.
+func (s *PostgresSource) update(rel *pglogrepl.RelationMessage, b Binding, m *pglogrepl.UpdateMessage) error {
+	row, unchanged, err := s.tupleRow(rel, m.NewTuple, false)
+	if err != nil {
+		return err
+	}
+	var old Row
+	if m.OldTuple != nil {
+		if old, _, err = s.tupleRow(rel, m.OldTuple, m.OldTupleType == 'K'); err != nil {
+			return fmt.Errorf("old row: %w", err)
+		}
+		if m.OldTupleType == 'O' {
+			rest := unchanged[:0]
+			for _, c := range unchanged {
+				if v, ok := old[c]; ok {
+					row[c] = v
+				} else {
+					rest = append(rest, c)
+				}
+			}
+			unchanged = rest
+		}
+	}
+	return b.update(old, row, unchanged)
+}
+
+// truncate applies a TRUNCATE. Of a partitioned table it lists the leaf
+// partitions: all of them empty the table; only some, and the replica
+// cannot tell which of its rows were theirs, so it resyncs.
+func (s *PostgresSource) truncate(m *pglogrepl.TruncateMessage, touched map[Binding]bool) error {
+	leaves := map[*pgTable]int{}
+	for _, id := range m.RelationIDs {
+		if r := s.rels[id]; r != nil {
+			leaves[r.t]++
+		}
+	}
+	for t, n := range leaves {
+		if n < len(t.rels) {
+			return s.resyncNow(ResyncPartitionTruncated, fmt.Sprintf("a TRUNCATE of %d of the %d partitions of %s", n, len(t.rels), t.name))
+		}
+		b := s.bindings[t.name]
+		b.truncate()
+		touched[b] = true
+	}
+	return nil
 }
 
 func (s *PostgresSource) sendStatus(ctx context.Context, repl *pgconn.PgConn, reply bool) error {

@@ -177,7 +177,10 @@ func (s *PostgresSource) checkHeld(ctx context.Context, conn *pgx.Conn, pid uint
 // replica pins no WAL. Its replication connection has just closed; the
 // server may call the slot active until that backend exits, so it is
 // ended and the drop retried for a few seconds. The drop is only of the
-// slot this source made: not one another replica made under the name.
+// slot this source made: not one another replica made under the name,
+// which would be past both where this source's slot was made and what it
+// confirmed (a load that failed, or Run that ended, before the first
+// confirmation leaves the slot at where it was made).
 func (s *PostgresSource) dropSlot(ctx context.Context) {
 	if !s.ownSlot {
 		return
@@ -193,7 +196,7 @@ func (s *PostgresSource) dropSlot(ctx context.Context) {
 		for {
 			_, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
 				WHERE slot_name = $1 AND database = current_database() AND confirmed_flush_lsn <= $2::text::pg_lsn`,
-				s.cfg.slot, s.confirmed.String())
+				s.cfg.slot, max(s.confirmed, s.made).String())
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) || pgErr.Code != "55006" { // object_in_use: still active
 				return err

@@ -75,8 +75,18 @@ func decodeItemOf(r replica.Row, key, what string) (item, error) {
 	return item{ID: r[key].(int32), Name: name, Qty: qty}, nil
 }
 
-// setup makes a database with an items table and returns a pool on it.
+// setup makes a database with an items table of rows rows and returns
+// a pool on it.
 func setup(t *testing.T, rows int) (dsn string, db *pgxpool.Pool) {
+	t.Helper()
+	dsn, db = emptyDB(t, `CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, qty int NOT NULL)`)
+	exec(t, db, `INSERT INTO items SELECT g, 'item ' || g, g FROM generate_series(1, $1) g`, rows)
+	return dsn, db
+}
+
+// emptyDB makes a database of its own and returns its DSN and a pool on
+// it, after running schema there.
+func emptyDB(t *testing.T, schema string) (dsn string, db *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	name := fmt.Sprintf("t%d", rand.Int64())
@@ -89,13 +99,44 @@ func setup(t *testing.T, rows int) (dsn string, db *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	if _, err := db.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, qty int NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(ctx, `INSERT INTO items SELECT g, 'item ' || g, g FROM generate_series(1, $1) g`, rows); err != nil {
-		t.Fatal(err)
+	if schema != "" {
+		exec(t, db, schema)
 	}
 	return dsn, db
+}
+
+func exec(t *testing.T, db *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// readRows reads the rows of query into a map, each made by scan.
+func readRows[K comparable, V any](db *pgxpool.Pool, query string, scan func(pgx.Rows) (K, V, error)) (map[K]V, error) {
+	rows, err := db.Query(context.Background(), query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[K]V{}
+	for rows.Next() {
+		k, v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// itemsIn reads items as query (id, name, qty) gives them.
+func itemsIn(db *pgxpool.Pool, query string) (map[int32]item, error) {
+	return readRows(db, query, func(r pgx.Rows) (int32, item, error) {
+		var it item
+		err := r.Scan(&it.ID, &it.Name, &it.Qty)
+		return it.ID, it, err
+	})
 }
 
 // start runs a source for items and waits until it is ready.
@@ -178,20 +219,7 @@ func containsAny(s string, subs ...string) bool {
 // converged waits until the replica equals the database, row by row.
 func converged(t *testing.T, db *pgxpool.Pool, tb *replica.Table[int32, item]) {
 	t.Helper()
-	convergedTo(t, tb, "the database", func() (map[int32]item, error) {
-		rows, err := db.Query(context.Background(), "SELECT id, name, qty FROM items")
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		want := map[int32]item{}
-		for rows.Next() {
-			var it item
-			rows.Scan(&it.ID, &it.Name, &it.Qty)
-			want[it.ID] = it
-		}
-		return want, rows.Err()
-	})
+	convergedTo(t, tb, "the database", func() (map[int32]item, error) { return itemsIn(db, "SELECT id, name, qty FROM items") })
 }
 
 // convergedTo waits until the replica in tb equals what read returns.

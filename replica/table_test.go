@@ -208,7 +208,7 @@ func TestTruncateIsOneVersion(t *testing.T) {
 	b := Bind(tb,
 		func(r Row) (int, error) { return r["id"].(int), nil },
 		func(r Row) (customer, error) { return customer{ID: r["id"].(int), Region: "r"}, nil })
-	b.beginLoad()
+	b.beginLoad(rowShape{})
 	for id := 1; id <= 3; id++ {
 		b.loadRow(Row{"id": id})
 	}

@@ -53,6 +53,24 @@ var (
 	readyAfter = labresult.Metric{Name: "ready", Better: labresult.Higher,
 		Doc: "1 when the service's /healthz answers 200 after the bad row, else 0"}
 
+	// Postgres' own benchmark under a replica (pgbench.go).
+	pgbenchTPS = labresult.Metric{Name: "tps", Unit: "tx/s", Better: labresult.Neither,
+		Doc: "pgbench's transactions per second (without the initial connection)"}
+	pgbenchTransactions = labresult.Metric{Name: "transactions", Better: labresult.Neither,
+		Doc: "transactions pgbench processed"}
+	pgbenchFailed = labresult.Metric{Name: "transactions_failed", Better: labresult.Lower,
+		Doc: "transactions pgbench reported failed"}
+	rowsCompared = labresult.Metric{Name: "rows_compared", Better: labresult.Neither,
+		Doc: "rows of the followed tables compared with Postgres once the replica caught up"}
+	caughtUpS = labresult.Metric{Name: "caught_up_s", Unit: "s", Better: labresult.Lower,
+		Doc: "from pgbench's end until the replica applied the server's last WAL position"}
+	lagP99 = labresult.Metric{Name: "lag_p99_ms", Unit: "ms", Better: labresult.Lower,
+		Doc: "99th percentile of commit-to-visible delay per change (the row's p99_ms, named)"}
+	decodeErrors = labresult.Metric{Name: "decode_errors", Better: labresult.Lower,
+		Doc: "rows the replica could not decode"}
+	resyncs = labresult.Metric{Name: "resyncs", Better: labresult.Lower,
+		Doc: "times the replica reloaded its tables"}
+
 	// The micro-benchmark (mongo.go's micro).
 	nsPerOp = labresult.Metric{Name: "ns_per_op", Unit: "ns", Better: labresult.Lower,
 		Doc: "testing.Benchmark's ns/op of a user's Get, median over runs"}
@@ -71,5 +89,6 @@ var metrics = []labresult.Metric{
 	dbQueries, pricingRequests, queriesPerRequest, postgresCPUPerRequest, serviceCPUPerRequest,
 	writesPerS, faultWrites, faultWritesFailed, probesUnseen,
 	decodeErrorsService, decodeErrorsLab, badRowCounted, badRowLogged, goodRowServed, badRowServed, readyAfter,
+	pgbenchTPS, pgbenchTransactions, pgbenchFailed, rowsCompared, caughtUpS, lagP99, decodeErrors, resyncs,
 	nsPerOp, allocsPerOp, bytesPerOp, storeRatio, storeReportRatio,
 }

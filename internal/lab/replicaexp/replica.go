@@ -112,7 +112,8 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	singles := time.Duration(len(catalogConns)+2) * time.Duration(o.Repeats()) * t.run // + the stand-in's catalog row
 	fresh := 2 * (t.freshWarm + t.fresh)                                               // from Postgres, from the stand-in
 	micro := time.Duration(3*o.Repeats()) * 1500 * time.Millisecond                    // testing.Benchmark: ~1.5 s per store and run
-	return paired + singles + fresh + micro + 35*time.Second                           // Postgres, the stand-in, Redis, seeds, service starts
+	pgbench := t.run + 15*time.Second                                                  // its -T, with pgbench -i and the replica's load and catch-up
+	return paired + singles + fresh + micro + pgbench + 35*time.Second                 // Postgres, the stand-in, Redis, seeds, service starts
 }
 
 // bench is what the experiment's phases share.
@@ -136,7 +137,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	if err != nil {
 		return err
 	}
-	for _, phase := range []func(context.Context) error{b.catalogAndCeiling, b.pricing, b.faults, b.mongo} {
+	for _, phase := range []func(context.Context) error{b.catalogAndCeiling, b.pricing, b.faults, b.pgbench, b.mongo} {
 		if err := phase(ctx); err != nil {
 			return err
 		}
