@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# databus.sh: the databus gateway's speed targets (issue 3, report D), with
+# databus.sh: the databus gateway's speed targets (report D), with
 # the gateway on CPU 0 (GOMAXPROCS=1) and the checker on CPU 1:
 #
 #   echo                 >= 100,000 round trips per gateway CPU-second (50

@@ -16,7 +16,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// The fixtures are a lab run of this machine (issue 16's, cut to the
+// The fixtures are a lab run of this machine (an earlier version's, cut to the
 // claims' rows, one fault row and the dependencies' env) and an edited
 // copy of it, b.json, in which:
 //   - async #1 moved INCONCLUSIVE → REPRODUCED, nosql #2 NOT REPRODUCED →

@@ -13,7 +13,7 @@ import (
 // in 10 taking 10 s) at a steady 1000 req/s, the adaptive limit succeeds
 // at least as often as the timeout alone (about 90%, the slow tenth cut at
 // 3 s). A slow tail is not overload: a limiter that read it as such shed
-// half the requests (55% success in issue 16's run).
+// half the requests (55% success in the lab run that found it).
 func TestAdaptiveKeepsASlowTail(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 15 s of load per policy")
