@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -72,51 +73,15 @@ func (b *bench) pgbench(ctx context.Context) error {
 	if _, err := runPgbench(ctx, pgbench, dsn, time.Minute, "-i", "-s", strconv.Itoa(pgbenchScale), "-I", "dtGvp", "-q"); err != nil {
 		return err
 	}
-
-	logf, err := os.Create(filepath.Join(b.run.Opts.WorkDir, name, "pgbench-replica.log"))
-	if err != nil {
-		return fmt.Errorf("pgbench: replica log: %w", err)
-	}
-	defer logf.Close()
-	tables := make([]*replica.Table[int32, pgbenchRow], len(pgbenchTables))
-	bindings := make([]replica.Binding, len(pgbenchTables))
-	for i, t := range pgbenchTables {
-		tables[i] = replica.NewTable[int32, pgbenchRow](t.name)
-		bindings[i] = replica.Bind(tables[i], func(r replica.Row) (int32, error) { return int32Col(r, t.key) },
-			func(r replica.Row) (pgbenchRow, error) {
-				var v pgbenchRow
-				var err1, err2 error
-				v.Bid, err1 = int32Col(r, "bid")
-				v.Balance, err2 = int32Col(r, t.balance)
-				v.Filler, _ = r["filler"].(string)
-				return v, errors.Join(err1, err2)
-			})
-	}
-	src, err := replica.NewPostgresSource(dsn, bindings, replica.PostgresSlot(b.pg.Unique("lab_pgbench")),
-		replica.PostgresPublication("lab_pgbench"), replica.PostgresLogger(slog.New(slog.NewTextHandler(logf, nil))))
+	r, err := b.followPgbench(ctx, dsn)
 	if err != nil {
 		return err
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { src.Run(rctx); close(done) }()
-	defer func() { stop(); <-done }()
-	ready := func() bool {
-		for _, t := range tables {
-			if !t.Ready() {
-				return false
-			}
-		}
-		return true
-	}
-	b.run.Progress.Step("pgbench: load the replica", 5*time.Second)
-	if err := waitFor(ctx, time.Minute, ready); err != nil {
-		return fmt.Errorf("pgbench: the replica did not load: %w (%v)", err, src.Err())
-	}
+	defer r.stop()
 
 	start := time.Now()
 	rec := newLagRecorder(start, start.Add(b.t.run+time.Minute))
-	for _, t := range tables {
+	for _, t := range r.tables {
 		t.OnChange(func(c replica.Change[int32, pgbenchRow]) {
 			if c.Op == replica.Upsert {
 				rec.observe(c.Commit, time.Now())
@@ -130,42 +95,113 @@ func (b *bench) pgbench(ctx context.Context) error {
 		return err
 	}
 	ended := time.Now()
-
-	pool, err := pgxpool.New(ctx, dsn)
+	compared, differing, err := r.catchUpAndCompare(ctx, dsn)
 	if err != nil {
 		return err
+	}
+	pgbenchFigures(row, out, rec.snapshot(), r.src, compared, differing, time.Since(ended))
+	row.AddNote("pgbench -s %d, -c %d -j %d -T %v (its TPC-B-like script, outside the quotas, against Postgres under its own %.0f-CPU quota): %.0f transactions, %.0f tps, %.0f failed; "+
+		"a replica in the lab followed the three tables: commit to visible per change, %d changes; it caught up %.1f s after pgbench ended; then %d of %d rows differed from Postgres; %.0f decode errors, %.0f resyncs",
+		pgbenchScale, pgbenchClients, pgbenchThreads, b.t.run, postgresCPU, row.Value(pgbenchTransactions), row.Value(pgbenchTPS), row.Value(pgbenchFailed),
+		row.Requests, row.Value(caughtUpS), differing, compared, row.Value(decodeErrors), row.Value(resyncs))
+	b.run.AddRow(row)
+	return nil
+}
+
+// pgbenchReplica is a replica in the lab following pgbench's tables.
+type pgbenchReplica struct {
+	src    *replica.PostgresSource
+	tables []*replica.Table[int32, pgbenchRow]
+	stop   func()
+}
+
+// followPgbench starts a replica of pgbench's tables at dsn and waits
+// until it has loaded them; its log goes to the experiment's directory.
+func (b *bench) followPgbench(ctx context.Context, dsn string) (*pgbenchReplica, error) {
+	logf, err := os.Create(filepath.Join(b.run.Opts.WorkDir, name, "pgbench-replica.log"))
+	if err != nil {
+		return nil, fmt.Errorf("pgbench: replica log: %w", err)
+	}
+	r := &pgbenchReplica{tables: make([]*replica.Table[int32, pgbenchRow], len(pgbenchTables))}
+	bindings := make([]replica.Binding, len(pgbenchTables))
+	for i, t := range pgbenchTables {
+		r.tables[i] = replica.NewTable[int32, pgbenchRow](t.name)
+		bindings[i] = replica.Bind(r.tables[i], func(row replica.Row) (int32, error) { return int32Col(row, t.key) },
+			func(row replica.Row) (pgbenchRow, error) {
+				var v pgbenchRow
+				var err1, err2 error
+				v.Bid, err1 = int32Col(row, "bid")
+				v.Balance, err2 = int32Col(row, t.balance)
+				v.Filler, _ = row["filler"].(string)
+				return v, errors.Join(err1, err2)
+			})
+	}
+	r.src, err = replica.NewPostgresSource(dsn, bindings, replica.PostgresSlot(b.pg.Unique("lab_pgbench")),
+		replica.PostgresPublication("lab_pgbench"), replica.PostgresLogger(slog.New(slog.NewTextHandler(logf, nil))))
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.src.Run(rctx); close(done) }()
+	r.stop = func() { cancel(); <-done; logf.Close() }
+	b.run.Progress.Step("pgbench: load the replica", 5*time.Second)
+	if err := waitFor(ctx, time.Minute, r.ready); err != nil {
+		r.stop()
+		return nil, fmt.Errorf("pgbench: the replica did not load: %w (%v)", err, r.src.Err())
+	}
+	return r, nil
+}
+
+func (r *pgbenchReplica) ready() bool {
+	for _, t := range r.tables {
+		if !t.Ready() {
+			return false
+		}
+	}
+	return true
+}
+
+// catchUpAndCompare waits until the replica has applied the server's last
+// WAL position, then compares every row of the three tables with it.
+func (r *pgbenchReplica) catchUpAndCompare(ctx context.Context, dsn string) (compared, differing int64, err error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return 0, 0, err
 	}
 	defer pool.Close()
 	var pos string
 	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&pos); err != nil {
-		return err
+		return 0, 0, err
 	}
 	end, err := pglogrepl.ParseLSN(pos)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	if err := waitFor(ctx, time.Minute, func() bool { return ready() && src.AppliedLSN() >= end }); err != nil {
-		return fmt.Errorf("pgbench: the replica did not catch up with %s: %w (%v)", pos, err, src.Err())
+	if err := waitFor(ctx, time.Minute, func() bool { return r.ready() && r.src.AppliedLSN() >= end }); err != nil {
+		return 0, 0, fmt.Errorf("pgbench: the replica did not catch up with %s: %w (%v)", pos, err, r.src.Err())
 	}
-	caughtUp := time.Since(ended)
-	var compared, differing int64
 	for i, t := range pgbenchTables {
-		n, d, err := comparePgbench(ctx, pool, t.name, t.key, t.balance, tables[i])
+		n, d, err := comparePgbench(ctx, pool, t.name, t.key, t.balance, r.tables[i])
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		compared, differing = compared+n, differing+d
 	}
+	return compared, differing, nil
+}
 
-	h := rec.snapshot()
-	lagRow := hdrRow(pgbenchKey, h)
+// pgbenchFigures fills the row: the replica's lag per change (h), what
+// pgbench printed (out), and the comparison.
+func pgbenchFigures(row *labresult.Row, out string, h *hdrhistogram.Histogram, src *replica.PostgresSource, compared, differing int64, caughtUp time.Duration) {
+	lag := hdrRow(pgbenchKey, h)
 	row.Requests, row.MeanMS, row.P50MS, row.P90MS, row.P95MS, row.P99MS, row.P999MS, row.MaxMS, row.Percentiles =
-		lagRow.Requests, lagRow.MeanMS, lagRow.P50MS, lagRow.P90MS, lagRow.P95MS, lagRow.P99MS, lagRow.P999MS, lagRow.MaxMS, lagRow.Percentiles
+		lag.Requests, lag.MeanMS, lag.P50MS, lag.P90MS, lag.P95MS, lag.P99MS, lag.P999MS, lag.MaxMS, lag.Percentiles
 	row.RowsDiffering = &differing
-	tps, txs, failed := pgbenchFigure(out, `tps = ([0-9.]+) \(without`), pgbenchFigure(out, `actually processed: ([0-9]+)`), pgbenchFigure(out, `failed transactions: ([0-9]+)`)
-	row.Set(pgbenchTPS, tps)
-	row.Set(pgbenchTransactions, txs)
-	row.Set(pgbenchFailed, failed)
+	row.Set(pgbenchTPS, pgbenchFigure(out, `tps = ([0-9.]+) \(without`))
+	row.Set(pgbenchTransactions, pgbenchFigure(out, `actually processed: ([0-9]+)`))
+	row.Set(pgbenchFailed, pgbenchFigure(out, `failed transactions: ([0-9]+)`))
 	row.Set(rowsCompared, float64(compared))
 	row.Set(caughtUpS, caughtUp.Seconds())
 	if row.P99MS != nil {
@@ -173,12 +209,6 @@ func (b *bench) pgbench(ctx context.Context) error {
 	}
 	row.Set(decodeErrors, float64(src.DecodeErrors()))
 	row.Set(resyncs, float64(src.Resyncs()))
-	row.Note = fmt.Sprintf("pgbench -s %d, -c %d -j %d -T %v (its TPC-B-like script, outside the quotas, against Postgres under its own %.0f-CPU quota): %.0f transactions, %.0f tps, %.0f failed; "+
-		"a replica in the lab followed the three tables: commit to visible per change, %d changes; it caught up %.1f s after pgbench ended; then %d of %d rows differed from Postgres; %d decode errors, %d resyncs",
-		pgbenchScale, pgbenchClients, pgbenchThreads, b.t.run, postgresCPU, txs, tps, failed, h.TotalCount(), caughtUp.Seconds(),
-		differing, compared, src.DecodeErrors(), src.Resyncs())
-	b.run.AddRow(row)
-	return nil
 }
 
 func int32Col(r replica.Row, col string) (int32, error) {
