@@ -45,6 +45,33 @@ func aggregateRuns(key labresult.Key, runs []runFigures) *labresult.Row {
 	if len(runs) == 0 {
 		return row
 	}
+	medians(row, runs)
+	ownFigures(row, runs)
+	for _, r := range runs {
+		addRun(row, r)
+	}
+	rps := make([]float64, len(runs))
+	p99 := make([]float64, len(runs))
+	for i, r := range runs {
+		rps[i], p99[i] = r.sample.Goodput(), ms(r.sample.Latency.P99)
+	}
+	row.RPSMin, row.RPSMax = labresult.F(slices.Min(rps)), labresult.F(slices.Max(rps))
+	row.P99MSMin, row.P99MSMax = labresult.F(slices.Min(p99)), labresult.F(slices.Max(p99))
+	// The chart shows the run whose goodput is the median.
+	mid := runs[0]
+	for _, r := range runs {
+		if math.Abs(r.sample.Goodput()-*row.RPS) < math.Abs(mid.sample.Goodput()-*row.RPS) {
+			mid = r
+		}
+	}
+	row.Percentiles = mid.sample.Percentiles
+	first := runs[0].sample
+	row.Model, row.Connections, row.Rate = first.Model, first.Connections, first.Rate
+	return row
+}
+
+// medians sets the row's standard figures, each the median over runs.
+func medians(row *labresult.Row, runs []runFigures) {
 	med := func(get func(runFigures) float64) *float64 {
 		vals := make([]float64, len(runs))
 		for i, r := range runs {
@@ -73,7 +100,11 @@ func aggregateRuns(key labresult.Key, runs []runFigures) *labresult.Row {
 		row.GoroutinesAvg = med(func(r runFigures) float64 { return r.heap.gorAvg })
 		row.GoroutinesMax = med(func(r runFigures) float64 { return r.heap.gorMax })
 	}
-	// Counter increases and a driver's own figures: summed and medians.
+}
+
+// ownFigures sets the experiment's own figures: counter increases,
+// summed over runs, and a driver's figures, their median.
+func ownFigures(row *labresult.Row, runs []runFigures) {
 	driverFigs := map[string][]float64{}
 	for _, r := range runs {
 		for k, v := range r.counters {
@@ -86,52 +117,38 @@ func aggregateRuns(key labresult.Key, runs []runFigures) *labresult.Row {
 	for k, v := range driverFigs {
 		row.Set(labresult.Metric{Name: k}, labresult.Median(v))
 	}
-	rps := make([]float64, len(runs))
-	p99 := make([]float64, len(runs))
-	for i, r := range runs {
-		s := r.sample
-		rps[i] = s.Goodput()
-		p99[i] = ms(s.Latency.P99)
-		row.Requests += s.Requests
-		row.Late += s.Late
-		row.Throttled += r.thr
-		for k, v := range s.Errors {
-			row.Errors[k] += v
-		}
-		for code, v := range s.StatusCodes {
-			row.StatusCodes[code] += v
-		}
-		if s.Lost != nil {
-			if row.Lost == nil {
-				row.Lost = new(int64)
-			}
-			*row.Lost += *s.Lost
-		}
-		if row.OutsideCPU == nil || r.outside > *row.OutsideCPU {
-			row.OutsideCPU = labresult.F(r.outside)
-		}
-		if r.loadAvg != nil {
-			row.LoadAvg = labresult.F(*r.loadAvg)
-		}
-		row.Noisy = row.Noisy || r.noisy()
-		if g := s.Generator; g.CPUsAvailable > 0 {
-			if row.GeneratorCPU == nil || g.CPU > *row.GeneratorCPU {
-				row.GeneratorCPU, row.GeneratorCPUsAvailable = labresult.F(g.CPU), labresult.F(g.CPUsAvailable)
-			}
-			row.GeneratorSaturated = row.GeneratorSaturated || g.Saturated
-		}
+}
+
+// addRun adds what a run counts to the row's totals (requests, errors,
+// losses) and keeps its worst noise and generator load.
+func addRun(row *labresult.Row, r runFigures) {
+	s := r.sample
+	row.Requests += s.Requests
+	row.Late += s.Late
+	row.Throttled += r.thr
+	for k, v := range s.Errors {
+		row.Errors[k] += v
 	}
-	row.RPSMin, row.RPSMax = labresult.F(slices.Min(rps)), labresult.F(slices.Max(rps))
-	row.P99MSMin, row.P99MSMax = labresult.F(slices.Min(p99)), labresult.F(slices.Max(p99))
-	// The chart shows the run whose goodput is the median.
-	mid := runs[0]
-	for _, r := range runs {
-		if math.Abs(r.sample.Goodput()-*row.RPS) < math.Abs(mid.sample.Goodput()-*row.RPS) {
-			mid = r
-		}
+	for code, v := range s.StatusCodes {
+		row.StatusCodes[code] += v
 	}
-	row.Percentiles = mid.sample.Percentiles
-	first := runs[0].sample
-	row.Model, row.Connections, row.Rate = first.Model, first.Connections, first.Rate
-	return row
+	if s.Lost != nil {
+		if row.Lost == nil {
+			row.Lost = new(int64)
+		}
+		*row.Lost += *s.Lost
+	}
+	if row.OutsideCPU == nil || r.outside > *row.OutsideCPU {
+		row.OutsideCPU = labresult.F(r.outside)
+	}
+	if r.loadAvg != nil {
+		row.LoadAvg = labresult.F(*r.loadAvg)
+	}
+	row.Noisy = row.Noisy || r.noisy()
+	if g := s.Generator; g.CPUsAvailable > 0 {
+		if row.GeneratorCPU == nil || g.CPU > *row.GeneratorCPU {
+			row.GeneratorCPU, row.GeneratorCPUsAvailable = labresult.F(g.CPU), labresult.F(g.CPUsAvailable)
+		}
+		row.GeneratorSaturated = row.GeneratorSaturated || g.Saturated
+	}
 }
