@@ -13,17 +13,17 @@ import (
 func TestEveryExperimentAccountsForItsReport(t *testing.T) {
 	for _, e := range experiments() {
 		for _, mode := range []lab.Mode{lab.Quick, lab.Full} {
-			figs := e.Figures(lab.Options{Mode: mode, Kafka: lab.KafkaFake})
+			figs := e.Spec(lab.Options{Mode: mode, Kafka: lab.KafkaFake}).Figures
 			if len(figs) < 3 {
-				t.Errorf("%s (%s): %d figures of its report accounted for", e.Name(), mode, len(figs))
+				t.Errorf("%s (%s): %d figures of its report accounted for", lab.Name(e), mode, len(figs))
 			}
 			seen := map[string]bool{}
 			for _, f := range figs {
 				if f.Figure == "" || (f.Rerun == "") == (f.Why == "") {
-					t.Errorf("%s (%s): %+v: want a figure with either where it is rerun or why not", e.Name(), mode, f)
+					t.Errorf("%s (%s): %+v: want a figure with either where it is rerun or why not", lab.Name(e), mode, f)
 				}
 				if seen[f.Figure] {
-					t.Errorf("%s (%s): %q listed twice", e.Name(), mode, f.Figure)
+					t.Errorf("%s (%s): %q listed twice", lab.Name(e), mode, f.Figure)
 				}
 				seen[f.Figure] = true
 			}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/highload-lab/hlab/internal/lab"
 )
 
 // The fixtures of internal/labcompare: a lab run and an edited copy in
@@ -96,7 +98,7 @@ func TestLabCompareHelp(t *testing.T) {
 // experiment may take the name, and it must come first.
 func TestCompareIsNoExperiment(t *testing.T) {
 	for _, e := range experiments() {
-		if e.Name() == compareAction {
+		if lab.Name(e) == compareAction {
 			t.Errorf("an experiment is named %q, which hlab lab compare shadows", compareAction)
 		}
 	}
