@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/lab/databusexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/report"
@@ -21,6 +22,7 @@ import (
 func experiments() []lab.Experiment {
 	return []lab.Experiment{
 		scaleexp.New(),
+		databusexp.New(),
 	}
 }
 
