@@ -65,7 +65,7 @@ func TestPublishCostTarget(t *testing.T) {
 	} {
 		got := cost.Evaluate(rows(tc.gwUs, tc.directUs))
 		if got.Pairs != tc.pairs || got.Value == nil || math.Abs(*got.Value-tc.want) > 1e-9 || got.Verdict != tc.verdict || got.Spread == nil {
-			t.Errorf("%s: %d pairs, value %v, spread %v, %s (%s); want %d pairs, %.4f, %s", tc.name, got.Pairs, got.Value, got.Spread, got.Verdict, got.Why, tc.pairs, tc.want, tc.verdict)
+			t.Errorf("%s: %d pairs, value %s, spread %v, %s (%s); want %d pairs, %.4f, %s", tc.name, got.Pairs, value(got.Value), got.Spread, got.Verdict, got.Why, tc.pairs, tc.want, tc.verdict)
 		}
 		if got.Metric != gatewayCPUPerMsg.Name || got.DenMetric != producerCPUPerMsg.Name || got.Bound != "<= 1.2" {
 			t.Errorf("%s: reads %s over %s, bound %q", tc.name, got.Metric, got.DenMetric, got.Bound)

@@ -1,6 +1,7 @@
 package databusexp
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -34,13 +35,21 @@ func TestScalingRatios(t *testing.T) {
 	} {
 		got := target(t, lab.Options{}, key).Evaluate(rows)
 		if got.Value == nil || math.Abs(*got.Value-want) > 1e-9 || got.Pairs != 2 || got.Bound != "" {
-			t.Errorf("%s: %v over %d pairs, bound %q: want %.4f over 2, shown, not judged", key, got.Value, got.Pairs, got.Bound, want)
+			t.Errorf("%s: %v over %d pairs, bound %q: want %.4f over 2, shown, not judged", key, value(got.Value), got.Pairs, got.Bound, want)
 		}
 	}
 	bare := &labresult.Row{Key: echoNoMetrics, PerRun: []labresult.RunValues{run(1, 100000, 0), run(2, 70000, 0)}}
 	if got := target(t, lab.Options{}, "echo-metrics-on-over-off-per-cpu").Evaluate([]*labresult.Row{on, bare}); got.Value != nil {
 		t.Errorf("no CPU must give no ratio per CPU-second: %v", *got.Value)
 	}
+}
+
+// value formats a figure that may not have been measured.
+func value(v *float64) string {
+	if v == nil {
+		return "not measured"
+	}
+	return fmt.Sprintf("%.4f", *v)
 }
 
 // TestFetchNote: the memory per group is the peak over the idle gateway,
