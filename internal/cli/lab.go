@@ -14,6 +14,7 @@ import (
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/asyncexp"
 	"github.com/highload-lab/hlab/internal/lab/crudexp"
+	"github.com/highload-lab/hlab/internal/lab/databusexp"
 	"github.com/highload-lab/hlab/internal/lab/nosqlexp"
 	"github.com/highload-lab/hlab/internal/lab/replicaexp"
 	"github.com/highload-lab/hlab/internal/lab/scaleexp"
@@ -32,6 +33,7 @@ func experiments() []lab.Experiment {
 		replicaexp.New(),
 		crudexp.New(),
 		timeoutsexp.New(),
+		databusexp.New(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
+	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/loadgen"
 )
 
@@ -27,6 +28,11 @@ type Checker struct {
 	// it sent Kafka in the window give the figures
 	// kafka_produce_requests_per_s and kafka_produce_requests_per_msg.
 	Metrics string
+	// Gateway, when set, is the gateway's process: its CPU over the
+	// window, per message acked, gives the figure gateway_cpu_us_per_msg
+	// of each run, so that a ratio to another row's CPU per message pairs
+	// runs by round.
+	Gateway *sandbox.Process
 }
 
 // checkerWarmup is each checker run's own warm-up.
@@ -42,35 +48,77 @@ func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) 
 	if cfg.Warmup == 0 {
 		cfg.Warmup = checkerWarmup
 	}
-	produceFrom, produced := -1.0, -1.0
-	readProduce := func() float64 {
-		if c.Metrics == "" {
-			return -1
-		}
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		m, err := lab.ScrapeMetrics(ctx, c.Metrics)
-		if err != nil {
-			return -1
-		}
-		return m.Sum(produceSeries.Name, produceSeries.Labels)
-	}
+	w := &gatewayWindow{ctx: ctx, metrics: c.Metrics, gateway: c.Gateway, produceFrom: -1, produced: -1}
+	defer w.release()
 	cfg.OnWindow = func(open bool) {
 		if open {
-			produceFrom = readProduce()
+			w.open()
 			window(true)
 			return
 		}
 		window(false)
-		if to := readProduce(); to >= 0 && produceFrom >= 0 {
-			produced = to - produceFrom
-		}
+		w.close()
 	}
 	res, err := checker.Run(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
-	return checkerSample(res, produced), nil
+	s := checkerSample(res, w.produced)
+	if rps := s.Goodput(); w.usage.CPUAvg > 0 && rps > 0 {
+		s.Figures[gatewayCPUPerMsg.Name] = w.usage.CPUAvg / rps * 1e6
+	}
+	return s, nil
+}
+
+// gatewayWindow reads, over a checker's window, what the gateway did
+// beside it: the Produce requests it sent Kafka (from its /metrics, when
+// set) and the CPU it used (when its process is set).
+type gatewayWindow struct {
+	ctx                   context.Context
+	metrics               string
+	gateway               *sandbox.Process
+	produceFrom, produced float64 // -1: unknown
+	meter                 *sandbox.Meter
+	usage                 sandbox.Usage
+}
+
+func (w *gatewayWindow) open() {
+	w.produceFrom = w.readProduce()
+	if w.gateway != nil {
+		w.meter = w.gateway.Measure()
+	}
+}
+
+func (w *gatewayWindow) close() {
+	if w.meter != nil {
+		w.usage = w.meter.Stop()
+	}
+	if to := w.readProduce(); to >= 0 && w.produceFrom >= 0 {
+		w.produced = to - w.produceFrom
+	}
+}
+
+// release stops the meter of a run that failed before its window closed
+// (a Meter's Stop is idempotent).
+func (w *gatewayWindow) release() {
+	if w.meter != nil {
+		w.meter.Stop()
+	}
+}
+
+// readProduce reads the gateway's count of Produce requests; -1 when
+// unknown.
+func (w *gatewayWindow) readProduce() float64 {
+	if w.metrics == "" {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, 2*time.Second)
+	defer cancel()
+	m, err := lab.ScrapeMetrics(ctx, w.metrics)
+	if err != nil {
+		return -1
+	}
+	return m.Sum(produceSeries.Name, produceSeries.Labels)
 }
 
 // CheckerSample converts the result of a checker that ran elsewhere (a
@@ -83,7 +131,7 @@ func checkerSample(res *checker.Result, produced float64) *lab.Sample {
 	win := time.Duration(res.DurationS * float64(time.Second))
 	ok := int64(res.MsgsPerSec*res.DurationS + 0.5)
 	s := &lab.Sample{Model: "closed", Connections: res.Streams, Window: win, Successes: ok, Requests: ok,
-		StatusCodes: map[string]int64{}, Errors: map[string]int64{}, Figures: map[string]float64{"batches_per_s": res.BatchesPerSec}}
+		StatusCodes: map[string]int64{}, Errors: map[string]int64{}, Figures: map[string]float64{batchesPerS.Name: res.BatchesPerSec}}
 	if res.Failed > 0 && res.Acked > 0 {
 		// Failures are counted over the whole run: scale them to the window.
 		s.Requests = int64(float64(ok) * float64(res.Acked+res.Failed) / float64(res.Acked))
@@ -98,10 +146,10 @@ func checkerSample(res *checker.Result, produced float64) *lab.Sample {
 	if d := res.Delivery; d != nil {
 		lost := d.Lost
 		s.Lost = &lost
-		s.Figures["duplicates"] = float64(d.Duplicates)
-		s.Figures["received_per_s"] = d.ReceivedPerSec
-		s.Figures["cycles_per_s"] = d.CyclesPerSec
-		s.Figures["received"] = float64(d.Received)
+		s.Figures[duplicates.Name] = float64(d.Duplicates)
+		s.Figures[receivedPerS.Name] = d.ReceivedPerSec
+		s.Figures[cyclesPerS.Name] = d.CyclesPerSec
+		s.Figures[received.Name] = float64(d.Received)
 	}
 	if d := res.Delivery; d != nil && d.Consume == checker.Only {
 		// A drain of a filled topic: its requests are the messages
@@ -111,13 +159,13 @@ func checkerSample(res *checker.Result, produced float64) *lab.Sample {
 		s.Latency, s.Percentiles = loadgen.Latencies{}, nil
 	}
 	if e := res.E2ELatency; e != nil && e.Count > 0 {
-		s.Figures["e2e_p50_ms"], s.Figures["e2e_p99_ms"], s.Figures["e2e_p999_ms"] = e.P50, e.P99, e.P999
+		s.Figures[e2eP50MS.Name], s.Figures[e2eP99MS.Name], s.Figures[e2eP999MS.Name] = e.P50, e.P99, e.P999
 	}
 	if produced > 0 && res.DurationS > 0 {
 		// The load on Kafka: what aggregation is for.
-		s.Figures["kafka_produce_requests_per_s"] = produced / res.DurationS
+		s.Figures[kafkaProducePerS.Name] = produced / res.DurationS
 		if ok > 0 {
-			s.Figures["kafka_produce_requests_per_msg"] = produced / float64(ok)
+			s.Figures[kafkaProducePerMsg.Name] = produced / float64(ok)
 		}
 	}
 	return s

@@ -14,16 +14,13 @@ import (
 
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
 // processDelays are the per-batch processing times of the delay rows;
 // 0 is the subscribe row itself.
 var processDelays = []time.Duration{time.Millisecond, 10 * time.Millisecond}
-
-func delayLabel(d time.Duration) string {
-	return fmt.Sprintf("%s, %v processing per batch", subscribeRow, d)
-}
 
 // The fetch-buffer rows: one member per group (a group's streams on one
 // gateway share one Kafka client, so groups are what multiply fetch
@@ -43,14 +40,6 @@ func fetchGroups(lab.Options) int { return 10 }
 // drains all of them).
 func fetchFill(lab.Options) time.Duration { return 100 * time.Millisecond }
 
-func fetchLabel(o lab.Options, bytes int32) string {
-	size := "32 KiB (the gateway's default)"
-	if bytes == fetchLarge {
-		size = "50 MB (franz-go's default)"
-	}
-	return fmt.Sprintf("subscribe memory: %d groups x 1 member draining a filled topic, --fetch-max-bytes %s", fetchGroups(o), size)
-}
-
 func delayRounds(o lab.Options) int {
 	if o.Mode == lab.Full {
 		return subRounds
@@ -69,111 +58,111 @@ func consumerEstimate(o lab.Options, t timing) time.Duration {
 // delays drains the subscribe row's topic with members that take time
 // over each batch before acking it, in rounds, on the subscribe row's
 // gateway (warmed by it).
-func delays(ctx context.Context, run *lab.Run, gw *lab.Gateway, k *lab.Kafka, topic string, filled int64) error {
+func (b *bench) delays(ctx context.Context, topic string, filled int64) error {
 	var ms []lab.Measurement
 	for _, d := range processDelays {
-		ms = append(ms, lab.Measurement{Label: delayLabel(d), Procs: []*sandbox.Process{gw.Proc}, Steady: k.JVM, NoWarmup: true,
+		ms = append(ms, lab.Measurement{Key: delayKey(d), Procs: []*sandbox.Process{b.gw.Proc}, Steady: b.k.JVM, NoWarmup: true,
 			Driver: Checker{Config: checker.Config{
-				Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
+				Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Consume: checker.Only,
 				Groups: 1, Members: subMembers, SubBatch: subBatch, ProcessDelay: d,
 				DrainTimeout: 2 * time.Minute,
 			}}})
 	}
-	n := delayRounds(run.Opts)
-	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})
+	n := delayRounds(b.run.Opts)
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})
 	if err != nil {
 		return err
 	}
-	for i, row := range rows {
-		bound := float64(subMembers*subBatch) / processDelays[i].Seconds()
-		row.Note = joinNote(row.Note, fmt.Sprintf("each member sleeps %v per batch before acking it: at most %s messages/s for %d members if a batch were always full and nothing else took time; the 0 ms row is %q",
-			processDelays[i], thousands(int(bound)), subMembers, subscribeRow))
-		row.Note = joinNote(row.Note, subscribeNote(row, filled))
-		run.AddRow(row)
+	measured := byKey(rows)
+	for _, d := range processDelays {
+		row := measured[delayKey(d)]
+		bound := float64(subMembers*subBatch) / d.Seconds()
+		row.AddNote("each member sleeps %v per batch before acking it: at most %s messages/s for %d members if a batch were always full and nothing else took time; the 0 ms row is %q",
+			d, thousands(int(bound)), subMembers, subscribeLabel)
+		subscribeNote(row, filled)
+		b.run.AddRow(row)
 	}
 	return nil
 }
 
 // fetchMemory fills a topic, then has fetchGroups groups drain it through
 // a gateway at each --fetch-max-bytes, in rounds, and adds the rows: the
-// gateway's RSS over the drain, its growth per group, and the ratio.
-func fetchMemory(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string) error {
-	o := run.Opts
-	label := fetchLabel(o, fetchSmall) + ": filling the topic"
-	run.Progress.Step(label, fetchFill(o)+2*time.Second)
+// gateway's RSS over the drain and its growth per group (the ratio of
+// the two rows' peaks is a target shown beside them).
+func (b *bench) fetchMemory(ctx context.Context) error {
+	o, topic := b.run.Opts, b.topic()
 	var ms []lab.Measurement
-	idle := map[string]float64{} // label -> the gateway's RSS before its first drain, MB
+	idle := map[labresult.Key]float64{} // the gateway's RSS before its first drain, MB
 	var filled int64
-	for i, bytes := range []int32{fetchSmall, fetchLarge} {
-		opts := onKafka(k)
+	for _, bytes := range []int32{fetchSmall, fetchLarge} {
+		opts := onKafka(b.k)
 		opts.FetchMaxBytes = bytes
 		opts.MaxKafkaClients = fetchGroups(o) + 10
-		g, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, opts)
+		g, err := b.run.StartGateway(ctx, gatewayCPU, gatewayMemMB, opts)
 		if err != nil {
 			return err
 		}
 		defer g.Stop()
-		if i == 0 {
-			// Straight to Kafka (the checker's direct producers): filling
-			// through one of the two gateways would grow its RSS alone.
-			fill, err := checker.Run(ctx, checker.Config{
-				Direct: true, Topic: topic, Brokers: k.Brokers, Partitions: partitions,
-				Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: fetchFill(o),
-			}, nil)
-			if err != nil {
-				return fmt.Errorf("lab: databus %s: %w", label, err)
+		if bytes == fetchSmall {
+			if filled, err = b.fillFetchTopic(ctx, topic); err != nil {
+				return err
 			}
-			filled = fill.Acked
 		}
-		l := fetchLabel(o, bytes)
 		if rss, err := checker.GatewayRSS(ctx, g.URL("/metrics")); err == nil {
-			idle[l] = float64(rss) / (1 << 20)
+			idle[fetchKey(bytes)] = float64(rss) / (1 << 20)
 		}
-		ms = append(ms, lab.Measurement{Label: l, Procs: []*sandbox.Process{g.Proc}, NoWarmup: true,
+		ms = append(ms, lab.Measurement{Key: fetchKey(bytes), Procs: []*sandbox.Process{g.Proc}, NoWarmup: true,
 			Driver: Checker{Config: checker.Config{
-				Target: g.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
+				Target: g.GRPC, Topic: topic, Brokers: b.k.Brokers, Consume: checker.Only,
 				Groups: fetchGroups(o), Members: 1, SubBatch: subBatch, DrainTimeout: 2 * time.Minute,
 			}}})
 	}
 	n := delayRounds(o)
-	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})
 	if errors.Is(err, lab.ErrServiceDied) {
 		// The lesson at its strongest: the rows so far are in the result,
 		// the dead gateway's marked; the experiment goes on.
-		run.Note("subscribe memory: a gateway died while %d groups drained a topic of %s messages (its row says which and why: at 50 MB fetch buffers, the memory limit is the report's lesson); no RSS ratio", fetchGroups(o), thousands(int(filled)))
+		b.run.Note("subscribe memory: a gateway died while %d groups drained a topic of %s messages (its row says which and why: at 50 MB fetch buffers, the memory limit is the report's lesson); no RSS ratio", fetchGroups(o), thousands(int(filled)))
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	for _, row := range rows {
-		row.Note = joinNote(row.Note, fetchNote(row, idle[row.Label], fetchGroups(o), filled))
-	}
-	small, large := rows[0], rows[1]
-	if small.RSSMBMax != nil && large.RSSMBMax != nil && *small.RSSMBMax > 0 {
-		r := *large.RSSMBMax / *small.RSSMBMax
-		large.Figures["rss_ratio_to_32kib"] = r
-		large.Note = joinNote(large.Note, fmt.Sprintf("peak RSS %.2fx the 32 KiB row's (the report: 50 MB fetch buffers blew memory at thousands of consumers, so it chose 32 KB)", r))
-	}
-	for _, row := range rows {
-		run.AddRow(row)
+		fetchNote(row, idle[row.Key], fetchGroups(o), filled)
+		b.run.AddRow(row)
 	}
 	return nil
 }
 
+// fillFetchTopic fills the fetch rows' topic straight to Kafka (the checker's
+// direct producers): filling through one of the two gateways would grow
+// its RSS alone. It returns the messages acked.
+func (b *bench) fillFetchTopic(ctx context.Context, topic string) (int64, error) {
+	label := fetchLabel(b.run.Opts, fetchSmall) + ": filling the topic"
+	b.run.Progress.Step(label, fetchFill(b.run.Opts)+2*time.Second)
+	fill, err := checker.Run(ctx, checker.Config{
+		Direct: true, Topic: topic, Brokers: b.k.Brokers, Partitions: partitions,
+		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: fetchFill(b.run.Opts),
+	}, nil)
+	if err != nil {
+		return 0, fmt.Errorf("lab: databus %s: %w", label, err)
+	}
+	return fill.Acked, nil
+}
+
 // fetchNote says a fetch row's memory: the peak over the drains, and its
 // growth over the idle gateway per group.
-func fetchNote(row *lab.Row, idleMB float64, groups int, filled int64) string {
+func fetchNote(row *labresult.Row, idleMB float64, groups int, filled int64) {
 	// A drain times no request: latency here would be invented.
 	row.MeanMS, row.P50MS, row.P90MS, row.P95MS, row.P99MS, row.P999MS, row.MaxMS = nil, nil, nil, nil, nil, nil, nil
-	note := fmt.Sprintf("%d groups of one member each (a group's streams on a gateway share one Kafka client: groups multiply fetch buffers) each drain the %s messages of a topic filled beforehand (straight to Kafka); RSS sampled over the drains", groups, thousands(int(filled)))
+	row.AddNote("%d groups of one member each (a group's streams on a gateway share one Kafka client: groups multiply fetch buffers) each drain the %s messages of a topic filled beforehand (straight to Kafka); RSS sampled over the drains", groups, thousands(int(filled)))
 	if row.RSSMBMax != nil && idleMB > 0 {
-		row.Figures["rss_idle_mb"] = idleMB
-		row.Figures["rss_mb_per_group"] = (*row.RSSMBMax - idleMB) / float64(groups)
-		note += fmt.Sprintf("; peak %.0f MB against %.0f MB idle: %.2f MB per group", *row.RSSMBMax, idleMB, row.Figures["rss_mb_per_group"])
+		row.Set(rssIdleMB, idleMB)
+		row.Set(rssMBPerGroup, (*row.RSSMBMax-idleMB)/float64(groups))
+		row.AddNote("peak %.0f MB against %.0f MB idle: %.2f MB per group", *row.RSSMBMax, idleMB, row.Value(rssMBPerGroup))
 	}
 	if row.Lost != nil {
-		note += fmt.Sprintf("; delivery verified (every group, every record): %d lost", *row.Lost)
+		row.AddNote("delivery verified (every group, every record): %d lost", *row.Lost)
 	}
-	return note
 }

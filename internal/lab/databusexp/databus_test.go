@@ -1,127 +1,140 @@
 package databusexp
 
 import (
+	"os"
 	"testing"
 
-	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
+func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
+
+func TestSpec(t *testing.T) {
+	labtest.SpecValid(t, New())
+	for _, o := range []lab.Options{{Kafka: lab.KafkaReal}, {Mode: lab.Full, Kafka: lab.KafkaReal}, {Kafka: lab.KafkaExternal}} {
+		spec := New().Spec(o)
+		if err := spec.Validate(); err != nil {
+			t.Errorf("%s mode, kafka %s: %v", o.Mode, o.Kafka, err)
+		}
+	}
+}
+
 // TestExperimentQuick runs the experiment for real in quick mode, its runs
-// shortened (gateways under quota, kfake, 21,000 idle streams), and
-// checks its rows; whether the claims hold is the lab's verdict, not the
-// test's.
+// shortened (gateways under quota, kfake, 21,000 idle streams): every
+// row of its Spec measured, every claim's ratio and target's value read,
+// and the rows' own figures there; whether the claims hold is the lab's
+// verdict, not the test's.
 func TestExperimentQuick(t *testing.T) {
 	if raceEnabled {
 		t.Skip("runs without -race: 21,000 streams under the race detector take minutes")
 	}
 	res := labtest.RunQuick(t, New())
-	rows := map[string]*lab.Row{}
+	quick := lab.Options{Mode: lab.Quick}
+	labtest.Measured(t, New(), quick, res)
+	rows := map[labresult.Key]*labresult.Row{}
 	for _, r := range res.Rows {
-		rows[r.Label] = r
+		rows[r.Key] = r
 	}
 	for _, n := range echoClients {
-		r := rows[echoLabel(n)]
-		if r == nil || r.RPS == nil || *r.RPS <= 0 || r.Ref == nil || r.Ref.RPS == nil || r.P99MS == nil {
+		r := rows[echoKey(n)]
+		if r == nil || r.RPS == nil || *r.RPS <= 0 || r.Ref == nil || r.Ref.RPS == nil || r.P99MS == nil || r.Get(ratioToReportPerCore) == nil {
 			t.Errorf("echo row for %d clients: %+v", n, r)
 		}
 	}
-	for _, label := range []string{pubLabel(latencyOpt, false), pubLabel(latencyOpt, true), pubLabel(throughputOpt, false), pubLabel(throughputOpt, true), smallLabel(false), smallLabel(true), subscribeRow} {
-		r := rows[label]
+	for _, k := range []labresult.Key{pubKey(latencyOpt, false), pubKey(latencyOpt, true), pubKey(throughputOpt, false), pubKey(throughputOpt, true), smallKey(false), smallKey(true), subscribeKey} {
+		r := rows[k]
 		if r == nil || r.RPS == nil || *r.RPS <= 0 {
-			t.Errorf("row %q: %+v", label, r)
+			t.Errorf("row %q: %+v", k, r)
 			continue
 		}
 		if r.Lost != nil && *r.Lost != 0 {
-			t.Errorf("row %q lost %v messages", label, *r.Lost)
+			t.Errorf("row %q lost %v messages", k, *r.Lost)
 		}
 	}
-	for _, label := range []string{pubLabel(latencyOpt, false), pubLabel(latencyOpt, true), smallLabel(false), smallLabel(true), pubLabel(throughputOpt, false)} {
-		if r := rows[label]; r != nil && r.Lost == nil {
-			t.Errorf("row %q was not verified", label)
+	for _, k := range []labresult.Key{pubKey(latencyOpt, false), pubKey(latencyOpt, true), smallKey(false), smallKey(true), pubKey(throughputOpt, false)} {
+		if r := rows[k]; r != nil && (r.Lost == nil || r.Get(gatewayCPUPerMsg) == nil) {
+			t.Errorf("row %q: lost %v (want verified), figures %v (want the gateway's CPU per message)", k, r.Lost, r.Figures)
 		}
 	}
-	for _, label := range []string{costGatewayLabel, directLabel} {
-		if r := rows[label]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || *r.CPUAvg <= 0 || len(r.PerRun) != 2 {
-			t.Errorf("publish cost row %q: %+v", label, r)
+	for _, k := range []labresult.Key{costGateway, costDirect} {
+		if r := rows[k]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || *r.CPUAvg <= 0 || len(r.PerRun) != 2 {
+			t.Errorf("publish cost row %q: %+v", k, r)
 		}
 	}
-	if r := rows[costGatewayLabel]; r != nil && r.Figures["cpu_ratio_to_direct"] <= 0 {
-		t.Errorf("no CPU ratio of the gateway to the direct producer: %v", r.Figures)
-	}
-	if r := rows[subscribeRow]; r != nil && r.Figures["cycles_per_s"] <= 0 {
+	if r := rows[subscribeKey]; r != nil && r.Value(cyclesPerS) <= 0 {
 		t.Errorf("no get-ack cycles: %+v", r.Figures)
-	} else if r != nil && r.CPUAvg != nil && (r.Figures["cycles_per_gateway_cpu_s"] <= 0 || r.Figures["msgs_per_gateway_cpu_s"] <= 0 || r.Runs < 2 || len(r.PerRun) != r.Runs) {
+	} else if r != nil && r.CPUAvg != nil && (r.Value(cyclesPerGatewayCPU) <= 0 || r.Value(msgsPerGatewayCPU) <= 0 || r.Runs < 2 || len(r.PerRun) != r.Runs) {
 		t.Errorf("subscribe row: %d drains (%d kept), figures %+v: want rounds (labtest's --pairs), each per gateway CPU-second", r.Runs, len(r.PerRun), r.Figures)
 	}
-	for _, label := range []string{echoBaseLabel, echoNoMetricsLabel, echoTwoProcsLabel} {
-		if r := rows[label]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || len(r.PerRun) != 2 {
-			t.Errorf("echo scaling row %q: %+v", label, r)
+	for _, k := range []labresult.Key{echoBase, echoNoMetrics, echoTwoProcs} {
+		if r := rows[k]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || len(r.PerRun) != 2 {
+			t.Errorf("echo scaling row %q: %+v", k, r)
 		}
 	}
-	if r := rows[echoTwoProcsLabel]; r != nil && r.Figures["ratio_to_gomaxprocs_1"] <= 0 {
-		t.Errorf("no GOMAXPROCS ratio: %v", r.Figures)
+	verified := []labresult.Key{fetchSmallKey, fetchLargeKey}
+	for _, tr := range tickerRows {
+		verified = append(verified, tickerKey(tr.conns, tr.agg))
 	}
-	if r := rows[echoNoMetricsLabel]; r != nil {
-		if _, ok := r.Figures["metrics_cost_pct"]; !ok {
-			t.Errorf("no metrics cost: %v", r.Figures)
-		}
+	for _, d := range idleTimeouts {
+		verified = append(verified, idleTimeoutKey(d))
 	}
-	quick := lab.Options{Mode: lab.Quick}
-	verified := []string{tickerLabel(1000, false), tickerLabel(1000, true), tickerLabel(10000, true),
-		idleTimeoutLabel(shortIdle), idleTimeoutLabel(gateway.DefaultConnIdleTimeout),
-		fetchLabel(quick, fetchSmall), fetchLabel(quick, fetchLarge)}
 	for _, d := range processDelays {
-		verified = append(verified, delayLabel(d))
+		verified = append(verified, delayKey(d))
 	}
-	for _, label := range verified {
-		r := rows[label]
+	for _, k := range verified {
+		r := rows[k]
 		switch {
 		case r == nil || r.RPS == nil || *r.RPS <= 0:
-			t.Errorf("row %q: %+v", label, r)
+			t.Errorf("row %q: %+v", k, r)
 		case r.Lost == nil || *r.Lost != 0:
-			t.Errorf("row %q: lost %v, want 0 and verified", label, r.Lost)
+			t.Errorf("row %q: lost %v, want 0 and verified", k, r.Lost)
 		}
 	}
-	for _, label := range []string{tickerLabel(1000, false), tickerLabel(10000, true), idleTimeoutLabel(shortIdle)} {
-		if r := rows[label]; r != nil && (r.P99MS == nil || r.MaxMS == nil) {
-			t.Errorf("ticker row %q has no latency", label)
+	for _, k := range []labresult.Key{tickerKey(1000, false), tickerKey(10000, true), idleTimeoutKey(shortIdle)} {
+		if r := rows[k]; r != nil && (r.P99MS == nil || r.MaxMS == nil) {
+			t.Errorf("ticker row %q has no latency", k)
 		}
 	}
-	if r := rows[idleTimeoutLabel(shortIdle)]; r != nil && r.Figures[dialSeries.Key] <= 0 {
+	if r := rows[idleTimeoutKey(shortIdle)]; r != nil && r.Value(kafkaDials) <= 0 {
 		t.Errorf("no Kafka dials counted: %v", r.Figures)
 	}
-	if r := rows[fetchLabel(quick, fetchLarge)]; r != nil && (r.RSSMBMax == nil || r.Figures["rss_ratio_to_32kib"] <= 0) {
-		t.Errorf("fetch row: RSS %v, figures %v", r.RSSMBMax, r.Figures)
-	}
-	for _, label := range []string{idleLabel(1000, 1000), idleLabel(10000, 10000), idleLabel(10000, 1000)} {
-		r := rows[label]
-		if r == nil || r.Figures["rss_kb_per_stream"] <= 0 || r.RSSMBAvg == nil {
-			t.Errorf("idle row %q: %+v", label, r)
+	for _, s := range idleShapes {
+		if r := rows[idleKey(s)]; r == nil || r.Value(rssKBPerStream) <= 0 || r.RSSMBAvg == nil {
+			t.Errorf("idle row %q: %+v", idleKey(s), r)
 		}
 	}
-	for _, label := range faultLabels {
-		r := rows[label]
+	for _, k := range faultKeys {
+		r := rows[k]
 		switch {
 		case r == nil:
-			t.Errorf("fault row %q missing", label)
-		case r.Lost == nil || *r.Lost != 0 || r.Figures["faults"] < 1 || r.Figures["acked"] <= 0:
-			t.Errorf("fault row %q: lost %v, %v faults, %v acked", label, r.Lost, r.Figures["faults"], r.Figures["acked"])
+			t.Errorf("fault row %q missing", k)
+		case r.Lost == nil || *r.Lost != 0 || r.Value(faultsInjected) < 1 || r.Acked == nil || *r.Acked <= 0:
+			t.Errorf("fault row %q: lost %v, %v faults, %v acked", k, r.Lost, r.Value(faultsInjected), r.Acked)
 		}
 	}
 	if len(res.Claims) != 4 {
 		t.Fatalf("%d claims, want 4", len(res.Claims))
 	}
 	for _, c := range res.Claims {
-		if c.Ratio == nil || c.Pairs != 2 || c.Verdict == lab.Invalid {
+		if c.Ratio == nil || c.Pairs != 2 || c.Verdict == labresult.Invalid {
 			t.Errorf("claim %q: ratio %v over %d pairs, %s (%s)", c.Claim, c.Ratio, c.Pairs, c.Verdict, c.Why)
+		}
+	}
+	for _, tr := range append(res.Targets, res.Ratios...) {
+		if tr.Key == "publish-cost-cpu-per-msg" && (tr.Pairs != 2 || tr.Spread == nil) {
+			t.Errorf("publish cost target: %d pairs, spread %v: want the rounds paired, with an interval", tr.Pairs, tr.Spread)
+		}
+		if tr.Value != nil {
+			t.Logf("%s: %.4g %s, spread %v, %s %s", tr.Key, *tr.Value, tr.Unit, tr.Spread, tr.Bound, tr.Verdict)
 		}
 	}
 	if res.Env["kafka"] == "" || res.Env["gateway"] == "" {
 		t.Errorf("environment not recorded: %v", res.Env)
 	}
-	t.Logf("first claim %s, ratio %.2f; took %.0f s", res.Verdict, *res.Ratio, res.Seconds)
+	t.Logf("first claim %s, ratio %.2f; %s; took %.0f s", res.Verdict, *res.Ratio, labresult.Summary(res), res.Seconds)
 }
 
 func TestThousands(t *testing.T) {
@@ -130,4 +143,16 @@ func TestThousands(t *testing.T) {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// target returns the Spec's target key with o.
+func target(t *testing.T, o lab.Options, key labresult.Key) labresult.Target {
+	t.Helper()
+	for _, tg := range New().Spec(o).Targets {
+		if tg.Key == key {
+			return tg
+		}
+	}
+	t.Fatalf("no target %q", key)
+	return labresult.Target{}
 }

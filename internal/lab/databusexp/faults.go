@@ -9,6 +9,7 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 // What production does to the gateway, as lab rows: each row publishes
@@ -17,17 +18,6 @@ import (
 // (lost, which must be 0; it gates every claim). Clients ride through as
 // the databus client does: publishers resend what was not answered,
 // members subscribe again.
-const (
-	faultPublish   = "fault: gateway SIGKILLed during publish"
-	faultSubscribe = "fault: gateway SIGKILLed during subscribe"
-	faultMember    = "fault: member's connection reset holding unacked messages"
-)
-
-// faultBroker names the outage by its length, so the two cannot drift.
-var faultBroker = fmt.Sprintf("fault: Kafka broker down for %.0f s during publish", brokerOutage.Seconds())
-
-// faultLabels are the rows every mode runs; they gate the claims.
-var faultLabels = []string{faultPublish, faultSubscribe, faultMember}
 
 // faultGateway is the gateway of the fault rows, on k. A SIGKILLed
 // gateway's group members stay in their groups until their session
@@ -42,8 +32,8 @@ func faultGateway(k *lab.Kafka) gateway.Options {
 const brokerOutage = 10 * time.Second
 
 type faultRow struct {
-	label string
-	cfg   checker.Config
+	key labresult.Key
+	cfg checker.Config
 	// inject is the fault, given the row's gateway; nil when the checker
 	// injects it (DropMember).
 	inject func(ctx context.Context, g *lab.Gateway) error
@@ -51,7 +41,20 @@ type faultRow struct {
 }
 
 // faults runs the fault rows, each on a fresh gateway and topic.
-func (e *Experiment) faults(ctx context.Context, run *lab.Run, k *lab.Kafka, topic func() string) error {
+func (b *bench) faults(ctx context.Context) error {
+	for _, f := range b.faultRows() {
+		row, err := b.faultRow(ctx, b.topic(), f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.run.Label(f.key), err)
+		}
+		b.run.AddRow(row)
+	}
+	return nil
+}
+
+// faultRows are the fault rows of the run's mode and Kafka.
+func (b *bench) faultRows() []faultRow {
+	run, k := b.run, b.k
 	kill := func(ctx context.Context, g *lab.Gateway) error {
 		if err := g.Kill(); err != nil {
 			return err
@@ -67,43 +70,34 @@ func (e *Experiment) faults(ctx context.Context, run *lab.Run, k *lab.Kafka, top
 	pub := checker.Config{Scenario: checker.Latency, Streams: pubClients, Warmup: -1, Duration: d,
 		Groups: 1, Members: 2, DrainTimeout: 90 * time.Second}
 	rows := []faultRow{{
-		label: faultPublish, inject: kill, what: "the gateway SIGKILLed while publishers await answers, then started again on its address",
+		key: faultPublish, inject: kill, what: "the gateway SIGKILLed while publishers await answers, then started again on its address",
 		cfg: with(pub, func(c *checker.Config) { c.Consume, c.KillEvery, c.MaxFaults = checker.After, d/2, 1 }),
 	}, {
 		// Consumers start once publishing ended; batches of 10 messages,
 		// each taking 5 ms to process, so the drain (some 20,000
 		// messages) outlasts the kill 2 s into it.
-		label: faultSubscribe, inject: kill, what: "the gateway SIGKILLed while members receive and ack, then started again on its address",
+		key: faultSubscribe, inject: kill, what: "the gateway SIGKILLed while members receive and ack, then started again on its address",
 		cfg: with(pub, func(c *checker.Config) {
 			c.Duration, c.Consume, c.FaultPhase = 3*time.Second, checker.After, checker.ConsumePhase
 			c.SubBatch, c.ProcessDelay, c.KillEvery, c.MaxFaults = 10, 5*time.Millisecond, 2*time.Second, 1
 		}),
 	}, {
-		label: faultMember, what: "a member's TCP connection reset (no goodbye) while it held a batch it had not acked; it subscribed again as a new member",
+		key: faultMember, what: "a member's TCP connection reset (no goodbye) while it held a batch it had not acked; it subscribed again as a new member",
 		cfg: with(pub, func(c *checker.Config) {
 			c.Members, c.SubBatch, c.KillEvery, c.DropMember = 3, 10, d/3, true
 		}),
 	}}
-	if run.Opts.Mode == lab.Full {
-		if run.Opts.Kafka == lab.KafkaReal {
-			rows = append(rows, faultRow{
-				label: faultBroker, what: fmt.Sprintf("the Kafka broker stopped for %v and started again", brokerOutage),
-				inject: func(ctx context.Context, _ *lab.Gateway) error { return k.Outage(ctx, brokerOutage) },
-				cfg: with(pub, func(c *checker.Config) {
-					c.Duration, c.Consume, c.KillEvery, c.MaxFaults = 30*time.Second, checker.After, 5*time.Second, 1
-					c.DrainTimeout = 3 * time.Minute
-				}),
-			})
-		}
+	if brokerFault(run.Opts) {
+		rows = append(rows, faultRow{
+			key: faultBroker, what: fmt.Sprintf("the Kafka broker stopped for %v and started again", brokerOutage),
+			inject: func(ctx context.Context, _ *lab.Gateway) error { return k.Outage(ctx, brokerOutage) },
+			cfg: with(pub, func(c *checker.Config) {
+				c.Duration, c.Consume, c.KillEvery, c.MaxFaults = 30*time.Second, checker.After, 5*time.Second, 1
+				c.DrainTimeout = 3 * time.Minute
+			}),
+		})
 	}
-	for _, f := range rows {
-		row, err := e.faultRow(ctx, run, k, topic(), f)
-		if err != nil {
-			return fmt.Errorf("%s: %w", f.label, err)
-		}
-		run.AddRow(row)
-	}
-	return nil
+	return rows
 }
 
 func with(c checker.Config, f func(*checker.Config)) checker.Config {
@@ -112,7 +106,8 @@ func with(c checker.Config, f func(*checker.Config)) checker.Config {
 }
 
 // faultRow runs one fault row on a gateway of its own.
-func (*Experiment) faultRow(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string, f faultRow) (*lab.Row, error) {
+func (b *bench) faultRow(ctx context.Context, topic string, f faultRow) (*labresult.Row, error) {
+	run, k := b.run, b.k
 	g, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, faultGateway(k))
 	if err != nil {
 		return nil, err
@@ -123,13 +118,13 @@ func (*Experiment) faultRow(ctx context.Context, run *lab.Run, k *lab.Kafka, top
 	if f.inject != nil {
 		cfg.Inject = func(ctx context.Context) error { return f.inject(ctx, g) }
 	}
-	run.Progress.Step(f.label, cfg.Duration+15*time.Second)
+	run.Progress.Step(run.Label(f.key), cfg.Duration+15*time.Second)
 	res, err := checker.Run(ctx, cfg, run.Progress.Logf)
 	if err != nil {
 		return nil, err
 	}
 	del := res.Delivery
-	lost := del.Lost
+	lost, acked := del.Lost, del.Acked
 	var faults []string
 	var failed []string
 	for _, ft := range res.Faults {
@@ -138,14 +133,20 @@ func (*Experiment) faultRow(ctx context.Context, run *lab.Run, k *lab.Kafka, top
 			failed = append(failed, ft.Error)
 		}
 	}
-	row := &lab.Row{Label: f.label, Model: "fault", Runs: 1, Connections: cfg.Streams, Errors: res.Errors, StatusCodes: map[string]int64{},
-		RPS: lab.F(res.MsgsPerSec), Requests: res.Acked, Lost: &lost,
-		Figures: map[string]float64{"acked": float64(del.Acked), "duplicates": float64(del.Duplicates), "faults": float64(len(res.Faults)), "drain_s": del.DrainS}}
 	if len(res.Faults) == 0 || len(failed) > 0 {
 		// A fault row whose fault did not happen is no evidence.
 		return nil, fmt.Errorf("the fault was not injected: %s", strings.Join(append(failed, "none fell in its phase")[:max(1, len(failed))], "; "))
 	}
-	row.Note = fmt.Sprintf("%s (at %s); %d messages acked, %d lost, %d duplicates, every group drained %.1f s after publishing",
+	row := lab.NewRow(f.key)
+	row.Model, row.Runs, row.Connections, row.Requests = "fault", 1, cfg.Streams, res.Acked
+	row.RPS, row.Lost, row.Acked = labresult.F(res.MsgsPerSec), &lost, &acked
+	for kind, n := range res.Errors {
+		row.Errors[kind] += n
+	}
+	row.Set(duplicates, float64(del.Duplicates))
+	row.Set(faultsInjected, float64(len(res.Faults)))
+	row.Set(drainS, del.DrainS)
+	row.AddNote("%s (at %s); %d messages acked, %d lost, %d duplicates, every group drained %.1f s after publishing",
 		f.what, strings.Join(faults, ", "), del.Acked, lost, del.Duplicates, del.DrainS)
 	return row, nil
 }

@@ -1,12 +1,13 @@
 package databusexp
 
 // The gateway's publish cost against producers that write to Kafka
-// themselves (issue 15): a franz-go producer set up as the gateway's own
+// themselves: a franz-go producer set up as the gateway's own
 // per-stream producer (databus-checker --direct), measured in rounds
-// with the gateway; and, with the real broker, Kafka's own producer
-// benchmark (kafka-producer-perf-test.sh's ProducerPerformance). Each runs
-// as a process of its own at 1 CPU, as the gateway does, and its CPU is
-// the kernel's count for that process, not the load generator's.
+// with the gateway, the target their CPU per message paired by round;
+// and, with the real broker, Kafka's own producer benchmark
+// (kafka-producer-perf-test.sh's ProducerPerformance). Each runs as a
+// process of its own at 1 CPU, as the gateway does, and its CPU is the
+// kernel's count for that process, not the load generator's.
 
 import (
 	"bufio"
@@ -14,7 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -26,23 +26,16 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
-// The issue's target: the gateway spends at most 1.2x the CPU per message
-// of a producer that writes to Kafka itself, judged on the ratio of
-// runs measured back to back.
+// The cost rows run in costRounds rounds, so that the target's ratio
+// has an interval.
 const (
-	targetCostRatio = 1.2
-	costRounds      = 3
-	producerMemMB   = 1024
-	recordBytes     = 100 // the checker's values, the perf test's records
-)
-
-var (
-	costGatewayLabel = fmt.Sprintf("publish cost: gateway, %d throughput-optimized clients, aggregation off", pubClients)
-	directLabel      = fmt.Sprintf("publish cost: direct franz-go producer, %d throughput-optimized clients (its own process, 1 CPU)", pubClients)
-	perfLabel        = fmt.Sprintf("kafka-producer-perf-test (Kafka's own tool, 1 CPU): %d-byte records, acks=all", recordBytes)
+	costRounds    = 3
+	producerMemMB = 1024
+	recordBytes   = 100 // the checker's values, the perf test's records
 )
 
 // perfRecords is how many records the perf test sends: at the 100k-400k
@@ -63,39 +56,80 @@ func costEstimate(o lab.Options, pubRun time.Duration) time.Duration {
 	return d
 }
 
+// costTargets are the publish cost's target and, with the real broker,
+// the ratios to Kafka's own producer benchmark.
+func costTargets(o lab.Options) []labresult.Target {
+	t := []labresult.Target{{
+		Key: "publish-cost-cpu-per-msg",
+		Text: fmt.Sprintf("publish cost: the gateway's CPU per message at most %.1fx a direct franz-go producer's (%d throughput-optimized clients, aggregation off, each at 1 CPU, through the run's Kafka, runs alternating, paired by round)",
+			targetCostRatio, pubClients),
+		Ratio: &labresult.Ratio{Num: costGateway, Den: costDirect, Metric: gatewayCPUPerMsg.Name, DenMetric: producerCPUPerMsg.Name},
+		Bound: labresult.AtMost(targetCostRatio),
+	}}
+	if !runsPerfTest(o) {
+		return t
+	}
+	against := fmt.Sprintf("against Kafka's own producer (kafka-producer-perf-test, %d-byte records, acks=all, each at 1 CPU, real broker, the JVM's start included)", recordBytes)
+	return append(t, labresult.Target{
+		Key:   "publish-cost-gateway-over-perf-test",
+		Text:  "publish cost: the gateway's msgs per gateway CPU-second over the perf test's records per JVM CPU-second, " + against,
+		Ratio: &labresult.Ratio{Num: costGateway, Den: costPerfTest, Metric: msgsPerGatewayCPU.Name, DenMetric: recordsPerCPU.Name},
+	}, labresult.Target{
+		Key:   "publish-cost-gateway-and-checker-over-perf-test",
+		Text:  "publish cost: the gateway's msgs per CPU-second of the gateway and the checker together over the perf test's records per JVM CPU-second, " + against,
+		Ratio: &labresult.Ratio{Num: costGateway, Den: costPerfTest, Metric: "msgs_per_gateway_and_checker_cpu_s", Of: withCheckerOverPerf},
+	})
+}
+
+// withCheckerOverPerf is the gateway row's msgs per CPU-second of the
+// gateway and the checker over the perf test's records per CPU-second.
+func withCheckerOverPerf(gw, perf map[string]float64) (float64, bool) {
+	cpu := gw[labresult.CPUAvg.Name] + gw[checkerCPU.Name]
+	per := perf[recordsPerCPU.Name]
+	if _, ok := gw[checkerCPU.Name]; !ok || cpu <= 0 || per <= 0 {
+		return 0, false
+	}
+	return gw[labresult.RPS.Name] / cpu / per, true
+}
+
 // publishCost measures the gateway's CPU per message against the direct
 // producer's in rounds, then, with the real broker, Kafka's perf test,
-// and adds the rows and the target's notes. publish makes a gateway
-// measurement on a fresh topic; topic names a fresh topic.
-func publishCost(ctx context.Context, run *lab.Run, k *lab.Kafka, publish func(string, checker.Config) lab.Measurement, topic func() string, d time.Duration) error {
-	gwM := publish(costGatewayLabel, checker.Config{Scenario: checker.Throughput, Streams: pubClients})
+// and adds the rows.
+func (b *bench) publishCost(ctx context.Context) error {
+	gwM := b.publish(costGateway, checker.Config{Scenario: checker.Throughput, Streams: pubClients})
 	gwM.Driver = withOwnCPU{gwM.Driver}
-	tp := topic()
-	if err := k.CreateTopic(ctx, tp, partitions); err != nil {
+	tp := b.topic()
+	if err := b.k.CreateTopic(ctx, tp, partitions); err != nil {
 		return err
 	}
-	directM := lab.Measurement{Label: directLabel, Duration: d, Steady: k.JVM,
-		Driver: &directProducer{run: run, brokers: k.Brokers, topic: tp}}
-	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{gwM, directM}, MinRounds: costRounds, MaxRounds: costRounds})
+	directM := lab.Measurement{Key: costDirect, Duration: b.t.pubRun, Steady: b.k.JVM,
+		Driver: &directProducer{run: b.run, brokers: b.k.Brokers, topic: tp}}
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{gwM, directM}, MinRounds: costRounds, MaxRounds: costRounds})
 	if err != nil {
 		return err
 	}
-	gw, direct := rows[0], rows[1]
-	gw.Note = joinNote(publishNote(gw), checkerCPUNote(gw))
-	direct.Note = directNote(direct)
-	run.AddRow(gw)
-	run.AddRow(direct)
-	costTarget(run, k, gw, direct)
-
-	if run.Opts.Kafka != lab.KafkaReal {
+	var gw *labresult.Row
+	for _, row := range rows {
+		if row.Key == costGateway {
+			gw = row
+			publishNote(row)
+			checkerCPUNote(row)
+		} else {
+			directNote(row)
+		}
+		b.run.AddRow(row)
+	}
+	if !runsPerfTest(b.run.Opts) {
 		return nil
 	}
-	perf, err := perfTestRow(ctx, run, k)
+	perf, err := b.perfTestRow(ctx)
 	if err != nil {
 		return err
 	}
-	run.AddRow(perf)
-	perfTarget(run, gw, perf)
+	b.run.AddRow(perf)
+	if gw.RPS != nil && gw.CPUAvg != nil && *gw.CPUAvg > 0 {
+		gw.Set(msgsPerGatewayCPU, *gw.RPS / *gw.CPUAvg)
+	}
 	return nil
 }
 
@@ -121,7 +155,7 @@ func (w withOwnCPU) Drive(ctx context.Context, d time.Duration, window func(bool
 	if s.Figures == nil {
 		s.Figures = map[string]float64{}
 	}
-	s.Figures["checker_cpu_cores"] = (cpuTo - cpuFrom) / to.Sub(from).Seconds()
+	s.Figures[checkerCPU.Name] = (cpuTo - cpuFrom) / to.Sub(from).Seconds()
 	return s, nil
 }
 
@@ -182,9 +216,9 @@ func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func
 		return nil, fmt.Errorf("databus: the direct producer never opened its measured window (%v); it said: %s", proc.ExitErr(), stderr.tail())
 	}
 	s := CheckerSample(&res)
-	s.Figures["producer_cpu_cores"] = usage.CPUAvg
+	s.Figures[producerCPU.Name] = usage.CPUAvg
 	if res.MsgsPerSec > 0 {
-		s.Figures["producer_cpu_us_per_msg"] = usage.CPUAvg / res.MsgsPerSec * 1e6
+		s.Figures[producerCPUPerMsg.Name] = usage.CPUAvg / res.MsgsPerSec * 1e6
 	}
 	return s, nil
 }
@@ -241,103 +275,22 @@ func (l *lines) tail() string {
 
 // directNote shows the direct producer's CPU as the table's CPU and says
 // what ran.
-func directNote(row *lab.Row) string {
-	if c, ok := row.Figures["producer_cpu_cores"]; ok {
-		row.CPUAvg = lab.F(c)
+func directNote(row *labresult.Row) {
+	if c := row.Get(producerCPU); c != nil {
+		row.CPUAvg = labresult.F(*c)
 	}
-	return fmt.Sprintf("franz-go straight to Kafka from a process of its own at 1 CPU (hlab databus-checker --direct): one client per stream, no linger, acks=all, as the gateway's own producer; batches of 100, 16 in flight, %d-byte values; %.1f µs of CPU per message (%.2f cores); delivery not verified by consumers here",
-		recordBytes, row.Figures["producer_cpu_us_per_msg"], row.Figures["producer_cpu_cores"])
+	row.AddNote("franz-go straight to Kafka from a process of its own at 1 CPU (hlab databus-checker --direct): one client per stream, no linger, acks=all, as the gateway's own producer; batches of 100, 16 in flight, %d-byte values; %.1f µs of CPU per message (%.2f cores); delivery not verified by consumers here",
+		recordBytes, row.Value(producerCPUPerMsg), row.Value(producerCPU))
 }
 
 // checkerCPUNote says what the checker (the lab's process) spent beside
 // the gateway.
-func checkerCPUNote(row *lab.Row) string {
-	c, ok := row.Figures["checker_cpu_cores"]
-	if !ok || row.RPS == nil || *row.RPS <= 0 {
-		return ""
-	}
-	return fmt.Sprintf("the checker (the lab's process) spent %.2f cores beside it, %.1f µs per message", c, c / *row.RPS * 1e6)
-}
-
-// perRound pairs the runs of two rows measured in the same rounds and
-// returns, by round, num's figure over den's.
-func perRound(num, den *lab.Row, numFig, denFig func(map[string]float64) (float64, bool)) []float64 {
-	var out []float64
-	for _, a := range num.PerRun {
-		for _, b := range den.PerRun {
-			if a.Round != b.Round {
-				continue
-			}
-			x, okx := numFig(a.Values)
-			y, oky := denFig(b.Values)
-			if okx && oky && y > 0 {
-				out = append(out, x/y)
-			}
-		}
-	}
-	return out
-}
-
-// gatewayUsPerMsg is a gateway run's CPU per message, from its cgroup.
-func gatewayUsPerMsg(v map[string]float64) (float64, bool) {
-	cpu, rps := v["cpu_avg"], v["rps"]
-	return cpu / rps * 1e6, cpu > 0 && rps > 0
-}
-
-func directUsPerMsg(v map[string]float64) (float64, bool) {
-	us, ok := v["producer_cpu_us_per_msg"]
-	return us, ok && us > 0
-}
-
-// runFigures returns a figure of each run of row.
-func runFigures(row *lab.Row, fig func(map[string]float64) (float64, bool)) []float64 {
-	var out []float64
-	for _, r := range row.PerRun {
-		if v, ok := fig(r.Values); ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// spread formats the median of vs with its range.
-func spread(vs []float64, f func(float64) string) string {
-	if len(vs) == 0 {
-		return "not measured"
-	}
-	return fmt.Sprintf("%s (%s-%s, %d runs)", f(lab.Median(vs)), f(slices.Min(vs)), f(slices.Max(vs)), len(vs))
-}
-
-// whole and hundredths format figures for spread.
-func whole(v float64) string      { return thousands(int(math.Round(v))) }
-func hundredths(v float64) string { return fmt.Sprintf("%.2f", v) }
-
-// costTarget notes the gateway's CPU per message against the direct
-// producer's: the ratio of each round's pair, their median and range.
-func costTarget(run *lab.Run, k *lab.Kafka, gw, direct *lab.Row) {
-	kafka := "kfake"
-	if k.JVM {
-		kafka = "the real broker"
-	}
-	head := fmt.Sprintf("target: the gateway's CPU per message <= %.1fx a direct franz-go producer's (%d throughput-optimized clients, aggregation off, each at 1 CPU, %s, runs alternating)",
-		targetCostRatio, pubClients, kafka)
-	ratios := perRound(gw, direct, gatewayUsPerMsg, directUsPerMsg)
-	if len(ratios) == 0 {
-		run.Note("%s: not measured (a row has no CPU figure: no quota mechanism, or a run failed)", head)
+func checkerCPUNote(row *labresult.Row) {
+	c := row.Get(checkerCPU)
+	if c == nil || row.RPS == nil || *row.RPS <= 0 {
 		return
 	}
-	r := lab.Median(ratios)
-	gw.Figures["cpu_ratio_to_direct"] = r
-	run.Note("%s: gateway %s µs/msg, direct %s µs/msg; ratio %s, %.2fx the target, %s", head,
-		spread(runFigures(gw, gatewayUsPerMsg), hundredths), spread(runFigures(direct, directUsPerMsg), hundredths),
-		spread(ratios, hundredths), r/targetCostRatio, verdict(r <= targetCostRatio))
-}
-
-func verdict(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "FAIL"
+	row.AddNote("the checker (the lab's process) spent %.2f cores beside it, %.1f µs per message", *c, *c / *row.RPS * 1e6)
 }
 
 // perfTestRow runs Kafka's producer benchmark, as
@@ -346,8 +299,8 @@ func verdict(ok bool) string {
 // against the real broker; first a 1,000-record run, whose CPU is the
 // JVM's start and connection, then the measured one. The CPU is the
 // kernel's count for the JVM at its exit: startup included, and said.
-func perfTestRow(ctx context.Context, run *lab.Run, k *lab.Kafka) (*lab.Row, error) {
-	run.Progress.Step(perfLabel, 30*time.Second)
+func (b *bench) perfTestRow(ctx context.Context) (*labresult.Row, error) {
+	b.run.Progress.Step(perfLabel, 30*time.Second)
 	lib, err := deps.FetchKafkaTools(ctx, "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("databus: Kafka's tools for the perf test: %w", err)
@@ -356,33 +309,32 @@ func perfTestRow(ctx context.Context, run *lab.Run, k *lab.Kafka) (*lab.Row, err
 	if err != nil {
 		return nil, err
 	}
-	startup, _, _, err := perfTest(ctx, run, k, java, lib, 1000)
+	startup, _, _, err := b.perfTest(ctx, java, lib, 1000)
 	if err != nil {
 		return nil, err
 	}
-	n := perfRecords(run.Opts)
-	cpu, wall, res, err := perfTest(ctx, run, k, java, lib, n)
+	cpu, wall, res, err := b.perfTest(ctx, java, lib, perfRecords(b.run.Opts))
 	if err != nil {
 		return nil, err
 	}
-	row := &lab.Row{Label: perfLabel, Runs: 1, Model: "closed", Connections: 1, Requests: res.Records,
-		Errors: map[string]int64{}, StatusCodes: map[string]int64{},
-		RPS: lab.F(res.RecordsPerSec), MeanMS: lab.F(res.AvgMS), P50MS: lab.F(res.P50MS), P95MS: lab.F(res.P95MS),
-		P99MS: lab.F(res.P99MS), P999MS: lab.F(res.P999MS), MaxMS: lab.F(res.MaxMS), CPUAvg: lab.F(cpu.Seconds() / wall.Seconds()),
-		Figures: map[string]float64{
-			"records_per_cpu_s":         float64(res.Records) / cpu.Seconds(),
-			"cpu_s":                     cpu.Seconds(),
-			"startup_cpu_s":             startup.Seconds(),
-			"records_per_cpu_s_running": float64(res.Records) / max(cpu-startup, time.Millisecond).Seconds(),
-		}}
-	row.Note = fmt.Sprintf("%s records, %.1f MB/s; the JVM used %.2f CPU-s in all (%s records per CPU-second), %.2f of them to start and connect (a 1,000-record run): %s records per CPU-second without them",
-		thousands(int(res.Records)), res.MBPerSec, cpu.Seconds(), thousands(int(row.Figures["records_per_cpu_s"])), startup.Seconds(), thousands(int(row.Figures["records_per_cpu_s_running"])))
+	row := lab.NewRow(costPerfTest)
+	row.Runs, row.Model, row.Connections, row.Requests = 1, "closed", 1, res.Records
+	row.RPS, row.MeanMS, row.P50MS, row.P95MS = labresult.F(res.RecordsPerSec), labresult.F(res.AvgMS), labresult.F(res.P50MS), labresult.F(res.P95MS)
+	row.P99MS, row.P999MS, row.MaxMS = labresult.F(res.P99MS), labresult.F(res.P999MS), labresult.F(res.MaxMS)
+	row.CPUAvg = labresult.F(cpu.Seconds() / wall.Seconds())
+	row.Set(recordsPerCPU, float64(res.Records)/cpu.Seconds())
+	row.Set(perfCPU, cpu.Seconds())
+	row.Set(perfStartupCPU, startup.Seconds())
+	row.Set(recordsPerCPURunning, float64(res.Records)/max(cpu-startup, time.Millisecond).Seconds())
+	row.AddNote("%s records, %.1f MB/s; the JVM used %.2f CPU-s in all (%s records per CPU-second), %.2f of them to start and connect (a 1,000-record run): %s records per CPU-second without them",
+		thousands(int(res.Records)), res.MBPerSec, cpu.Seconds(), thousands(int(row.Value(recordsPerCPU))), startup.Seconds(), thousands(int(row.Value(recordsPerCPURunning))))
 	return row, nil
 }
 
 // perfTest runs ProducerPerformance for n records and returns the JVM's
 // CPU time, its wall time from start to exit and its summary.
-func perfTest(ctx context.Context, run *lab.Run, k *lab.Kafka, java, lib string, n int) (cpu, wall time.Duration, res perfResult, err error) {
+func (b *bench) perfTest(ctx context.Context, java, lib string, n int) (cpu, wall time.Duration, res perfResult, err error) {
+	run, k := b.run, b.k
 	tp := k.Topic(fmt.Sprintf("lab-perf-test-%d-%d", time.Now().UnixNano(), n))
 	if err := k.CreateTopic(ctx, tp, partitions); err != nil {
 		return 0, 0, res, err
@@ -459,25 +411,4 @@ func parsePerfSummary(out string) (perfResult, error) {
 		return r, fmt.Errorf("databus: kafka-producer-perf-test sent %d records at %.0f/s: nothing to compare", r.Records, r.RecordsPerSec)
 	}
 	return r, nil
-}
-
-// perfTarget notes messages per CPU-second of the producing side: the
-// gateway's (and the gateway's with the checker's) against the perf
-// test's JVM.
-func perfTarget(run *lab.Run, gw, perf *lab.Row) {
-	perfPerCPU := perf.Figures["records_per_cpu_s"]
-	if gw.RPS == nil || gw.CPUAvg == nil || *gw.CPUAvg <= 0 || perfPerCPU <= 0 {
-		run.Note("gateway against kafka-producer-perf-test: the gateway's CPU was not measured")
-		return
-	}
-	gwPerCPU := *gw.RPS / *gw.CPUAvg
-	gw.Figures["msgs_per_gateway_cpu_s"] = gwPerCPU
-	both := "the checker's CPU was not measured"
-	if c, ok := gw.Figures["checker_cpu_cores"]; ok {
-		perBoth := *gw.RPS / (*gw.CPUAvg + c)
-		both = fmt.Sprintf("gateway+checker %s msgs per CPU-second, %.2fx", thousands(int(perBoth)), perBoth/perfPerCPU)
-	}
-	run.Note("gateway against Kafka's own producer (kafka-producer-perf-test, %d-byte records, acks=all, each at 1 CPU, real broker): gateway %s msgs per gateway CPU-second (%s msgs/s), perf test %s records per JVM CPU-second (%s records/s, JVM start included; %s without it): %.2fx; %s",
-		recordBytes, thousands(int(gwPerCPU)), thousands(int(*gw.RPS)), thousands(int(perfPerCPU)), thousands(int(*perf.RPS)),
-		thousands(int(perf.Figures["records_per_cpu_s_running"])), gwPerCPU/perfPerCPU, both)
 }

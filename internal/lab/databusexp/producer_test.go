@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 )
 
 func TestParsePerfSummary(t *testing.T) {
@@ -36,25 +37,38 @@ log4j:WARN No appenders could be found for logger (org.apache.kafka.clients.prod
 	}
 }
 
-func TestPerRound(t *testing.T) {
-	gw := &lab.Row{PerRun: []lab.RunValues{
-		{Round: 1, Values: map[string]float64{"cpu_avg": 1, "rps": 100000}},  // 10 µs/msg
-		{Round: 2, Values: map[string]float64{"cpu_avg": 0.9, "rps": 60000}}, // 15 µs/msg
-		{Round: 3, Values: map[string]float64{"rps": 60000}},                 // no CPU: skipped
-	}}
-	direct := &lab.Row{PerRun: []lab.RunValues{
-		{Round: 2, Values: map[string]float64{"producer_cpu_us_per_msg": 10}},
-		{Round: 1, Values: map[string]float64{"producer_cpu_us_per_msg": 8}},
-		{Round: 3, Values: map[string]float64{"producer_cpu_us_per_msg": 8}},
-	}}
-	got := perRound(gw, direct, gatewayUsPerMsg, directUsPerMsg)
-	want := []float64{10.0 / 8, 15.0 / 10} // paired by round, not by position
-	if len(got) != len(want) {
-		t.Fatalf("ratios %v, want %v", got, want)
+// TestPublishCostTarget: the publish cost's target reads the gateway's
+// CPU per message over the direct producer's, each run's, paired by
+// round (not by position), and judges their interval against its bound.
+func TestPublishCostTarget(t *testing.T) {
+	cost := target(t, lab.Options{}, "publish-cost-cpu-per-msg")
+	rows := func(gwUs, directUs []float64) []*labresult.Row {
+		gw, direct := &labresult.Row{Key: costGateway}, &labresult.Row{Key: costDirect}
+		for i := range gwUs {
+			gw.PerRun = append(gw.PerRun, labresult.RunValues{Round: i + 1, Values: map[string]float64{gatewayCPUPerMsg.Name: gwUs[i]}})
+		}
+		for i := len(directUs) - 1; i >= 0; i-- { // listed backwards: pairs join on the round
+			direct.PerRun = append(direct.PerRun, labresult.RunValues{Round: i + 1, Values: map[string]float64{producerCPUPerMsg.Name: directUs[i]}})
+		}
+		return []*labresult.Row{gw, direct}
 	}
-	for i := range want {
-		if math.Abs(got[i]-want[i]) > 1e-9 {
-			t.Errorf("ratio %d = %v, want %v", i, got[i], want[i])
+	for _, tc := range []struct {
+		name           string
+		gwUs, directUs []float64
+		pairs          int
+		want           float64
+		verdict        labresult.TargetVerdict
+	}{
+		{"within the bound", []float64{8, 8.2, 7.9, 8.1}, []float64{10, 10, 10, 10}, 4, math.Pow(0.8*0.82*0.79*0.81, 0.25), labresult.Holds},
+		{"beyond it", []float64{20, 21, 19, 20}, []float64{10, 10, 10, 10}, 4, math.Pow(2*2.1*1.9*2, 0.25), labresult.Fails},
+		{"straddling it", []float64{10, 15}, []float64{8, 10}, 2, math.Sqrt(10.0 / 8 * 15 / 10), labresult.Undecided},
+	} {
+		got := cost.Evaluate(rows(tc.gwUs, tc.directUs))
+		if got.Pairs != tc.pairs || got.Value == nil || math.Abs(*got.Value-tc.want) > 1e-9 || got.Verdict != tc.verdict || got.Spread == nil {
+			t.Errorf("%s: %d pairs, value %s, spread %v, %s (%s); want %d pairs, %.4f, %s", tc.name, got.Pairs, value(got.Value), got.Spread, got.Verdict, got.Why, tc.pairs, tc.want, tc.verdict)
+		}
+		if got.Metric != gatewayCPUPerMsg.Name || got.DenMetric != producerCPUPerMsg.Name || got.Bound != "<= 1.2" {
+			t.Errorf("%s: reads %s over %s, bound %q", tc.name, got.Metric, got.DenMetric, got.Bound)
 		}
 	}
 }

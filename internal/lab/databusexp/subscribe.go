@@ -3,10 +3,13 @@ package databusexp
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -14,10 +17,9 @@ import (
 // throughput-optimized publishers filled beforehand, subRounds times, each
 // drain a fresh group reading from the start (checker.Only).
 const (
-	subscribeRow = "subscribe: 1 group x 4 members, draining a filled topic"
-	subMembers   = 4
-	subRounds    = 3
-	subBatch     = 100
+	subMembers = 4
+	subRounds  = 3
+	subBatch   = 100
 )
 
 // subFill is how long publishers fill the subscribe topic: a fifth of a
@@ -38,71 +40,79 @@ func subscribeEstimate(t timing) time.Duration {
 // the gateway's cgroup is read over consuming, not over the publishing
 // that filled the topic, as when the row came from a throughput row's
 // consumers.
-func (*Experiment) subscribe(ctx context.Context, run *lab.Run, gw *lab.Gateway, k *lab.Kafka, topic string, t timing) error {
-	run.Progress.Step(subscribeRow+": filling the topic", subFill(t))
+func (b *bench) subscribe(ctx context.Context) error {
+	topic := b.topic()
+	b.run.Progress.Step(subscribeLabel+": filling the topic", subFill(b.t))
 	fill, err := checker.Run(ctx, checker.Config{
-		Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Partitions: partitions,
-		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: subFill(t),
+		Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Partitions: partitions,
+		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: subFill(b.t),
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("lab: databus %s: filling the topic: %w", subscribeRow, err)
+		return fmt.Errorf("lab: databus %s: filling the topic: %w", subscribeLabel, err)
 	}
-	m := lab.Measurement{Label: subscribeRow, Procs: []*sandbox.Process{gw.Proc}, Steady: k.JVM,
+	m := lab.Measurement{Key: subscribeKey, Procs: []*sandbox.Process{b.gw.Proc}, Steady: b.k.JVM,
 		Driver: Checker{Config: checker.Config{
-			Target: gw.GRPC, Topic: topic, Brokers: k.Brokers, Consume: checker.Only,
+			Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Consume: checker.Only,
 			Groups: 1, Members: subMembers, SubBatch: subBatch,
 			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost
 		}}}
 	// Rounds of one row (--pairs N makes them N): each drain's figures
 	// are kept (Row.PerRun), so that the figures per CPU-second are per
 	// drain, then their median.
-	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{m}, MinRounds: subRounds, MaxRounds: subRounds})
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{m}, MinRounds: subRounds, MaxRounds: subRounds})
 	if err != nil {
 		return err
 	}
-	row := rows[0]
-	row.Note = joinNote(row.Note, subscribeNote(row, fill.Acked))
-	run.AddRow(row)
-	return delays(ctx, run, gw, k, topic, fill.Acked)
+	for _, row := range rows {
+		subscribeNote(row, fill.Acked)
+		b.run.AddRow(row)
+	}
+	return b.delays(ctx, topic, fill.Acked)
 }
 
 // subscribeNote sets the subscribe row's figures per gateway CPU-second
 // (each drain's rate over the cores its gateway used, then the median)
 // and says them with their spread and the delivery.
-func subscribeNote(row *lab.Row, filled int64) string {
+func subscribeNote(row *labresult.Row, filled int64) {
 	// A drain times no request: latency here would be invented.
 	row.MeanMS, row.P50MS, row.P90MS, row.P95MS, row.P99MS, row.P999MS, row.MaxMS = nil, nil, nil, nil, nil, nil, nil
-	if row.Figures == nil {
-		row.Figures = map[string]float64{}
-	}
-	cycles := runFigures(row, perGatewayCPU("cycles_per_s"))
-	msgs := runFigures(row, perGatewayCPU("received_per_s"))
-	notes := fmt.Sprintf("messages/s received; %s get-ack cycles/s (a cycle: a batch received, then acked; batches of up to %d); each of %d drains a fresh group reading the %s messages %d throughput-optimized clients published beforehand",
-		thousands(int(row.Figures["cycles_per_s"])), subBatch, len(row.PerRun), thousands(int(filled)), pubClients)
+	cycles := perDrain(row, cyclesPerS)
+	msgs := perDrain(row, receivedPerS)
+	row.AddNote("messages/s received; %s get-ack cycles/s (a cycle: a batch received, then acked; batches of up to %d); each of %d drains a fresh group reading the %s messages %d throughput-optimized clients published beforehand",
+		thousands(int(row.Value(cyclesPerS))), subBatch, len(row.PerRun), thousands(int(filled)), pubClients)
 	if len(cycles) == len(row.PerRun) && len(cycles) > 0 && row.CPUAvg != nil {
-		row.Figures["cycles_per_gateway_cpu_s"] = lab.Median(cycles)
-		row.Figures["msgs_per_gateway_cpu_s"] = lab.Median(msgs)
-		row.Figures["gateway_cores"] = *row.CPUAvg
-		notes += fmt.Sprintf("; per gateway CPU-second, over the drains alone: get-ack cycles %s and messages %s; the gateway used %.2f cores",
-			spread(cycles, whole), spread(msgs, whole), *row.CPUAvg)
+		row.Set(cyclesPerGatewayCPU, labresult.Median(cycles))
+		row.Set(msgsPerGatewayCPU, labresult.Median(msgs))
+		row.Set(gatewayCores, *row.CPUAvg)
+		row.AddNote("per gateway CPU-second, over the drains alone: get-ack cycles %s and messages %s; the gateway used %.2f cores",
+			spread(cycles), spread(msgs), *row.CPUAvg)
 	} else {
-		notes += "; the gateway's CPU was not measured in every drain: no figures per CPU-second"
+		row.AddNote("the gateway's CPU was not measured in every drain: no figures per CPU-second")
 	}
 	if row.Lost != nil {
 		verdict := "0 lost"
 		if *row.Lost > 0 {
 			verdict = fmt.Sprintf("%d LOST", *row.Lost)
 		}
-		notes += fmt.Sprintf("; delivery verified in every drain (every record the topic held, by partition and offset): %s", verdict)
+		row.AddNote("delivery verified in every drain (every record the topic held, by partition and offset): %s", verdict)
 	}
-	return notes + "; no target is stated for subscribe"
+	row.AddNote("no target is stated for subscribe")
 }
 
-// perGatewayCPU is a run's figure fig (per second) per second of its
-// gateway's CPU, for runFigures.
-func perGatewayCPU(fig string) func(map[string]float64) (float64, bool) {
-	return func(v map[string]float64) (float64, bool) {
-		cpu := v["cpu_avg"]
-		return v[fig] / cpu, cpu > 0
+// perDrain returns, for each run of row whose gateway CPU was measured,
+// its figure fig per second of that CPU.
+func perDrain(row *labresult.Row, fig labresult.Metric) []float64 {
+	var out []float64
+	for _, r := range row.PerRun {
+		if v, ok := perGatewayCPU(r.Values, fig); ok {
+			out = append(out, v)
+		}
 	}
+	return out
+}
+
+// spread formats the median of vs, whole, with their range.
+func spread(vs []float64) string {
+	whole := func(v float64) string { return thousands(int(math.Round(v))) }
+	return fmt.Sprintf("%s (%s-%s, %d runs)", whole(labresult.Median(vs)), whole(slices.Min(vs)), whole(slices.Max(vs)), len(vs))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/lab"
+	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -35,23 +36,21 @@ const (
 	shortIdle    = time.Second
 )
 
-var tickerConns = []int{1000, 10000}
+// tickerRows are the ticker rows, each on a gateway of its own; 10,000
+// connections without aggregation is not rerun (see figures).
+var tickerRows = []struct {
+	conns int
+	agg   bool
+}{{1000, false}, {1000, true}, {10000, true}}
 
-func tickerLabel(conns int, agg bool) string {
-	return fmt.Sprintf("ticker: %s connections, 1 message/s each, aggregation %s", thousands(conns), onOff(agg))
-}
-
-func idleTimeoutLabel(d time.Duration) string {
-	which := "franz-go's default"
-	if d != gateway.DefaultConnIdleTimeout {
-		which = "shorter than the interval"
-	}
-	return fmt.Sprintf("ticker: %d connections, 1 message per %v each, aggregation off, Kafka conn idle timeout %v (%s)", idleStreams, idleInterval, d, which)
-}
+// idleTimeouts are the idle-timeout pair's Kafka connection idle
+// timeouts: shorter than the interval between a stream's messages, and
+// franz-go's default.
+var idleTimeouts = []time.Duration{shortIdle, gateway.DefaultConnIdleTimeout}
 
 // dialSeries counts the Kafka connections the gateway opened: franz-go
 // sends ApiVersions first on each.
-var dialSeries = lab.Counter{Key: "kafka_connections_dialed", Name: "databus_kafka_requests_total", Labels: map[string]string{"api": "ApiVersions"}}
+var dialSeries = lab.Counter{Metric: kafkaDials, Name: "databus_kafka_requests_total", Labels: map[string]string{"api": "ApiVersions"}}
 
 func tickerEstimate(o lab.Options, t timing) time.Duration {
 	run, _ := o.MinRun()
@@ -68,114 +67,118 @@ func idleRounds(o lab.Options) int {
 	return 1
 }
 
-// ticker adds the ticker rows, each on a gateway of its own, every message
-// verified by a consumer group that reads once publishing ended.
-// topic names a fresh topic.
-func (*Experiment) ticker(ctx context.Context, run *lab.Run, k *lab.Kafka, topic func() string, t timing) error {
-	verified := func(c checker.Config) checker.Config {
-		c.Brokers, c.Partitions = k.Brokers, partitions
-		c.Groups, c.Members, c.Consume, c.SubBatch, c.DrainTimeout = 1, 2, checker.After, 100, time.Minute
-		return c
-	}
-	for _, conns := range tickerConns {
-		for _, agg := range []bool{false, true} {
-			if conns > 1000 && !agg {
-				continue // not rerun: see Figures
-			}
-			row, err := tickerRow(ctx, run, k, topic(), conns, agg, t, verified)
-			if err != nil {
-				return err
-			}
-			run.AddRow(row)
+// verified has every message of a ticker run verified by a consumer
+// group that reads once publishing ended.
+func (b *bench) verified(c checker.Config) checker.Config {
+	c.Brokers, c.Partitions = b.k.Brokers, partitions
+	c.Groups, c.Members, c.Consume, c.SubBatch, c.DrainTimeout = 1, 2, checker.After, 100, time.Minute
+	return c
+}
+
+// ticker adds the ticker rows, each on a gateway of its own, then the
+// idle-timeout pair.
+func (b *bench) ticker(ctx context.Context) error {
+	for _, t := range tickerRows {
+		row, err := b.tickerRow(ctx, t.conns, t.agg)
+		if err != nil {
+			return err
 		}
+		b.run.AddRow(row)
 	}
-	return idleTimeoutRows(ctx, run, k, topic, t, verified)
+	return b.idleTimeoutRows(ctx)
 }
 
 // tickerRow measures one ticker row on a gateway of its own, so that
 // its RSS is its own (1,000 producers stay in a heap after their streams
 // end).
-func tickerRow(ctx context.Context, run *lab.Run, k *lab.Kafka, topic string, conns int, agg bool, t timing, verified func(checker.Config) checker.Config) (*lab.Row, error) {
-	o := onKafka(k)
+func (b *bench) tickerRow(ctx context.Context, conns int, agg bool) (*labresult.Row, error) {
+	o := onKafka(b.k)
 	// A stream without aggregation has a producer of its own, and the
 	// group verifying delivery a member.
 	o.MaxKafkaClients = conns + 100
-	g, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, o)
+	g, err := b.run.StartGateway(ctx, gatewayCPU, gatewayMemMB, o)
 	if err != nil {
 		return nil, err
 	}
 	defer g.Stop()
-	cfg := verified(checker.Config{Target: g.GRPC, Topic: topic, Scenario: checker.Ticker, Streams: conns,
+	cfg := b.verified(checker.Config{Target: g.GRPC, Topic: b.topic(), Scenario: checker.Ticker, Streams: conns,
 		Interval: tickerInterval, Aggregation: agg, Warmup: tickerInterval})
 	// No warm-up run: each run opens its streams, and each stream ticks
 	// once, answered, before the window.
-	row, err := run.Measure(ctx, lab.Measurement{Label: tickerLabel(conns, agg), Procs: []*sandbox.Process{g.Proc},
-		Duration: t.tickerRun, NoWarmup: true, Driver: Checker{Config: cfg, Metrics: g.URL("/metrics")}})
+	row, err := b.run.Measure(ctx, lab.Measurement{Key: tickerKey(conns, agg), Procs: []*sandbox.Process{g.Proc},
+		Duration: b.t.tickerRun, NoWarmup: true, Driver: Checker{Config: cfg, Metrics: g.URL("/metrics"), Gateway: g.Proc}})
 	if err != nil {
 		return nil, err
 	}
-	row.Note = joinNote(row.Note, tickerNote(row, conns, agg))
+	tickerNote(row, conns, agg)
 	return row, nil
 }
 
 // tickerNote says what a ticker row measured, the report's figures
 // beside it.
-func tickerNote(row *lab.Row, conns int, agg bool) string {
-	note := fmt.Sprintf("publish latency per message, sent to stored in Kafka (each stream's message a second, one in flight); %s", publishNote(row))
+func tickerNote(row *labresult.Row, conns int, agg bool) {
+	row.AddNote("publish latency per message, sent to stored in Kafka (each stream's message a second, one in flight)")
+	publishNote(row)
 	// A ticker's rate is fixed by its streams: short of it, the latencies
 	// are a saturated system's (the gateway's or the checker's, which
 	// shares the machine), not a quiet one's.
 	if offered := float64(conns) / tickerInterval.Seconds(); row.RPS != nil && *row.RPS < 0.9*offered {
-		note += fmt.Sprintf("; SATURATED: %s msgs/s acked of the %s offered, so these latencies include queueing (the gateway used %s cores; the checker, in the lab's process, shares the machine)",
+		row.AddNote("SATURATED: %s msgs/s acked of the %s offered, so these latencies include queueing (the gateway used %s cores; the checker, in the lab's process, shares the machine)",
 			thousands(int(*row.RPS)), thousands(int(offered)), cores(row.CPUAvg))
 	}
 	if conns >= 10000 {
-		note += fmt.Sprintf("; the report at 10k connections: p99 ~%.0f ms before aggregation (Kafka's own p99 ~%.0f ms), better after it (no figure given)", reportTickerP99, reportKafkaP99)
+		row.AddNote("the report at 10k connections: p99 ~%.0f ms before aggregation (Kafka's own p99 ~%.0f ms), better after it (no figure given)", reportTickerP99, reportKafkaP99)
 	}
 	if agg {
-		note += "; aggregated streams wait up to the shared producer's linger (5 ms) for others' messages"
+		row.AddNote("aggregated streams wait up to the shared producer's linger (5 ms) for others' messages")
 	}
-	return note
 }
 
 // idleTimeoutRows measures the idle-timeout pair in rounds, each on a
 // gateway of its own, and notes the Kafka connections each dialed.
-func idleTimeoutRows(ctx context.Context, run *lab.Run, k *lab.Kafka, topic func() string, t timing, verified func(checker.Config) checker.Config) error {
+func (b *bench) idleTimeoutRows(ctx context.Context) error {
 	var ms []lab.Measurement
-	for _, idle := range []time.Duration{shortIdle, gateway.DefaultConnIdleTimeout} {
-		o := onKafka(k)
+	for _, idle := range idleTimeouts {
+		o := onKafka(b.k)
 		o.ConnIdleTimeout = idle
-		g, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, o)
+		g, err := b.run.StartGateway(ctx, gatewayCPU, gatewayMemMB, o)
 		if err != nil {
 			return err
 		}
 		defer g.Stop()
-		cfg := verified(checker.Config{Target: g.GRPC, Topic: topic(), Scenario: checker.Ticker, Streams: idleStreams,
+		cfg := b.verified(checker.Config{Target: g.GRPC, Topic: b.topic(), Scenario: checker.Ticker, Streams: idleStreams,
 			Interval: idleInterval, Warmup: idleInterval})
 		dials := dialSeries
 		dials.URL = g.URL("/metrics")
-		ms = append(ms, lab.Measurement{Label: idleTimeoutLabel(idle), Procs: []*sandbox.Process{g.Proc}, Duration: t.idleRun,
-			NoWarmup: true, Counters: []lab.Counter{dials}, Driver: Checker{Config: cfg, Metrics: dials.URL}})
+		ms = append(ms, lab.Measurement{Key: idleTimeoutKey(idle), Procs: []*sandbox.Process{g.Proc}, Duration: b.t.idleRun,
+			NoWarmup: true, Counters: []lab.Counter{dials}, Driver: Checker{Config: cfg, Metrics: dials.URL, Gateway: g.Proc}})
 	}
-	n := idleRounds(run.Opts)
-	rows, err := run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})
+	n := idleRounds(b.run.Opts)
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: n, MaxRounds: n})
 	if err != nil {
 		return err
 	}
 	for _, row := range rows {
-		dialed := row.Figures[dialSeries.Key] / float64(max(row.Runs, 1))
-		row.Note = joinNote(row.Note, fmt.Sprintf("the gateway dialed Kafka %s times per run (streams opening, their producers, the verifying group, and each reconnect after an idle timeout; franz-go reaps a connection idle past the timeout and dials anew on the next request); %s",
-			thousands(int(dialed)), publishNote(row)))
+		dialed := row.Value(kafkaDials) / float64(max(row.Runs, 1))
+		row.AddNote("the gateway dialed Kafka %s times per run (streams opening, their producers, the verifying group, and each reconnect after an idle timeout; franz-go reaps a connection idle past the timeout and dials anew on the next request)", thousands(int(dialed)))
+		publishNote(row)
 	}
-	short, def := rows[0], rows[1]
-	if short.P99MS != nil && def.P99MS != nil && short.MaxMS != nil && def.MaxMS != nil {
-		short.Note = joinNote(short.Note, fmt.Sprintf("against the default: p50 %.2f vs %.2f ms, p99 %.2f vs %.2f ms, max %.1f vs %.1f ms; the report saw seconds-long spikes from idle timeouts: with %s on loopback a reconnect is a dial and an ApiVersions exchange, which is what this measures",
-			val(short.P50MS), val(def.P50MS), *short.P99MS, *def.P99MS, *short.MaxMS, *def.MaxMS, k.Kind))
-	}
+	idleTimeoutNote(byKey(rows), b.k.Kind)
 	for _, row := range rows {
-		run.AddRow(row)
+		b.run.AddRow(row)
 	}
 	return nil
+}
+
+// idleTimeoutNote sets beside the short timeout's latencies the
+// default's.
+func idleTimeoutNote(rows map[labresult.Key]*labresult.Row, kafka string) {
+	short, def := rows[idleTimeoutKey(shortIdle)], rows[idleTimeoutKey(gateway.DefaultConnIdleTimeout)]
+	if short.P99MS == nil || def.P99MS == nil || short.MaxMS == nil || def.MaxMS == nil {
+		return
+	}
+	short.AddNote("against the default: p50 %.2f vs %.2f ms, p99 %.2f vs %.2f ms, max %.1f vs %.1f ms; the report saw seconds-long spikes from idle timeouts: with %s on loopback a reconnect is a dial and an ApiVersions exchange, which is what this measures",
+		short.Value(labresult.P50MS), def.Value(labresult.P50MS), *short.P99MS, *def.P99MS, *short.MaxMS, *def.MaxMS, kafka)
 }
 
 func cores(p *float64) string {
@@ -183,11 +186,4 @@ func cores(p *float64) string {
 		return "unmeasured"
 	}
 	return fmt.Sprintf("%.2f", *p)
-}
-
-func val(p *float64) float64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
