@@ -53,7 +53,6 @@ func delivered(t *testing.T, res *labresult.Result) {
 // claims hold is the lab's verdict, not the test's.
 func TestExperimentQuick(t *testing.T) {
 	res := labtest.RunQuick(t, New())
-	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
 	for _, r := range res.Rows {
 		if r.RPS == nil || *r.RPS <= 0 || r.SuccessRatio == nil || *r.SuccessRatio != 1 {
 			t.Errorf("%s: rps %v, success %v", r.Key, r.RPS, r.SuccessRatio)
@@ -82,7 +81,6 @@ func TestExternalKafka(t *testing.T) {
 	if !strings.Contains(res.Env["kafka"], strings.Join(brokers, ",")) {
 		t.Errorf("env kafka = %q: want the brokers %v", res.Env["kafka"], brokers)
 	}
-	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
 	delivered(t, res)
 	if left := labtest.KafkaLeftovers(t, brokers); len(left) > 0 {
 		t.Errorf("left on the brokers: %v", left)

@@ -24,8 +24,9 @@ import (
 
 // RunQuick runs exp in this process in quick mode, its runs shortened,
 // over two pairs, and returns its result; it fails t when the run cannot
-// start or the experiment reports an error (with the run's progress).
-// Whether its claims hold is the caller's to check.
+// start, the experiment reports an error (with the run's progress), or
+// it did not measure what its Spec declares (Measured). Whether its
+// claims hold is the lab's verdict, not a test's.
 func RunQuick(t *testing.T, exp lab.Experiment) *labresult.Result {
 	t.Helper()
 	return RunQuickWith(t, exp, lab.External{})
@@ -41,8 +42,8 @@ func RunQuickWith(t *testing.T, exp lab.Experiment, ext lab.External) *labresult
 	}
 	defer sb.Close()
 	var progress strings.Builder
-	results, err := lab.RunAll(context.Background(), []lab.Experiment{exp},
-		lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir(), External: ext}, sb, lab.NewProgress(&progress, false))
+	opts := lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir(), External: ext}
+	results, err := lab.RunAll(context.Background(), []lab.Experiment{exp}, opts, sb, lab.NewProgress(&progress, false))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +51,7 @@ func RunQuickWith(t *testing.T, exp lab.Experiment, ext lab.External) *labresult
 	if res.Error != "" {
 		t.Fatalf("experiment failed: %s\n%s", res.Error, progress.String())
 	}
+	Measured(t, exp, opts, res)
 	return res
 }
 
@@ -109,9 +111,13 @@ func Measured(t testing.TB, exp lab.Experiment, opts lab.Options, res *labresult
 			t.Errorf("claim %q has no ratio: %s", c.Claim, c.Why)
 		}
 	}
-	for _, tr := range append(slices.Clone(res.Targets), res.Ratios...) {
+	judged := append(slices.Clone(res.Targets), res.Ratios...)
+	for _, tr := range judged {
 		if tr.Value == nil {
 			t.Errorf("target %q has no value: %s", tr.Key, tr.Why)
 		}
+	}
+	if len(judged) != len(spec.Targets) {
+		t.Errorf("%d targets and shown ratios judged, the Spec declares %d", len(judged), len(spec.Targets))
 	}
 }

@@ -119,7 +119,6 @@ func TestExternalServers(t *testing.T) {
 	if !strings.Contains(res.Env["cassandra"], cassandra) || !strings.Contains(res.Env["cassandra"], "("+deps.CassandraVersion) {
 		t.Errorf("env cassandra = %q: want %s and its version %s", res.Env["cassandra"], cassandra, deps.CassandraVersion)
 	}
-	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
 	stored(t, res.Rows)
 	if left := labtest.PostgresLeftovers(t, url); len(left) > 0 {
 		t.Errorf("left on postgres: %v", left)

@@ -17,7 +17,6 @@ import (
 // speed and freshness targets hold, is the lab's verdict, not this test's.
 func TestShortRun(t *testing.T) {
 	res := labtest.RunQuick(t, New())
-	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
 	for _, f := range allFaults {
 		r := res.Row(f.key)
 		if r == nil {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/deps/depstest"
-	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
 )
 
@@ -17,7 +16,6 @@ func TestSpec(t *testing.T) { labtest.SpecValid(t, New()) }
 // its Spec measured, both claims' ratios read.
 func TestShortRun(t *testing.T) {
 	res := labtest.RunQuick(t, New())
-	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
 	for _, c := range res.Claims {
 		if c.Pairs != 2 {
 			t.Errorf("claim %q: %d pairs, want the 2 the test asked for", c.Claim, c.Pairs)

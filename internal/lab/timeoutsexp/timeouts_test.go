@@ -71,7 +71,6 @@ func TestPlans(t *testing.T) {
 // the lab's verdict, not this test's.
 func TestShortRun(t *testing.T) {
 	res := labtest.RunQuick(t, New())
-	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
 	for _, c := range res.Claims {
 		if c.Pairs != 2 {
 			t.Errorf("claim %q: %d pairs, want the 2 the test asked for", c.Claim, c.Pairs)
