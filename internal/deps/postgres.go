@@ -13,6 +13,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -115,8 +116,9 @@ type Postgres struct {
 	binDir   string
 	tempDir  bool
 
-	mu   sync.Mutex
-	proc *sandbox.Process
+	mu    sync.Mutex
+	proc  *sandbox.Process
+	roles map[string]string // database -> its role's password (CreateDatabase)
 }
 
 // StartPostgres initializes a cluster in cfg.Dir and starts it under sb as
@@ -188,9 +190,12 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 // postgresTempPrefix names the temporary directories of clusters.
 const postgresTempPrefix = "hlab-postgres-"
 
-// DSN returns a connection string for database db, with the password. On
-// an external server (ConnectPostgres), db is the run's own database of
-// that name (prefixed), and "" the URL's own.
+// DSN returns a connection string for database db, with the password:
+// the superuser's on a server the lab started (for the lab's own
+// connections: seeding, faults, settings), the URL's own user on an
+// external server. On an external server, db is the run's own database
+// of that name (prefixed), and "" the URL's own. A service gets
+// ServiceDSN instead.
 func (p *Postgres) DSN(db string) string {
 	if p.external != nil {
 		return p.externalDSN(db)
@@ -199,9 +204,37 @@ func (p *Postgres) DSN(db string) string {
 	return u.String()
 }
 
+// ServiceDSN returns the connection string a service gets for database db,
+// which CreateDatabase made: on a server the lab started, that of the
+// database's own role, which owns it and is no superuser (a superuser's
+// password is a shell on the machine: COPY ... TO PROGRAM); on an
+// external server, the URL's (give the lab a user that is no superuser).
+func (p *Postgres) ServiceDSN(db string) string {
+	if p.external != nil {
+		return p.externalDSN(db)
+	}
+	p.mu.Lock()
+	pw := p.roles[db]
+	p.mu.Unlock()
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(db, pw), Host: p.Addr, Path: "/" + db, RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+// DatabaseOption adds to what CreateDatabase makes.
+type DatabaseOption int
+
+// Replication lets the database's role stream its changes (REPLICATION:
+// replication slots, logical decoding), which a replica needs.
+const Replication DatabaseOption = 1
+
 // CreateDatabase creates database name (an error if it exists); on an
 // external server its name starts with the run's prefix (DSN finds it).
-func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
+// On a server the lab started it also creates a role of the same name,
+// with a password of its own, which owns the database and is the only one
+// besides the superuser that may connect to it (ServiceDSN): no
+// superuser, no CREATEDB, no CREATEROLE, and REPLICATION only with that
+// option.
+func (p *Postgres) CreateDatabase(ctx context.Context, name string, opts ...DatabaseOption) error {
 	admin, real := "postgres", name
 	if p.external != nil {
 		admin, real = "", p.prefix+name
@@ -211,9 +244,37 @@ func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
 		return fmt.Errorf("deps: postgres: %w", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{real}.Sanitize()); err != nil {
-		return fmt.Errorf("deps: create database %s: %w", name, err)
+	db := pgx.Identifier{real}.Sanitize()
+	if p.external != nil {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+			return fmt.Errorf("deps: create database %s: %w", name, err)
+		}
+		return nil
 	}
+	pwb := make([]byte, 16)
+	if _, err := rand.Read(pwb); err != nil {
+		return fmt.Errorf("deps: postgres role password: %w", err)
+	}
+	pw := hex.EncodeToString(pwb) // hex: safe inside the literal below
+	repl := "NOREPLICATION"
+	if slices.Contains(opts, Replication) {
+		repl = "REPLICATION"
+	}
+	for _, q := range []string{
+		"CREATE ROLE " + db + " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE " + repl + " PASSWORD '" + pw + "'",
+		"CREATE DATABASE " + db + " OWNER " + db,
+		"REVOKE ALL ON DATABASE " + db + " FROM PUBLIC",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("deps: create database %s: %w", name, err)
+		}
+	}
+	p.mu.Lock()
+	if p.roles == nil {
+		p.roles = map[string]string{}
+	}
+	p.roles[name] = pw
+	p.mu.Unlock()
 	return nil
 }
 

@@ -33,9 +33,10 @@ type Config struct {
 	Listener net.Listener
 	// AdminAddr, when set, is a second address that serves Go's profiles
 	// under /debug/pprof/ (default "": none). They are never served on
-	// Addr: /debug/pprof/cmdline shows the command line, secrets in flags
-	// included, and a CPU profile or trace is work on demand. Keep it on
-	// loopback (127.0.0.1:PORT) or a network only operators reach.
+	// Addr: /debug/pprof/cmdline shows the command line (a secret given
+	// as a flag rather than a file or the environment included), and a
+	// CPU profile or trace is work on demand. Keep it on loopback
+	// (127.0.0.1:PORT) or a network only operators reach.
 	AdminAddr string
 	// AdminListener, when set, is used instead of listening on AdminAddr.
 	AdminListener net.Listener

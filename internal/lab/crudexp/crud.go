@@ -233,7 +233,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		if err := pg.CreateDatabase(ctx, name); err != nil {
 			return err
 		}
-		dsns[withIdx] = pg.DSN(name)
+		dsns[withIdx] = pg.ServiceDSN(name)
 		conn, err := pgx.Connect(ctx, dsns[withIdx])
 		if err != nil {
 			return fmt.Errorf("crud: %w", err)
@@ -363,7 +363,7 @@ func (b *bench) start(ctx context.Context, dsns map[bool]string, hook *sink, sec
 			SecretFile: secret, LogFormat: "json",
 		}
 		var err error
-		if b.svcs[i], err = b.run.StartService(ctx, "tasks", serviceCPU, serviceMemMB, o.Args()...); err != nil {
+		if b.svcs[i], err = b.run.StartCommand(ctx, "tasks", serviceCPU, serviceMemMB, o.Command()); err != nil {
 			return err
 		}
 	}

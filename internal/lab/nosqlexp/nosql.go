@@ -520,7 +520,7 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 			if err := pg.CreateDatabase(ctx, sp.table); err != nil {
 				return nil, closeAll, err
 			}
-			cfg.Store, cfg.DSN = activities.Postgres, pg.DSN(sp.table)
+			cfg.Store, cfg.DSN = activities.Postgres, pg.ServiceDSN(sp.table)
 			conn, err := pgx.Connect(ctx, pg.DSN(sp.table))
 			if err != nil {
 				return nil, closeAll, fmt.Errorf("nosql: %w", err)
@@ -556,7 +556,7 @@ func (e *Experiment) startServices(ctx context.Context, run *lab.Run, dbs *datab
 			}
 		}
 		run.Progress.Step("start hlab serve activities: "+sp.key, 2*time.Second)
-		svc, err := run.StartService(ctx, "activities", appCPU, appMemMB, cfg.Args()...)
+		svc, err := run.StartCommand(ctx, "activities", appCPU, appMemMB, cfg.Command())
 		if err != nil {
 			return nil, closeAll, err
 		}

@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/secretfile"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
@@ -37,7 +37,7 @@ type Options struct {
 // RegisterFlags adds the service's flags to fs.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	c, d := &o.Config, &o.Config.Deopt
-	fs.StringVar(&c.DatabaseURL, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
+	cliflag.SecretVar(fs, &c.DatabaseURL, "dsn", "DATABASE_URL", "Postgres connection string, e.g. postgres://tasks:PASSWORD@127.0.0.1:5432/tasks; give the service a role of its own that owns its database, not a superuser")
 	fs.Var(cliflag.Not(&d.NoPoolLimits), "pool-limits", "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
 	fs.Var(cliflag.Not(&d.UncappedTelemetry), "telemetry-cap", "optimization 2: a capped telemetry budget, --trace-sample of requests traced and spans dropped when the export queue is full "+
 		"(false: every request traced, and a full export queue makes requests wait; the queue stays bounded)")
@@ -50,7 +50,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(cliflag.AtLeast(&c.MinConns, 1), "min-conns", fmt.Sprintf("pool: connections kept open (default %d)", DefaultMinConns))
 	fs.DurationVar(&c.MaxConnIdleTime, "max-idle-time", DefaultMaxConnIdleTime, "pool: close connections idle this long")
 	fs.DurationVar(&c.MaxConnLifetime, "max-lifetime", DefaultMaxConnLifetime, "pool: replace connections this old")
-	fs.StringVar(&c.WebhookURL, "webhook-url", "", "push notifications are POSTed here (empty: off)")
+	cliflag.SecretVar(fs, &c.WebhookURL, "webhook-url", "TASKS_WEBHOOK_URL", "push notifications are POSTed here, redirects not followed (empty: off); logs show it without its query and user info, which may hold a token")
 	fs.IntVar(&c.QueueSize, "queue-size", DefaultQueueSize, "notification jobs queued at most; more are dropped and counted")
 	fs.IntVar(&c.Workers, "workers", DefaultWorkers, "notification workers")
 	fs.DurationVar(&c.NotifyTimeout, "notify-timeout", DefaultNotifyTimeout, "timeout of one webhook call")
@@ -76,9 +76,10 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for queued notifications")
 }
 
-// Args returns the command line that makes "hlab serve tasks" run o (the
-// fields o changes from the defaults).
-func (o Options) Args() []string { return cliflag.Args(o) }
+// Command returns the command that makes "hlab serve tasks" run o: the
+// flags o changes from the defaults, and its secrets (the database and
+// webhook URLs, the webhook key) for the environment.
+func (o Options) Command() cliflag.Command { return cliflag.CommandOf(o) }
 
 // Serve runs the service under the shared server srv until ctx ends, then
 // stops gracefully: "hlab serve tasks". It logs to srv.Logger, or as JSON
@@ -111,11 +112,11 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 	}
 	switch {
 	case o.SecretFile != "":
-		b, err := os.ReadFile(o.SecretFile)
+		b, err := secretfile.Read(o.SecretFile)
 		if err != nil {
 			return fmt.Errorf("tasks: --token-secret-file: %w", err)
 		}
-		c.TokenSecret = bytes.TrimSpace(b)
+		c.TokenSecret = []byte(b)
 	case os.Getenv("TASKS_TOKEN_SECRET") != "":
 		c.TokenSecret = []byte(os.Getenv("TASKS_TOKEN_SECRET"))
 	}

@@ -142,7 +142,7 @@ func TestProcessOptimizationFlags(t *testing.T) {
 	if err != nil || !o.Deopt.UncappedTelemetry || !o.Deopt.KeepFileLimit {
 		t.Fatalf("switched off: %+v, %v; want both off", o.Deopt, err)
 	}
-	args := tasks.Options{Config: tasks.Config{Deopt: tasks.Deopt{UncappedTelemetry: true, KeepFileLimit: true}}}.Args()
+	args := tasks.Options{Config: tasks.Config{Deopt: tasks.Deopt{UncappedTelemetry: true, KeepFileLimit: true}}}.Command().Args
 	if strings.Join(args, " ") != "--raise-file-limit=false --telemetry-cap=false" {
 		t.Fatalf("Args = %q, want both flags false", args)
 	}
