@@ -38,6 +38,12 @@ const (
 	// DefaultMaxWebSocketsPerUser bounds a user's WebSockets: a device
 	// each, with room for a few phones, tablets and browser tabs.
 	DefaultMaxWebSocketsPerUser = 8
+	// DefaultMaxDevicesPerUser bounds a user's registered devices: every
+	// notification of theirs carries them all.
+	DefaultMaxDevicesPerUser = 10
+	// DefaultNotifyMaxBatchBytes bounds one webhook call's body: a
+	// worker's batch over it goes in several calls.
+	DefaultNotifyMaxBatchBytes = 1 << 20
 	// unboundedMaxIdle is database/sql's default MaxIdleConns, what an
 	// ORM on database/sql keeps when nobody sets pool limits.
 	unboundedMaxIdle = 2
@@ -104,6 +110,15 @@ type Config struct {
 	NotifyTimeout time.Duration // per webhook attempt (default 2s)
 	NotifyRetries int           // retries after a failed attempt (default 2; negative: none)
 	NotifyBackoff time.Duration // wait before the first retry, doubled each time (default 100ms)
+	// NotifyMaxBatchBytes bounds a webhook call's body (default 1 MiB): a
+	// batch over it is split in calls under it; a single notification
+	// over it goes alone. A call answered 413 is split in halves, down to
+	// the one notification the webhook refuses, which alone fails.
+	NotifyMaxBatchBytes int
+	// MaxDevicesPerUser bounds the devices one user may register (default
+	// 10; negative: no bound): one more is refused with 409 until they
+	// delete one. A token registered again is the same device.
+	MaxDevicesPerUser int
 
 	// TokenSecret signs bearer tokens (HMAC-SHA256). Default: a random
 	// secret, so tokens do not survive a restart or reach another instance.
@@ -196,6 +211,10 @@ func (c *Config) setDefaults() error {
 	if c.MaxWebSocketsPerUser == 0 {
 		c.MaxWebSocketsPerUser = DefaultMaxWebSocketsPerUser
 	}
+	if c.MaxDevicesPerUser == 0 {
+		c.MaxDevicesPerUser = DefaultMaxDevicesPerUser
+	}
+	defaults.Positive(&c.NotifyMaxBatchBytes, DefaultNotifyMaxBatchBytes)
 	switch {
 	case c.TraceSample == 0:
 		c.TraceSample = DefaultTraceSample

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,10 +24,15 @@ type sink struct {
 	mu      sync.Mutex
 	got     []tasks.Notification
 	batches int
+	bodies  []body // every call's, refused or not
 	fail    atomic.Int32
 	calls   atomic.Int32
+	limit   atomic.Int64  // when set, a longer body is refused with 413, as a proxy in front of a push relay would
 	block   chan struct{} // when set, every call waits for it to close
 }
+
+// body is what one call carried.
+type body struct{ size, notifications int }
 
 func newSink(t *testing.T, block bool) *sink {
 	s := &sink{}
@@ -50,6 +56,13 @@ func newSink(t *testing.T, block bool) *sink {
 		b, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(b, &batch); err != nil || len(batch.Notifications) == 0 || r.Header.Get("Content-Type") != "application/json" {
 			http.Error(w, "bad notification batch", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.bodies = append(s.bodies, body{len(b), len(batch.Notifications)})
+		s.mu.Unlock()
+		if l := s.limit.Load(); l > 0 && int64(len(b)) > l {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
 			return
 		}
 		s.mu.Lock()
@@ -196,5 +209,77 @@ func TestNotificationsAreBatched(t *testing.T) {
 	}
 	if users[a.id] != 1+queued/2 || users[b.id] != queued/2 {
 		t.Fatalf("notifications by user = %v", users)
+	}
+}
+
+// One user cannot make a batch too large for the webhook, nor take other
+// users' notifications down with theirs: devices per user are bounded
+// and a token is registered once; a batch is bounded in bytes; and a 413
+// fails only the notification the webhook refuses.
+func TestOneUsersDevicesCannotSinkABatch(t *testing.T) {
+	hook := newSink(t, true)
+	hook.limit.Store(16 << 10)
+	const maxBytes = 8 << 10
+	e := newEnv(t, func(c *tasks.Config) {
+		c.WebhookURL = hook.URL
+		c.Workers = 1
+		c.NotifyTimeout = time.Minute
+		c.MaxDevicesPerUser = 5
+		c.NotifyMaxBatchBytes = maxBytes
+	})
+	heavy := e.signup("heavy@example.com")
+	token := func(i int) string { return fmt.Sprintf("%d-%s", i, strings.Repeat("x", tasks.MaxPushToken-8)) }
+	var first tasks.Device
+	for i := range 5 {
+		a := heavy.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": token(i)})
+		if a.code != http.StatusCreated {
+			t.Fatalf("device %d: %s", i, a)
+		}
+		if i == 0 {
+			a.decode(t, &first)
+		}
+	}
+	if a := heavy.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": token(5)}); a.code != http.StatusConflict || a.err.Error != "too_many_devices" {
+		t.Errorf("a 6th device: %s; want 409 too_many_devices", a)
+	}
+	var again tasks.Device
+	if a := heavy.do("POST", "/v1/devices", map[string]string{"platform": "ios", "push_token": token(0)}); a.code != http.StatusOK {
+		t.Errorf("a token registered again: %s; want 200, the same device", a)
+	} else if a.decode(t, &again); again.ID != first.ID || again.Platform != "ios" {
+		t.Errorf("a token registered again: %+v; want device %d, its platform updated", again, first.ID)
+	}
+	if n := e.count("devices"); n != 5 {
+		t.Errorf("%d devices in the database; want 5", n)
+	}
+
+	light := []*client{e.signup("light-a@example.com"), e.signup("light-b@example.com"), e.signup("light-c@example.com")}
+	for _, c := range light {
+		if r := c.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w-" + c.email}); r.code != 201 {
+			t.Fatal(r)
+		}
+	}
+	light[0].createTask(map[string]any{"title": "first"})
+	testkit.Eventually(t, 15*time.Second, "the worker busy", func() bool { return hook.calls.Load() == 1 })
+	// Queued while the webhook is busy: one batch of the heavy user's
+	// change among the light users' ones.
+	light[1].createTask(map[string]any{"title": "before"})
+	heavy.createTask(map[string]any{"title": "heavy"})
+	light[2].createTask(map[string]any{"title": "after"})
+	close(hook.block)
+	testkit.Eventually(t, 15*time.Second, "the light users' notifications", func() bool { return len(hook.notifications()) == 3 })
+	testkit.Eventually(t, 15*time.Second, "the heavy one failed", func() bool {
+		return e.metric("tasks_notify_jobs_total", map[string]string{"result": "failed"}) == 1
+	})
+	for _, n := range hook.notifications() {
+		if n.UserID == heavy.id {
+			t.Errorf("the heavy user's notification was delivered, over the webhook's limit")
+		}
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	for _, b := range hook.bodies {
+		if b.notifications > 1 && b.size > maxBytes {
+			t.Errorf("a call of %d notifications carried %d bytes, over NotifyMaxBatchBytes %d", b.notifications, b.size, maxBytes)
+		}
 	}
 }

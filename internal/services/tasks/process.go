@@ -55,6 +55,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.Workers, "workers", DefaultWorkers, "notification workers")
 	fs.DurationVar(&c.NotifyTimeout, "notify-timeout", DefaultNotifyTimeout, "timeout of one webhook call")
 	fs.IntVar(&c.NotifyRetries, "notify-retries", DefaultNotifyRetries, "retries of a failed webhook call (negative: none)")
+	fs.IntVar(&c.NotifyMaxBatchBytes, "notify-max-batch-bytes", DefaultNotifyMaxBatchBytes, "largest webhook body: a batch over it goes in several calls; a call answered 413 is split until only the notification refused fails")
+	fs.IntVar(&c.MaxDevicesPerUser, "max-devices-per-user", DefaultMaxDevicesPerUser, "devices one user may register (each notification carries them all); one more is refused with 409. 0: no bound")
 	fs.StringVar(&o.SecretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
 	fs.IntVar(&c.BcryptCost, "bcrypt-cost", 10, "password hash cost (4-31; each step doubles the time)")
@@ -109,6 +111,9 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 	}
 	if c.MaxWebSocketsPerUser == 0 {
 		c.MaxWebSocketsPerUser = -1
+	}
+	if c.MaxDevicesPerUser == 0 {
+		c.MaxDevicesPerUser = -1
 	}
 	switch {
 	case o.SecretFile != "":

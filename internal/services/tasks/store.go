@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -85,6 +86,20 @@ func (s *store) run(ctx context.Context, write bool, f func(q dbtx) error) error
 
 func (s *store) read(ctx context.Context, f func(q dbtx) error) error  { return s.run(ctx, false, f) }
 func (s *store) write(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, true, f) }
+
+// inTx runs f in a transaction: the request's (Deopt.UserTouch), or one
+// of its own.
+func (s *store) inTx(ctx context.Context, f func(q dbtx) error) error {
+	if rt := requestTxFrom(ctx); rt != nil {
+		return f(rt.tx)
+	}
+	conn, release, err := s.pool.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("tasks: database connection: %w", err)
+	}
+	defer release()
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return f(tx) })
+}
 
 // inRequestTx runs f in a transaction that first updates the user's row:
 // the report's bug (Deopt.UserTouch). Statements of f's request run in it;
@@ -174,13 +189,37 @@ func (s *store) user(ctx context.Context, uid int64) (User, error) {
 
 // Devices.
 
-func (s *store) createDevice(ctx context.Context, uid int64, platform, token string) (Device, error) {
-	d := Device{Platform: platform, PushToken: token}
-	err := s.write(ctx, func(q dbtx) error {
+// createDevice registers a push token for uid: a new device (created
+// true), or the one that already has the token, its platform updated. A
+// user past max devices (negative: no bound) gets ErrTooManyDevices. The
+// user's row is locked first, so that concurrent registrations of one
+// user count each other.
+func (s *store) createDevice(ctx context.Context, uid int64, platform, token string, max int) (d Device, created bool, err error) {
+	d = Device{Platform: platform, PushToken: token}
+	err = s.inTx(ctx, func(q dbtx) error {
+		if _, err := q.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, uid); err != nil {
+			return err
+		}
+		err := q.QueryRow(ctx, `UPDATE devices SET platform = $3 WHERE md5(push_token) = md5($2) AND user_id = $1 AND push_token = $2
+			RETURNING id, created_at`, uid, token, platform).Scan(&d.ID, &d.CreatedAt)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err // the token's device, or a failure
+		}
+		if max >= 0 {
+			var n int
+			if err := q.QueryRow(ctx, `SELECT count(*) FROM devices WHERE user_id = $1`, uid).Scan(&n); err != nil {
+				return err
+			}
+			if n >= max {
+				return &LimitError{Kind: "too_many_devices", Status: http.StatusConflict,
+					Reason: fmt.Sprintf("this account has %d devices, the most allowed: delete one (DELETE /v1/devices/{id}) before adding another", n)}
+			}
+		}
+		created = true
 		return q.QueryRow(ctx, `INSERT INTO devices (user_id, platform, push_token) VALUES ($1, $2, $3) RETURNING id, created_at`,
 			uid, platform, token).Scan(&d.ID, &d.CreatedAt)
 	})
-	return d, err
+	return d, created, err
 }
 
 func (s *store) devices(ctx context.Context, uid int64) ([]Device, error) {
