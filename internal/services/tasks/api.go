@@ -120,7 +120,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	}
 	var lim *LimitError
 	switch {
-	case errors.As(err, &lim) && code == http.StatusTooManyRequests:
+	case errors.As(err, &lim) && lim.RetryAfter > 0:
 		w.Header().Set("Retry-After", retryAfter(lim.RetryAfter))
 	case code == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")

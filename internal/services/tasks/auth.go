@@ -114,14 +114,17 @@ func bearer(r *http.Request) string {
 // Passwords are hashed with bcrypt, a deliberately slow hash (~50 ms at
 // cost 10). Hashes run at most GOMAXPROCS at a time: a burst of logins
 // waits its turn instead of taking every CPU from the other requests.
+// Sign-ups take at most half of those slots (one with a single core), so
+// that a burst of them never leaves logins none.
 type hasher struct {
-	cost  int
-	slots chan struct{}
-	dummy []byte // compared against for unknown emails, so they take as long
+	cost        int
+	slots       chan struct{}
+	signupSlots chan struct{}
+	dummy       []byte // compared against for unknown emails, so they take as long
 }
 
 func newHasher(cost, slots int) (*hasher, error) {
-	h := &hasher{cost: cost, slots: make(chan struct{}, max(1, slots))}
+	h := &hasher{cost: cost, slots: make(chan struct{}, max(1, slots)), signupSlots: make(chan struct{}, max(1, slots/2))}
 	var err error
 	h.dummy, err = bcrypt.GenerateFromPassword([]byte("no such user, same cost"), cost)
 	return h, err
@@ -136,7 +139,14 @@ func (h *hasher) acquire(ctx context.Context) error {
 	}
 }
 
+// hash hashes a new account's password, in a sign-up slot, then a slot.
 func (h *hasher) hash(ctx context.Context, password string) (string, error) {
+	select {
+	case h.signupSlots <- struct{}{}:
+	case <-ctx.Done():
+		return "", ErrBusy
+	}
+	defer func() { <-h.signupSlots }()
 	if err := h.acquire(ctx); err != nil {
 		return "", err
 	}
@@ -210,6 +220,10 @@ func (s *Service) signup(w http.ResponseWriter, r *http.Request) error {
 	name := strings.TrimSpace(c.Name)
 	if utf8.RuneCountInString(name) > maxName {
 		return invalid("name", "at most %d characters", maxName)
+	}
+	if err := s.allowSignup(r); err != nil {
+		s.m.signupsLimited.Inc()
+		return err
 	}
 	hash, err := s.hasher.hash(r.Context(), c.Password)
 	if err != nil {

@@ -35,6 +35,16 @@ const (
 	DefaultLoginAccountBurst = 10
 	DefaultLoginIPRate       = 60
 	DefaultLoginIPBurst      = 100
+	// Sign-ups: per client address, 10 at once and 10 a minute; on the
+	// whole service, 100 at once and 600 a minute (10 a second, half a
+	// core of bcrypt at cost 10 at most).
+	DefaultSignupIPRate  = 10
+	DefaultSignupIPBurst = 10
+	DefaultSignupRate    = 600
+	DefaultSignupBurst   = 100
+	// DefaultMaxWebSockets bounds the WebSockets of one process, all
+	// users together: each holds a goroutine, buffers and a descriptor.
+	DefaultMaxWebSockets = 10000
 	// DefaultMaxWebSocketsPerUser bounds a user's WebSockets: a device
 	// each, with room for a few phones, tablets and browser tabs.
 	DefaultMaxWebSocketsPerUser = 8
@@ -137,11 +147,26 @@ type Config struct {
 	LoginIPRate       float64 // attempts a minute per client address (default 60)
 	LoginIPBurst      int     // attempts at once per client address (default 100)
 
+	// Sign-ups are limited the same way, before the password is hashed:
+	// per client address and on the whole service (every address
+	// together), so that neither one address nor many can take the
+	// bcrypt time logins need, or create accounts without bound (each
+	// allowed its WebSockets). A limited sign-up answers 429 with
+	// Retry-After. Negative Rate: no limit.
+	SignupIPRate  float64 // sign-ups a minute per client address (default 10)
+	SignupIPBurst int     // sign-ups at once per client address (default 10)
+	SignupRate    float64 // sign-ups a minute on the service (default 600)
+	SignupBurst   int     // sign-ups at once on the service (default 100)
+
 	// MaxWebSocketsPerUser bounds a user's open WebSockets on this
 	// process (default 8; negative: no bound). One more is refused with
 	// 429 and Retry-After until one of theirs closes; a socket whose
 	// device vanished is found by its ping within a ping interval (30 s).
 	MaxWebSocketsPerUser int
+	// MaxWebSockets bounds the WebSockets of this process, every user's
+	// together (default 10,000; negative: no bound). One more is refused
+	// with 503 and Retry-After.
+	MaxWebSockets int
 
 	MaxBodyBytes   int64         // largest request body (default 64 KiB)
 	RequestTimeout time.Duration // bound on a request's database work (default 5s)
@@ -208,6 +233,17 @@ func (c *Config) setDefaults() error {
 		c.LoginIPRate = DefaultLoginIPRate
 	}
 	defaults.Positive(&c.LoginIPBurst, DefaultLoginIPBurst)
+	if c.SignupIPRate == 0 {
+		c.SignupIPRate = DefaultSignupIPRate
+	}
+	defaults.Positive(&c.SignupIPBurst, DefaultSignupIPBurst)
+	if c.SignupRate == 0 {
+		c.SignupRate = DefaultSignupRate
+	}
+	defaults.Positive(&c.SignupBurst, DefaultSignupBurst)
+	if c.MaxWebSockets == 0 {
+		c.MaxWebSockets = DefaultMaxWebSockets
+	}
 	if c.MaxWebSocketsPerUser == 0 {
 		c.MaxWebSocketsPerUser = DefaultMaxWebSocketsPerUser
 	}

@@ -58,13 +58,14 @@ func malformed(field, format string, args ...any) *InputError {
 }
 
 // LimitError is a request over one of the service's limits: too many
-// login attempts or sign-ups, too many WebSockets of one user (429, with
-// a Retry-After header that says when to try again), or too many devices
-// (409: only deleting one helps, no Retry-After).
+// login attempts or sign-ups, too many WebSockets of one user (429), too
+// many WebSockets on the server (503), each with a Retry-After header
+// that says when to try again; or too many devices (409: only deleting
+// one helps, no Retry-After).
 type LimitError struct {
-	Kind       string        // "too_many_logins", "too_many_signups", "too_many_websockets", "too_many_devices"
+	Kind       string        // "too_many_logins", "too_many_signups", "too_many_websockets", "server_full", "too_many_devices"
 	Reason     string        // which limit, and what to do
-	RetryAfter time.Duration // until a retry can succeed (rounded up to seconds, at least 1); 0 with Status 409
+	RetryAfter time.Duration // until a retry can succeed (rounded up to seconds, at least 1); 0: no Retry-After
 	Status     int           // the answer's status: 0 is 429
 }
 

@@ -67,6 +67,13 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.LoginAccountRate, "login-account-rate", DefaultLoginAccountRate,
 		"login attempts a minute per account (email), right or wrong, from any address: bounds password guessing; past --login-account-burst at once, 429 with Retry-After. 0: no limit")
 	fs.IntVar(&c.LoginAccountBurst, "login-account-burst", DefaultLoginAccountBurst, "login attempts for one account at once before --login-account-rate applies")
+	fs.Float64Var(&c.SignupIPRate, "signup-ip-rate", DefaultSignupIPRate,
+		"sign-ups a minute per client address (IPv6: per /64), checked before the password is hashed; past --signup-ip-burst at once, 429 with Retry-After. Behind a proxy every client has the proxy's address: raise it there. 0: no limit")
+	fs.IntVar(&c.SignupIPBurst, "signup-ip-burst", DefaultSignupIPBurst, "sign-ups one client address may make at once before --signup-ip-rate applies")
+	fs.Float64Var(&c.SignupRate, "signup-rate", DefaultSignupRate,
+		"sign-ups a minute on this process, every address together: bounds the bcrypt time and the accounts many addresses can take; past --signup-burst at once, 429 with Retry-After. 0: no limit")
+	fs.IntVar(&c.SignupBurst, "signup-burst", DefaultSignupBurst, "sign-ups this process takes at once before --signup-rate applies")
+	fs.IntVar(&c.MaxWebSockets, "max-websockets", DefaultMaxWebSockets, "open WebSockets on this process, every user's together; one more is refused with 503 and Retry-After. 0: no bound")
 	fs.IntVar(&c.MaxWebSocketsPerUser, "max-websockets-per-user", DefaultMaxWebSocketsPerUser,
 		"open WebSockets per user on this process (one per device); one more is refused with 429 and Retry-After until one closes. 0: no bound")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body")
@@ -104,13 +111,16 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 		c.NotifyRetries = -1 // --notify-retries 0 means none
 	}
 	// 0 means no limit (in Config, 0 is the default and -1 none).
-	for _, rate := range []*float64{&c.LoginIPRate, &c.LoginAccountRate} {
+	for _, rate := range []*float64{&c.LoginIPRate, &c.LoginAccountRate, &c.SignupIPRate, &c.SignupRate} {
 		if *rate == 0 {
 			*rate = -1
 		}
 	}
 	if c.MaxWebSocketsPerUser == 0 {
 		c.MaxWebSocketsPerUser = -1
+	}
+	if c.MaxWebSockets == 0 {
+		c.MaxWebSockets = -1
 	}
 	if c.MaxDevicesPerUser == 0 {
 		c.MaxDevicesPerUser = -1

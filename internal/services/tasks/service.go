@@ -31,8 +31,10 @@ type Service struct {
 	propagator propagation.TextMapPropagator
 	handler    http.Handler
 
-	// Login attempts per client address and per account (ratelimit.go).
+	// Login attempts per client address and per account, sign-ups per
+	// client address and on the whole service (ratelimit.go).
 	loginsByAddr, loginsByAccount *limiter
+	signupsByAddr, signups        *limiter
 }
 
 // New migrates the database, opens the connection pool and starts the
@@ -75,8 +77,10 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.loginsByAddr = newLimiter(cfg.LoginIPRate, cfg.LoginIPBurst)
 	s.loginsByAccount = newLimiter(cfg.LoginAccountRate, cfg.LoginAccountBurst)
+	s.signupsByAddr = newLimiter(cfg.SignupIPRate, cfg.SignupIPBurst)
+	s.signups = newLimiter(cfg.SignupRate, cfg.SignupBurst)
 	s.m = newMetrics(cfg.Registry, s.pool)
-	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser)
+	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser, cfg.MaxWebSockets)
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
 	s.handler = s.routes()
 
@@ -89,7 +93,10 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0,
 		"login_limit_per_address", limitText(cfg.LoginIPRate, cfg.LoginIPBurst),
 		"login_limit_per_account", limitText(cfg.LoginAccountRate, cfg.LoginAccountBurst),
-		"max_websockets_per_user", cfg.MaxWebSocketsPerUser)
+		"signup_limit_per_address", limitText(cfg.SignupIPRate, cfg.SignupIPBurst),
+		"signup_limit", limitText(cfg.SignupRate, cfg.SignupBurst),
+		"max_websockets_per_user", cfg.MaxWebSocketsPerUser, "max_websockets", cfg.MaxWebSockets,
+		"max_devices_per_user", cfg.MaxDevicesPerUser)
 	return s, nil
 }
 

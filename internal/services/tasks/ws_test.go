@@ -155,6 +155,26 @@ func TestWebSocketsPerUserBounded(t *testing.T) {
 	}
 }
 
+// The process's WebSockets are bounded, every user's together: accounts
+// are cheap, so a bound per user alone does not bound the process.
+func TestWebSocketsBoundedOnTheServer(t *testing.T) {
+	e := newEnv(t, func(c *tasks.Config) { c.MaxWebSockets = 2 })
+	a, b, c := e.signup("a@example.com"), e.signup("b@example.com"), e.signup("c@example.com")
+	a.dialWS(t, false)
+	b.dialWS(t, false)
+	_, resp, err := dialAs(t, e, c.token)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third user's socket past --max-websockets 2: %v %v, want 503", err, resp)
+	}
+	var body struct{ Error, Reason string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error != "server_full" {
+		t.Errorf("refusal body %+v (%v), want server_full", body, err)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("Retry-After %q, want seconds", resp.Header.Get("Retry-After"))
+	}
+}
+
 // A WebSocket is closed when its token expires, with StatusTokenExpired
 // and a reason, as a request with that token would be refused then.
 func TestWebSocketClosedAtTokenExpiry(t *testing.T) {
