@@ -360,7 +360,7 @@ func (b *bench) start(ctx context.Context, dsns map[bool]string, hook *sink, sec
 		o := tasks.Options{
 			Config: tasks.Config{DatabaseURL: dsns[!v.deopt.NoIndexes], WebhookURL: hook.url, OTLPEndpoint: hook.otlpURL,
 				BcryptCost: bcryptCost, Deopt: v.deopt},
-			SecretFile: secret, LogFormat: "json",
+			SecretFile: secret, LogFormat: "json", PublicMetrics: true, // the lab scrapes them beside the API
 		}
 		var err error
 		if b.svcs[i], err = b.run.StartCommand(ctx, "tasks", serviceCPU, serviceMemMB, o.Command()); err != nil {

@@ -32,6 +32,9 @@ type Options struct {
 	// DrainTimeout bounds the wait for queued notifications on shutdown
 	// (default 10s).
 	DrainTimeout time.Duration
+	// PublicMetrics serves /metrics on the service's address, which
+	// clients reach, instead of the admin address only.
+	PublicMetrics bool
 }
 
 // RegisterFlags adds the service's flags to fs.
@@ -82,6 +85,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.TraceSample, "trace-sample", DefaultTraceSample, "share of requests traced (0-1; negative: none)")
 	fs.BoolVar(&c.AccessLog, "access-log", false, "log every request (default: 5xx and slow ones)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
+	fs.BoolVar(&o.PublicMetrics, "public-metrics", false, "serve /metrics on --addr, where clients connect (default: on --admin-addr only, since they tell the load, routes and internals to whoever reaches them)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for queued notifications")
 }
 
@@ -158,6 +162,7 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 		return err
 	}
 	srv.Name, srv.Registry, srv.Logger = "tasks", reg, logger
+	srv.MetricsOnAdmin = !o.PublicMetrics
 	srv.Ready = func() error {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
