@@ -113,8 +113,13 @@ type Config struct {
 	MaxConnLifetime time.Duration // default 30m
 
 	// WebhookURL receives push notifications (POST, JSON); "" turns push
-	// notifications off.
-	WebhookURL    string
+	// notifications off. Redirects are not followed; logs show it without
+	// its user info and query, which may hold a token.
+	WebhookURL string
+	// WebhookSecret, when set, signs every webhook request
+	// (SignatureHeader, checked with VerifyWebhook); unset, requests are
+	// unsigned and New warns.
+	WebhookSecret string
 	QueueSize     int           // notification jobs waiting at most (default 4096); more are dropped and counted
 	Workers       int           // notification workers (default 8)
 	NotifyTimeout time.Duration // per webhook attempt (default 2s)
@@ -198,7 +203,7 @@ func (c *Config) setDefaults() error {
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("tasks: webhook URL %q must be an absolute http(s) URL", c.WebhookURL)
+			return fmt.Errorf("tasks: webhook URL %s must be an absolute http(s) URL", webhookLabel(c.WebhookURL))
 		}
 	}
 	defaults.Positive(&c.MaxConns, DefaultMaxConns)

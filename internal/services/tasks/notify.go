@@ -55,6 +55,7 @@ type Batch struct {
 type notifier struct {
 	url       string
 	label     string // url without what may be secret in it, for logs
+	secret    []byte // signs each call (SignatureHeader); nil: unsigned
 	maxBytes  int    // Config.NotifyMaxBatchBytes
 	client    *http.Client
 	timeout   time.Duration
@@ -94,7 +95,7 @@ const (
 
 func newNotifier(cfg *Config, devicesOf func(context.Context, []int64) (map[int64][]Device, error), reg prometheus.Registerer, log *slog.Logger) *notifier {
 	n := &notifier{
-		url: cfg.WebhookURL, label: webhookLabel(cfg.WebhookURL), maxBytes: cfg.NotifyMaxBatchBytes,
+		url: cfg.WebhookURL, label: webhookLabel(cfg.WebhookURL), maxBytes: cfg.NotifyMaxBatchBytes, secret: []byte(cfg.WebhookSecret),
 		timeout: cfg.NotifyTimeout, retries: cfg.NotifyRetries, backoff: cfg.NotifyBackoff,
 		perJob: cfg.Deopt.GoroutinePerJob, devicesOf: devicesOf, log: log,
 		workers: cfg.Workers, quit: make(chan struct{}),
@@ -116,7 +117,9 @@ func newNotifier(cfg *Config, devicesOf func(context.Context, []int64) (map[int6
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: cfg.NotifyTimeout,
 	}
-	n.client = &http.Client{Transport: tr}
+	// No redirect is followed: a 307 or 308 would re-post every user's
+	// push tokens wherever it points.
+	n.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, r := range []string{jobEnqueued, jobDropped, jobDelivered, jobFailed, jobNoDevices} {
 		n.results.WithLabelValues(r)
 	}
@@ -365,8 +368,15 @@ func (n *notifier) call(body []byte) (retry bool, err error) {
 		return false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if len(n.secret) > 0 {
+		req.Header.Set(SignatureHeader, SignWebhook(n.secret, time.Now(), body))
+	}
 	resp, err := n.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = n.label // the URL's query or user info may hold a token
+		}
 		return true, err
 	}
 	// Read a little of the body so the connection can be reused.
@@ -380,6 +390,8 @@ func (n *notifier) call(body []byte) (retry bool, err error) {
 		return true, fmt.Errorf("webhook answered %s", resp.Status)
 	case c == http.StatusRequestEntityTooLarge:
 		return false, errTooLarge
+	case c >= 300 && c < 400:
+		return false, fmt.Errorf("webhook answered %s: redirects are not followed (they would send every user's push tokens where they point): give --webhook-url the final address", resp.Status)
 	default:
 		return false, fmt.Errorf("webhook refused the notification: %s", resp.Status)
 	}
@@ -408,14 +420,4 @@ func (n *notifier) stop(ctx context.Context) error {
 		<-done
 		return fmt.Errorf("tasks: notifications still being delivered at shutdown were abandoned: %w", ctx.Err())
 	}
-}
-
-// webhookLabel is url as logs show it: scheme, host and path, without the
-// user info and query, which may hold a token.
-func webhookLabel(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(an unparsable URL)"
-	}
-	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
 }

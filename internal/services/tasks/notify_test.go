@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -282,4 +283,96 @@ func TestOneUsersDevicesCannotSinkABatch(t *testing.T) {
 			t.Errorf("a call of %d notifications carried %d bytes, over NotifyMaxBatchBytes %d", b.notifications, b.size, maxBytes)
 		}
 	}
+}
+
+// withDevice signs a user up with one device, ready to be notified.
+func withDevice(t *testing.T, e *env, email string) *client {
+	t.Helper()
+	c := e.signup(email)
+	if a := c.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w-" + email}); a.code != http.StatusCreated {
+		t.Fatal(a)
+	}
+	return c
+}
+
+// A webhook that answers with a redirect gets no second request: a 307
+// would re-post every user's push tokens wherever it points.
+func TestWebhookRedirectNotFollowed(t *testing.T) {
+	var stolen atomic.Int32
+	thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { stolen.Add(1) }))
+	defer thief.Close()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, thief.URL+"/collect", http.StatusTemporaryRedirect)
+	}))
+	defer hook.Close()
+	e := newEnv(t, func(c *tasks.Config) { c.WebhookURL = hook.URL })
+	withDevice(t, e, "redirected@example.com").createTask(map[string]any{"title": "where does it go"})
+	testkit.Eventually(t, 15*time.Second, "the notification failed", func() bool {
+		return e.metric("tasks_notify_jobs_total", map[string]string{"result": "failed"}) == 1
+	})
+	if n := stolen.Load(); n != 0 {
+		t.Errorf("the redirect's target received %d requests with the users' push tokens", n)
+	}
+}
+
+// With a webhook secret every request is signed, and the signature holds
+// for its body and that secret only.
+func TestWebhookSigned(t *testing.T) {
+	secret := []byte("a webhook secret")
+	var checked, bad atomic.Int32
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		sig := r.Header.Get(tasks.SignatureHeader)
+		if tasks.VerifyWebhook(secret, sig, b, time.Now(), time.Minute) != nil ||
+			tasks.VerifyWebhook([]byte("another secret"), sig, b, time.Now(), time.Minute) == nil ||
+			tasks.VerifyWebhook(secret, sig, append(b, ' '), time.Now(), time.Minute) == nil ||
+			tasks.VerifyWebhook(secret, sig, b, time.Now().Add(time.Hour), time.Minute) == nil {
+			bad.Add(1)
+		}
+		checked.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	e := newEnv(t, func(c *tasks.Config) { c.WebhookURL, c.WebhookSecret = hook.URL, string(secret) })
+	withDevice(t, e, "signed@example.com").createTask(map[string]any{"title": "signed"})
+	testkit.Eventually(t, 15*time.Second, "the signed call", func() bool { return checked.Load() == 1 })
+	if bad.Load() != 0 {
+		t.Error("the request's signature did not hold for its body and secret, or held for another")
+	}
+}
+
+// A token in the webhook URL's query stays out of the logs of failed
+// calls.
+func TestWebhookURLNotLogged(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close() // nothing listens there now: every call fails to connect
+	var logs syncBuffer
+	e := newEnv(t, func(c *tasks.Config) {
+		c.WebhookURL = dead.URL + "/push?token=SECRET-IN-QUERY"
+		c.NotifyRetries = -1
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	withDevice(t, e, "logged@example.com").createTask(map[string]any{"title": "fails"})
+	testkit.Eventually(t, 15*time.Second, "the failure logged", func() bool { return strings.Contains(logs.String(), "notifications failed") })
+	if strings.Contains(logs.String(), "SECRET-IN-QUERY") {
+		t.Errorf("the log shows the webhook URL's token: %s", logs.String())
+	}
+}
+
+// syncBuffer is a strings.Builder safe for the service's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

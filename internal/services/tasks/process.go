@@ -54,6 +54,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MaxConnIdleTime, "max-idle-time", DefaultMaxConnIdleTime, "pool: close connections idle this long")
 	fs.DurationVar(&c.MaxConnLifetime, "max-lifetime", DefaultMaxConnLifetime, "pool: replace connections this old")
 	cliflag.SecretVar(fs, &c.WebhookURL, "webhook-url", "TASKS_WEBHOOK_URL", "push notifications are POSTed here, redirects not followed (empty: off); logs show it without its query and user info, which may hold a token")
+	cliflag.SecretVar(fs, &c.WebhookSecret, "webhook-secret", "TASKS_WEBHOOK_SECRET", "key that signs each webhook request (header "+SignatureHeader+": t=UNIX,v1=HMAC-SHA256 of UNIX.BODY); the receiver checks it with the same key (empty: unsigned, with a warning at start)")
 	fs.IntVar(&c.QueueSize, "queue-size", DefaultQueueSize, "notification jobs queued at most; more are dropped and counted")
 	fs.IntVar(&c.Workers, "workers", DefaultWorkers, "notification workers")
 	fs.DurationVar(&c.NotifyTimeout, "notify-timeout", DefaultNotifyTimeout, "timeout of one webhook call")

@@ -84,6 +84,9 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
 	s.handler = s.routes()
 
+	if cfg.WebhookURL != "" && cfg.WebhookSecret == "" {
+		s.log.Warn("webhook requests are unsigned: anyone who reaches the webhook can post it notifications; give --webhook-secret-file (or $TASKS_WEBHOOK_SECRET) and check "+SignatureHeader+" there", "webhook", webhookLabel(cfg.WebhookURL))
+	}
 	d := cfg.Deopt
 	s.log.Info("tasks service ready",
 		"pool_limits", !d.NoPoolLimits, "telemetry_cap", !d.UncappedTelemetry, "indexes", !d.NoIndexes, "no_default_tx", !d.DefaultTx,
