@@ -359,7 +359,7 @@ func (b *bench) start(ctx context.Context, dsns map[bool]string, hook *sink, sec
 		b.run.Progress.Step(v.label+": start the service", 3*time.Second)
 		o := tasks.Options{
 			Config: tasks.Config{DatabaseURL: dsns[!v.deopt.NoIndexes], WebhookURL: hook.url, OTLPEndpoint: hook.otlpURL,
-				BcryptCost: bcryptCost, Deopt: v.deopt},
+				BcryptCost: bcryptCost, Deopt: v.deopt, TokenAudience: "crud"},
 			SecretFile: secret, LogFormat: "json", PublicMetrics: true, // the lab scrapes them beside the API
 		}
 		var err error

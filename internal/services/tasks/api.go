@@ -50,6 +50,7 @@ func (s *Service) routeTable() []route {
 		{pattern: "GET /v1/tasks/{id}", api: s.authed(s.getTask)},
 		{pattern: "PATCH /v1/tasks/{id}", api: s.authed(s.updateTask)},
 		{pattern: "DELETE /v1/tasks/{id}", api: s.authed(s.deleteTask)},
+		{pattern: "POST /v1/ws/ticket", api: s.authed(s.wsTicket)},
 		{pattern: "GET /v1/ws", plain: s.websocket},
 		{pattern: "GET /openapi.json", plain: serveOpenAPI},
 	}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
@@ -139,6 +140,13 @@ type Config struct {
 	// secret, so tokens do not survive a restart or reach another instance.
 	TokenSecret []byte
 	TokenTTL    time.Duration // default 24h
+	// TokenAudience binds tokens to a deployment: a token signed for one
+	// audience is refused by a service with another, even under the same
+	// secret (staging and production sharing one by mistake). Default:
+	// the database's host, port and name (instances of one deployment
+	// share a database), or "" without TokenSecret (each start's random
+	// secret binds tokens to it already).
+	TokenAudience string
 	// BcryptCost is the password hash's cost (default bcrypt.DefaultCost, 10).
 	BcryptCost int
 
@@ -266,6 +274,11 @@ func (c *Config) setDefaults() error {
 	}
 	if len(c.TokenSecret) > 0 && len(c.TokenSecret) < 16 {
 		return errors.New("tasks: the token secret must have at least 16 bytes")
+	}
+	if c.TokenAudience == "" && len(c.TokenSecret) > 0 {
+		if pc, err := pgconn.ParseConfig(c.DatabaseURL); err == nil {
+			c.TokenAudience = fmt.Sprintf("postgres://%s:%d/%s", pc.Host, pc.Port, pc.Database)
+		}
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()

@@ -158,17 +158,30 @@ func (h *hub) close() {
 }
 
 // websocket serves GET /v1/ws: the signed-in user's task events, one JSON
-// Event per text message. Browsers, which cannot set headers on a
-// WebSocket, may pass the token as ?token=. A user's sockets past
-// MaxWebSocketsPerUser are refused with 429 before the upgrade; a socket
-// is closed with StatusTokenExpired when its token expires, as a request
-// with that token would be refused then.
+// Event per text message. The user is the Authorization header's, or for
+// a browser, which cannot set headers on a WebSocket, a ticket's from POST
+// /v1/ws/ticket in ?ticket= (good once, for TicketTTL). A bearer token in
+// the URL (?token=) is refused: proxies and servers log URLs. A user's
+// sockets past MaxWebSocketsPerUser are refused with 429 before the
+// upgrade; a socket is closed with StatusTokenExpired when its token
+// expires, as a request with that token would be refused then.
 func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
-	tok := bearer(r)
-	if tok == "" {
-		tok = r.URL.Query().Get("token")
+	var (
+		uid int64
+		exp time.Time
+		ok  bool
+	)
+	q := r.URL.Query()
+	switch {
+	case q.Has("token"):
+		writeError(w, r, &InputError{Status: http.StatusUnauthorized, Kind: "token_in_url", Field: "token",
+			Reason: "a token in the URL ends up in proxies' and servers' logs: send it in the Authorization header, or get a ticket from POST /v1/ws/ticket and pass ?ticket="})
+		return
+	case q.Has("ticket"):
+		uid, exp, ok = s.tokens.useTicket(q.Get("ticket"))
+	default:
+		uid, exp, ok = s.tokens.verifyUntil(bearer(r))
 	}
-	uid, exp, ok := s.tokens.verifyUntil(tok)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tasks"`)
 		writeError(w, r, ErrUnauthorized)

@@ -63,6 +63,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxDevicesPerUser, "max-devices-per-user", DefaultMaxDevicesPerUser, "devices one user may register (each notification carries them all); one more is refused with 409. 0: no bound")
 	fs.StringVar(&o.SecretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
+	fs.StringVar(&c.TokenAudience, "token-audience", "", "the deployment tokens are bound to: one signed for another audience is refused, even under the same secret (default: the database's host:port/name, which the instances of one deployment share)")
 	fs.IntVar(&c.BcryptCost, "bcrypt-cost", 10, "password hash cost (4-31; each step doubles the time)")
 	fs.Float64Var(&c.LoginIPRate, "login-ip-rate", DefaultLoginIPRate,
 		"login attempts a minute per client address (IPv6: per /64), right or wrong; past --login-ip-burst at once, login answers 429 with Retry-After. "+

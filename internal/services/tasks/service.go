@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.store = &store{pool: s.pool, defaultTx: cfg.Deopt.DefaultTx}
-	if s.tokens, err = newTokenSigner(cfg.TokenSecret, cfg.TokenTTL); err != nil {
+	if s.tokens, err = newTokenSigner(cfg.TokenSecret, cfg.TokenTTL, cfg.TokenAudience); err != nil {
 		s.pool.close()
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		"no_user_touch", !d.UserTouch, "raise_file_limit", !d.KeepFileLimit, "worker_queue", !d.GoroutinePerJob,
 		"max_conns", poolMax(&s.cfg), "workers", cfg.Workers, "queue", cfg.QueueSize,
 		"webhook", cfg.WebhookURL != "", "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
-		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0,
+		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0, "token_audience", cfg.TokenAudience,
 		"login_limit_per_address", limitText(cfg.LoginIPRate, cfg.LoginIPBurst),
 		"login_limit_per_account", limitText(cfg.LoginAccountRate, cfg.LoginAccountBurst),
 		"signup_limit_per_address", limitText(cfg.SignupIPRate, cfg.SignupIPBurst),
