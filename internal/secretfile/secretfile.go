@@ -20,21 +20,32 @@ var ErrExposed = errors.New("secretfile: other users can read or change this fil
 // MaxBytes bounds what Read reads: a secret is short.
 const MaxBytes = 64 << 10
 
+// Open opens path for reading after checking, on the file opened, what
+// Check checks.
+func Open(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat() // the file opened, not one swapped in after a check
+	if err == nil {
+		err = check(path, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // Read returns the contents of path, surrounding space and newlines
 // trimmed, after Check.
 func Read(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat() // the file opened, not one swapped in after a check
-	if err != nil {
-		return "", err
-	}
-	if err := check(path, fi); err != nil {
-		return "", err
-	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		return "", err
