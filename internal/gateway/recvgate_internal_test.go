@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,25 +19,16 @@ import (
 // fakeConn records what is written to it.
 type fakeConn struct {
 	net.Conn
-	mu  sync.Mutex
-	out bytes.Buffer
+	out testkit.SyncBuffer
 }
 
-func (c *fakeConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.Write(p)
-}
+func (c *fakeConn) Write(p []byte) (int, error) { return c.out.Write(p) }
 
 func (c *fakeConn) Close() error         { return nil }
 func (c *fakeConn) LocalAddr() net.Addr  { return &net.TCPAddr{Port: 1} }
 func (c *fakeConn) RemoteAddr() net.Addr { return &net.TCPAddr{Port: 2} }
 
-func (c *fakeConn) written() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.out.Bytes())
-}
+func (c *fakeConn) written() []byte { return []byte(c.out.String()) }
 
 func frame(typ, flags byte, stream uint32, payload []byte) []byte {
 	h := []byte{byte(len(payload) >> 16), byte(len(payload) >> 8), byte(len(payload)), typ, flags, 0, 0, 0, 0}

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -238,31 +239,18 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("tasks: bcrypt cost %d is outside %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
 	defaults.Positive(&c.MaxBodyBytes, DefaultMaxBodyBytes)
-	if c.LoginAccountRate == 0 {
-		c.LoginAccountRate = DefaultLoginAccountRate
-	}
+	// Rates and bounds below: 0 takes the default, negative means none.
+	c.LoginAccountRate = cmp.Or(c.LoginAccountRate, DefaultLoginAccountRate)
+	c.LoginIPRate = cmp.Or(c.LoginIPRate, DefaultLoginIPRate)
+	c.SignupIPRate = cmp.Or(c.SignupIPRate, DefaultSignupIPRate)
+	c.SignupRate = cmp.Or(c.SignupRate, DefaultSignupRate)
+	c.MaxWebSockets = cmp.Or(c.MaxWebSockets, DefaultMaxWebSockets)
+	c.MaxWebSocketsPerUser = cmp.Or(c.MaxWebSocketsPerUser, DefaultMaxWebSocketsPerUser)
+	c.MaxDevicesPerUser = cmp.Or(c.MaxDevicesPerUser, DefaultMaxDevicesPerUser)
 	defaults.Positive(&c.LoginAccountBurst, DefaultLoginAccountBurst)
-	if c.LoginIPRate == 0 {
-		c.LoginIPRate = DefaultLoginIPRate
-	}
 	defaults.Positive(&c.LoginIPBurst, DefaultLoginIPBurst)
-	if c.SignupIPRate == 0 {
-		c.SignupIPRate = DefaultSignupIPRate
-	}
 	defaults.Positive(&c.SignupIPBurst, DefaultSignupIPBurst)
-	if c.SignupRate == 0 {
-		c.SignupRate = DefaultSignupRate
-	}
 	defaults.Positive(&c.SignupBurst, DefaultSignupBurst)
-	if c.MaxWebSockets == 0 {
-		c.MaxWebSockets = DefaultMaxWebSockets
-	}
-	if c.MaxWebSocketsPerUser == 0 {
-		c.MaxWebSocketsPerUser = DefaultMaxWebSocketsPerUser
-	}
-	if c.MaxDevicesPerUser == 0 {
-		c.MaxDevicesPerUser = DefaultMaxDevicesPerUser
-	}
 	defaults.Positive(&c.NotifyMaxBatchBytes, DefaultNotifyMaxBatchBytes)
 	switch {
 	case c.TraceSample == 0:

@@ -346,7 +346,7 @@ func TestWebhookSigned(t *testing.T) {
 func TestWebhookURLNotLogged(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close() // nothing listens there now: every call fails to connect
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	e := newEnv(t, func(c *tasks.Config) {
 		c.WebhookURL = dead.URL + "/push?token=SECRET-IN-QUERY"
 		c.NotifyRetries = -1
@@ -357,22 +357,4 @@ func TestWebhookURLNotLogged(t *testing.T) {
 	if strings.Contains(logs.String(), "SECRET-IN-QUERY") {
 		t.Errorf("the log shows the webhook URL's token: %s", logs.String())
 	}
-}
-
-// syncBuffer is a strings.Builder safe for the service's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

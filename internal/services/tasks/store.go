@@ -69,7 +69,9 @@ func requestTxFrom(ctx context.Context) *requestTx {
 	return rt
 }
 
-func (s *store) run(ctx context.Context, write bool, f func(q dbtx) error) error {
+// run runs f in the request's transaction (Deopt.UserTouch), or on a
+// connection of the pool: in a transaction of its own when inTx.
+func (s *store) run(ctx context.Context, inTx bool, f func(q dbtx) error) error {
 	if rt := requestTxFrom(ctx); rt != nil {
 		return f(rt.tx)
 	}
@@ -78,28 +80,22 @@ func (s *store) run(ctx context.Context, write bool, f func(q dbtx) error) error
 		return fmt.Errorf("tasks: database connection: %w", err)
 	}
 	defer release()
-	if write && s.defaultTx {
+	if inTx {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return f(tx) })
 	}
 	return f(conn)
 }
 
-func (s *store) read(ctx context.Context, f func(q dbtx) error) error  { return s.run(ctx, false, f) }
-func (s *store) write(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, true, f) }
+func (s *store) read(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, false, f) }
 
-// inTx runs f in a transaction: the request's (Deopt.UserTouch), or one
-// of its own.
-func (s *store) inTx(ctx context.Context, f func(q dbtx) error) error {
-	if rt := requestTxFrom(ctx); rt != nil {
-		return f(rt.tx)
-	}
-	conn, release, err := s.pool.acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("tasks: database connection: %w", err)
-	}
-	defer release()
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return f(tx) })
+// write runs a write: in a transaction of its own with Deopt.DefaultTx.
+func (s *store) write(ctx context.Context, f func(q dbtx) error) error {
+	return s.run(ctx, s.defaultTx, f)
 }
+
+// inTx runs statements that must see each other's locks in one
+// transaction, whatever Deopt.DefaultTx says.
+func (s *store) inTx(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, true, f) }
 
 // inRequestTx runs f in a transaction that first updates the user's row:
 // the report's bug (Deopt.UserTouch). Statements of f's request run in it;
