@@ -24,16 +24,19 @@ import (
 //
 // gRPC has no hook between a message's length and its bytes, but the
 // credit travels as a frame the server writes: a stream WINDOW_UPDATE
-// larger than normal replenishment (half the stream window) is such a
-// grant, of exactly the message's length. A gatedConn, between gRPC and
+// larger than the stream window is such a grant, of exactly the message's
+// length (replenishment is at most a quarter of the window and a frame).
+// A gatedConn, between gRPC and
 // the connection (after TLS), writes a grant only once the budget has
 // room for it, and holds it back until then: that one stream waits,
 // HTTP/2 flow control keeps its client from sending, and the
 // connection's other streams go on. The bytes are counted off when gRPC
 // has read the message (stats.InPayload, by its length on the wire), when
-// the stream ends, or when the connection closes. A message smaller than
-// the stream window needs no grant: what a connection can bring that way
-// is bounded by its streams times the window.
+// the stream ends, or when the connection closes. A message no larger
+// than the stream window is not counted: gRPC may grant it credit after
+// it has arrived whole, so its InPayload could come before its grant; what
+// a connection can bring that way is bounded by its streams times twice
+// the window.
 //
 // A client that is granted a message and does not send it holds budget
 // others need: a grant not read within slowSender of it is taken as such
@@ -61,9 +64,9 @@ const (
 // the gateway's bytes budget.
 type recvGate struct {
 	budget *budget
-	// threshold separates a grant from replenishment: gRPC replenishes a
-	// stream's window by at most a quarter of it plus a frame, and grants
-	// a message only when it exceeds three quarters of it.
+	// threshold is the stream window: a grant above it is a message the
+	// client cannot have sent before the grant reached it, so that gRPC
+	// reads it (InPayload) after the grant is counted.
 	threshold uint32
 	log       *slog.Logger
 	slow      func(int64) time.Duration
@@ -78,7 +81,7 @@ type recvGate struct {
 
 func newRecvGate(b *budget, window int32, reg prometheus.Registerer, log *slog.Logger) *recvGate {
 	g := &recvGate{
-		budget: b, threshold: uint32(window) / 2, log: log, slow: slowSender,
+		budget: b, threshold: uint32(window), log: log, slow: slowSender,
 		conns: map[string]*gatedConn{},
 		heldGrants: prometheus.NewGauge(prometheus.GaugeOpts{Name: "databus_receive_grants_held",
 			Help: "Messages a client may not send yet: their bytes do not fit in --max-gateway-bytes."}),

@@ -56,7 +56,8 @@ func vmKB(t *testing.T, pid int, field string) int64 {
 // budget and the stated margin:
 //
 //   - each stream's first 64 KiB (its flow-control window) arrives before
-//     any grant: 200 x 64 KiB = 12.5 MiB;
+//     any grant: 200 x 64 KiB = 12.5 MiB (twice that at most, for
+//     messages no larger than the window, which are not counted);
 //   - a message being decoded is held twice for a moment (gRPC's buffers
 //     and the batch's own copy), and one more may go alone;
 //   - Go's collector lets the heap grow to twice what is live before it
@@ -213,5 +214,59 @@ func TestSlowSenderLosesItsConnection(t *testing.T) {
 	t.Logf("answered after %v", time.Since(start).Round(time.Millisecond))
 	if n := testkit.MetricSum(t, reg, "databus_slow_sender_closes_total", nil); n != 1 {
 		t.Errorf("databus_slow_sender_closes_total = %v, want 1", n)
+	}
+}
+
+// TestWindowSizedBatchesLeakNoBudget: batches a little smaller than the
+// stream window may arrive whole before gRPC's credit for them goes out;
+// a stream sending many must leave nothing counted behind, or the budget
+// would drain batch by batch until every large batch waited for ever.
+func TestWindowSizedBatchesLeakNoBudget(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true, Registry: reg, MaxGatewayBytes: 1 << 20}, gateway.ServerOptions{})
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := openPublishStream(ctx, databusv1.NewDataBusClient(cc), gateway.MDTopic, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sent back to back, 16 in flight (the stream's default), answers
+	// read as they come: the windows of the batches overlap.
+	sizes := []int{50 << 10, 56 << 10, 62 << 10, 63 << 10}
+	const each = 100
+	sent := make(chan error, 1)
+	go func() {
+		for i, size := range sizes {
+			for j := range each {
+				if err := s.Send(&databusv1.PublishRequest{BatchId: uint64(1000*i + j), Messages: []*databusv1.Message{{Value: make([]byte, size)}}}); err != nil {
+					sent <- err
+					return
+				}
+			}
+		}
+		sent <- nil
+	}()
+	for range len(sizes) * each {
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if n := testkit.MetricSum(t, reg, "databus_receive_bytes_granted", nil); n != 0 {
+		t.Errorf("%v bytes still counted after every batch was answered; want 0", n)
+	}
+	big := &databusv1.PublishRequest{BatchId: 9999, Messages: []*databusv1.Message{{Value: make([]byte, 900<<10)}}}
+	if err := s.Send(big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatalf("a 900 KiB batch in a 1 MiB budget: %v", err)
 	}
 }
