@@ -26,9 +26,10 @@ const (
 	DefaultGRPCAddr     = "127.0.0.1:7070"
 	DefaultHTTPAddr     = "127.0.0.1:7071" // /healthz and /metrics
 	DefaultDrainTimeout = 20 * time.Second
-	// DefaultMaxConnections is Options.MaxConnections's default: the
-	// report's 10,000 streams on 1,000 connections, ten times over.
-	DefaultMaxConnections = 10000
+	// DefaultMaxConnections is Options.MaxConnections's default: twice
+	// the report's 10,000 connections to one pod (the lab's ticker opens
+	// as many, and its verifying subscribers on top).
+	DefaultMaxConnections = 20000
 )
 
 // Options is what a gateway process takes beyond its HTTP server's flags
