@@ -29,8 +29,8 @@
 // # Securing the connection
 //
 // A gateway may require TLS, a client certificate (mutual TLS) and/or a
-// bearer token that allows some topics and groups (README, "Securing the
-// gateway"). Dial takes them as options:
+// bearer token that allows some topics and groups (docs/systems/databus.md,
+// "Securing the gateway"). Dial takes them as options:
 //
 //	c, err := databus.Dial("databus:7070",
 //		databus.WithTLSFiles("client.crt", "client.key", "ca.crt"), // or WithTLS(*tls.Config)

@@ -6,7 +6,9 @@
 //
 //	TOKEN=... go run ./examples/taskwatch
 //
-// A browser does the same with new WebSocket("ws://host/v1/ws?token=...").
+// A browser, which cannot set the header on a WebSocket, first takes a
+// ticket (POST /v1/ws/ticket with the token) and opens
+// new WebSocket("ws://host/v1/ws?ticket=...").
 package main
 
 import (

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/asyncexp"
 	"github.com/highload-lab/hlab/internal/lab/crudexp"
@@ -82,7 +83,13 @@ its version and that its quotas are not the lab's. Everything a run makes
 there is named hlab_<experiment>_<random>_... (databases and replication
 slots, topics and consumer groups, keyspaces) and dropped when the
 experiment ends, also when it fails or is interrupted. The Postgres user
-needs CREATEDB (and REPLICATION for the replica experiment).`)
+needs CREATEDB (and REPLICATION for the replica experiment). Its URL
+holds a password: give it in $HLAB_POSTGRES_URL or --postgres-file FILE
+(mode 600), not --postgres, which every local user sees in ps while the
+lab runs. The lab hands it, and every other secret, to its services
+through their environment, never their command line; on a Postgres it
+starts, each service connects as a role of its own that owns its
+database and is no superuser.`)
 	full := fs.Bool("full", false, "use the reports' own durations (slower)")
 	quick := fs.Bool("quick", false, "keep each experiment under about 90 s on 2 cores (the default)")
 	repeat := fs.Int("repeat", 0, "measured runs of a row that no claim pairs (default 1 quick, 3 full)")
@@ -91,7 +98,8 @@ needs CREATEDB (and REPLICATION for the replica experiment).`)
 	reportDir := fs.String("report", "lab-report", "directory for the HTML report and service logs")
 	lbKind := fs.String("lb", lab.LBAuto, "load balancer: auto (nginx if installed), nginx, or builtin")
 	kafkaKind := fs.String("kafka", lab.KafkaFake, "Kafka for experiments that need it: kfake (embedded, in memory) or real (a KRaft broker; needs Java)")
-	pgURL := fs.String("postgres", "", "run against this Postgres instead of a local one: postgres://USER:PASSWORD@HOST:PORT/DB (the lab makes and drops databases of its own there)")
+	var pgURL string
+	cliflag.SecretVar(fs, &pgURL, "postgres", "HLAB_POSTGRES_URL", "run against this Postgres instead of a local one: postgres://USER:PASSWORD@HOST:PORT/DB (the lab makes and drops databases of its own there, and its services connect as this user: give it one that is not a superuser)")
 	kafkaBrokers := fs.String("kafka-brokers", "", "run against these Kafka brokers instead of a local Kafka: HOST:PORT,HOST:PORT (the lab makes and deletes topics of its own there)")
 	cassandra := fs.String("cassandra", "", "run against this Cassandra node instead of local ones: HOST:PORT of its CQL port (the lab makes and drops keyspaces of its own there)")
 	list := fs.Bool("list", false, "list the experiments named (default all), their claims and every figure of their reports, rerun (where) or not (why) with the other flags given, and exit")
@@ -122,7 +130,7 @@ needs CREATEDB (and REPLICATION for the replica experiment).`)
 	if *full {
 		opts.Mode = lab.Full
 	}
-	opts.External = lab.External{Postgres: *pgURL, Cassandra: *cassandra}
+	opts.External = lab.External{Postgres: pgURL, Cassandra: *cassandra}
 	for _, b := range strings.Split(*kafkaBrokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			opts.External.KafkaBrokers = append(opts.External.KafkaBrokers, b)

@@ -33,7 +33,8 @@ import (
 
 // service is one "hlab serve NAME". Every service follows one
 // convention: its Config binds its own flags (Config.RegisterFlags) and
-// gives them back (Config.Args, which the lab uses), and the package's
+// gives them back (Config.Args, or Config.Command when it holds secrets,
+// which go to the environment: the lab uses them), and the package's
 // Serve(ctx, server.Config, Config) runs it under the shared server, or,
 // for a service that is only a handler, New builds that handler.
 type service struct {

@@ -3,15 +3,25 @@
 // back into the command line that reproduces it.
 //
 // Every service's Config has RegisterFlags(fs), binding each flag to one
-// of its fields, and Args(), so that the lab starts a service from a typed
-// Config rather than from strings that drift from the flags.
+// of its fields, and Args() (or Command(), when it holds a secret), so
+// that the lab starts a service from a typed Config rather than from
+// strings that drift from the flags.
+//
+// A secret (a DSN with a password, a webhook URL with a token) never goes
+// to a command line, which every local user reads (ps, /proc/PID/cmdline,
+// a profile's /debug/pprof/cmdline): SecretVar binds it to a flag, a file
+// flag and an environment variable, Args refuses it, and Command puts it
+// in the child's environment, which only its own user and root can read.
 package cliflag
 
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
+
+	"github.com/highload-lab/hlab/internal/secretfile"
 )
 
 // Registerer is a Config that binds its flags to its own fields.
@@ -24,10 +34,38 @@ type Registerer interface{ RegisterFlags(fs *flag.FlagSet) }
 //
 // It works for flags whose Value reads back its field (the flag package's
 // XxxVar and TextVar, and this package's values), not for fs.Func.
+//
+// Args panics when a secret field (SecretVar) is set, as the flag package
+// panics on a flag defined twice: the caller must use Command.
 func Args[C any, P interface {
 	*C
 	Registerer
 }](c C) []string {
+	cmd := CommandOf[C, P](c)
+	for _, kv := range cmd.Env {
+		if name, v, _ := strings.Cut(kv, "="); v != "" {
+			panic("cliflag: $" + name + " holds a secret, which a command line would show to every local user: build the command with Command, whose Env carries it")
+		}
+	}
+	return cmd.Args
+}
+
+// Command is a command line split in two: Args, the flags (anyone on the
+// machine can read them), and Env, NAME=value for each secret, the
+// child's environment (only its user and root can read /proc/PID/environ).
+type Command struct {
+	Args []string
+	Env  []string
+}
+
+// CommandOf returns the command that makes a service parse c: Args as
+// Args returns them, without the secrets; Env sets each secret's
+// variable, to "" for one c leaves unset, so that the child never
+// inherits one meant for another.
+func CommandOf[C any, P interface {
+	*C
+	Registerer
+}](c C) Command {
 	var bound C
 	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	P(&bound).RegisterFlags(fs)
@@ -35,13 +73,62 @@ func Args[C any, P interface {
 	bound = *new(C)
 	fs.VisitAll(func(f *flag.Flag) { zero[f.Name] = f.Value.String() })
 	bound = c
-	var args []string
+	var cmd Command
 	fs.VisitAll(func(f *flag.Flag) {
+		switch v := f.Value.(type) {
+		case secret:
+			cmd.Env = append(cmd.Env, v.env+"="+*v.p)
+			return
+		case secretFile:
+			return // reads into its secret's field; never a value of its own
+		}
 		if v := f.Value.String(); v != f.DefValue && v != zero[f.Name] {
-			args = append(args, "--"+f.Name+"="+v)
+			cmd.Args = append(cmd.Args, "--"+f.Name+"="+v)
 		}
 	})
-	return args
+	return cmd
+}
+
+// SecretVar binds a secret field to three sources, the first given wins:
+// --NAME VALUE (which ps shows to every local user while the process
+// runs: for trying things out), --NAME-file PATH (a file that other users
+// cannot read: secretfile.Read), and the environment variable env, read
+// now as the default. Args refuses the field; Command puts it in env.
+// usage says what the secret is; SecretVar adds where it may come from.
+func SecretVar(fs *flag.FlagSet, p *string, name, env, usage string) {
+	if *p == "" {
+		*p = os.Getenv(env)
+	}
+	fs.Var(secret{p, env}, name, usage+" (visible to every local user in ps: prefer --"+name+"-file or $"+env+")")
+	fs.Var(secretFile{p}, name+"-file", "read --"+name+" from this file, which other users must not be able to read (default $"+env+")")
+}
+
+// secret is a SecretVar's value flag. It never reads back its value, so
+// that no usage text, error or default shows it.
+type secret struct {
+	p   *string
+	env string
+}
+
+func (s secret) String() string { return "" }
+
+func (s secret) Set(v string) error { *s.p = v; return nil }
+
+// secretFile is a SecretVar's --NAME-file flag.
+type secretFile struct{ p *string }
+
+func (s secretFile) String() string { return "" }
+
+func (s secretFile) Set(path string) error {
+	v, err := secretfile.Read(path)
+	if err != nil {
+		return err
+	}
+	if v == "" {
+		return fmt.Errorf("%s is empty", path)
+	}
+	*s.p = v
+	return nil
 }
 
 // List is a comma-separated list flag: each use appends its items, spaces

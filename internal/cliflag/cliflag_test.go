@@ -2,7 +2,10 @@ package cliflag_test
 
 import (
 	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -96,5 +99,73 @@ func TestHelpShowsDefaults(t *testing.T) {
 	fs.PrintDefaults()
 	if !strings.Contains(out.String(), "(default true)") || strings.Contains(out.String(), "(default 0)") || strings.Contains(out.String(), "panic") {
 		t.Errorf("help:\n%s", out.String())
+	}
+}
+
+type withSecret struct {
+	DSN  string
+	Name string
+}
+
+func (c *withSecret) RegisterFlags(fs *flag.FlagSet) {
+	cliflag.SecretVar(fs, &c.DSN, "dsn", "TEST_CLIFLAG_DSN", "database")
+	fs.StringVar(&c.Name, "name", "", "name")
+}
+
+// A secret reaches a child through its environment, never its command
+// line: Command splits it out, Args refuses it, and the child takes it
+// from the variable, a file, or (visible to all) the flag.
+func TestSecretNeverInArgs(t *testing.T) {
+	const dsn = "postgres://u:s3cret@h/db"
+	cmd := cliflag.CommandOf(withSecret{DSN: dsn, Name: "x"})
+	if strings.Contains(strings.Join(cmd.Args, " "), "s3cret") || !slices.Equal(cmd.Args, []string{"--name=x"}) {
+		t.Errorf("Args %q: want --name=x alone", cmd.Args)
+	}
+	if !slices.Equal(cmd.Env, []string{"TEST_CLIFLAG_DSN=" + dsn}) {
+		t.Errorf("Env %q: want the DSN in TEST_CLIFLAG_DSN", cmd.Env)
+	}
+	if cmd := cliflag.CommandOf(withSecret{}); !slices.Equal(cmd.Env, []string{"TEST_CLIFLAG_DSN="}) {
+		t.Errorf("Env %q of an unset secret: want it set empty, so the child inherits none", cmd.Env)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil || strings.Contains(fmt.Sprint(r), "s3cret") {
+				t.Errorf("Args of a Config with a secret: recovered %v; want a panic that does not show it", r)
+			}
+		}()
+		cliflag.Args(withSecret{DSN: dsn})
+	}()
+
+	parse := func(args ...string) (withSecret, error) {
+		var c withSecret
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		return c, fs.Parse(args)
+	}
+	t.Setenv("TEST_CLIFLAG_DSN", "from-env")
+	if c, err := parse(); err != nil || c.DSN != "from-env" {
+		t.Errorf("from the environment: %q, %v", c.DSN, err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dsn")
+	os.WriteFile(file, []byte(dsn+"\n"), 0o600)
+	if c, err := parse("--dsn-file", file); err != nil || c.DSN != dsn {
+		t.Errorf("--dsn-file: %q, %v", c.DSN, err)
+	}
+	if c, err := parse("--dsn", "from-flag"); err != nil || c.DSN != "from-flag" {
+		t.Errorf("--dsn: %q, %v", c.DSN, err)
+	}
+	os.Chmod(file, 0o644)
+	if _, err := parse("--dsn-file", file); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("--dsn-file readable by everyone: %v; want a refusal saying chmod 600", err)
+	}
+	var usage strings.Builder
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(&usage)
+	(&withSecret{}).RegisterFlags(fs)
+	fs.PrintDefaults()
+	if strings.Contains(usage.String(), "from-env") || !strings.Contains(usage.String(), "visible to every local user") {
+		t.Errorf("usage %q: want no value shown, and the warning", usage.String())
 	}
 }

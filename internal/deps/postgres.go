@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/highload-lab/hlab/internal/rootdir"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
@@ -57,8 +60,12 @@ func pgMajor(dir string) int {
 // PostgresConfig is what StartPostgres needs; the zero value starts a
 // throwaway, non-durable cluster for tests.
 type PostgresConfig struct {
-	// Dir holds the cluster (data/) and its log (postgres.log). "" = a
-	// temporary directory that Stop removes.
+	// Dir holds the cluster (data/, the postgres user's) and what root
+	// writes for it (postgres.log, password): "" = a temporary directory
+	// that Stop removes. Dir must be this process's user's and no other
+	// user may be able to change it or any directory above it
+	// (rootdir.Make); StartPostgres makes it if missing, mode 0711 so that
+	// the postgres user reaches data/ and nothing else.
 	Dir string
 	// Keep makes the cluster outlive its server (hlab deps up/down): a
 	// cluster already in Dir is started as it is, with the password kept
@@ -82,8 +89,13 @@ type PostgresConfig struct {
 // Postgres is a running PostgreSQL cluster on 127.0.0.1. The superuser is
 // "postgres" with a random password (scram-sha-256, as the official
 // docker image sets it up), on the loopback interface and a Unix socket in
-// Dir: another user of the machine cannot connect without it. DSN carries
-// the password.
+// the data directory: another user of the machine cannot connect without
+// it. DSN carries the password.
+//
+// The server runs as the postgres user, which owns Dir/data and nothing
+// else: root writes its log and password in Dir, which only root can
+// change, so that a link the postgres user plants never leads root to a
+// file of that user's choosing (package rootdir).
 type Postgres struct {
 	Version string // "15.18"
 	Kind    string // "postgres 15.18", for a run's environment record
@@ -104,8 +116,9 @@ type Postgres struct {
 	binDir   string
 	tempDir  bool
 
-	mu   sync.Mutex
-	proc *sandbox.Process
+	mu    sync.Mutex
+	proc  *sandbox.Process
+	roles map[string]string // database -> its role's password (CreateDatabase)
 }
 
 // StartPostgres initializes a cluster in cfg.Dir and starts it under sb as
@@ -135,8 +148,10 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 		return nil, fmt.Errorf("deps: postgres password: %w", err)
 	}
 	p.Password = hex.EncodeToString(pw)
-	if p.Dir, err = filepath.Abs(cfg.Dir); err != nil {
-		return nil, err
+	if p.Dir, err = rootdir.Make(cfg.Dir, 0o711); err != nil {
+		p.Dir = cfg.Dir
+		p.removeTemp()
+		return nil, fmt.Errorf("deps: postgres directory: %w", err)
 	}
 	if err := p.initOrReuse(ctx); err != nil {
 		p.removeTemp()
@@ -148,7 +163,7 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 		p.Settings = map[string]string{
 			"listen_addresses":        "127.0.0.1",
 			"port":                    strconv.Itoa(port),
-			"unix_socket_directories": p.Dir,
+			"unix_socket_directories": p.dataDir(),
 			"wal_level":               "logical",
 			"max_replication_slots":   "16",
 			"max_wal_senders":         "16",
@@ -175,9 +190,12 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 // postgresTempPrefix names the temporary directories of clusters.
 const postgresTempPrefix = "hlab-postgres-"
 
-// DSN returns a connection string for database db, with the password. On
-// an external server (ConnectPostgres), db is the run's own database of
-// that name (prefixed), and "" the URL's own.
+// DSN returns a connection string for database db, with the password:
+// the superuser's on a server the lab started (for the lab's own
+// connections: seeding, faults, settings), the URL's own user on an
+// external server. On an external server, db is the run's own database
+// of that name (prefixed), and "" the URL's own. A service gets
+// ServiceDSN instead.
 func (p *Postgres) DSN(db string) string {
 	if p.external != nil {
 		return p.externalDSN(db)
@@ -186,9 +204,37 @@ func (p *Postgres) DSN(db string) string {
 	return u.String()
 }
 
+// ServiceDSN returns the connection string a service gets for database db,
+// which CreateDatabase made: on a server the lab started, that of the
+// database's own role, which owns it and is no superuser (a superuser's
+// password is a shell on the machine: COPY ... TO PROGRAM); on an
+// external server, the URL's (give the lab a user that is no superuser).
+func (p *Postgres) ServiceDSN(db string) string {
+	if p.external != nil {
+		return p.externalDSN(db)
+	}
+	p.mu.Lock()
+	pw := p.roles[db]
+	p.mu.Unlock()
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(db, pw), Host: p.Addr, Path: "/" + db, RawQuery: "sslmode=disable"}
+	return u.String()
+}
+
+// DatabaseOption adds to what CreateDatabase makes.
+type DatabaseOption int
+
+// Replication lets the database's role stream its changes (REPLICATION:
+// replication slots, logical decoding), which a replica needs.
+const Replication DatabaseOption = 1
+
 // CreateDatabase creates database name (an error if it exists); on an
 // external server its name starts with the run's prefix (DSN finds it).
-func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
+// On a server the lab started it also creates a role of the same name,
+// with a password of its own, which owns the database and is the only one
+// besides the superuser that may connect to it (ServiceDSN): no
+// superuser, no CREATEDB, no CREATEROLE, and REPLICATION only with that
+// option.
+func (p *Postgres) CreateDatabase(ctx context.Context, name string, opts ...DatabaseOption) error {
 	admin, real := "postgres", name
 	if p.external != nil {
 		admin, real = "", p.prefix+name
@@ -198,9 +244,37 @@ func (p *Postgres) CreateDatabase(ctx context.Context, name string) error {
 		return fmt.Errorf("deps: postgres: %w", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{real}.Sanitize()); err != nil {
-		return fmt.Errorf("deps: create database %s: %w", name, err)
+	db := pgx.Identifier{real}.Sanitize()
+	if p.external != nil {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+			return fmt.Errorf("deps: create database %s: %w", name, err)
+		}
+		return nil
 	}
+	pwb := make([]byte, 16)
+	if _, err := rand.Read(pwb); err != nil {
+		return fmt.Errorf("deps: postgres role password: %w", err)
+	}
+	pw := hex.EncodeToString(pwb) // hex: safe inside the literal below
+	repl := "NOREPLICATION"
+	if slices.Contains(opts, Replication) {
+		repl = "REPLICATION"
+	}
+	for _, q := range []string{
+		"CREATE ROLE " + db + " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE " + repl + " PASSWORD '" + pw + "'",
+		"CREATE DATABASE " + db + " OWNER " + db,
+		"REVOKE ALL ON DATABASE " + db + " FROM PUBLIC",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("deps: create database %s: %w", name, err)
+		}
+	}
+	p.mu.Lock()
+	if p.roles == nil {
+		p.roles = map[string]string{}
+	}
+	p.roles[name] = pw
+	p.mu.Unlock()
 	return nil
 }
 
@@ -238,7 +312,7 @@ func (p *Postgres) StartServer(ctx context.Context) error {
 	if p.proc != nil {
 		return nil
 	}
-	args := []string{"-D", filepath.Join(p.Dir, "data")}
+	args := []string{"-D", p.dataDir()}
 	keys := make([]string, 0, len(p.Settings))
 	for k := range p.Settings {
 		keys = append(keys, k)
@@ -247,15 +321,17 @@ func (p *Postgres) StartServer(ctx context.Context) error {
 	for _, k := range keys {
 		args = append(args, "-c", k+"="+p.Settings[k])
 	}
+	// Root opens the log in Dir, which the postgres user cannot change,
+	// and hands the server the descriptor.
 	logPath := filepath.Join(p.Dir, "postgres.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := rootdir.Create(logPath, os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("deps: postgres log: %w", err)
 	}
 	defer logf.Close()
 	proc, err := p.sb.Start(ctx, sandbox.Spec{
 		Name: "postgres", Path: filepath.Join(p.binDir, "postgres"), Args: args,
-		Dir: p.Dir, User: "postgres", StopSignal: syscall.SIGINT,
+		Dir: p.dataDir(), User: "postgres", StopSignal: syscall.SIGINT,
 		CPU: p.cfg.CPU, MemoryMB: p.cfg.MemoryMB,
 		Stdout: logf, Stderr: logf,
 	})
@@ -288,14 +364,22 @@ func (p *Postgres) removeTemp() {
 	}
 }
 
+// dataDir is the cluster's data directory, the postgres user's.
+func (p *Postgres) dataDir() string { return filepath.Join(p.Dir, "data") }
+
 // initOrReuse creates the cluster, or with Keep finds the one already in
 // Dir and its password.
 func (p *Postgres) initOrReuse(ctx context.Context) error {
 	pwPath := filepath.Join(p.Dir, "password")
-	if p.cfg.Keep && fileExists(filepath.Join(p.Dir, "data", "PG_VERSION")) {
-		b, err := os.ReadFile(pwPath)
+	if p.cfg.Keep && fileExists(filepath.Join(p.dataDir(), "PG_VERSION")) {
+		f, err := rootdir.Open(pwPath)
 		if err != nil {
 			return fmt.Errorf("deps: postgres: a cluster is in %s but its password is not (%w): remove the directory to start afresh", p.Dir, err)
+		}
+		defer f.Close()
+		b, err := io.ReadAll(io.LimitReader(f, 1024))
+		if err != nil {
+			return fmt.Errorf("deps: postgres password: %w", err)
 		}
 		p.Password = strings.TrimSpace(string(b))
 		return nil
@@ -304,14 +388,33 @@ func (p *Postgres) initOrReuse(ctx context.Context) error {
 		return err
 	}
 	if p.cfg.Keep {
-		if err := os.WriteFile(pwPath, []byte(p.Password+"\n"), 0o600); err != nil {
+		if err := writeRootFile(pwPath, p.Password+"\n", -1, -1); err != nil {
 			return fmt.Errorf("deps: postgres password: %w", err)
 		}
 	}
 	return nil
 }
 
-// initdb creates the cluster as the postgres user.
+// writeRootFile writes a new file at path (mode 0600; one left there is
+// replaced), never through a link, and gives it to uid:gid unless they
+// are -1.
+func writeRootFile(path, content string, uid, gid int) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := rootdir.Create(path, os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
+	if err == nil && uid >= 0 {
+		err = f.Chown(uid, gid) // fchown: the file just made, not a path
+	}
+	return errors.Join(err, f.Close())
+}
+
+// initdb creates the cluster as the postgres user, in a data directory
+// of its own inside Dir.
 func (p *Postgres) initdb(ctx context.Context) error {
 	u, err := user.Lookup("postgres")
 	if err != nil {
@@ -319,28 +422,23 @@ func (p *Postgres) initdb(ctx context.Context) error {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
-		return fmt.Errorf("deps: postgres dir: %w", err)
-	}
-	if err := os.Chown(p.Dir, uid, gid); err != nil {
-		return fmt.Errorf("deps: postgres dir: %w", err)
+	if err := rootdir.ChownDir(p.dataDir(), uid, gid); err != nil {
+		return fmt.Errorf("deps: postgres data directory: %w", err)
 	}
 	// The password goes to initdb in a file only the postgres user reads,
-	// removed once the cluster exists.
+	// in Dir (it cannot list Dir or write there), removed once the
+	// cluster exists.
 	pwfile := filepath.Join(p.Dir, "pwfile")
-	if err := os.WriteFile(pwfile, []byte(p.Password+"\n"), 0o600); err != nil {
+	if err := writeRootFile(pwfile, p.Password+"\n", uid, gid); err != nil {
 		return fmt.Errorf("deps: postgres password file: %w", err)
 	}
 	defer os.Remove(pwfile)
-	if err := os.Chown(pwfile, uid, gid); err != nil {
-		return fmt.Errorf("deps: postgres password file: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(p.binDir, "initdb"),
-		"-D", filepath.Join(p.Dir, "data"), "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile,
+		"-D", p.dataDir(), "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwfile,
 		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
-	cmd.Dir = p.Dir
+	cmd.Dir = p.dataDir()
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	if out, err := cmd.CombinedOutput(); err != nil {

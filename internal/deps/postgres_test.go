@@ -33,7 +33,7 @@ func TestPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Only with the password: not over TCP, not over the socket.
-	for _, dsn := range []string{"postgres://postgres@" + pg.Addr + "/app?sslmode=disable", "host=" + pg.Dir + " port=" + pg.Settings["port"] + " user=postgres dbname=app"} {
+	for _, dsn := range []string{"postgres://postgres@" + pg.Addr + "/app?sslmode=disable", "host=" + pg.Settings["unix_socket_directories"] + " port=" + pg.Settings["port"] + " user=postgres dbname=app"} {
 		if c, err := pgx.Connect(ctx, dsn); err == nil {
 			c.Close(ctx)
 			t.Errorf("%s connected without the password", dsn)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/highload-lab/hlab/internal/rootdir"
 )
 
 // ownerFile marks a temporary directory with the pid of the process that
@@ -31,10 +33,15 @@ func ownedTempDir(prefix string) (string, error) {
 }
 
 // sweepTempDirs removes the directories under prefix whose owner is dead.
-// A directory without an owner file is not ours to judge.
+// A directory without an owner file is not ours to judge, nor is one
+// another user made (the temporary directory is everyone's: it could be
+// a link, or hold links, planted for root to follow).
 func sweepTempDirs(prefix string) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
 	for _, d := range dirs {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() || rootdir.Owner(fi) != os.Geteuid() {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(d, ownerFile))
 		if err != nil {
 			continue

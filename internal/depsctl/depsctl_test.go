@@ -6,9 +6,12 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/rootdir"
 )
 
 func TestParse(t *testing.T) {
@@ -110,5 +113,74 @@ func TestReachable(t *testing.T) {
 	}
 	if reachable(open, u) {
 		t.Errorf("%s behind a 0700 directory is reachable for nobody", open)
+	}
+}
+
+// TestPostgresDirOutOfItsUsersReach: the cluster of a state directory the
+// postgres user cannot reach lives where that user cannot plant a link
+// (it owns the cluster's data directory only, made later), and a cluster
+// an older hlab left under a directory that user owns is refused, with
+// what to do.
+func TestPostgresDirOutOfItsUsersReach(t *testing.T) {
+	pg, err := user.Lookup("postgres")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and the postgres user")
+	}
+	root, err := os.MkdirTemp("", "hlab-clusters-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func(old string) { clusterRoot = old }(clusterRoot)
+	clusterRoot = filepath.Join(root, "postgres")
+
+	state := filepath.Join(t.TempDir(), "postgres") // behind a 0700 directory
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target, err := postgresDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(target) != clusterRoot {
+		t.Errorf("cluster at %s; want it under %s", target, clusterRoot)
+	}
+	if _, err := rootdir.Check(clusterRoot); err != nil {
+		t.Errorf("%s: %v", clusterRoot, err)
+	}
+	out, err := exec.Command("runuser", "-u", "postgres", "--", "mkdir", target).CombinedOutput()
+	if err == nil {
+		t.Errorf("the postgres user made %s itself, ahead of root", target)
+	}
+	t.Logf("as postgres: mkdir %s: %v %s", target, err, out)
+
+	// An older hlab's cluster, in a directory the postgres user owns.
+	old := filepath.Join(root, "old")
+	if err := os.Mkdir(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(pg.Uid)
+	gid, _ := strconv.Atoi(pg.Gid)
+	if err := os.Chown(old, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	oldState := filepath.Join(t.TempDir(), "postgres")
+	if err := os.MkdirAll(oldState, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(old, filepath.Join(oldState, dataDir)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := postgresDir(oldState); err == nil || !strings.Contains(err.Error(), "runuser -u postgres -- rm -rf "+old) {
+		t.Errorf("postgresDir of a cluster in a directory the postgres user owns: %v; want a refusal saying how to remove it", err)
+	}
+	if _, err := Down("postgres", Options{StateDir: oldState}, true); err == nil {
+		t.Error("down --purge removed, as root, a cluster in a directory the postgres user owns")
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("purge removed %s: %v", old, err)
 	}
 }

@@ -143,10 +143,17 @@ func Down(name string, opt Options, purge bool) (wasRunning bool, err error) {
 	unlock()
 	if err == nil && purge {
 		if target, lerr := os.Readlink(filepath.Join(dir, dataDir)); lerr == nil {
-			os.RemoveAll(target) // a cluster out of the state directory (postgresDir)
+			// A cluster out of the state directory (postgresDir), removed
+			// only where no other user could have swapped a directory
+			// on its path for a link.
+			if cerr := checkCluster(target); cerr != nil {
+				err = fmt.Errorf("depsctl: purge left the cluster in place: %w", cerr)
+			} else {
+				os.RemoveAll(target)
+			}
 		}
-		if err = os.RemoveAll(dir); err != nil {
-			err = fmt.Errorf("depsctl: purge %s: %w", dir, err)
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("depsctl: purge %s: %w", dir, rerr))
 		}
 	}
 	return ok, err

@@ -20,10 +20,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/internal/secretfile"
 )
 
 // Auth is the gateway's optional authentication. Without it (nil, or the
@@ -39,9 +41,13 @@ type Auth struct {
 	TLS *tls.Config
 	// Tokens, when set, requires "authorization: Bearer <token>" on every
 	// databus stream and allows only the topics and groups its token's
-	// line lists (see ParseTokens). The gRPC health service stays open:
-	// it tells only whether the gateway serves.
+	// line lists (see ParseTokens). The gRPC health service's Check stays
+	// open: it tells only whether the gateway serves; its Watch, which
+	// holds a stream, needs a token.
 	Tokens *Tokens
+
+	// files is set by AuthFiles.Load: what Reload reads again.
+	files *authFiles
 }
 
 // AuthFiles names the files Auth is read from: the gateway's flags
@@ -56,33 +62,37 @@ type AuthFiles struct {
 // RegisterFlags adds --tls-cert, --tls-key, --tls-client-ca and --tokens to fs.
 func (f *AuthFiles) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM; the chain, leaf first); needs --tls-key")
-	fs.StringVar(&f.TLSKey, "tls-key", "", "the private key (PEM) of --tls-cert")
+	fs.StringVar(&f.TLSKey, "tls-key", "", "the private key (PEM) of --tls-cert; refused if other users can read it (chmod 600, or 640 for the gateway's group)")
 	fs.StringVar(&f.TLSClientCA, "tls-client-ca", "", "require client certificates issued by these CAs (PEM bundle): mutual TLS; needs --tls-cert")
-	fs.StringVar(&f.Tokens, "tokens", "", "require a bearer token from this file on every stream, each allowed only its topics and groups (format: README, \"Securing the gateway\")")
+	fs.StringVar(&f.Tokens, "tokens", "", "require a bearer token from this file on every stream, each allowed only its topics and groups (format: docs/systems/databus.md, \"Securing the gateway\"); refused if other users can read it. These files are read again when they change, or on SIGHUP")
 }
 
 // Load reads the files f names. It returns nil, and no error, when f
-// names none.
+// names none. The Auth it returns reads them again on Reload (Watch calls
+// it when they change, or on SIGHUP): a running gateway takes a rotated
+// certificate or a new tokens file without a restart.
 func (f AuthFiles) Load() (*Auth, error) {
-	var a Auth
-	if f.TLSCert != "" || f.TLSKey != "" || f.TLSClientCA != "" {
-		c, err := ServerTLS(f.TLSCert, f.TLSKey, f.TLSClientCA)
-		if err != nil {
-			return nil, err
-		}
-		a.TLS = c
-	}
-	if f.Tokens != "" {
-		ts, err := LoadTokens(f.Tokens)
-		if err != nil {
-			return nil, err
-		}
-		a.Tokens = ts
-	}
-	if a.TLS == nil && a.Tokens == nil {
+	if f == (AuthFiles{}) {
 		return nil, nil
 	}
-	return &a, nil
+	files := &authFiles{names: f}
+	if err := files.load(); err != nil {
+		return nil, err
+	}
+	a := &Auth{files: files, Tokens: files.tokens.Load()}
+	if f.TLSCert != "" || f.TLSKey != "" || f.TLSClientCA != "" {
+		a.TLS = files.serverTLS()
+	}
+	return a, nil
+}
+
+// tokens are the tokens checked now: the last read, when loaded from
+// files, else Tokens.
+func (a *Auth) tokens() *Tokens {
+	if a.files != nil {
+		return a.files.tokens.Load()
+	}
+	return a.Tokens
 }
 
 // ServerTLS is the TLS configuration of a gateway serving certFile and
@@ -92,11 +102,14 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, errors.New("gateway: TLS needs both --tls-cert and --tls-key (--tls-client-ca alone cannot serve TLS)")
 	}
+	if err := secretfile.Check(keyFile); err != nil {
+		return nil, fmt.Errorf("gateway: --tls-key: %w", err)
+	}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: --tls-cert %s / --tls-key %s: %w", certFile, keyFile, err)
 	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2"}}
 	if clientCAFile != "" {
 		pem, err := os.ReadFile(clientCAFile)
 		if err != nil {
@@ -114,7 +127,7 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 // logMode says at start how clients are authenticated, and warns when
 // they are not (or their tokens cross the network in the clear).
 func (a *Auth) logMode(logger *slog.Logger) {
-	const how = `see README, "Securing the gateway"`
+	const how = `see docs/systems/databus.md, "Securing the gateway"`
 	switch {
 	case a == nil:
 		logger.Warn("databus gateway is UNAUTHENTICATED: anyone who reaches its gRPC port can publish to any topic and subscribe as any group; pass --tls-client-ca (mutual TLS) and/or --tokens, " + how)
@@ -130,28 +143,28 @@ func (a *Auth) logMode(logger *slog.Logger) {
 		"tokens", a.Tokens.Len())
 }
 
-// serverOptions are a's gRPC server options: its transport credentials
-// and the token check, refusals counted in reg.
+// creds are a's transport credentials: TLS, or none (plaintext).
+func (a *Auth) creds() credentials.TransportCredentials {
+	if a == nil || a.TLS == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(a.TLS)
+}
+
+// serverOptions are a's gRPC server options but its credentials (creds):
+// the token check, refusals counted in reg.
 func (a *Auth) serverOptions(reg prometheus.Registerer, logger *slog.Logger) []grpc.ServerOption {
 	if a == nil {
 		return nil
 	}
 	var opts []grpc.ServerOption
-	if a.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(a.TLS)))
-	}
 	if a.Tokens != nil {
 		refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "databus_auth_refused_total",
 			Help: "Streams refused by the token check, by gRPC code (Unauthenticated: no or an unknown token; PermissionDenied: a topic or group the token does not cover).",
 		}, []string{"code"})
-		if err := reg.Register(refused); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				refused = are.ExistingCollector.(*prometheus.CounterVec)
-			}
-		}
-		c := &tokenCheck{tokens: a.Tokens, refused: refused, log: logger}
+		registerOrReuse(reg, &refused)
+		c := &tokenCheck{tokens: a.tokens, refused: refused, log: logger}
 		opts = append(opts, grpc.ChainUnaryInterceptor(c.unary), grpc.ChainStreamInterceptor(c.stream))
 	}
 	return opts
@@ -180,9 +193,11 @@ func (ts *Tokens) Len() int {
 	return len(ts.entries)
 }
 
-// LoadTokens reads a tokens file (see ParseTokens).
+// LoadTokens reads a tokens file (see ParseTokens), which other users
+// must not be able to read or change (secretfile.Check): it holds the
+// tokens, or their hashes, and what each may do.
 func LoadTokens(path string) (*Tokens, error) {
-	f, err := os.Open(path)
+	f, err := secretfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: --tokens: %w", err)
 	}
@@ -325,12 +340,14 @@ func (ts *Tokens) lookup(secret string) *token {
 
 // tokenCheck is the interceptors of Auth.Tokens.
 type tokenCheck struct {
-	tokens  *Tokens
+	tokens  func() *Tokens // the tokens now
 	refused *prometheus.CounterVec
 	log     *slog.Logger
 }
 
-const healthService = "/grpc.health.v1.Health/"
+// healthCheck is the one method open without a token: it tells only
+// whether the gateway serves. Watch, which holds a stream, needs one.
+const healthCheck = "/grpc.health.v1.Health/Check"
 
 // reflectionService is gRPC server reflection, v1 and v1alpha
 // ("/grpc.reflection.v1.ServerReflection/", grpcurl tries both): it
@@ -355,7 +372,7 @@ func (c *tokenCheck) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // check authenticates a call's token and authorizes its topics and group,
 // read from the same metadata the stream's handler reads its settings from.
 func (c *tokenCheck) check(ctx context.Context, method string) error {
-	if strings.HasPrefix(method, healthService) {
+	if method == healthCheck {
 		return nil
 	}
 	err := c.authorize(ctx, method)
@@ -380,14 +397,14 @@ func (c *tokenCheck) authorize(ctx context.Context, method string) error {
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
 		return status.Error(codes.Unauthenticated, `databus: "authorization" must be "Bearer <token>"`)
 	}
-	t := c.tokens.lookup(strings.TrimSpace(secret))
+	t := c.tokens().lookup(strings.TrimSpace(secret))
 	if t == nil {
 		return status.Error(codes.Unauthenticated, "databus: unknown token: ask the gateway's operator for a token listed in its --tokens file")
 	}
 	// Every value is checked, not only the first the handler uses, so no
 	// second value can slip past.
-	if strings.HasPrefix(method, reflectionService) {
-		return nil // any token may read the API's description
+	if strings.HasPrefix(method, reflectionService) || method == healthWatch {
+		return nil // any token may read the API's description, or watch the health
 	}
 	topics := md.Get(MDTopic)
 	switch method {

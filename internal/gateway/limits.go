@@ -2,9 +2,14 @@ package gateway
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 )
 
@@ -63,7 +68,9 @@ func (g *Gateway) releaseClient(kind string) {
 
 // budget counts bytes in flight against a limit. Adding never blocks (what
 // is added is in memory already); a stream that would add more first
-// waits until the total is back under the limit.
+// waits until the total is back under the limit. A message about to be
+// received reserves its bytes before they arrive (tryAcquire), and waits
+// for a release when they do not fit.
 type budget struct {
 	limit int64
 	used  atomic.Int64
@@ -73,13 +80,39 @@ type budget struct {
 	// one of them sees the other, so no wake-up is lost.
 	waiting atomic.Bool
 	mu      sync.Mutex
-	freed   chan struct{} // closed when bytes were released under the limit
+	freed   chan struct{} // closed at a release, when someone waits
 }
 
 func (b *budget) add(n int64) { b.used.Add(n) }
 
+// tryAcquire adds n if it fits under the limit, or if nothing is in
+// flight (one message larger than the limit still goes, alone).
+func (b *budget) tryAcquire(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u != 0 && u+n > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// changed returns a channel closed at the next release.
+func (b *budget) changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	b.waiting.Store(true)
+	return b.freed
+}
+
 func (b *budget) release(n int64) {
-	if b.used.Add(-n) < b.limit && b.waiting.Load() {
+	b.used.Add(-n)
+	if b.waiting.Load() {
 		b.mu.Lock()
 		if b.waiting.Load() {
 			b.waiting.Store(false)
@@ -96,15 +129,76 @@ func (b *budget) wait() <-chan struct{} {
 	if b.used.Load() < b.limit {
 		return nil
 	}
-	b.mu.Lock()
-	if b.freed == nil {
-		b.freed = make(chan struct{})
-	}
-	ch := b.freed
-	b.waiting.Store(true)
-	b.mu.Unlock()
+	ch := b.changed()
 	if b.used.Load() < b.limit {
 		return nil
 	}
 	return ch
+}
+
+// healthWatch is the health service's streaming method: each Watch holds
+// a stream for as long as its client likes.
+const healthWatch = "/grpc.health.v1.Health/Watch"
+
+// boundHealthWatch counts health Watch streams against MaxStreams, as the
+// databus streams are: without it a client could hold any number.
+func (g *Gateway) boundHealthWatch(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod != healthWatch {
+		return handler(srv, ss)
+	}
+	if err := g.openStream(); err != nil {
+		return err
+	}
+	defer g.closeStream()
+	return handler(srv, ss)
+}
+
+// connLimit is a listener that serves at most max connections at once: one
+// more is closed as soon as it is accepted, before any handshake, and
+// counted, so that a client cannot hold the gateway's descriptors and
+// handshake goroutines without bound.
+type connLimit struct {
+	net.Listener
+	max     int64
+	open    atomic.Int64
+	refused prometheus.Counter
+	log     *slog.Logger
+	logged  atomic.Int64 // unix second of the last refusal logged
+}
+
+func limitConns(ln net.Listener, max int, reg prometheus.Registerer, log *slog.Logger) net.Listener {
+	l := &connLimit{Listener: ln, max: int64(max), log: log,
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_connections_refused_total",
+			Help: "Client connections closed at once because the gateway had --max-connections open."})}
+	registerOrReuse(reg, &l.refused)
+	return l
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &limitedConn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		c.Close()
+		l.refused.Inc()
+		if now := time.Now().Unix(); l.logged.Swap(now) != now {
+			l.log.Warn("databus: refused a connection: the gateway has its limit open (--max-connections)", "max", l.max, "remote", c.RemoteAddr().String())
+		}
+	}
+}
+
+type limitedConn struct {
+	net.Conn
+	l    *connLimit
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
 }

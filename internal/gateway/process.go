@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +26,10 @@ const (
 	DefaultGRPCAddr     = "127.0.0.1:7070"
 	DefaultHTTPAddr     = "127.0.0.1:7071" // /healthz and /metrics
 	DefaultDrainTimeout = 20 * time.Second
+	// DefaultMaxConnections is Options.MaxConnections's default: twice
+	// the report's 10,000 connections to one pod (the lab's ticker opens
+	// as many, and its verifying subscribers on top).
+	DefaultMaxConnections = 20000
 )
 
 // Options is what a gateway process takes beyond its HTTP server's flags
@@ -37,6 +44,10 @@ type Options struct {
 	DrainTimeout time.Duration
 	// Auth names the TLS and token files (nothing: plaintext, no auth).
 	Auth AuthFiles
+	// MaxConnections bounds the client connections served at once
+	// (default DefaultMaxConnections): one more is closed as soon as it
+	// is accepted.
+	MaxConnections int
 	// GOMAXPROCS, when positive, sets the process's GOMAXPROCS (default:
 	// Go's, which under a CPU quota rounds the quota up, to 2 at least):
 	// how the lab runs one gateway at GOMAXPROCS=1 beside one at 2.
@@ -64,7 +75,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for streams to finish")
 	// Limits: a stream past a count limit is refused with ResourceExhausted
 	// naming the flag; bytes limits make streams wait.
-	fs.IntVar(&c.MaxStreams, "max-streams", 12000, "streams (publish and subscribe) one gateway serves at once; more are refused")
+	fs.IntVar(&c.MaxStreams, "max-streams", 12000, "streams (publish, subscribe and health Watch) one gateway serves at once; more are refused")
+	fs.Var(cliflag.AtLeast(&o.MaxConnections, 1), "max-connections", fmt.Sprintf("client connections served at once (default %d); one more is closed as soon as it is accepted, before its handshake", DefaultMaxConnections))
 	fs.IntVar(&c.MaxStreamsPerConnection, "max-streams-per-conn", DefaultMaxStreamsPerConnection, "streams one client connection may have open (gRPC MaxConcurrentStreams); more wait")
 	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 1024, "Kafka clients of one gateway: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused")
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
@@ -103,6 +115,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("gateway: cannot listen on %s (is the port taken? pass another --grpc-addr): %w", grpcAddr, err)
 	}
+	ln = limitConns(ln, cmp.Or(o.MaxConnections, DefaultMaxConnections), reg, logger)
 	srvCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHealth()
 	grpcSrv := NewServer(srvCtx, g, ServerOptions{Auth: auth})
@@ -111,6 +124,12 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", c.Echo, "brokers", c.Brokers,
 		"gomaxprocs", runtime.GOMAXPROCS(0), "metrics", !c.NoMetrics)
 	auth.logMode(logger)
+	if auth != nil && auth.files != nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go auth.Watch(srvCtx, hup, DefaultReloadEvery, reg, logger)
+	}
 
 	hs.Name, hs.Registry, hs.Logger = "databus", reg, logger
 	hs.Ready = func() error { return g.Ready(ctx) }

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,6 +15,13 @@ import (
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
 
+// Bounds on what a client can make the server hold before its token is
+// checked.
+const (
+	maxHeaderListBytes = 64 << 10         // a stream's metadata, decoded
+	handshakeTimeout   = 10 * time.Second // TLS and the HTTP/2 preface
+)
+
 // ServerOptions bound a gRPC server's per-connection memory, and say how
 // it authenticates clients.
 type ServerOptions struct {
@@ -20,21 +29,45 @@ type ServerOptions struct {
 	// report's choice: gRPC's defaults cost too much at 10k connections).
 	BufferBytes int
 	// WindowBytes is the HTTP/2 flow-control window per stream and per
-	// connection (64 KiB).
+	// connection (64 KiB, also the least: below it gRPC sizes windows
+	// itself, which the receive budget, recvgate.go, does not follow).
 	WindowBytes int32
-	// MaxRecvBytes bounds one incoming batch (16 MiB).
+	// MaxRecvBytes bounds one incoming message: gRPC refuses a longer
+	// one before reading it. Default in NewServer: the gateway's
+	// MaxStreamBytes (a batch larger cannot be accepted anyway) plus an
+	// eighth and 64 KiB for protobuf's framing; in TransportOptions alone,
+	// 16 MiB.
 	MaxRecvBytes int
 	// Auth is TLS, mutual TLS and/or bearer tokens (auth.go); nil serves
 	// plaintext to anyone.
 	Auth *Auth
 }
 
+func (o *ServerOptions) setDefaults() {
+	o.BufferBytes = cmp.Or(o.BufferBytes, 32<<10)
+	o.WindowBytes = max(o.WindowBytes, 64<<10)
+	o.MaxRecvBytes = cmp.Or(o.MaxRecvBytes, 16<<20)
+}
+
 // NewServer returns a gRPC server serving g, the standard health service,
 // whose status follows g.Ready every few seconds until ctx ends, and gRPC
 // server reflection, so that grpcurl and the like need no .proto file.
+// The messages clients send count against g's bytes budget before they
+// arrive (recvgate.go).
 func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
-	srv := grpc.NewServer(append(o.Auth.serverOptions(g.cfg.Registry, g.log),
-		TransportOptions(o, g.cfg.MaxStreamsPerConnection)...)...)
+	if o.MaxRecvBytes == 0 {
+		o.MaxRecvBytes = int(min(g.cfg.MaxStreamBytes+g.cfg.MaxStreamBytes/8+64<<10, math.MaxInt32))
+	}
+	o.setDefaults()
+	gate := newRecvGate(&g.bytes, o.WindowBytes, g.cfg.Registry, g.log)
+	go gate.run(ctx)
+	opts := append(o.Auth.serverOptions(g.cfg.Registry, g.log), TransportOptions(o, g.cfg.MaxStreamsPerConnection)...)
+	opts = append(opts,
+		grpc.Creds(gateCreds{o.Auth.creds(), gate}),
+		grpc.StatsHandler(gateStats{gate}),
+		grpc.ChainStreamInterceptor(g.boundHealthWatch),
+	)
+	srv := grpc.NewServer(opts...)
 	databusv1.RegisterDataBusServer(srv, g)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
@@ -65,15 +98,7 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 // maxStreamsPerConn streams per connection; bench/grpcfloor serves with
 // them too, so that its floor is the gateway's transport and nothing else.
 func TransportOptions(o ServerOptions, maxStreamsPerConn int) []grpc.ServerOption {
-	if o.BufferBytes == 0 {
-		o.BufferBytes = 32 << 10
-	}
-	if o.WindowBytes == 0 {
-		o.WindowBytes = 64 << 10
-	}
-	if o.MaxRecvBytes == 0 {
-		o.MaxRecvBytes = 16 << 20
-	}
+	o.setDefaults()
 	return []grpc.ServerOption{
 		grpc.ForceServerCodecV2(newCodec()),
 		grpc.ReadBufferSize(o.BufferBytes),
@@ -83,6 +108,11 @@ func TransportOptions(o ServerOptions, maxStreamsPerConn int) []grpc.ServerOptio
 		grpc.InitialConnWindowSize(o.WindowBytes),
 		grpc.MaxRecvMsgSize(o.MaxRecvBytes),
 		grpc.MaxConcurrentStreams(uint32(maxStreamsPerConn)),
+		// Before the token check: a client's metadata is decoded whole
+		// (gRPC's default allows 16 MiB), and a connection that has not
+		// finished its handshake holds its place (120 s by default).
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.ConnectionTimeout(handshakeTimeout),
 		// Ping idle clients so dead connections are found and their
 		// subscriptions' partitions freed; never close a healthy idle
 		// stream (the report saw idle timeouts cause latency spikes).

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/labresult"
@@ -145,6 +146,18 @@ func (r *Run) StartService(ctx context.Context, name string, cpu float64, memMB 
 // a service on free ports: through deps.OnFreePorts, which starts again
 // on new ports (three sets at most) when the service could not bind one.
 func (r *Run) StartServicePorts(ctx context.Context, name string, cpu float64, memMB int, portFlags []string, args ...string) (*Service, error) {
+	return r.startService(ctx, name, cpu, memMB, portFlags, cliflag.Command{Args: args})
+}
+
+// StartCommand is StartService for a service whose Config holds secrets
+// (a DSN with a password): cmd's Args go to its command line, which every
+// local user can read, and its Env, the secrets, to its environment,
+// which only its user and root can.
+func (r *Run) StartCommand(ctx context.Context, name string, cpu float64, memMB int, cmd cliflag.Command) (*Service, error) {
+	return r.startService(ctx, name, cpu, memMB, nil, cmd)
+}
+
+func (r *Run) startService(ctx context.Context, name string, cpu float64, memMB int, portFlags []string, cmd cliflag.Command) (*Service, error) {
 	r.seq++
 	label := fmt.Sprintf("%s-%d", name, r.seq)
 	flags := append([]string{"--addr"}, portFlags...)
@@ -158,8 +171,11 @@ func (r *Run) StartServicePorts(ctx context.Context, name string, cpu float64, m
 		}
 		spec := sandbox.Spec{
 			Name: label, Path: r.Opts.Self,
-			Args: append(argv, args...),
+			Args: append(argv, cmd.Args...),
 			CPU:  cpu, MemoryMB: memMB,
+		}
+		if len(cmd.Env) > 0 {
+			spec.Env = append(os.Environ(), cmd.Env...)
 		}
 		s := &Service{Name: label, Addr: addrs["--addr"], Ports: addrs, run: r, spec: spec}
 		if err := s.start(ctx, filepath.Join(r.dir, label+".log"), os.O_TRUNC); err != nil {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,12 +35,18 @@ type Config struct {
 	Listener net.Listener
 	// AdminAddr, when set, is a second address that serves Go's profiles
 	// under /debug/pprof/ (default "": none). They are never served on
-	// Addr: /debug/pprof/cmdline shows the command line, secrets in flags
-	// included, and a CPU profile or trace is work on demand. Keep it on
-	// loopback (127.0.0.1:PORT) or a network only operators reach.
+	// Addr: /debug/pprof/cmdline shows the command line (a secret given
+	// as a flag rather than a file or the environment included), and a
+	// CPU profile or trace is work on demand. Keep it on loopback
+	// (127.0.0.1:PORT) or a network only operators reach.
 	AdminAddr string
 	// AdminListener, when set, is used instead of listening on AdminAddr.
 	AdminListener net.Listener
+	// MetricsOnAdmin serves /metrics on the admin address instead of
+	// Addr: a public port then tells no one the service's load, routes,
+	// pool and runtime. Without an admin address, /metrics is served
+	// nowhere (Run warns).
+	MetricsOnAdmin bool
 	// ReadHeaderTimeout bounds how long a client may take to send request
 	// headers (default 10s): a slow client must not hold a connection forever.
 	ReadHeaderTimeout time.Duration
@@ -71,7 +78,9 @@ type Config struct {
 	// Logger receives start and stop events (default slog.Default()).
 	Logger *slog.Logger
 	// Ready reports whether the service can take traffic; /healthz answers
-	// 503 with the error's text while it returns non-nil (default: always ready).
+	// 503 "not ready" while it returns non-nil (default: always ready).
+	// The error's text goes to the log, not to the caller: it may name a
+	// database's user and host, or brokers.
 	Ready func() error
 }
 
@@ -107,6 +116,9 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 		}
 	}
 	adminLn := cfg.AdminListener
+	if cfg.MetricsOnAdmin && adminLn == nil && cfg.AdminAddr == "" {
+		cfg.Logger.Warn("no /metrics: they are served on the admin address only, and there is none (give --admin-addr 127.0.0.1:PORT)", "service", cfg.Name)
+	}
 	if adminLn == nil && cfg.AdminAddr != "" {
 		var err error
 		adminLn, err = net.Listen("tcp", cfg.AdminAddr)
@@ -131,7 +143,7 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 		// No write timeout: a CPU profile or trace takes as long as asked
 		// (30 s by default), and pprof refuses one longer than it.
 		admin := &http.Server{
-			Handler:           AdminHandler(),
+			Handler:           adminHandler(cfg),
 			ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 			ReadTimeout:       max(cfg.ReadTimeout, 0),
 			IdleTimeout:       cfg.IdleTimeout,
@@ -140,7 +152,11 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 		if !isLoopback(addr) {
 			cfg.Logger.Warn("the admin address is not loopback: whoever reaches it reads the command line and takes profiles", "service", cfg.Name, "admin_addr", addr)
 		}
-		cfg.Logger.Info("admin listening", "service", cfg.Name, "admin_addr", addr, "serves", "/debug/pprof/")
+		serves := "/debug/pprof/"
+		if cfg.MetricsOnAdmin {
+			serves += " /metrics"
+		}
+		cfg.Logger.Info("admin listening", "service", cfg.Name, "admin_addr", addr, "serves", serves)
 		go func() { errc <- admin.Serve(adminLn) }()
 		servers = append(servers, admin)
 	}
@@ -173,6 +189,19 @@ func Run(ctx context.Context, cfg Config, h http.Handler) error {
 	return nil
 }
 
+// adminHandler is what Run serves on the admin address: Go's profiles,
+// and /metrics with MetricsOnAdmin.
+func adminHandler(cfg Config) http.Handler {
+	h := AdminHandler()
+	if !cfg.MetricsOnAdmin {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	mux.Handle("/", h)
+	return mux
+}
+
 // AdminHandler serves Go's profiles under /debug/pprof/ (index, cmdline,
 // profile, symbol, trace and the named profiles): what Run serves on the
 // admin address.
@@ -198,8 +227,9 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Handler wraps h with /healthz, /metrics and request metrics. Run uses it;
-// it is exported for tests that serve through httptest.
+// Handler wraps h with /healthz, /metrics (unless MetricsOnAdmin) and
+// request metrics. Run uses it; it is exported for tests that serve
+// through httptest.
 func Handler(cfg Config, h http.Handler) http.Handler {
 	cfg.setDefaults()
 	reg := cfg.Registry
@@ -214,16 +244,20 @@ func Handler(cfg Config, h http.Handler) http.Handler {
 	reg.MustRegister(requests, latency)
 
 	mux := http.NewServeMux()
+	notReady := &notReadyLog{log: cfg.Logger, service: cfg.Name}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if cfg.Ready != nil {
 			if err := cfg.Ready(); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				notReady.note(err)
+				http.Error(w, "not ready", http.StatusServiceUnavailable)
 				return
 			}
 		}
 		w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if !cfg.MetricsOnAdmin {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	}
 	mux.Handle("/", h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -301,4 +335,29 @@ func (f timeoutFlag) Set(v string) error {
 	}
 	*f.d = d
 	return nil
+}
+
+// notReadyLog logs why /healthz answers "not ready": the first time, each
+// time the reason changes, and at most every notReadyEvery while it stays
+// (a load balancer asks every few seconds).
+type notReadyLog struct {
+	log     *slog.Logger
+	service string
+
+	mu   sync.Mutex
+	last string
+	at   time.Time
+}
+
+const notReadyEvery = 30 * time.Second
+
+func (n *notReadyLog) note(err error) {
+	msg := err.Error()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if msg == n.last && time.Since(n.at) < notReadyEvery {
+		return
+	}
+	n.last, n.at = msg, time.Now()
+	n.log.Warn("not ready", "service", n.service, "err", msg)
 }

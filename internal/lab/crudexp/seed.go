@@ -36,7 +36,7 @@ func (b *bench) seed(ctx context.Context) error {
 		if err := b.pg.CreateDatabase(ctx, name); err != nil {
 			return err
 		}
-		b.dsns[withIdx] = b.pg.DSN(name)
+		b.dsns[withIdx] = b.pg.ServiceDSN(name)
 		conn, err := pgx.Connect(ctx, b.dsns[withIdx])
 		if err != nil {
 			return fmt.Errorf("crud: %w", err)

@@ -68,10 +68,10 @@ func (b *bench) startServices(ctx context.Context) error {
 func (b *bench) startTasks(ctx context.Context, v variant) (*lab.Service, error) {
 	o := tasks.Options{
 		Config: tasks.Config{DatabaseURL: b.dsns[!v.deopt.NoIndexes], WebhookURL: b.hook.url, OTLPEndpoint: b.hook.otlpURL,
-			BcryptCost: bcryptCost, Deopt: v.deopt},
-		SecretFile: b.secret, LogFormat: "json",
+			BcryptCost: bcryptCost, Deopt: v.deopt, TokenAudience: "crud"},
+		SecretFile: b.secret, LogFormat: "json", PublicMetrics: true, // the lab scrapes them beside the API
 	}
-	return b.run.StartService(ctx, "tasks", serviceCPU, serviceMemMB, o.Args()...)
+	return b.run.StartCommand(ctx, "tasks", serviceCPU, serviceMemMB, o.Command())
 }
 
 // writeSecret writes a random token signing secret that every service

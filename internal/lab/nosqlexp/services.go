@@ -52,7 +52,7 @@ func (b *bench) startServices(ctx context.Context) error {
 			return err
 		}
 		b.run.Progress.Step("start hlab serve activities: "+sp.key, 2*time.Second)
-		svc, err := b.run.StartService(ctx, "activities", appCPU, appMemMB, cfg.Args()...)
+		svc, err := b.run.StartCommand(ctx, "activities", appCPU, appMemMB, cfg.Command())
 		if err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (b *bench) postgresTable(ctx context.Context, sp serviceSpec, cfg *activiti
 	if err := pg.CreateDatabase(ctx, sp.table); err != nil {
 		return err
 	}
-	cfg.Store, cfg.DSN = activities.Postgres, pg.DSN(sp.table)
+	cfg.Store, cfg.DSN = activities.Postgres, pg.ServiceDSN(sp.table)
 	conn, err := pgx.Connect(ctx, pg.DSN(sp.table))
 	if err != nil {
 		return fmt.Errorf("nosql: %w", err)

@@ -76,7 +76,7 @@ func (b *bench) faults(ctx context.Context) error {
 	}
 	slot := b.slotName("catalog") // the one b.service gave it
 	defer func() { cat.Stop() }()
-	pcfg, err := pgxpool.ParseConfig(b.dsn)
+	pcfg, err := pgxpool.ParseConfig(b.pg.DSN(dbName)) // the superuser: ALTER SYSTEM, ending backends
 	if err != nil {
 		return err
 	}

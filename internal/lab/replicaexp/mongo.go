@@ -113,7 +113,7 @@ func (b *bench) mongo(ctx context.Context) error {
 	}
 
 	cfg := catalog.Config{Source: refdata.FromMongo, Mongo: refdata.Mongo{URI: m.URI, DB: mongoDB}}
-	svc, err := b.run.StartService(ctx, "catalog", serviceCPU, serviceMemMB, cfg.Args()...)
+	svc, err := b.run.StartCommand(ctx, "catalog", serviceCPU, serviceMemMB, cfg.Command())
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
@@ -171,10 +172,10 @@ func (b *bench) startPostgres(ctx context.Context) error {
 	}
 	run.SetEnv("postgres", fmt.Sprintf("%s, own quota %.0f CPU", pg.Kind, postgresCPU))
 	run.SetEnv("postgres_settings", pg.SettingsLine())
-	if err := pg.CreateDatabase(ctx, dbName); err != nil {
+	if err := pg.CreateDatabase(ctx, dbName, deps.Replication); err != nil {
 		return err
 	}
-	b.dsn = pg.DSN(dbName)
+	b.dsn = pg.ServiceDSN(dbName)
 	if err := seed(ctx, b.dsn); err != nil {
 		return err
 	}
@@ -213,16 +214,16 @@ func (b *bench) slotName(name string) string {
 func (b *bench) service(ctx context.Context, name string, source refdata.Source) (*lab.Service, error) {
 	b.slot++
 	c := refdata.Config{Source: source, DB: refdata.DB{DSN: b.dsn, Slot: b.slotName(name)}}
-	var args []string
+	var cmd cliflag.Command
 	switch name {
 	case "catalog":
-		args = catalog.Config(c).Args()
+		cmd = catalog.Config(c).Command()
 	case "pricing":
-		args = pricing.Config(c).Args()
+		cmd = pricing.Config(c).Command()
 	default:
 		return nil, fmt.Errorf("replica: no service %q", name)
 	}
-	return b.run.StartService(ctx, name, serviceCPU, serviceMemMB, args...)
+	return b.run.StartCommand(ctx, name, serviceCPU, serviceMemMB, cmd)
 }
 
 // pricing measures the service before (Postgres) and after (replica), in

@@ -33,7 +33,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -100,7 +99,7 @@ type Config struct {
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Store, "store", Postgres, "where activities go: postgres or cassandra")
-	fs.StringVar(&c.DSN, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string (--store postgres; default $DATABASE_URL)")
+	cliflag.SecretVar(fs, &c.DSN, "dsn", "DATABASE_URL", "Postgres connection string (--store postgres), of a role that owns the service's database, not a superuser")
 	fs.IntVar(&c.PoolMax, "pool-max", DefaultPoolMax, "most Postgres connections in the pool")
 	fs.StringVar(&c.PGPool, "pg-pool", PoolBounded, "Postgres connections: bounded (a pgx pool of at most --pool-max, kept open) or sql-defaults (database/sql with no limits set: unbounded, 2 idle kept, the rest reopened per request; report A3's app)")
 	fs.StringVar(&c.Cassandra, "cassandra", "127.0.0.1:9042", "Cassandra nodes, host:port, comma-separated (--store cassandra)")
@@ -345,6 +344,6 @@ func Serve(ctx context.Context, srv server.Config, cfg Config) error {
 	return server.Run(ctx, srv, s.Handler())
 }
 
-// Args returns the command line that makes "hlab serve activities" run c (the
-// fields c changes from the defaults).
-func (c Config) Args() []string { return cliflag.Args(c) }
+// Command returns the command that makes "hlab serve activities" run c:
+// the flags c changes from the defaults, and its DSN for the environment.
+func (c Config) Command() cliflag.Command { return cliflag.CommandOf(c) }

@@ -43,9 +43,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	(*refdata.Config)(c).RegisterFlags(fs, "catalog", "where customers come from: replica (memory fed by Postgres, default), mongo (memory fed by MongoDB change streams; see --mongo-uri) or postgres (a query per request)")
 }
 
-// Args returns the command line that makes "hlab serve catalog" run c (the
-// fields c changes from the defaults).
-func (c Config) Args() []string { return cliflag.Args(c) }
+// Command returns the command that makes "hlab serve catalog" run c: the
+// flags c changes from the defaults, and its secrets (the DSN, the MongoDB
+// URI) for the environment.
+func (c Config) Command() cliflag.Command { return cliflag.CommandOf(c) }
 
 // Service is a running catalog service.
 type Service struct {

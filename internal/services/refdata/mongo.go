@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/mongoload"
 	"github.com/highload-lab/hlab/replica"
 )
@@ -35,7 +36,7 @@ const DefaultMongoDB = "hlab"
 
 // RegisterFlags adds the MongoDB flags to fs.
 func (m *Mongo) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&m.URI, "mongo-uri", "", "with --source=mongo: MongoDB connection string, e.g. mongodb://127.0.0.1:27017/?replicaSet=rs0")
+	cliflag.SecretVar(fs, &m.URI, "mongo-uri", "MONGODB_URI", "with --source=mongo: MongoDB connection string, e.g. mongodb://127.0.0.1:27017/?replicaSet=rs0")
 	fs.StringVar(&m.DB, "mongo-db", DefaultMongoDB, "with --source=mongo: database holding the collections (one per table, named as it)")
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -77,7 +76,7 @@ func (d *DB) SetDefaults(service string) {
 // RegisterFlags adds the database flags to fs; service names the default
 // slot and publication.
 func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
-	fs.StringVar(&d.DSN, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/hlab (required; default $DATABASE_URL)")
+	cliflag.SecretVar(fs, &d.DSN, "dsn", "DATABASE_URL", "Postgres connection string, e.g. postgres://catalog:PASSWORD@127.0.0.1:5432/hlab (required), of a role with REPLICATION that owns the tables, not a superuser")
 	fs.DurationVar(&d.Timeout, "db-timeout", DefaultTimeout, "bound on one request's database work (also the server's statement_timeout)")
 	fs.Var(cliflag.AtLeast(&d.MaxConns, 1), "max-conns", "largest number of Postgres connections (default 16)")
 	fs.Var(cliflag.AtLeast(&d.MinConns, 1), "min-conns", "Postgres connections kept open (default 2)")

@@ -50,6 +50,7 @@ func (s *Service) routeTable() []route {
 		{pattern: "GET /v1/tasks/{id}", api: s.authed(s.getTask)},
 		{pattern: "PATCH /v1/tasks/{id}", api: s.authed(s.updateTask)},
 		{pattern: "DELETE /v1/tasks/{id}", api: s.authed(s.deleteTask)},
+		{pattern: "POST /v1/ws/ticket", api: s.authed(s.wsTicket)},
 		{pattern: "GET /v1/ws", plain: s.websocket},
 		{pattern: "GET /openapi.json", plain: serveOpenAPI},
 	}
@@ -120,7 +121,7 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	}
 	var lim *LimitError
 	switch {
-	case errors.As(err, &lim):
+	case errors.As(err, &lim) && lim.RetryAfter > 0:
 		w.Header().Set("Retry-After", retryAfter(lim.RetryAfter))
 	case code == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")

@@ -20,20 +20,45 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// Bearer tokens are HMAC-signed, not stored: "t1.PAYLOAD.MAC" where
-// PAYLOAD is the user id and expiry (16 bytes, base64url) and MAC their
-// HMAC-SHA256 under the service's secret. Checking one costs a hash, no
-// database round trip; the price is that a token stays valid until it
-// expires (no server-side logout).
-const tokenPrefix = "t1."
+// Bearer tokens are HMAC-signed, not stored: "t2.PAYLOAD.MAC" where
+// PAYLOAD is the user id and expiry (16 bytes, base64url) and MAC the
+// HMAC-SHA256, under the service's secret, of the token's audience (its
+// deployment: Config.TokenAudience), its kind and PAYLOAD. Checking one
+// costs a hash, no database round trip; the price is that a token stays
+// valid until it expires (no server-side logout). Two deployments that
+// share a secret, but not an audience, do not accept each other's
+// tokens. Base64 is decoded strictly: one token has one spelling.
+//
+// A WebSocket ticket is the same with kind 'w' and "w2.": the user id,
+// its own expiry (TicketTTL) and the bearer token's, good once on this
+// process for GET /v1/ws?ticket=, so that a bearer token never travels
+// in a URL, which proxies log.
+const (
+	tokenPrefix  = "t2."
+	ticketPrefix = "w2."
+	kindBearer   = 'b'
+	kindTicket   = 'w'
+)
+
+// TicketTTL is how long a WebSocket ticket is good for.
+const TicketTTL = 30 * time.Second
+
+var strictB64 = base64.RawURLEncoding.Strict()
 
 type tokenSigner struct {
 	ttl  time.Duration
 	macs sync.Pool // hash.Hash keyed with the secret
+	bind []byte    // what every MAC covers first: the audience, length first
 	now  func() time.Time
+
+	// usedTickets holds the MACs of the tickets used here and not yet
+	// expired, so that each is good once on this process.
+	mu          sync.Mutex
+	usedTickets map[string]time.Time
+	sweptAt     int // len(usedTickets) after the last sweep
 }
 
-func newTokenSigner(secret []byte, ttl time.Duration) (*tokenSigner, error) {
+func newTokenSigner(secret []byte, ttl time.Duration, audience string) (*tokenSigner, error) {
 	if len(secret) == 0 {
 		secret = make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
@@ -41,18 +66,50 @@ func newTokenSigner(secret []byte, ttl time.Duration) (*tokenSigner, error) {
 		}
 	}
 	key := append([]byte(nil), secret...)
-	t := &tokenSigner{ttl: ttl, now: time.Now}
+	bind := binary.BigEndian.AppendUint32(nil, uint32(len(audience)))
+	t := &tokenSigner{ttl: ttl, now: time.Now, bind: append(bind, audience...), usedTickets: map[string]time.Time{}}
 	t.macs.New = func() any { return hmac.New(sha256.New, key) }
 	return t, nil
 }
 
-func (t *tokenSigner) mac(payload []byte) []byte {
+func (t *tokenSigner) mac(kind byte, payload []byte) []byte {
 	h := t.macs.Get().(hash.Hash)
 	h.Reset()
+	h.Write(t.bind)
+	h.Write([]byte{kind})
 	h.Write(payload)
 	sum := h.Sum(nil)
 	t.macs.Put(h)
 	return sum
+}
+
+// sign returns prefix, payload and its MAC as a token.
+func (t *tokenSigner) sign(prefix string, kind byte, payload []byte) string {
+	return prefix + strictB64.EncodeToString(payload) + "." + strictB64.EncodeToString(t.mac(kind, payload))
+}
+
+// open checks tok, a token of prefix and kind whose payload has
+// len(payload) bytes, and fills payload; it returns the MAC too.
+func (t *tokenSigner) open(tok, prefix string, kind byte, payload []byte) (mac []byte, ok bool) {
+	rest, ok := strings.CutPrefix(tok, prefix)
+	if !ok {
+		return nil, false
+	}
+	p64, m64, ok := strings.Cut(rest, ".")
+	var sum [sha256.Size]byte
+	if !ok || strictB64.DecodedLen(len(p64)) != len(payload) || strictB64.DecodedLen(len(m64)) != len(sum) {
+		return nil, false
+	}
+	if _, err := strictB64.Decode(payload, []byte(p64)); err != nil {
+		return nil, false
+	}
+	if _, err := strictB64.Decode(sum[:], []byte(m64)); err != nil {
+		return nil, false
+	}
+	if !hmac.Equal(sum[:], t.mac(kind, payload)) {
+		return nil, false
+	}
+	return sum[:], true
 }
 
 // issue returns a token for uid and when it expires.
@@ -61,8 +118,7 @@ func (t *tokenSigner) issue(uid int64) (string, time.Time) {
 	var payload [16]byte
 	binary.BigEndian.PutUint64(payload[:8], uint64(uid))
 	binary.BigEndian.PutUint64(payload[8:], uint64(exp.Unix()))
-	enc := base64.RawURLEncoding
-	return tokenPrefix + enc.EncodeToString(payload[:]) + "." + enc.EncodeToString(t.mac(payload[:])), exp
+	return t.sign(tokenPrefix, kindBearer, payload[:]), exp
 }
 
 // verify returns the user id of a valid, unexpired token.
@@ -74,24 +130,8 @@ func (t *tokenSigner) verify(tok string) (int64, bool) {
 // verifyUntil returns the user id of a valid, unexpired token and when it
 // expires.
 func (t *tokenSigner) verifyUntil(tok string) (uid int64, exp time.Time, ok bool) {
-	rest, ok := strings.CutPrefix(tok, tokenPrefix)
-	if !ok {
-		return 0, time.Time{}, false
-	}
-	p64, m64, ok := strings.Cut(rest, ".")
-	enc := base64.RawURLEncoding
 	var payload [16]byte
-	var mac [sha256.Size]byte
-	if !ok || enc.DecodedLen(len(p64)) != len(payload) || enc.DecodedLen(len(m64)) != len(mac) {
-		return 0, time.Time{}, false
-	}
-	if _, err := enc.Decode(payload[:], []byte(p64)); err != nil {
-		return 0, time.Time{}, false
-	}
-	if _, err := enc.Decode(mac[:], []byte(m64)); err != nil {
-		return 0, time.Time{}, false
-	}
-	if !hmac.Equal(mac[:], t.mac(payload[:])) {
+	if _, ok := t.open(tok, tokenPrefix, kindBearer, payload[:]); !ok {
 		return 0, time.Time{}, false
 	}
 	uid = int64(binary.BigEndian.Uint64(payload[:8]))
@@ -100,6 +140,49 @@ func (t *tokenSigner) verifyUntil(tok string) (uid int64, exp time.Time, ok bool
 		return 0, time.Time{}, false
 	}
 	return uid, time.Unix(expUnix, 0), true
+}
+
+// ticket returns a WebSocket ticket for uid, whose bearer token expires
+// at session, and when the ticket expires.
+func (t *tokenSigner) ticket(uid int64, session time.Time) (string, time.Time) {
+	exp := t.now().Add(TicketTTL).Truncate(time.Second)
+	var payload [24]byte
+	binary.BigEndian.PutUint64(payload[:8], uint64(uid))
+	binary.BigEndian.PutUint64(payload[8:16], uint64(exp.Unix()))
+	binary.BigEndian.PutUint64(payload[16:], uint64(session.Unix()))
+	return t.sign(ticketPrefix, kindTicket, payload[:]), exp
+}
+
+// useTicket returns the user id and session expiry of a valid, unexpired
+// ticket not used on this process before, and marks it used.
+func (t *tokenSigner) useTicket(tok string) (uid int64, session time.Time, ok bool) {
+	var payload [24]byte
+	mac, ok := t.open(tok, ticketPrefix, kindTicket, payload[:])
+	if !ok {
+		return 0, time.Time{}, false
+	}
+	uid = int64(binary.BigEndian.Uint64(payload[:8]))
+	exp := time.Unix(int64(binary.BigEndian.Uint64(payload[8:16])), 0)
+	session = time.Unix(int64(binary.BigEndian.Uint64(payload[16:])), 0)
+	now := t.now()
+	if uid <= 0 || !now.Before(exp) || !now.Before(session) {
+		return 0, time.Time{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, used := t.usedTickets[string(mac)]; used {
+		return 0, time.Time{}, false
+	}
+	if len(t.usedTickets) >= 2*t.sweptAt+64 { // sweeps cost O(1) a ticket
+		for k, e := range t.usedTickets {
+			if !now.Before(e) {
+				delete(t.usedTickets, k)
+			}
+		}
+		t.sweptAt = len(t.usedTickets)
+	}
+	t.usedTickets[string(mac)] = exp
+	return uid, session, true
 }
 
 // bearer returns the token of an "Authorization: Bearer TOKEN" header.
@@ -114,14 +197,17 @@ func bearer(r *http.Request) string {
 // Passwords are hashed with bcrypt, a deliberately slow hash (~50 ms at
 // cost 10). Hashes run at most GOMAXPROCS at a time: a burst of logins
 // waits its turn instead of taking every CPU from the other requests.
+// Sign-ups take at most half of those slots (one with a single core), so
+// that a burst of them never leaves logins none.
 type hasher struct {
-	cost  int
-	slots chan struct{}
-	dummy []byte // compared against for unknown emails, so they take as long
+	cost        int
+	slots       chan struct{}
+	signupSlots chan struct{}
+	dummy       []byte // compared against for unknown emails, so they take as long
 }
 
 func newHasher(cost, slots int) (*hasher, error) {
-	h := &hasher{cost: cost, slots: make(chan struct{}, max(1, slots))}
+	h := &hasher{cost: cost, slots: make(chan struct{}, max(1, slots)), signupSlots: make(chan struct{}, max(1, slots/2))}
 	var err error
 	h.dummy, err = bcrypt.GenerateFromPassword([]byte("no such user, same cost"), cost)
 	return h, err
@@ -136,7 +222,14 @@ func (h *hasher) acquire(ctx context.Context) error {
 	}
 }
 
+// hash hashes a new account's password, in a sign-up slot, then a slot.
 func (h *hasher) hash(ctx context.Context, password string) (string, error) {
+	select {
+	case h.signupSlots <- struct{}{}:
+	case <-ctx.Done():
+		return "", ErrBusy
+	}
+	defer func() { <-h.signupSlots }()
 	if err := h.acquire(ctx); err != nil {
 		return "", err
 	}
@@ -211,6 +304,10 @@ func (s *Service) signup(w http.ResponseWriter, r *http.Request) error {
 	if utf8.RuneCountInString(name) > maxName {
 		return invalid("name", "at most %d characters", maxName)
 	}
+	if err := s.allowSignup(r); err != nil {
+		s.m.signupsLimited.Inc()
+		return err
+	}
 	hash, err := s.hasher.hash(r.Context(), c.Password)
 	if err != nil {
 		return err
@@ -261,6 +358,23 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	s.m.logins.WithLabelValues("ok").Inc()
 	tok, exp := s.tokens.issue(u.ID)
 	return writeJSON(w, http.StatusOK, session{User: u, Token: tok, ExpiresAt: exp})
+}
+
+// wsTicket answers POST /v1/ws/ticket: a ticket for GET /v1/ws?ticket=,
+// good once, for TicketTTL, so that a browser (which cannot set headers on
+// a WebSocket) never puts its bearer token in a URL.
+func (s *Service) wsTicket(w http.ResponseWriter, r *http.Request, uid int64) error {
+	_, session, ok := s.tokens.verifyUntil(bearer(r))
+	if !ok {
+		return ErrUnauthorized // authed checked it; it expired since
+	}
+	tk, exp := s.tokens.ticket(uid, session)
+	return writeJSON(w, http.StatusCreated, wsTicket{Ticket: tk, ExpiresAt: exp})
+}
+
+type wsTicket struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 func (s *Service) me(w http.ResponseWriter, r *http.Request, uid int64) error {

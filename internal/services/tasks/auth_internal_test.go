@@ -13,7 +13,7 @@ import (
 
 func TestTokens(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour)
+	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour, "postgres://db:5432/tasks")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,25 +28,73 @@ func TestTokens(t *testing.T) {
 	if _, until, ok := s.verifyUntil(tok); !ok || !until.Equal(exp) {
 		t.Fatalf("verifyUntil(issued) expires %v, want %v (a WebSocket closes then)", until, exp)
 	}
-	other, _ := newTokenSigner([]byte("another secret, long enough"), time.Hour)
+	other, _ := newTokenSigner([]byte("another secret, long enough"), time.Hour, "postgres://db:5432/tasks")
 	other.now = s.now
+	// A deployment sharing the secret, not the audience (staging, say).
+	staging, _ := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour, "postgres://staging:5432/tasks")
+	staging.now = s.now
+	ticket, _ := s.ticket(42, exp)
 	for name, tc := range map[string]struct {
 		signer *tokenSigner
 		tok    string
 		at     time.Time
 	}{
-		"expired":      {s, tok, now.Add(time.Hour)},
-		"other secret": {other, tok, now},
-		"truncated":    {s, tok[:len(tok)-1], now},
-		"bad prefix":   {s, "t2." + strings.TrimPrefix(tok, "t1."), now},
-		"swapped":      {s, func() string { a, _ := s.issue(43); return tok[:25] + a[25:] }(), now},
-		"empty":        {s, "", now},
+		"expired":        {s, tok, now.Add(time.Hour)},
+		"other secret":   {other, tok, now},
+		"other audience": {staging, tok, now},
+		"truncated":      {s, tok[:len(tok)-1], now},
+		"bad prefix":     {s, "t1." + strings.TrimPrefix(tok, "t2."), now},
+		"swapped":        {s, func() string { a, _ := s.issue(43); return tok[:25] + a[25:] }(), now},
+		"empty":          {s, "", now},
+		// The same bytes spelt another way: the last character's unused
+		// low bit set, which a lax base64 decoder ignores.
+		"another spelling": {s, respell(tok), now},
+		"a ticket":         {s, ticket, now},
 	} {
 		tc.signer.now = func() time.Time { return tc.at }
 		if uid, ok := tc.signer.verify(tc.tok); ok {
 			t.Errorf("%s: verify = %d, ok; want refused", name, uid)
 		}
 		tc.signer.now = func() time.Time { return now }
+	}
+}
+
+// respell returns tok with its last character's lowest bit flipped: the
+// same bytes to a base64 decoder that ignores the unused bits.
+func respell(tok string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, tok[len(tok)-1])
+	return tok[:len(tok)-1] + string(alphabet[i^1])
+}
+
+// A WebSocket ticket is good once, for TicketTTL, and not as a bearer
+// token; a bearer token is no ticket.
+func TestTickets(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour, "aud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return now }
+	tok, session := s.issue(7)
+	tk, _ := s.ticket(7, session)
+	if _, _, ok := s.useTicket(tok); ok {
+		t.Error("a bearer token was taken as a ticket")
+	}
+	if _, _, ok := s.useTicket(respell(tk)); ok {
+		t.Error("a ticket spelt another way was taken")
+	}
+	uid, until, ok := s.useTicket(tk)
+	if !ok || uid != 7 || !until.Equal(session) {
+		t.Fatalf("useTicket = %d, %v, %v; want user 7 until the bearer token's expiry %v", uid, until, ok, session)
+	}
+	if _, _, ok := s.useTicket(tk); ok {
+		t.Error("a ticket was good twice")
+	}
+	late, _ := s.ticket(7, session)
+	s.now = func() time.Time { return now.Add(TicketTTL) }
+	if _, _, ok := s.useTicket(late); ok {
+		t.Error("a ticket was good past TicketTTL")
 	}
 }
 
@@ -73,7 +121,7 @@ func TestRaiseFileLimit(t *testing.T) {
 }
 
 func BenchmarkTokenVerify(b *testing.B) {
-	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour)
+	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour, "postgres://db:5432/tasks")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -125,6 +125,17 @@ func TestSignupLoginMe(t *testing.T) {
 	})
 }
 
+// A token of one deployment is refused by another that shares its secret
+// (staging and production, say): each binds tokens to its own database.
+func TestTokenOtherDeployment(t *testing.T) {
+	prod, staging := newEnv(t, nil), newEnv(t, nil) // same secret, two databases
+	c := staging.signup("mallory@example.com")
+	prod.signup("someone@example.com") // user ids line up: 1 in both
+	if a := (&client{e: prod, token: c.token}).do("GET", "/v1/me", nil); a.code != http.StatusUnauthorized {
+		t.Fatalf("a staging token on production: %s; want 401", a)
+	}
+}
+
 // A token signed by one instance is good on another with the same secret.
 func TestTokenSharedSecret(t *testing.T) {
 	dsn := newDatabase(t)

@@ -1,12 +1,14 @@
 package tasks
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
@@ -35,9 +37,25 @@ const (
 	DefaultLoginAccountBurst = 10
 	DefaultLoginIPRate       = 60
 	DefaultLoginIPBurst      = 100
+	// Sign-ups: per client address, 10 at once and 10 a minute; on the
+	// whole service, 100 at once and 600 a minute (10 a second, half a
+	// core of bcrypt at cost 10 at most).
+	DefaultSignupIPRate  = 10
+	DefaultSignupIPBurst = 10
+	DefaultSignupRate    = 600
+	DefaultSignupBurst   = 100
+	// DefaultMaxWebSockets bounds the WebSockets of one process, all
+	// users together: each holds a goroutine, buffers and a descriptor.
+	DefaultMaxWebSockets = 10000
 	// DefaultMaxWebSocketsPerUser bounds a user's WebSockets: a device
 	// each, with room for a few phones, tablets and browser tabs.
 	DefaultMaxWebSocketsPerUser = 8
+	// DefaultMaxDevicesPerUser bounds a user's registered devices: every
+	// notification of theirs carries them all.
+	DefaultMaxDevicesPerUser = 10
+	// DefaultNotifyMaxBatchBytes bounds one webhook call's body: a
+	// worker's batch over it goes in several calls.
+	DefaultNotifyMaxBatchBytes = 1 << 20
 	// unboundedMaxIdle is database/sql's default MaxIdleConns, what an
 	// ORM on database/sql keeps when nobody sets pool limits.
 	unboundedMaxIdle = 2
@@ -97,18 +115,39 @@ type Config struct {
 	MaxConnLifetime time.Duration // default 30m
 
 	// WebhookURL receives push notifications (POST, JSON); "" turns push
-	// notifications off.
-	WebhookURL    string
+	// notifications off. Redirects are not followed; logs show it without
+	// its user info and query, which may hold a token.
+	WebhookURL string
+	// WebhookSecret, when set, signs every webhook request
+	// (SignatureHeader, checked with VerifyWebhook); unset, requests are
+	// unsigned and New warns.
+	WebhookSecret string
 	QueueSize     int           // notification jobs waiting at most (default 4096); more are dropped and counted
 	Workers       int           // notification workers (default 8)
 	NotifyTimeout time.Duration // per webhook attempt (default 2s)
 	NotifyRetries int           // retries after a failed attempt (default 2; negative: none)
 	NotifyBackoff time.Duration // wait before the first retry, doubled each time (default 100ms)
+	// NotifyMaxBatchBytes bounds a webhook call's body (default 1 MiB): a
+	// batch over it is split in calls under it; a single notification
+	// over it goes alone. A call answered 413 is split in halves, down to
+	// the one notification the webhook refuses, which alone fails.
+	NotifyMaxBatchBytes int
+	// MaxDevicesPerUser bounds the devices one user may register (default
+	// 10; negative: no bound): one more is refused with 409 until they
+	// delete one. A token registered again is the same device.
+	MaxDevicesPerUser int
 
 	// TokenSecret signs bearer tokens (HMAC-SHA256). Default: a random
 	// secret, so tokens do not survive a restart or reach another instance.
 	TokenSecret []byte
 	TokenTTL    time.Duration // default 24h
+	// TokenAudience binds tokens to a deployment: a token signed for one
+	// audience is refused by a service with another, even under the same
+	// secret (staging and production sharing one by mistake). Default:
+	// the database's host, port and name (instances of one deployment
+	// share a database), or "" without TokenSecret (each start's random
+	// secret binds tokens to it already).
+	TokenAudience string
 	// BcryptCost is the password hash's cost (default bcrypt.DefaultCost, 10).
 	BcryptCost int
 
@@ -122,11 +161,26 @@ type Config struct {
 	LoginIPRate       float64 // attempts a minute per client address (default 60)
 	LoginIPBurst      int     // attempts at once per client address (default 100)
 
+	// Sign-ups are limited the same way, before the password is hashed:
+	// per client address and on the whole service (every address
+	// together), so that neither one address nor many can take the
+	// bcrypt time logins need, or create accounts without bound (each
+	// allowed its WebSockets). A limited sign-up answers 429 with
+	// Retry-After. Negative Rate: no limit.
+	SignupIPRate  float64 // sign-ups a minute per client address (default 10)
+	SignupIPBurst int     // sign-ups at once per client address (default 10)
+	SignupRate    float64 // sign-ups a minute on the service (default 600)
+	SignupBurst   int     // sign-ups at once on the service (default 100)
+
 	// MaxWebSocketsPerUser bounds a user's open WebSockets on this
 	// process (default 8; negative: no bound). One more is refused with
 	// 429 and Retry-After until one of theirs closes; a socket whose
 	// device vanished is found by its ping within a ping interval (30 s).
 	MaxWebSocketsPerUser int
+	// MaxWebSockets bounds the WebSockets of this process, every user's
+	// together (default 10,000; negative: no bound). One more is refused
+	// with 503 and Retry-After.
+	MaxWebSockets int
 
 	MaxBodyBytes   int64         // largest request body (default 64 KiB)
 	RequestTimeout time.Duration // bound on a request's database work (default 5s)
@@ -158,7 +212,7 @@ func (c *Config) setDefaults() error {
 	if c.WebhookURL != "" {
 		u, err := url.Parse(c.WebhookURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("tasks: webhook URL %q must be an absolute http(s) URL", c.WebhookURL)
+			return fmt.Errorf("tasks: webhook URL %s must be an absolute http(s) URL", webhookLabel(c.WebhookURL))
 		}
 	}
 	defaults.Positive(&c.MaxConns, DefaultMaxConns)
@@ -185,17 +239,19 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("tasks: bcrypt cost %d is outside %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
 	defaults.Positive(&c.MaxBodyBytes, DefaultMaxBodyBytes)
-	if c.LoginAccountRate == 0 {
-		c.LoginAccountRate = DefaultLoginAccountRate
-	}
+	// Rates and bounds below: 0 takes the default, negative means none.
+	c.LoginAccountRate = cmp.Or(c.LoginAccountRate, DefaultLoginAccountRate)
+	c.LoginIPRate = cmp.Or(c.LoginIPRate, DefaultLoginIPRate)
+	c.SignupIPRate = cmp.Or(c.SignupIPRate, DefaultSignupIPRate)
+	c.SignupRate = cmp.Or(c.SignupRate, DefaultSignupRate)
+	c.MaxWebSockets = cmp.Or(c.MaxWebSockets, DefaultMaxWebSockets)
+	c.MaxWebSocketsPerUser = cmp.Or(c.MaxWebSocketsPerUser, DefaultMaxWebSocketsPerUser)
+	c.MaxDevicesPerUser = cmp.Or(c.MaxDevicesPerUser, DefaultMaxDevicesPerUser)
 	defaults.Positive(&c.LoginAccountBurst, DefaultLoginAccountBurst)
-	if c.LoginIPRate == 0 {
-		c.LoginIPRate = DefaultLoginIPRate
-	}
 	defaults.Positive(&c.LoginIPBurst, DefaultLoginIPBurst)
-	if c.MaxWebSocketsPerUser == 0 {
-		c.MaxWebSocketsPerUser = DefaultMaxWebSocketsPerUser
-	}
+	defaults.Positive(&c.SignupIPBurst, DefaultSignupIPBurst)
+	defaults.Positive(&c.SignupBurst, DefaultSignupBurst)
+	defaults.Positive(&c.NotifyMaxBatchBytes, DefaultNotifyMaxBatchBytes)
 	switch {
 	case c.TraceSample == 0:
 		c.TraceSample = DefaultTraceSample
@@ -206,6 +262,11 @@ func (c *Config) setDefaults() error {
 	}
 	if len(c.TokenSecret) > 0 && len(c.TokenSecret) < 16 {
 		return errors.New("tasks: the token secret must have at least 16 bytes")
+	}
+	if c.TokenAudience == "" && len(c.TokenSecret) > 0 {
+		if pc, err := pgconn.ParseConfig(c.DatabaseURL); err == nil {
+			c.TokenAudience = fmt.Sprintf("postgres://%s:%d/%s", pc.Host, pc.Port, pc.Database)
+		}
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()

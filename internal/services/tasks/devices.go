@@ -28,9 +28,12 @@ func (s *Service) createDevice(w http.ResponseWriter, r *http.Request, uid int64
 	if tok == "" || len(tok) > MaxPushToken {
 		return invalid("push_token", "required, at most %d bytes", MaxPushToken)
 	}
-	d, err := s.store.createDevice(r.Context(), uid, in.Platform, tok)
+	d, created, err := s.store.createDevice(r.Context(), uid, in.Platform, tok, s.cfg.MaxDevicesPerUser)
 	if err != nil {
 		return err
+	}
+	if !created {
+		return writeJSON(w, http.StatusOK, d) // the token's device already
 	}
 	return writeJSON(w, http.StatusCreated, d)
 }

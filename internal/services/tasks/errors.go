@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,13 +57,16 @@ func malformed(field, format string, args ...any) *InputError {
 	return &InputError{Status: http.StatusBadRequest, Kind: "malformed_request", Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// LimitError is a request over one of the service's limits (429): too
-// many login attempts, or too many WebSockets of one user. The answer's
-// Retry-After header says when to try again.
+// LimitError is a request over one of the service's limits: too many
+// login attempts or sign-ups, too many WebSockets of one user (429), too
+// many WebSockets on the server (503), each with a Retry-After header
+// that says when to try again; or too many devices (409: only deleting
+// one helps, no Retry-After).
 type LimitError struct {
-	Kind       string        // "too_many_logins" or "too_many_websockets"
+	Kind       string        // "too_many_logins", "too_many_signups", "too_many_websockets", "server_full", "too_many_devices"
 	Reason     string        // which limit, and what to do
-	RetryAfter time.Duration // until a retry can succeed (rounded up to seconds, at least 1)
+	RetryAfter time.Duration // until a retry can succeed (rounded up to seconds, at least 1); 0: no Retry-After
+	Status     int           // the answer's status: 0 is 429
 }
 
 func (e *LimitError) Error() string { return "tasks: " + e.Reason }
@@ -89,7 +93,7 @@ func status(err error) (int, errorBody) {
 	case errors.As(err, &in):
 		return in.Status, errorBody{Error: in.Kind, Reason: in.Reason, Field: in.Field}
 	case errors.As(err, &lim):
-		return http.StatusTooManyRequests, errorBody{Error: lim.Kind, Reason: lim.Reason}
+		return cmp.Or(lim.Status, http.StatusTooManyRequests), errorBody{Error: lim.Kind, Reason: lim.Reason}
 	case errors.Is(err, ErrNotFound), errors.Is(err, pgx.ErrNoRows):
 		return http.StatusNotFound, errorBody{Error: "not_found", Reason: "no such resource among yours"}
 	case errors.Is(err, ErrUnauthorized):

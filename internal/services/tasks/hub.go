@@ -34,9 +34,11 @@ const StatusTokenExpired websocket.StatusCode = 4001
 // connected to this process.
 type hub struct {
 	maxPerUser int // negative: no bound
+	max        int // all users' together; negative: no bound
 
 	mu     sync.RWMutex
 	users  map[int64]map[*wsClient]struct{}
+	open   int // sockets in users
 	closed bool
 
 	conns         prometheus.Gauge
@@ -51,13 +53,14 @@ type wsClient struct {
 	slowOnce   sync.Once
 }
 
-func newHub(reg prometheus.Registerer, maxPerUser int) *hub {
+func newHub(reg prometheus.Registerer, maxPerUser, max int) *hub {
 	h := &hub{
 		maxPerUser: maxPerUser,
+		max:        max,
 		users:      map[int64]map[*wsClient]struct{}{},
 		conns:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "tasks_ws_connections", Help: "WebSockets open."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tasks_ws_refused_total", Help: "WebSockets refused (429) because their user had --max-websockets-per-user open.",
+			Name: "tasks_ws_refused_total", Help: "WebSockets refused: their user had --max-websockets-per-user open (429), or the process --max-websockets (503).",
 		}),
 	}
 	msgs := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -69,13 +72,19 @@ func newHub(reg prometheus.Registerer, maxPerUser int) *hub {
 }
 
 // add registers a WebSocket of uid. It returns ErrBusy once the hub is
-// closed, and a LimitError when uid has maxPerUser sockets open already.
+// closed, and a LimitError when the process has max sockets open, or uid
+// maxPerUser.
 func (h *hub) add(uid int64) (*wsClient, error) {
 	c := &wsClient{send: make(chan []byte, wsBuffer), slow: make(chan struct{}), gone: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrBusy
+	}
+	if h.max >= 0 && h.open >= h.max {
+		h.refused.Inc()
+		return nil, &LimitError{Kind: "server_full", Status: http.StatusServiceUnavailable, RetryAfter: wsLostWithin,
+			Reason: fmt.Sprintf("this server holds its limit of %d WebSockets: retry after the seconds in Retry-After, or connect to another instance", h.max)}
 	}
 	cs := h.users[uid]
 	if h.maxPerUser >= 0 && len(cs) >= h.maxPerUser {
@@ -89,6 +98,7 @@ func (h *hub) add(uid int64) (*wsClient, error) {
 		h.users[uid] = cs
 	}
 	cs[c] = struct{}{}
+	h.open++
 	h.conns.Inc()
 	return c, nil
 }
@@ -99,6 +109,7 @@ func (h *hub) remove(uid int64, c *wsClient) {
 	if cs := h.users[uid]; cs != nil {
 		if _, ok := cs[c]; ok {
 			delete(cs, c)
+			h.open--
 			h.conns.Dec()
 		}
 		if len(cs) == 0 {
@@ -147,17 +158,30 @@ func (h *hub) close() {
 }
 
 // websocket serves GET /v1/ws: the signed-in user's task events, one JSON
-// Event per text message. Browsers, which cannot set headers on a
-// WebSocket, may pass the token as ?token=. A user's sockets past
-// MaxWebSocketsPerUser are refused with 429 before the upgrade; a socket
-// is closed with StatusTokenExpired when its token expires, as a request
-// with that token would be refused then.
+// Event per text message. The user is the Authorization header's, or for
+// a browser, which cannot set headers on a WebSocket, a ticket's from POST
+// /v1/ws/ticket in ?ticket= (good once, for TicketTTL). A bearer token in
+// the URL (?token=) is refused: proxies and servers log URLs. A user's
+// sockets past MaxWebSocketsPerUser are refused with 429 before the
+// upgrade; a socket is closed with StatusTokenExpired when its token
+// expires, as a request with that token would be refused then.
 func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
-	tok := bearer(r)
-	if tok == "" {
-		tok = r.URL.Query().Get("token")
+	var (
+		uid int64
+		exp time.Time
+		ok  bool
+	)
+	q := r.URL.Query()
+	switch {
+	case q.Has("token"):
+		writeError(w, r, &InputError{Status: http.StatusUnauthorized, Kind: "token_in_url", Field: "token",
+			Reason: "a token in the URL ends up in proxies' and servers' logs: send it in the Authorization header, or get a ticket from POST /v1/ws/ticket and pass ?ticket="})
+		return
+	case q.Has("ticket"):
+		uid, exp, ok = s.tokens.useTicket(q.Get("ticket"))
+	default:
+		uid, exp, ok = s.tokens.verifyUntil(bearer(r))
 	}
-	uid, exp, ok := s.tokens.verifyUntil(tok)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tasks"`)
 		writeError(w, r, ErrUnauthorized)

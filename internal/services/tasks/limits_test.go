@@ -1,10 +1,15 @@
 package tasks_test
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/highload-lab/hlab/internal/services/tasks"
 )
@@ -65,6 +70,68 @@ func TestLoginLimitPerAddress(t *testing.T) {
 		}
 	}
 	checkLimited(t, login(anon, "alice@example.com", "password-of-alice@example.com"), "too_many_logins", 60)
+}
+
+// A flood of sign-ups from one address, as fast as it can send them, is
+// refused before any password is hashed once past its burst: it creates
+// no more accounts, and logins, which share the bcrypt slots, still
+// answer within the request timeout.
+func TestSignupFloodLeavesLoginsAlone(t *testing.T) {
+	e := newEnv(t, func(c *tasks.Config) {
+		c.BcryptCost = 10 // the default: a flood must cost real time
+		c.RequestTimeout = time.Second
+		c.LoginIPRate = -1 // the logins below come from the same address
+	})
+	e.signup("ada@example.com")
+	const flood = 100
+	var wg sync.WaitGroup
+	var limited, created atomic.Int32
+	for i := range flood {
+		wg.Go(func() {
+			a := e.anon().do("POST", "/v1/auth/signup", map[string]string{"email": fmt.Sprintf("flood-%d@example.com", i), "password": "password of the flood"})
+			switch a.code {
+			case http.StatusTooManyRequests:
+				limited.Add(1)
+			case http.StatusCreated:
+				created.Add(1)
+			}
+		})
+	}
+	logins := make([]answer, 5)
+	for i := range logins {
+		logins[i] = login(e.anon(), "ada@example.com", "password-of-ada@example.com")
+	}
+	wg.Wait()
+	for i, a := range logins {
+		if a.code != http.StatusOK {
+			t.Errorf("login %d during the flood: %s; want 200", i, a)
+		}
+	}
+	if n := e.count("users"); n > tasks.DefaultSignupIPBurst {
+		t.Errorf("%d accounts after the flood; want at most the burst, %d", n, tasks.DefaultSignupIPBurst)
+	}
+	if got := e.metric("tasks_signups_limited_total", nil); got != float64(limited.Load()) || limited.Load() < flood-tasks.DefaultSignupIPBurst {
+		t.Errorf("%d sign-ups limited (metric %v), %d created; want all but the burst limited", limited.Load(), got, created.Load())
+	}
+	a := e.anon().do("POST", "/v1/auth/signup", map[string]string{"email": "late@example.com", "password": "password of the late"})
+	checkLimited(t, a, "too_many_signups", 60)
+}
+
+// The service's own sign-up bucket holds for every address together.
+func TestSignupLimitOnTheService(t *testing.T) {
+	e := newEnv(t, func(c *tasks.Config) {
+		c.SignupIPRate = -1
+		c.SignupBurst = 3
+		c.SignupRate = 1
+	})
+	for i := range 3 {
+		e.signup(fmt.Sprintf("u%d@example.com", i))
+	}
+	a := e.anon().do("POST", "/v1/auth/signup", map[string]string{"email": "u3@example.com", "password": "password of u3"})
+	checkLimited(t, a, "too_many_signups", 60)
+	if !strings.Contains(a.err.Reason, "this server") {
+		t.Errorf("reason %q: want it to say the server, not the address, is at its limit", a.err.Reason)
+	}
 }
 
 // TestLowerFileLimit: optimization 6 off keeps the usual 1024 open files,

@@ -2,6 +2,7 @@ package tasks_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,9 @@ type env struct {
 	srv *httptest.Server
 	db  *pgxpool.Pool
 	dsn string
+	// admin is the URL of the admin address, where a process serves
+	// /metrics ("" = the service's own, as Handler serves them).
+	admin string
 }
 
 func newDatabase(t testing.TB) string {
@@ -210,5 +214,5 @@ func (e *env) count(table string) int {
 // series when labels is nil), as the service's /metrics shows them.
 func (e *env) metric(name string, labels map[string]string) float64 {
 	e.t.Helper()
-	return testkit.SumFamily(testkit.Scrape(e.t, e.srv.URL+"/metrics")[name], labels)
+	return testkit.SumFamily(testkit.Scrape(e.t, cmp.Or(e.admin, e.srv.URL)+"/metrics")[name], labels)
 }

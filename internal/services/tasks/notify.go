@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -36,7 +38,9 @@ type Notification struct {
 // up to maxBatch task changes, of one or several users, in one call, as
 // push relays take them (Expo's push API takes 100 at once). Batching
 // makes the cost of notifications grow with the number of calls, which
-// is bounded by the workers, not with the number of changes.
+// is bounded by the workers, not with the number of changes. A body
+// holds at most Config.NotifyMaxBatchBytes (but for a single
+// notification over it, which goes alone).
 type Batch struct {
 	Notifications []Notification `json:"notifications"`
 }
@@ -50,6 +54,9 @@ type Batch struct {
 // query and call instead, and nothing bounds them.
 type notifier struct {
 	url       string
+	label     string // url without what may be secret in it, for logs
+	secret    []byte // signs each call (SignatureHeader); nil: unsigned
+	maxBytes  int    // Config.NotifyMaxBatchBytes
 	client    *http.Client
 	timeout   time.Duration
 	retries   int
@@ -88,7 +95,8 @@ const (
 
 func newNotifier(cfg *Config, devicesOf func(context.Context, []int64) (map[int64][]Device, error), reg prometheus.Registerer, log *slog.Logger) *notifier {
 	n := &notifier{
-		url: cfg.WebhookURL, timeout: cfg.NotifyTimeout, retries: cfg.NotifyRetries, backoff: cfg.NotifyBackoff,
+		url: cfg.WebhookURL, label: webhookLabel(cfg.WebhookURL), maxBytes: cfg.NotifyMaxBatchBytes, secret: []byte(cfg.WebhookSecret),
+		timeout: cfg.NotifyTimeout, retries: cfg.NotifyRetries, backoff: cfg.NotifyBackoff,
 		perJob: cfg.Deopt.GoroutinePerJob, devicesOf: devicesOf, log: log,
 		workers: cfg.Workers, quit: make(chan struct{}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tasks_notify_inflight", Help: "Notification jobs being delivered now (busy workers, or goroutines with --worker-queue=false)."}),
@@ -109,7 +117,9 @@ func newNotifier(cfg *Config, devicesOf func(context.Context, []int64) (map[int6
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: cfg.NotifyTimeout,
 	}
-	n.client = &http.Client{Transport: tr}
+	// No redirect is followed: a 307 or 308 would re-post every user's
+	// push tokens wherever it points.
+	n.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, r := range []string{jobEnqueued, jobDropped, jobDelivered, jobFailed, jobNoDevices} {
 		n.results.WithLabelValues(r)
 	}
@@ -222,7 +232,8 @@ func (n *notifier) take(batch []job) []job {
 }
 
 // deliver looks up the devices of the jobs' users and posts the
-// notifications of those who have devices in one call.
+// notifications of those who have devices, in as few calls as maxBytes
+// allows.
 func (n *notifier) deliver(jobs []job) {
 	n.inflight.Add(float64(len(jobs)))
 	defer n.inflight.Sub(float64(len(jobs)))
@@ -240,42 +251,97 @@ func (n *notifier) deliver(jobs []job) {
 		n.log.Warn("notification: cannot find the users' devices", "users", len(uids), "jobs", len(jobs), "err", err)
 		return
 	}
-	b := Batch{Notifications: make([]Notification, 0, len(jobs))}
+	parts := make([]part, 0, len(jobs))
 	for _, j := range jobs {
 		if len(devs[j.uid]) == 0 {
 			n.results.WithLabelValues(jobNoDevices).Inc()
 			continue
 		}
-		b.Notifications = append(b.Notifications, Notification{UserID: j.uid, Devices: devs[j.uid], Event: j.ev})
-	}
-	if len(b.Notifications) == 0 {
-		return
-	}
-	body, err := json.Marshal(b)
-	if err != nil {
-		n.results.WithLabelValues(jobFailed).Add(float64(len(b.Notifications)))
-		return
-	}
-	if err := n.send(body); err != nil {
-		n.results.WithLabelValues(jobFailed).Add(float64(len(b.Notifications)))
-		n.log.Warn("notifications failed", "notifications", len(b.Notifications), "first_user", b.Notifications[0].UserID, "err", err)
-		return
-	}
-	n.results.WithLabelValues(jobDelivered).Add(float64(len(b.Notifications)))
-	now := time.Now()
-	for _, j := range jobs {
-		if len(devs[j.uid]) > 0 {
-			n.latency.Observe(now.Sub(j.at).Seconds())
+		b, err := json.Marshal(Notification{UserID: j.uid, Devices: devs[j.uid], Event: j.ev})
+		if err != nil {
+			n.results.WithLabelValues(jobFailed).Inc()
+			continue
 		}
+		parts = append(parts, part{job: j, json: b})
+	}
+	for len(parts) > 0 {
+		k := fitting(parts, n.maxBytes)
+		n.post(parts[:k])
+		parts = parts[k:]
 	}
 }
+
+// part is one job's notification, encoded.
+type part struct {
+	job  job
+	json []byte
+}
+
+// batchEnvelope is the bytes of a Batch around its notifications:
+// {"notifications":[...]}.
+const batchEnvelope = len(`{"notifications":[]}`)
+
+// fitting returns how many of parts, from the first, fit in a body of
+// maxBytes: at least one.
+func fitting(parts []part, maxBytes int) int {
+	size := batchEnvelope + len(parts[0].json)
+	k := 1
+	for k < len(parts) && size+1+len(parts[k].json) <= maxBytes {
+		size += 1 + len(parts[k].json)
+		k++
+	}
+	return k
+}
+
+// body is the Batch of parts, as the webhook receives it.
+func body(parts []part) []byte {
+	size := batchEnvelope + len(parts) - 1
+	for _, p := range parts {
+		size += len(p.json)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"notifications":[`...)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, p.json...)
+	}
+	return append(b, "]}"...)
+}
+
+// post delivers parts in one call. A call the webhook refuses as too
+// large (413) is split in halves, each posted on its own, so that the
+// notification it cannot take fails alone, not the others of its batch.
+func (n *notifier) post(parts []part) {
+	err := n.send(body(parts))
+	if errors.Is(err, errTooLarge) && len(parts) > 1 {
+		half := len(parts) / 2
+		n.post(parts[:half])
+		n.post(parts[half:])
+		return
+	}
+	if err != nil {
+		n.results.WithLabelValues(jobFailed).Add(float64(len(parts)))
+		n.log.Warn("notifications failed", "webhook", n.label, "notifications", len(parts), "first_user", parts[0].job.uid, "err", err)
+		return
+	}
+	n.results.WithLabelValues(jobDelivered).Add(float64(len(parts)))
+	now := time.Now()
+	for _, p := range parts {
+		n.latency.Observe(now.Sub(p.job.at).Seconds())
+	}
+}
+
+// errTooLarge is the webhook's 413: the body was over what it takes.
+var errTooLarge = errors.New("webhook answered 413: the body is larger than it takes")
 
 // send posts body, with a timeout per attempt and retries with
 // exponential backoff and jitter on transport errors, 429 and 5xx.
 func (n *notifier) send(body []byte) error {
 	wait := n.backoff
 	for attempt := 0; ; attempt++ {
-		retry, err := n.post(body)
+		retry, err := n.call(body)
 		if err == nil {
 			return nil
 		}
@@ -292,8 +358,8 @@ func (n *notifier) send(body []byte) error {
 	}
 }
 
-// post makes one webhook call; retry tells whether another may succeed.
-func (n *notifier) post(body []byte) (retry bool, err error) {
+// call makes one webhook call; retry tells whether another may succeed.
+func (n *notifier) call(body []byte) (retry bool, err error) {
 	n.attempts.Inc()
 	ctx, cancel := context.WithTimeout(n.ctx, n.timeout)
 	defer cancel()
@@ -302,8 +368,15 @@ func (n *notifier) post(body []byte) (retry bool, err error) {
 		return false, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if len(n.secret) > 0 {
+		req.Header.Set(SignatureHeader, SignWebhook(n.secret, time.Now(), body))
+	}
 	resp, err := n.client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = n.label // the URL's query or user info may hold a token
+		}
 		return true, err
 	}
 	// Read a little of the body so the connection can be reused.
@@ -315,6 +388,10 @@ func (n *notifier) post(body []byte) (retry bool, err error) {
 		return false, nil
 	case c == http.StatusTooManyRequests || c >= 500:
 		return true, fmt.Errorf("webhook answered %s", resp.Status)
+	case c == http.StatusRequestEntityTooLarge:
+		return false, errTooLarge
+	case c >= 300 && c < 400:
+		return false, fmt.Errorf("webhook answered %s: redirects are not followed (they would send every user's push tokens where they point): give --webhook-url the final address", resp.Status)
 	default:
 		return false, fmt.Errorf("webhook refused the notification: %s", resp.Status)
 	}

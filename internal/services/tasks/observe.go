@@ -120,16 +120,18 @@ func (t dbTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQue
 // metrics are the service's own, beside the shared server's request rate
 // and latency by route, and the Go runtime's (goroutines, memory).
 type metrics struct {
-	signups prometheus.Counter
-	logins  *prometheus.CounterVec
+	signups        prometheus.Counter
+	signupsLimited prometheus.Counter
+	logins         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, p pool) *metrics {
 	m := &metrics{
-		signups: prometheus.NewCounter(prometheus.CounterOpts{Name: "tasks_signups_total", Help: "Accounts created."}),
-		logins:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tasks_logins_total", Help: "Login attempts by result: ok, failed (wrong email or password) or limited (429: too many attempts from the address or for the account)."}, []string{"result"}),
+		signups:        prometheus.NewCounter(prometheus.CounterOpts{Name: "tasks_signups_total", Help: "Accounts created."}),
+		signupsLimited: prometheus.NewCounter(prometheus.CounterOpts{Name: "tasks_signups_limited_total", Help: "Sign-ups refused (429) before hashing: too many from the address, or on the service."}),
+		logins:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tasks_logins_total", Help: "Login attempts by result: ok, failed (wrong email or password) or limited (429: too many attempts from the address or for the account)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.signups, m.logins, poolCollector{p})
+	reg.MustRegister(m.signups, m.signupsLimited, m.logins, poolCollector{p})
 	return m
 }
 

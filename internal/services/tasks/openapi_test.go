@@ -203,7 +203,9 @@ func TestOpenAPIConformance(t *testing.T) {
 	var dev tasks.Device
 	json.Unmarshal(c.call(tok, "POST", "/v1/devices", map[string]any{"platform": "ios", "push_token": "apns-token"}, true, 201), &dev)
 	c.call(tok, "GET", "/v1/devices", nil, true, 200)
+	c.call(tok, "POST", "/v1/devices", map[string]any{"platform": "ios", "push_token": "apns-token"}, true, 200) // the same token: the same device
 	c.call(tok, "DELETE", fmt.Sprintf("/v1/devices/%d", dev.ID), nil, true, 204)
+	c.call(tok, "POST", "/v1/ws/ticket", nil, true, 201)
 
 	var task tasks.Task
 	json.Unmarshal(c.call(tok, "POST", "/v1/tasks", map[string]any{"title": "write the spec", "priority": 2, "due_at": "2031-05-06T07:08:09Z"}, true, 201), &task)

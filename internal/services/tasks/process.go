@@ -1,7 +1,6 @@
 package tasks
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"flag"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/secretfile"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
@@ -32,12 +32,15 @@ type Options struct {
 	// DrainTimeout bounds the wait for queued notifications on shutdown
 	// (default 10s).
 	DrainTimeout time.Duration
+	// PublicMetrics serves /metrics on the service's address, which
+	// clients reach, instead of the admin address only.
+	PublicMetrics bool
 }
 
 // RegisterFlags adds the service's flags to fs.
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	c, d := &o.Config, &o.Config.Deopt
-	fs.StringVar(&c.DatabaseURL, "dsn", os.Getenv("DATABASE_URL"), "Postgres connection string, e.g. postgres://postgres@127.0.0.1:5432/tasks (default $DATABASE_URL)")
+	cliflag.SecretVar(fs, &c.DatabaseURL, "dsn", "DATABASE_URL", "Postgres connection string, e.g. postgres://tasks:PASSWORD@127.0.0.1:5432/tasks; give the service a role of its own that owns its database, not a superuser")
 	fs.Var(cliflag.Not(&d.NoPoolLimits), "pool-limits", "optimization 1: bounded connection pool (false: database/sql defaults, unlimited connections, 2 idle)")
 	fs.Var(cliflag.Not(&d.UncappedTelemetry), "telemetry-cap", "optimization 2: a capped telemetry budget, --trace-sample of requests traced and spans dropped when the export queue is full "+
 		"(false: every request traced, and a full export queue makes requests wait; the queue stays bounded)")
@@ -50,13 +53,17 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(cliflag.AtLeast(&c.MinConns, 1), "min-conns", fmt.Sprintf("pool: connections kept open (default %d)", DefaultMinConns))
 	fs.DurationVar(&c.MaxConnIdleTime, "max-idle-time", DefaultMaxConnIdleTime, "pool: close connections idle this long")
 	fs.DurationVar(&c.MaxConnLifetime, "max-lifetime", DefaultMaxConnLifetime, "pool: replace connections this old")
-	fs.StringVar(&c.WebhookURL, "webhook-url", "", "push notifications are POSTed here (empty: off)")
+	cliflag.SecretVar(fs, &c.WebhookURL, "webhook-url", "TASKS_WEBHOOK_URL", "push notifications are POSTed here, redirects not followed (empty: off); logs show it without its query and user info, which may hold a token")
+	cliflag.SecretVar(fs, &c.WebhookSecret, "webhook-secret", "TASKS_WEBHOOK_SECRET", "key that signs each webhook request (header "+SignatureHeader+": t=UNIX,v1=HMAC-SHA256 of UNIX.BODY); the receiver checks it with the same key (empty: unsigned, with a warning at start)")
 	fs.IntVar(&c.QueueSize, "queue-size", DefaultQueueSize, "notification jobs queued at most; more are dropped and counted")
 	fs.IntVar(&c.Workers, "workers", DefaultWorkers, "notification workers")
 	fs.DurationVar(&c.NotifyTimeout, "notify-timeout", DefaultNotifyTimeout, "timeout of one webhook call")
 	fs.IntVar(&c.NotifyRetries, "notify-retries", DefaultNotifyRetries, "retries of a failed webhook call (negative: none)")
+	fs.IntVar(&c.NotifyMaxBatchBytes, "notify-max-batch-bytes", DefaultNotifyMaxBatchBytes, "largest webhook body: a batch over it goes in several calls; a call answered 413 is split until only the notification refused fails")
+	fs.IntVar(&c.MaxDevicesPerUser, "max-devices-per-user", DefaultMaxDevicesPerUser, "devices one user may register (each notification carries them all); one more is refused with 409. 0: no bound")
 	fs.StringVar(&o.SecretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
+	fs.StringVar(&c.TokenAudience, "token-audience", "", "the deployment tokens are bound to: one signed for another audience is refused, even under the same secret (default: the database's host:port/name, which the instances of one deployment share)")
 	fs.IntVar(&c.BcryptCost, "bcrypt-cost", 10, "password hash cost (4-31; each step doubles the time)")
 	fs.Float64Var(&c.LoginIPRate, "login-ip-rate", DefaultLoginIPRate,
 		"login attempts a minute per client address (IPv6: per /64), right or wrong; past --login-ip-burst at once, login answers 429 with Retry-After. "+
@@ -65,6 +72,13 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.LoginAccountRate, "login-account-rate", DefaultLoginAccountRate,
 		"login attempts a minute per account (email), right or wrong, from any address: bounds password guessing; past --login-account-burst at once, 429 with Retry-After. 0: no limit")
 	fs.IntVar(&c.LoginAccountBurst, "login-account-burst", DefaultLoginAccountBurst, "login attempts for one account at once before --login-account-rate applies")
+	fs.Float64Var(&c.SignupIPRate, "signup-ip-rate", DefaultSignupIPRate,
+		"sign-ups a minute per client address (IPv6: per /64), checked before the password is hashed; past --signup-ip-burst at once, 429 with Retry-After. Behind a proxy every client has the proxy's address: raise it there. 0: no limit")
+	fs.IntVar(&c.SignupIPBurst, "signup-ip-burst", DefaultSignupIPBurst, "sign-ups one client address may make at once before --signup-ip-rate applies")
+	fs.Float64Var(&c.SignupRate, "signup-rate", DefaultSignupRate,
+		"sign-ups a minute on this process, every address together: bounds the bcrypt time and the accounts many addresses can take; past --signup-burst at once, 429 with Retry-After. 0: no limit")
+	fs.IntVar(&c.SignupBurst, "signup-burst", DefaultSignupBurst, "sign-ups this process takes at once before --signup-rate applies")
+	fs.IntVar(&c.MaxWebSockets, "max-websockets", DefaultMaxWebSockets, "open WebSockets on this process, every user's together; one more is refused with 503 and Retry-After. 0: no bound")
 	fs.IntVar(&c.MaxWebSocketsPerUser, "max-websockets-per-user", DefaultMaxWebSocketsPerUser,
 		"open WebSockets per user on this process (one per device); one more is refused with 429 and Retry-After until one closes. 0: no bound")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body")
@@ -73,12 +87,14 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.TraceSample, "trace-sample", DefaultTraceSample, "share of requests traced (0-1; negative: none)")
 	fs.BoolVar(&c.AccessLog, "access-log", false, "log every request (default: 5xx and slow ones)")
 	fs.StringVar(&o.LogFormat, "log-format", "json", "log format: json or text")
+	fs.BoolVar(&o.PublicMetrics, "public-metrics", false, "serve /metrics on --addr, where clients connect (default: on --admin-addr only, since they tell the load, routes and internals to whoever reaches them)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for queued notifications")
 }
 
-// Args returns the command line that makes "hlab serve tasks" run o (the
-// fields o changes from the defaults).
-func (o Options) Args() []string { return cliflag.Args(o) }
+// Command returns the command that makes "hlab serve tasks" run o: the
+// flags o changes from the defaults, and its secrets (the database and
+// webhook URLs, the webhook key) for the environment.
+func (o Options) Command() cliflag.Command { return cliflag.CommandOf(o) }
 
 // Serve runs the service under the shared server srv until ctx ends, then
 // stops gracefully: "hlab serve tasks". It logs to srv.Logger, or as JSON
@@ -101,7 +117,7 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 		c.NotifyRetries = -1 // --notify-retries 0 means none
 	}
 	// 0 means no limit (in Config, 0 is the default and -1 none).
-	for _, rate := range []*float64{&c.LoginIPRate, &c.LoginAccountRate} {
+	for _, rate := range []*float64{&c.LoginIPRate, &c.LoginAccountRate, &c.SignupIPRate, &c.SignupRate} {
 		if *rate == 0 {
 			*rate = -1
 		}
@@ -109,13 +125,19 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 	if c.MaxWebSocketsPerUser == 0 {
 		c.MaxWebSocketsPerUser = -1
 	}
+	if c.MaxWebSockets == 0 {
+		c.MaxWebSockets = -1
+	}
+	if c.MaxDevicesPerUser == 0 {
+		c.MaxDevicesPerUser = -1
+	}
 	switch {
 	case o.SecretFile != "":
-		b, err := os.ReadFile(o.SecretFile)
+		b, err := secretfile.Read(o.SecretFile)
 		if err != nil {
 			return fmt.Errorf("tasks: --token-secret-file: %w", err)
 		}
-		c.TokenSecret = bytes.TrimSpace(b)
+		c.TokenSecret = []byte(b)
 	case os.Getenv("TASKS_TOKEN_SECRET") != "":
 		c.TokenSecret = []byte(os.Getenv("TASKS_TOKEN_SECRET"))
 	}
@@ -142,6 +164,7 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 		return err
 	}
 	srv.Name, srv.Registry, srv.Logger = "tasks", reg, logger
+	srv.MetricsOnAdmin = !o.PublicMetrics
 	srv.Ready = func() error {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()

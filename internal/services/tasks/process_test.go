@@ -38,9 +38,9 @@ func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 	ln, admin := testkit.Listen(t), testkit.Listen(t)
 	srv.Listener, srv.AdminListener, srv.Logger = ln, admin, slog.New(slog.NewTextHandler(io.Discard, nil))
 	testkit.Background(t, "Serve", func(ctx context.Context) error { return tasks.Serve(ctx, srv, o) })
-	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn}
+	e = &env{t: t, srv: &httptest.Server{URL: "http://" + ln.Addr().String()}, dsn: dsn, admin: "http://" + admin.Addr().String()}
 	testkit.Healthy(t, 15*time.Second, e.srv.URL+"/healthz")
-	return e, "http://" + admin.Addr().String()
+	return e, e.admin
 }
 
 func get(t *testing.T, url string) (int, string) {
@@ -54,11 +54,12 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// TestProcessAdminAddr: the profiles, whose /cmdline shows --dsn with its
-// password, are on --admin-addr only.
+// TestProcessAdminAddr: the profiles, whose /cmdline shows the flags, and
+// the metrics are on --admin-addr only; --public-metrics puts the metrics
+// on the service's address, where the lab scrapes them.
 func TestProcessAdminAddr(t *testing.T) {
 	e, admin := runProcess(t)
-	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol"} {
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/symbol", "/metrics"} {
 		if code, _ := get(t, e.srv.URL+path); code != http.StatusNotFound {
 			t.Errorf("public %s = %d, want 404", path, code)
 		}
@@ -66,8 +67,9 @@ func TestProcessAdminAddr(t *testing.T) {
 			t.Errorf("admin %s = %d, want 200", path, code)
 		}
 	}
+	e, _ = runProcess(t, "--public-metrics")
 	if code, _ := get(t, e.srv.URL+"/metrics"); code != http.StatusOK {
-		t.Errorf("public /metrics = %d, want it where the lab scrapes it", code)
+		t.Errorf("public /metrics with --public-metrics = %d, want 200", code)
 	}
 }
 
@@ -142,7 +144,7 @@ func TestProcessOptimizationFlags(t *testing.T) {
 	if err != nil || !o.Deopt.UncappedTelemetry || !o.Deopt.KeepFileLimit {
 		t.Fatalf("switched off: %+v, %v; want both off", o.Deopt, err)
 	}
-	args := tasks.Options{Config: tasks.Config{Deopt: tasks.Deopt{UncappedTelemetry: true, KeepFileLimit: true}}}.Args()
+	args := tasks.Options{Config: tasks.Config{Deopt: tasks.Deopt{UncappedTelemetry: true, KeepFileLimit: true}}}.Command().Args
 	if strings.Join(args, " ") != "--raise-file-limit=false --telemetry-cap=false" {
 		t.Fatalf("Args = %q, want both flags false", args)
 	}

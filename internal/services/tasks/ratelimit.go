@@ -39,6 +39,23 @@ func (s *Service) allowLogin(r *http.Request, email string) error {
 	return nil
 }
 
+// allowSignup takes a sign-up from the client address's bucket, then from
+// the service's, or returns the LimitError to answer; it runs before the
+// password is hashed. A refused address takes nothing from the service's
+// bucket, so that one address cannot use up everyone's sign-ups faster
+// than its own limit allows.
+func (s *Service) allowSignup(r *http.Request) error {
+	if ok, wait := s.signupsByAddr.take(clientAddr(r)); !ok {
+		return &LimitError{Kind: "too_many_signups", RetryAfter: wait,
+			Reason: "too many sign-ups from your address: wait the seconds in Retry-After, then try again"}
+	}
+	if ok, wait := s.signups.take(""); !ok {
+		return &LimitError{Kind: "too_many_signups", RetryAfter: wait,
+			Reason: "this server takes no more sign-ups for now: wait the seconds in Retry-After, then try again"}
+	}
+	return nil
+}
+
 // limiter is a token bucket per key. A bucket that has refilled is the
 // same as none, so it is forgotten: the keys held are those seen within
 // the last Burst/Rate, whatever the number of keys tried.

@@ -31,8 +31,10 @@ type Service struct {
 	propagator propagation.TextMapPropagator
 	handler    http.Handler
 
-	// Login attempts per client address and per account (ratelimit.go).
+	// Login attempts per client address and per account, sign-ups per
+	// client address and on the whole service (ratelimit.go).
 	loginsByAddr, loginsByAccount *limiter
+	signupsByAddr, signups        *limiter
 }
 
 // New migrates the database, opens the connection pool and starts the
@@ -65,7 +67,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s.store = &store{pool: s.pool, defaultTx: cfg.Deopt.DefaultTx}
-	if s.tokens, err = newTokenSigner(cfg.TokenSecret, cfg.TokenTTL); err != nil {
+	if s.tokens, err = newTokenSigner(cfg.TokenSecret, cfg.TokenTTL, cfg.TokenAudience); err != nil {
 		s.pool.close()
 		return nil, err
 	}
@@ -75,21 +77,29 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	}
 	s.loginsByAddr = newLimiter(cfg.LoginIPRate, cfg.LoginIPBurst)
 	s.loginsByAccount = newLimiter(cfg.LoginAccountRate, cfg.LoginAccountBurst)
+	s.signupsByAddr = newLimiter(cfg.SignupIPRate, cfg.SignupIPBurst)
+	s.signups = newLimiter(cfg.SignupRate, cfg.SignupBurst)
 	s.m = newMetrics(cfg.Registry, s.pool)
-	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser)
+	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser, cfg.MaxWebSockets)
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
 	s.handler = s.routes()
 
+	if cfg.WebhookURL != "" && cfg.WebhookSecret == "" {
+		s.log.Warn("webhook requests are unsigned: anyone who reaches the webhook can post it notifications; give --webhook-secret-file (or $TASKS_WEBHOOK_SECRET) and check "+SignatureHeader+" there", "webhook", webhookLabel(cfg.WebhookURL))
+	}
 	d := cfg.Deopt
 	s.log.Info("tasks service ready",
 		"pool_limits", !d.NoPoolLimits, "telemetry_cap", !d.UncappedTelemetry, "indexes", !d.NoIndexes, "no_default_tx", !d.DefaultTx,
 		"no_user_touch", !d.UserTouch, "raise_file_limit", !d.KeepFileLimit, "worker_queue", !d.GoroutinePerJob,
 		"max_conns", poolMax(&s.cfg), "workers", cfg.Workers, "queue", cfg.QueueSize,
 		"webhook", cfg.WebhookURL != "", "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
-		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0,
+		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0, "token_audience", cfg.TokenAudience,
 		"login_limit_per_address", limitText(cfg.LoginIPRate, cfg.LoginIPBurst),
 		"login_limit_per_account", limitText(cfg.LoginAccountRate, cfg.LoginAccountBurst),
-		"max_websockets_per_user", cfg.MaxWebSocketsPerUser)
+		"signup_limit_per_address", limitText(cfg.SignupIPRate, cfg.SignupIPBurst),
+		"signup_limit", limitText(cfg.SignupRate, cfg.SignupBurst),
+		"max_websockets_per_user", cfg.MaxWebSocketsPerUser, "max_websockets", cfg.MaxWebSockets,
+		"max_devices_per_user", cfg.MaxDevicesPerUser)
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -68,7 +69,9 @@ func requestTxFrom(ctx context.Context) *requestTx {
 	return rt
 }
 
-func (s *store) run(ctx context.Context, write bool, f func(q dbtx) error) error {
+// run runs f in the request's transaction (Deopt.UserTouch), or on a
+// connection of the pool: in a transaction of its own when inTx.
+func (s *store) run(ctx context.Context, inTx bool, f func(q dbtx) error) error {
 	if rt := requestTxFrom(ctx); rt != nil {
 		return f(rt.tx)
 	}
@@ -77,14 +80,22 @@ func (s *store) run(ctx context.Context, write bool, f func(q dbtx) error) error
 		return fmt.Errorf("tasks: database connection: %w", err)
 	}
 	defer release()
-	if write && s.defaultTx {
+	if inTx {
 		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return f(tx) })
 	}
 	return f(conn)
 }
 
-func (s *store) read(ctx context.Context, f func(q dbtx) error) error  { return s.run(ctx, false, f) }
-func (s *store) write(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, true, f) }
+func (s *store) read(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, false, f) }
+
+// write runs a write: in a transaction of its own with Deopt.DefaultTx.
+func (s *store) write(ctx context.Context, f func(q dbtx) error) error {
+	return s.run(ctx, s.defaultTx, f)
+}
+
+// inTx runs statements that must see each other's locks in one
+// transaction, whatever Deopt.DefaultTx says.
+func (s *store) inTx(ctx context.Context, f func(q dbtx) error) error { return s.run(ctx, true, f) }
 
 // inRequestTx runs f in a transaction that first updates the user's row:
 // the report's bug (Deopt.UserTouch). Statements of f's request run in it;
@@ -174,13 +185,37 @@ func (s *store) user(ctx context.Context, uid int64) (User, error) {
 
 // Devices.
 
-func (s *store) createDevice(ctx context.Context, uid int64, platform, token string) (Device, error) {
-	d := Device{Platform: platform, PushToken: token}
-	err := s.write(ctx, func(q dbtx) error {
+// createDevice registers a push token for uid: a new device (created
+// true), or the one that already has the token, its platform updated. A
+// user past max devices (negative: no bound) gets ErrTooManyDevices. The
+// user's row is locked first, so that concurrent registrations of one
+// user count each other.
+func (s *store) createDevice(ctx context.Context, uid int64, platform, token string, max int) (d Device, created bool, err error) {
+	d = Device{Platform: platform, PushToken: token}
+	err = s.inTx(ctx, func(q dbtx) error {
+		if _, err := q.Exec(ctx, `SELECT 1 FROM users WHERE id = $1 FOR UPDATE`, uid); err != nil {
+			return err
+		}
+		err := q.QueryRow(ctx, `UPDATE devices SET platform = $3 WHERE md5(push_token) = md5($2) AND user_id = $1 AND push_token = $2
+			RETURNING id, created_at`, uid, token, platform).Scan(&d.ID, &d.CreatedAt)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err // the token's device, or a failure
+		}
+		if max >= 0 {
+			var n int
+			if err := q.QueryRow(ctx, `SELECT count(*) FROM devices WHERE user_id = $1`, uid).Scan(&n); err != nil {
+				return err
+			}
+			if n >= max {
+				return &LimitError{Kind: "too_many_devices", Status: http.StatusConflict,
+					Reason: fmt.Sprintf("this account has %d devices, the most allowed: delete one (DELETE /v1/devices/{id}) before adding another", n)}
+			}
+		}
+		created = true
 		return q.QueryRow(ctx, `INSERT INTO devices (user_id, platform, push_token) VALUES ($1, $2, $3) RETURNING id, created_at`,
 			uid, platform, token).Scan(&d.ID, &d.CreatedAt)
 	})
-	return d, err
+	return d, created, err
 }
 
 func (s *store) devices(ctx context.Context, uid int64) ([]Device, error) {

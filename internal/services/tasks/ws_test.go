@@ -17,15 +17,17 @@ import (
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// dialWS opens the user's WebSocket and waits until the hub has it.
-func (c *client) dialWS(t *testing.T, viaQuery bool) *websocket.Conn {
+// dialWS opens the user's WebSocket and waits until the hub has it:
+// with the token in the Authorization header, or as a browser does, with
+// a ticket in the query.
+func (c *client) dialWS(t *testing.T, viaTicket bool) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	url := "ws" + strings.TrimPrefix(c.e.srv.URL, "http") + "/v1/ws"
 	opts := &websocket.DialOptions{}
-	if viaQuery {
-		url += "?token=" + c.token
+	if viaTicket {
+		url += "?ticket=" + c.ticket(t)
 	} else {
 		opts.HTTPHeader = http.Header{"Authorization": {"Bearer " + c.token}}
 	}
@@ -37,6 +39,59 @@ func (c *client) dialWS(t *testing.T, viaQuery bool) *websocket.Conn {
 	t.Cleanup(func() { conn.CloseNow() })
 	testkit.Eventually(t, 15*time.Second, "the hub to register the WebSocket", func() bool { return c.e.metric("tasks_ws_connections", nil) > before })
 	return conn
+}
+
+// ticket returns a WebSocket ticket of the user.
+func (c *client) ticket(t *testing.T) string {
+	t.Helper()
+	a := c.do("POST", "/v1/ws/ticket", nil)
+	var tk struct {
+		Ticket    string    `json:"ticket"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if a.code != http.StatusCreated {
+		t.Fatalf("POST /v1/ws/ticket: %s", a)
+	}
+	a.decode(t, &tk)
+	if tk.Ticket == "" || time.Until(tk.ExpiresAt) > tasks.TicketTTL {
+		t.Fatalf("ticket %+v: want one that expires within %v", tk, tasks.TicketTTL)
+	}
+	return tk.Ticket
+}
+
+// A bearer token never travels in a URL, which proxies log: ?token= is
+// refused, and a ticket, good once, takes its place.
+func TestWebSocketTokenNotInURL(t *testing.T) {
+	e := newEnv(t, nil)
+	alice := e.signup("alice@example.com")
+	base := "ws" + strings.TrimPrefix(e.srv.URL, "http") + "/v1/ws"
+	dial := func(query string) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, resp, err := websocket.Dial(ctx, base+query, nil)
+		if err == nil {
+			conn.CloseNow()
+		}
+		return resp, err
+	}
+	resp, err := dial("?token=" + alice.token)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("?token=: %v %v; want 401", err, resp)
+	}
+	var body struct{ Error, Reason string }
+	if json.NewDecoder(resp.Body).Decode(&body); body.Error != "token_in_url" || !strings.Contains(body.Reason, "ticket") {
+		t.Errorf("?token= refused with %+v; want token_in_url, pointing to tickets", body)
+	}
+	tk := alice.ticket(t)
+	if _, err := dial("?ticket=" + tk); err != nil {
+		t.Fatalf("?ticket=: %v; want the socket", err)
+	}
+	if resp, err := dial("?ticket=" + tk); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the same ticket again: %v %v; want 401", err, resp)
+	}
+	if a := (&client{e: e, token: tk}).do("GET", "/v1/me", nil); a.code != http.StatusUnauthorized {
+		t.Errorf("a ticket as a bearer token: %s; want 401", a)
+	}
 }
 
 func readEvent(t *testing.T, conn *websocket.Conn) tasks.Event {
@@ -63,7 +118,7 @@ func TestWebSocketOwnUserOnly(t *testing.T) {
 	e := newEnv(t, nil)
 	alice, bob := e.signup("alice@example.com"), e.signup("bob@example.com")
 	aliceWS := alice.dialWS(t, false)
-	alicePhone := alice.dialWS(t, true) // a second device, token in the query
+	alicePhone := alice.dialWS(t, true) // a second device, a browser's ticket in the query
 	bobWS := bob.dialWS(t, false)
 
 	task := alice.createTask(map[string]any{"title": "live"})
@@ -152,6 +207,26 @@ func TestWebSocketsPerUserBounded(t *testing.T) {
 	testkit.Eventually(t, 15*time.Second, "the closed socket to leave the hub", func() bool { return e.metric("tasks_ws_connections", nil) < before })
 	if _, resp, err := dialAs(t, e, alice.token); err != nil {
 		t.Fatalf("socket of alice after closing one: %v %v, want accepted", err, resp)
+	}
+}
+
+// The process's WebSockets are bounded, every user's together: accounts
+// are cheap, so a bound per user alone does not bound the process.
+func TestWebSocketsBoundedOnTheServer(t *testing.T) {
+	e := newEnv(t, func(c *tasks.Config) { c.MaxWebSockets = 2 })
+	a, b, c := e.signup("a@example.com"), e.signup("b@example.com"), e.signup("c@example.com")
+	a.dialWS(t, false)
+	b.dialWS(t, false)
+	_, resp, err := dialAs(t, e, c.token)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a third user's socket past --max-websockets 2: %v %v, want 503", err, resp)
+	}
+	var body struct{ Error, Reason string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Error != "server_full" {
+		t.Errorf("refusal body %+v (%v), want server_full", body, err)
+	}
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("Retry-After %q, want seconds", resp.Header.Get("Retry-After"))
 	}
 }
 

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS devices_token_user_key;
