@@ -11,7 +11,7 @@ package gateway_test
 // HLAB_BIN=bin/hlab (absolute, or relative to the repository's root)
 // uses that binary instead of building one (go build -o bin/hlab
 // ./cmd/hlab). The figures are printed with t.Log
-// (hence -v); the assertions are the bounds.
+// (hence -v); the assertions are the gateway's stated bounds on memory and goroutines.
 
 import (
 	"bufio"
