@@ -254,8 +254,9 @@ func runErr(t *testing.T, src *replica.PostgresSource, d time.Duration) error {
 func TestPublicationNotAlterable(t *testing.T) {
 	dsn, db := setup(t, 5)
 	role := fmt.Sprintf("repl_%d", rand.IntN(1e6))
-	exec(t, db, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION PASSWORD 'pw'; GRANT SELECT ON items TO %[1]s;
-		CREATE TABLE other (id int PRIMARY KEY); CREATE PUBLICATION owned FOR TABLE other`, role))
+	u, _ := url.Parse(dsn)
+	exec(t, db, fmt.Sprintf(`CREATE ROLE %s LOGIN REPLICATION PASSWORD 'pw'; GRANT CONNECT ON DATABASE %s TO %[1]s; GRANT SELECT ON items TO %[1]s;
+		CREATE TABLE other (id int PRIMARY KEY); CREATE PUBLICATION owned FOR TABLE other`, role, strings.TrimPrefix(u.Path, "/")))
 	t.Cleanup(func() {
 		db.Exec(context.Background(), fmt.Sprintf(`DROP OWNED BY %s; DROP ROLE %[1]s`, role))
 	})

@@ -239,7 +239,8 @@ func startTasks(t *testing.T) string {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	t.Cleanup(hook.Close)
 	base := serve(t, "tasks", 30*time.Second, func(ctx context.Context, srv server.Config) error {
-		return tasks.Serve(ctx, srv, tasks.Options{LogFormat: "text", DrainTimeout: 2 * time.Second, Config: tasks.Config{
+		// The test scrapes the one address it serves: /metrics there too.
+		return tasks.Serve(ctx, srv, tasks.Options{LogFormat: "text", DrainTimeout: 2 * time.Second, PublicMetrics: true, Config: tasks.Config{
 			DatabaseURL: dsn, BcryptCost: 4, WebhookURL: hook.URL, Logger: quiet,
 		}})
 	})

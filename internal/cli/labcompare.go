@@ -26,9 +26,9 @@ report figures not rerun that one run lists and the other does not; and
 each row's figures in A and B with B/A.
 
 Is a difference noise? A row measured more than once keeps the spread of
-its runs (each figure's min–max over them). A figure's change is "within
-spread" when B's median lies within A's min–max, or A's within B's: no
-larger than the runs of one lab differ among themselves. "OUTSIDE spread"
+its runs (each figure's min–max over them). A figure's change is
+"within spread" when B's median lies within A's min–max, or A's within
+B's: no larger than the runs of one lab differ among themselves. "OUTSIDE spread"
 is a change the runs' own noise does not cover. Figures without a spread
 (one run each) show B/A alone. A claim's two intervals "overlap" or are
 "disjoint"; disjoint intervals, like a moved verdict, are a change beyond

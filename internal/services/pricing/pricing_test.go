@@ -159,8 +159,9 @@ func TestReplicaSeesReferenceChanges(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "new handling fee in the price", func() bool { return price() == 424242 })
 }
 
-// TestServeHealth runs the whole service: /healthz is 503 with the reason
-// while Postgres is unreachable, and the metrics are served.
+// TestServeHealth runs the whole service: /healthz is 503 while Postgres
+// is unreachable, saying only "not ready" (the reason, which names the
+// database's user and host, goes to the log), and the metrics are served.
 func TestServeHealth(t *testing.T) {
 	deadAddr := testkit.FreeAddr(t)
 	ln := testkit.Listen(t)
@@ -181,7 +182,7 @@ func TestServeHealth(t *testing.T) {
 		code, body = resp.StatusCode, string(b)
 		return true
 	})
-	if code != 503 || !strings.Contains(body, "pricing: database") {
+	if code != 503 || strings.TrimSpace(body) != "not ready" {
 		t.Fatalf("/healthz with Postgres down: %d %q", code, body)
 	}
 	if resp, _ := testkit.Get(t, base+"/price?product=1&city=1"); resp.StatusCode != 503 {
