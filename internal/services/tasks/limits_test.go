@@ -78,9 +78,9 @@ func TestLoginLimitPerAddress(t *testing.T) {
 // answer within the request timeout.
 func TestSignupFloodLeavesLoginsAlone(t *testing.T) {
 	e := newEnv(t, func(c *tasks.Config) {
-		c.BcryptCost = 10 // the default: a flood must cost real time
+		c.BcryptCost = 10                  // the default: a flood must cost real time
 		c.RequestTimeout = 5 * time.Second // a login is one bcrypt at cost 10, which -race and a busy machine stretch past a second
-		c.LoginIPRate = -1 // the logins below come from the same address
+		c.LoginIPRate = -1                 // the logins below come from the same address
 	})
 	e.signup("ada@example.com")
 	const flood = 100
