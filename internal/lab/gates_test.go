@@ -35,7 +35,12 @@ func (e experiment) Spec(lab.Options) lab.Spec {
 	return lab.Spec{Name: "gate", Title: "an integrity gate",
 		Rows:    []lab.RowSpec{lab.Row("a", cmp.Or(e.labelA, "row a")), lab.Row("b", "row b")},
 		Claims:  []labresult.Claim{{Text: "a serves >= 2x b", Ratio: labresult.Ratio{Num: "a", Den: "b", Metric: "rps"}, Bound: labresult.AtLeast(2)}},
-		Metrics: []labresult.Metric{{Name: "declared"}}}
+		Metrics: []labresult.Metric{{Name: "declared"}},
+		Setup: []labresult.Setup{
+			{Item: "config", Report: "keepalive off", Ours: "keepalive off", FirstClaim: true},
+			{Item: "version", Report: "14", Ours: "15", Why: "the one installed here", FirstClaim: true},
+			{Item: "history index", Report: "none", Ours: "(user_id, ts)", Why: "ours, in later rows"},
+		}}
 }
 func (experiment) Estimate(lab.Options) time.Duration          { return time.Second }
 func (e experiment) Run(ctx context.Context, r *lab.Run) error { return e.run(ctx, r) }
@@ -239,6 +244,59 @@ func TestUndeclaredRowOrFigureFails(t *testing.T) {
 			res := runAll(t, nil, experiment{run: func(ctx context.Context, r *lab.Run) error { r.AddRow(tt.row); return nil }})[0]
 			if (tt.want == "") != (res.Error == "") || !strings.Contains(res.Error, tt.want) {
 				t.Errorf("error %q, want %q", res.Error, tt.want)
+			}
+		})
+	}
+}
+
+// TestFirstClaimSetupHeldToTheSpec: what the first claim's rows really run
+// with must be what the Spec declares as ours, so a config that drifts
+// from the declared setup (the report's, or a declared difference) fails
+// the experiment, naming the item; the result carries the setup and
+// counts the differences in the first claim's rows.
+func TestFirstClaimSetupHeldToTheSpec(t *testing.T) {
+	for _, tt := range []struct {
+		name, item, value, want string
+	}{
+		{"as declared", "config", "keepalive   off", ""},
+		{"declared difference", "version", "15", ""},
+		{"drifted from the report's", "config", "keepalive 64", `config "keepalive 64", but the Spec declares ours as "keepalive off"`},
+		{"undeclared", "quota", "1 CPU", `setup item "quota"`},
+		{"not a first-claim item", "history index", "(user_id, ts)", `setup item "history index"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runAll(t, nil, experiment{run: func(ctx context.Context, r *lab.Run) error {
+				r.UsedInFirstClaim(tt.item, tt.value)
+				return nil
+			}})[0]
+			if (tt.want == "") != (res.Error == "") || !strings.Contains(res.Error, tt.want) {
+				t.Errorf("error %q, want %q", res.Error, tt.want)
+			}
+			if len(res.Setup) != 3 || labresult.FirstClaimDifferences(res.Setup) != 1 {
+				t.Errorf("setup %+v: want 3 items, 1 differing in the first claim's rows", res.Setup)
+			}
+		})
+	}
+}
+
+// TestSetupDeclarationsChecked: a setup item that differs from the
+// report's without saying why, or that lacks a value, fails Validate.
+func TestSetupDeclarationsChecked(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		setup labresult.Setup
+		want  string
+	}{
+		{"difference without why", labresult.Setup{Item: "nginx", Report: "defaults", Ours: "keepalive 64"}, "does not say why"},
+		{"no report value", labresult.Setup{Item: "nginx", Ours: "defaults"}, "needs the report's value"},
+		{"whitespace only", labresult.Setup{Item: "nginx", Report: "a  b", Ours: "a\n\tb"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := experiment{}.Spec(lab.Options{})
+			s.Setup = []labresult.Setup{tt.setup}
+			err := s.Validate()
+			if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate: %v, want %q", err, tt.want)
 			}
 		})
 	}

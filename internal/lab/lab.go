@@ -253,7 +253,11 @@ func list(w io.Writer, all []Experiment, opts Options, figures bool) {
 		for i, c := range s.Claims {
 			what := "claim"
 			if i == 0 {
-				what = "claim (report's setup)"
+				what = "claim (report's setup"
+				if d := labresult.DifferencesText(s.Setup); d != "" {
+					what += "; " + d
+				}
+				what += ")"
 			}
 			fmt.Fprintf(w, "  %-10s %d. %s: %s\n", "", i+1, what, c.Text)
 		}
@@ -263,6 +267,15 @@ func list(w io.Writer, all []Experiment, opts Options, figures bool) {
 		for _, t := range s.Targets {
 			if !t.Bound.IsZero() {
 				fmt.Fprintf(w, "  %-10s target: %s (%s)\n", "", t.Text, t.Bound)
+			}
+		}
+		if len(s.Setup) > 0 {
+			fmt.Fprintf(w, "  %-10s %s:\n", "", labresult.SetupLegend)
+			for _, e := range s.Setup {
+				fmt.Fprintf(w, "  %-10s %s\n", "", e.Line())
+				if e.Why != "" {
+					fmt.Fprintf(w, "  %-10s     why: %s\n", "", e.Why)
+				}
 			}
 		}
 		if len(s.Figures) > 0 {

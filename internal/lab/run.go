@@ -70,6 +70,21 @@ func (r *Run) AddRow(row *labresult.Row) {
 	r.res.Rows = append(r.res.Rows, row)
 }
 
+// UsedInFirstClaim records that rows of the first claim run with value for
+// the setup item: the config text, schema or setting the experiment
+// really passes, where it passes it. A value that is not the one the Spec
+// declares as ours for a FirstClaim item fails the experiment, so the
+// declared setup cannot drift from what runs.
+func (r *Run) UsedInFirstClaim(item, value string) {
+	e := r.spec.setup(item)
+	switch {
+	case e == nil || !e.FirstClaim:
+		r.errs = append(r.errs, fmt.Errorf("lab: the first claim's rows run with setup item %q, which the experiment's Spec does not declare as a first-claim item (Spec.Setup)", item))
+	case labresult.SetupText(value) != labresult.SetupText(e.Ours):
+		r.errs = append(r.errs, fmt.Errorf("lab: the first claim's rows run with %s %q, but the Spec declares ours as %q: run what the Spec declares, or declare the difference from the report's (Spec.Setup)", item, value, e.Ours))
+	}
+}
+
 // NewRow returns a row the experiment fills itself (a fault row, an
 // average of rows), not one a driver measured; add it with AddRow.
 func NewRow(key labresult.Key) *labresult.Row {
@@ -348,6 +363,7 @@ func runOne(ctx context.Context, e Experiment, opts Options, sb *sandbox.Sandbox
 			res.NotRerun = append(res.NotRerun, labresult.NotRerun{Figure: f.Figure, Why: f.Why})
 		}
 	}
+	res.Setup = spec.Setup
 	res.Rows = inSpecOrder(spec, res.Rows)
 	res.Metrics = carried(spec.Metrics, res.Rows)
 	labresult.Judge(res, spec.Claims, spec.Targets)

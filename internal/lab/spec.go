@@ -38,6 +38,12 @@ type Spec struct {
 	// (shared/REFERENCE.md): where it is rerun, or why not. "hlab lab
 	// --list" shows them, and a run's result lists those not rerun.
 	Figures []Figure
+	// Setup sets the experiment's setup beside the report's, item by
+	// item: versions, configs, schemas, client settings, the load's shape,
+	// durations, quotas. An item that differs from the report's says why;
+	// one the first claim's rows run with is marked FirstClaim, and what
+	// those rows really run with (Run.UsedInFirstClaim) must be ours.
+	Setup []labresult.Setup
 	// Needs names the dependencies an external server may stand in for
 	// (DepPostgres, DepKafka, DepCassandra: hlab lab --postgres, ...).
 	Needs []string
@@ -164,12 +170,34 @@ func (s *Spec) Validate() error {
 			use(what, t.Keys(), t.Metric)
 		}
 	}
+	items := map[string]bool{}
+	for _, e := range s.Setup {
+		switch {
+		case e.Item == "" || e.Report == "" || e.Ours == "":
+			bad("setup item %q needs the report's value and ours", e.Item)
+		case items[e.Item]:
+			bad("setup item %q declared twice", e.Item)
+		case e.Differs() && e.Why == "":
+			bad("setup item %q differs from the report's and does not say why", e.Item)
+		}
+		items[e.Item] = true
+	}
 	for _, f := range s.Figures {
 		if (f.Rerun == "") == (f.Why == "") {
 			bad("report figure %q needs exactly one of where it is rerun and why it is not", f.Figure)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// setup returns the declaration of item, nil when the Spec has none.
+func (s *Spec) setup(item string) *labresult.Setup {
+	for i := range s.Setup {
+		if s.Setup[i].Item == item {
+			return &s.Setup[i]
+		}
+	}
+	return nil
 }
 
 // claimsOver returns the claims whose two rows are both among keys.

@@ -107,6 +107,19 @@ type Experiment struct {
 	Rows    []Row    `json:"rows"`
 	// NotRerun lists the report figures not rerun in either run.
 	NotRerun []NotRerun `json:"not_rerun"`
+	// Setup lists the setup items declared in either run, matched by
+	// item: what the two runs ran differently.
+	Setup []Setup `json:"setup,omitempty"`
+}
+
+// Setup compares one setup item, matched by its name; Changed: the
+// report's value, ours or whether the first claim's rows run it differ.
+type Setup struct {
+	Item     string           `json:"item"`
+	Presence Presence         `json:"presence"`
+	A        *labresult.Setup `json:"a"`
+	B        *labresult.Setup `json:"b"`
+	Changed  bool             `json:"changed"`
 }
 
 // Target compares one target, matched by its key.
@@ -206,6 +219,7 @@ func Compare(a, b labresult.Document, nameA, nameB string) *Comparison {
 		}
 		e.Rows = compareRows(orNil(ea, func(r *labresult.Result) []*labresult.Row { return r.Rows }), orNil(eb, func(r *labresult.Result) []*labresult.Row { return r.Rows }))
 		e.NotRerun = compareNotRerun(orNil(ea, func(r *labresult.Result) []labresult.NotRerun { return r.NotRerun }), orNil(eb, func(r *labresult.Result) []labresult.NotRerun { return r.NotRerun }))
+		e.Setup = compareSetup(orNil(ea, func(r *labresult.Result) []labresult.Setup { return r.Setup }), orNil(eb, func(r *labresult.Result) []labresult.Setup { return r.Setup }))
 		c.Experiments = append(c.Experiments, e)
 	}
 	return c
@@ -414,6 +428,23 @@ func compareNotRerun(a, b []labresult.NotRerun) []NotRerun {
 			n.Figure, n.Why = p.b.Figure, p.b.Why
 		}
 		out = append(out, n)
+	}
+	return out
+}
+
+func compareSetup(a, b []labresult.Setup) []Setup {
+	var out []Setup
+	for _, p := range match(a, b, func(s labresult.Setup) string { return s.Item }) {
+		s := Setup{Presence: p.presence()}
+		if p.inA {
+			s.Item, s.A = p.a.Item, &p.a
+		}
+		if p.inB {
+			s.Item, s.B = p.b.Item, &p.b
+		}
+		s.Changed = s.A != nil && s.B != nil && (labresult.SetupText(s.A.Report) != labresult.SetupText(s.B.Report) ||
+			labresult.SetupText(s.A.Ours) != labresult.SetupText(s.B.Ours) || s.A.FirstClaim != s.B.FirstClaim)
+		out = append(out, s)
 	}
 	return out
 }

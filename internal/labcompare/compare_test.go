@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -444,4 +445,35 @@ func TestVerdictChart(t *testing.T) {
 		}
 	}
 	golden(t, "verdicts.svg", []byte(svg+"\n"))
+}
+
+// TestSetupChanges: setup items are matched by item; one whose value
+// (ours or the report's) changed between the runs is shown as changed,
+// with both values, and counted; added and removed items are counted.
+func TestSetupChanges(t *testing.T) {
+	doc := func(setup ...labresult.Setup) labresult.Document {
+		return labresult.Document{Experiments: []*labresult.Result{{Name: "scale", Setup: setup}}}
+	}
+	nginxA := labresult.Setup{Item: "nginx config", Report: "defaults", Ours: "keepalive 64", Why: "cheaper", FirstClaim: true}
+	nginxB := labresult.Setup{Item: "nginx config", Report: "defaults", Ours: "defaults", FirstClaim: true}
+	same := labresult.Setup{Item: "quota", Report: "0.2 CPU", Ours: "0.2 CPU", FirstClaim: true}
+	c := Compare(doc(nginxA, same, labresult.Setup{Item: "go", Report: "1.16", Ours: "1.26", Why: "here"}),
+		doc(nginxB, same, labresult.Setup{Item: "work", Report: "[]rune", Ours: "[]rune"}), "a", "b")
+	var got []string
+	for _, s := range experiment(t, c, "scale").Setup {
+		got = append(got, fmt.Sprintf("%s %s %v", s.Item, s.Presence, s.Changed))
+	}
+	if want := "nginx config both true, quota both false, go removed false, work added false"; strings.Join(got, ", ") != want {
+		t.Errorf("setup: %s\nwant %s", strings.Join(got, ", "), want)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Setup items run differently in B: 1.", "1 setup item added, 1 setup item removed",
+		"setup, changed: A ! nginx config: report defaults; ours keepalive 64", "B = nginx config: defaults (as the report)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
 }

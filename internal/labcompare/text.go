@@ -19,6 +19,7 @@ type Summary struct {
 	ClaimsAdded, ClaimsRemoved                 int
 	Targets, TargetsAdded, TargetsRemoved      int
 	NotRerunAdded, NotRerunRemoved             int
+	SetupAdded, SetupRemoved, SetupChanged     int
 	RowsAdded, RowsRemoved                     int
 	ExperimentsAdded, ExperimentsRemoved       int
 	SpreadFigures, OutsideSpread, WithinSpread int
@@ -50,6 +51,13 @@ func (c *Comparison) Summarize() Summary {
 		for _, n := range e.NotRerun {
 			var both int
 			count(n.Presence, &both, &s.NotRerunAdded, &s.NotRerunRemoved)
+		}
+		for _, st := range e.Setup {
+			var both int
+			count(st.Presence, &both, &s.SetupAdded, &s.SetupRemoved)
+			if st.Changed {
+				s.SetupChanged++
+			}
 		}
 		for _, r := range e.Rows {
 			switch r.Presence {
@@ -140,6 +148,7 @@ func (c *Comparison) CountsLines() []string {
 		{s.ClaimsAdded, "claim", "added"}, {s.ClaimsRemoved, "claim", "removed"},
 		{s.TargetsAdded, "target", "added"}, {s.TargetsRemoved, "target", "removed"},
 		{s.NotRerunAdded, "figure not rerun", "added"}, {s.NotRerunRemoved, "figure not rerun", "removed"},
+		{s.SetupAdded, "setup item", "added"}, {s.SetupRemoved, "setup item", "removed"},
 		{s.RowsAdded, "row", "added"}, {s.RowsRemoved, "row", "removed"},
 	} {
 		if p.n > 0 {
@@ -148,6 +157,9 @@ func (c *Comparison) CountsLines() []string {
 	}
 	if len(parts) > 0 {
 		out = append(out, "Added (only in B) and removed (only in A): "+strings.Join(parts, ", ")+".")
+	}
+	if s.SetupChanged > 0 {
+		out = append(out, fmt.Sprintf("Setup items run differently in B: %d.", s.SetupChanged))
 	}
 	if s.SpreadFigures > 0 {
 		out = append(out, fmt.Sprintf("Figures with a run-to-run spread (over more than one run): %d of %d changed outside it, %d within (noise).",
@@ -237,6 +249,16 @@ func writeExperiment(b *strings.Builder, e Experiment) error {
 	for _, n := range e.NotRerun {
 		if n.Presence != Both {
 			fmt.Fprintf(b, "  not rerun, %s: %s: %s\n", n.Presence, n.Figure, n.Why)
+		}
+	}
+	for _, st := range e.Setup {
+		switch {
+		case st.Presence == Removed:
+			fmt.Fprintf(b, "  setup, removed: %s\n", st.A.Line())
+		case st.Presence == Added:
+			fmt.Fprintf(b, "  setup, added: %s\n", st.B.Line())
+		case st.Changed:
+			fmt.Fprintf(b, "  setup, changed: A %s\n                   B %s\n", st.A.Line(), st.B.Line())
 		}
 	}
 	if len(e.Rows) > 0 {

@@ -27,7 +27,10 @@ type Result struct {
 	// Metrics declares the experiment's own figures that its rows carry
 	// (Row.Figures): unit, direction, meaning.
 	Metrics []Metric `json:"metrics,omitempty"`
-	Notes   []string `json:"notes,omitempty"`
+	// Setup sets the experiment's setup beside the report's, item by
+	// item, with why ours differs where it does.
+	Setup []Setup  `json:"setup,omitempty"`
+	Notes []string `json:"notes,omitempty"`
 	// NotRerun lists the report's figures this run did not rerun, each
 	// with its reason, so that nothing is skipped silently.
 	NotRerun []NotRerun `json:"not_rerun,omitempty"`

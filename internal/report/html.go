@@ -39,19 +39,21 @@ func WriteHTML(dir string, doc labresult.Document) (string, error) {
 }
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"num":     num,
-	"pct":     func(v *float64) string { return num(scale(v, 100)) },
-	"verdict": labresult.VerdictWord,
-	"word":    func(v labresult.Verdict) string { return v.Word() },
-	"vclass":  func(v any) string { return VerdictClass(fmt.Sprint(v)) },
-	"style":   func() template.CSS { return template.CSS(Style) },
-	"cpus":    cpus,
-	"ci":      ciText,
-	"detail":  claimDetail,
-	"setup":   func(i int, text string) string { return claimText(i, text) },
-	"inc":     func(i int) int { return i + 1 },
-	"target":  targetLine,
-	"gates":   func(r *labresult.Row) []string { return r.IntegrityFailures() },
+	"num":         num,
+	"pct":         func(v *float64) string { return num(scale(v, 100)) },
+	"verdict":     labresult.VerdictWord,
+	"word":        func(v labresult.Verdict) string { return v.Word() },
+	"vclass":      func(v any) string { return VerdictClass(fmt.Sprint(v)) },
+	"style":       func() template.CSS { return template.CSS(Style) },
+	"cpus":        cpus,
+	"ci":          ciText,
+	"detail":      claimDetail,
+	"setup":       claimText,
+	"inc":         func(i int) int { return i + 1 },
+	"differs":     func(s []labresult.Setup) bool { return labresult.FirstClaimDifferences(s) > 0 },
+	"differences": labresult.DifferencesText,
+	"target":      targetLine,
+	"gates":       func(r *labresult.Row) []string { return r.IntegrityFailures() },
 	"rpsChart": func(res *labresult.Result) template.HTML {
 		return template.HTML(rpsChart(res))
 	},
@@ -97,7 +99,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 {{verdictChart .Experiments}}
 <p class="note">Each verdict reads the 95% confidence interval of a ratio over pairs of runs measured back to back (their order alternating), against the claim's threshold: REPRODUCED when the whole interval clears it, NOT REPRODUCED when it lies wholly beyond, INCONCLUSIVE when it straddles, INVALID when an integrity gate failed (data lost, requests failed, a service died, no quota). The first claim of each experiment reruns the report's own setup.</p>
 <table><tr><th>experiment</th><th>#</th><th>verdict</th><th>ratio</th><th>interval</th><th>needs</th><th>pairs</th><th class="ref">report</th><th>claim</th></tr>
-{{range $e := .Experiments}}{{range $i, $c := .Claims}}<tr><td><a href="#{{$e.Name}}">{{$e.Name}}</a></td><td>{{inc $i}}</td><td><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span></td><td>{{num $c.Ratio}}</td><td>{{ci $c.CI}}</td><td>{{$c.Threshold}}</td><td>{{$c.Pairs}}{{if $c.NoisyPairs}} <span class="noisy">({{$c.NoisyPairs}} noisy)</span>{{end}}</td><td class="ref">{{$c.Report}}</td><td style="text-align:left">{{setup $i $c.Claim}}</td></tr>
+{{range $e := .Experiments}}{{range $i, $c := .Claims}}<tr><td><a href="#{{$e.Name}}">{{$e.Name}}</a></td><td>{{inc $i}}</td><td><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span></td><td>{{num $c.Ratio}}</td><td>{{ci $c.CI}}</td><td>{{$c.Threshold}}</td><td>{{$c.Pairs}}{{if $c.NoisyPairs}} <span class="noisy">({{$c.NoisyPairs}} noisy)</span>{{end}}</td><td class="ref">{{$c.Report}}</td><td style="text-align:left">{{setup $e $i $c.Claim}}</td></tr>
 {{end}}{{if not .Claims}}<tr><td>{{$e.Name}}</td><td>-</td><td><span class="verdict failed">{{verdict $e}}</span></td><td colspan="6">{{$e.Error}}</td></tr>{{end}}{{end}}</table>
 {{range $e := .Experiments}}{{range .Claims}}{{if eq .Verdict "invalid"}}<p class="gate">{{$e.Name}}: INVALID: {{.Why}}</p>{{end}}{{end}}{{end}}
 {{if targets .Experiments}}<h3 id="targets">Targets</h3>
@@ -110,9 +112,13 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 <h2 id="{{.Name}}">{{.Name}}: {{.Title}}</h2>
 <p><span class="verdict {{class .}}">{{verdict .}}</span>
 {{if .Ratio}} measured ratio <b>{{num .Ratio}}</b>{{end}} · {{.Claim}}</p>
-{{range $i, $c := .Claims}}<p>claim {{inc $i}}: {{setup $i $c.Claim}}<br><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span> {{detail $c}}</p>{{end}}
+{{$e := .}}{{range $i, $c := .Claims}}<p>claim {{inc $i}}: {{setup $e $i $c.Claim}}<br><span class="verdict {{vclass $c.Verdict}}">{{word $c.Verdict}}</span> {{detail $c}}</p>{{end}}
 {{if .Error}}<p class="verdict failed">FAILED: {{.Error}}</p>{{end}}
 <p class="env">mode {{.Mode}} · {{printf "%.0f" .Seconds}} s · {{env .Env}}</p>
+{{if .Setup}}<details class="setup"{{if differs .Setup}} open{{end}}><summary>setup beside the report's{{with differences .Setup}}: <b>{{.}}</b> in the first claim's rows{{end}}</summary>
+<table><tr><th></th><th>item</th><th class="ref">report</th><th>ours</th><th>why</th></tr>
+{{range .Setup}}<tr class="{{if .Marked}}marked{{end}}"><td>{{if .Marked}}!{{else if .Differs}}~{{else}}={{end}}</td><td>{{.Item}}</td><td class="ref"><code>{{.Report}}</code></td><td><code>{{.Ours}}</code></td><td style="text-align:left">{{.Why}}</td></tr>
+{{end}}</table><p class="note">!: differs from the report's in the first claim's rows; ~: differs in other rows only; =: as the report.</p></details>{{end}}
 <table><tr><th>setup</th><th>rps (ok only)</th><th>min–max</th><th>mean ms</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>ok %</th><th>cpu</th><th>rss MB</th><th>runs</th><th class="ref">report rps</th><th class="ref">report mean ms</th></tr>
 {{range .Rows}}<tr><td>{{.Label}}{{if .Noisy}} <span class="noisy">[noisy]</span>{{end}}{{if .GeneratorSaturated}} <span class="noisy">[generator saturated]</span>{{end}}{{if gates .}} <span class="gate">[INTEGRITY]</span>{{end}}</td><td>{{num .RPS}}</td><td>{{if gt .Runs 1}}{{num .RPSMin}}–{{num .RPSMax}}{{end}}</td><td>{{num .MeanMS}}</td><td>{{num .P50MS}}</td><td>{{num .P99MS}}</td><td>{{num .P999MS}}</td><td>{{pct .SuccessRatio}}</td><td>{{num .CPUAvg}}</td><td>{{num .RSSMBAvg}}</td><td>{{.Runs}}</td><td class="ref">{{ref . "rps"}}</td><td class="ref">{{ref . "mean_ms"}}</td></tr>
 {{end}}</table>
@@ -141,6 +147,7 @@ th{background:#f6f6f6}.ref{color:#777}.verdict{font-weight:bold;padding:.2em .5e
 .noisy{color:#8a6d00}.gate{color:#7a0000;font-weight:bold}
 .env,.note{color:#555}.charts{display:flex;flex-wrap:wrap;gap:1em}.small{display:flex;flex-wrap:wrap;gap:.5em}
 svg text{font:11px system-ui,sans-serif}
+.setup td{text-align:left;vertical-align:top}.setup code{white-space:pre-wrap;font-size:12px}tr.marked td{background:#fff4e0}
 `
 
 // VerdictClass is the CSS class of Style that colours a verdict, a

@@ -147,3 +147,45 @@ func TestGeneratorSaturatedMarked(t *testing.T) {
 		t.Errorf("row JSON: %s", data)
 	}
 }
+
+// TestSetupShown: an experiment's setup items show under it in the text
+// and the HTML, each difference with its why, and the first claim says
+// how many items of its rows differ from the report's.
+func TestSetupShown(t *testing.T) {
+	res := &labresult.Result{Name: "scale", Title: "scaling",
+		Claims: []labresult.ClaimResult{{Claim: "three serve >= 2x one", Verdict: labresult.Reproduced}},
+		Setup: []labresult.Setup{
+			{Item: "balancer", Report: "nginx", Ours: "built-in", Why: "the embedded default", FirstClaim: true},
+			{Item: "quota", Report: "0.2 CPU", Ours: "0.2 CPU", FirstClaim: true},
+			{Item: "upstream keepalive", Report: "none", Ours: "64", Why: "ours, in claim 3"},
+		}}
+	var text, board bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteScoreboard(&board, []*labresult.Result{res}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path, err := WriteHTML(dir, labresult.Document{Experiments: []*labresult.Result{res}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ where, got, want string }{
+		{"text", text.String(), "! balancer: report nginx; ours built-in\n      why: the embedded default"},
+		{"text", text.String(), "= quota: 0.2 CPU (as the report)"},
+		{"text", text.String(), "~ upstream keepalive: report none; ours 64"},
+		{"text", text.String(), "(report's setup; 1 setup item differs from the report's) three serve"},
+		{"scoreboard", board.String(), "(report's setup; 1 setup item differs from the report's) three serve"},
+		{"html", string(html), "<b>1 setup item differs from the report&#39;s</b> in the first claim&#39;s rows"},
+		{"html", string(html), ">the embedded default</td>"},
+	} {
+		if !strings.Contains(c.got, c.want) {
+			t.Errorf("%s lacks %q:\n%s", c.where, c.want, c.got)
+		}
+	}
+}

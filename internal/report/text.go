@@ -31,7 +31,7 @@ func WriteScoreboard(w io.Writer, results []*labresult.Result) error {
 				pairs += fmt.Sprintf(" (%d noisy)", c.NoisyPairs)
 			}
 			cells = append(cells, []string{fmt.Sprintf("%s #%d", res.Name, i+1), c.Verdict.Word(), num(c.Ratio), ciText(c.CI), c.Threshold, pairs})
-			text := claimText(i, c.Claim)
+			text := claimText(res, i, c.Claim)
 			if c.Report != "" {
 				text += "; report: " + c.Report
 			}
@@ -59,11 +59,16 @@ func WriteScoreboard(w io.Writer, results []*labresult.Result) error {
 	return nil
 }
 
-func claimText(i int, text string) string {
-	if i == 0 {
-		return "(report's setup) " + text
+// claimText is a claim's text, the first one's marked as the report's
+// setup with how many setup items of its rows differ from the report's.
+func claimText(res *labresult.Result, i int, text string) string {
+	if i != 0 {
+		return text
 	}
-	return text
+	if d := labresult.DifferencesText(res.Setup); d != "" {
+		return "(report's setup; " + d + ") " + text
+	}
+	return "(report's setup) " + text
 }
 
 // writeTargets writes one line per target of every result, its text
@@ -148,6 +153,15 @@ func WriteText(w io.Writer, res *labresult.Result) error {
 	if len(res.Env) > 0 {
 		fmt.Fprintf(w, "env: %s\n", envLine(res.Env))
 	}
+	if len(res.Setup) > 0 {
+		fmt.Fprintf(w, "%s:\n", labresult.SetupLegend)
+		for _, e := range res.Setup {
+			fmt.Fprintf(w, "  %s\n", e.Line())
+			if e.Why != "" {
+				fmt.Fprintf(w, "      why: %s\n", e.Why)
+			}
+		}
+	}
 	cells := [][]string{{"setup", labresult.Title("rps"), "min-max", labresult.Title("mean_ms"), labresult.Title("p50_ms"), labresult.Title("p99_ms"),
 		"ok %", labresult.Title("cpu_avg"), labresult.Title("rss_mb_avg"), "runs", "|", "report rps", "report mean ms"}}
 	for _, r := range res.Rows {
@@ -211,7 +225,7 @@ func WriteText(w io.Writer, res *labresult.Result) error {
 		fmt.Fprintf(w, "not rerun: %s: %s\n", n.Figure, n.Why)
 	}
 	for i, c := range res.Claims {
-		fmt.Fprintf(w, "claim %d: %s\n", i+1, claimText(i, c.Claim))
+		fmt.Fprintf(w, "claim %d: %s\n", i+1, claimText(res, i, c.Claim))
 		fmt.Fprintf(w, "  %s: %s\n", c.Verdict.Word(), claimDetail(c))
 	}
 	if res.Error != "" {

@@ -146,7 +146,11 @@ func section(c config, doc labresult.Document) string {
 		for i, cl := range e.Claims {
 			text := cl.Claim
 			if i == 0 {
-				text = "(the report's setup) " + text
+				setup := "the report's setup"
+				if d := labresult.DifferencesText(e.Setup); d != "" {
+					setup += "; " + d
+				}
+				text = "(" + setup + ") " + text
 			}
 			if cl.Why != "" && cl.Verdict == labresult.Invalid {
 				text += " (INVALID: " + cl.Why + ")"
