@@ -41,7 +41,8 @@ type Measurement struct {
 	// MinSuccess is the share of requests the row must answer
 	// successfully for a claim to use it (default DefaultSuccessBound):
 	// set lower, with the reason in the row's note, for a baseline that
-	// fails by design.
+	// fails by design, or to labresult.FailsByDesign for a row none of
+	// whose requests can succeed.
 	MinSuccess float64
 
 	// SampleFrom and SampleTo bound, as offsets from the start of the
@@ -115,7 +116,7 @@ func (r *Run) finishRow(m Measurement, runs []runFigures) *labresult.Row {
 		row.Label, row.Ref = spec.Label, spec.Ref
 	}
 	row.SuccessBound = labresult.DefaultSuccessBound
-	if m.MinSuccess > 0 {
+	if m.MinSuccess != 0 {
 		row.SuccessBound = m.MinSuccess
 	}
 	row.QuotaMissing = quotaMissing(m.Procs)

@@ -77,6 +77,8 @@ func TestIntegrityFailures(t *testing.T) {
 		{"acked vs stored", Row{Acked: &one, Stored: new(int64)}, "stored 0"},
 		{"failed requests", Row{SuccessRatio: F(0.95)}, "below its bound of 99.00%"},
 		{"own bound", Row{SuccessRatio: F(0.95), SuccessBound: 0.9}, ""},
+		{"fails by design", Row{SuccessRatio: F(0), SuccessBound: FailsByDesign}, ""},
+		{"no success at the default bound", Row{SuccessRatio: F(0)}, "answered 0.00%"},
 		{"died", Row{Died: "app-3 (signal: killed)"}, "die"},
 		{"no quota", Row{QuotaMissing: "app-3 asked for 0.2 CPU"}, "without its CPU quota"},
 	} {

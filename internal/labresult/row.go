@@ -78,7 +78,8 @@ type Row struct {
 	// delivery (nil: not verified). SuccessBound is the share of requests
 	// the row must answer successfully (DefaultSuccessBound unless the
 	// experiment states the row's own, for a baseline that fails by
-	// design). Died names a service that died during the row; QuotaMissing
+	// design; FailsByDesign for a row none of whose requests can
+	// succeed). Died names a service that died during the row; QuotaMissing
 	// a service that ran without the CPU quota it asked for.
 	Lost         *int64  `json:"lost,omitempty"`
 	SuccessBound float64 `json:"success_bound"`
@@ -168,8 +169,15 @@ func (r *Row) IntegrityFailures() []string {
 // successfully unless it states its own bound (lab.Measurement.MinSuccess).
 const DefaultSuccessBound = 0.99
 
+// FailsByDesign is the SuccessBound of a row whose every request fails by
+// design: a fault row against a dependency that never answers, each
+// request cut by a timeout. Its success ratio is shown and holds nothing;
+// what such a row must show is judged by targets on its other figures
+// (how soon the failure came).
+const FailsByDesign = -1.0
+
 func (r *Row) successBound() float64 {
-	if r.SuccessBound > 0 {
+	if r.SuccessBound != 0 {
 		return r.SuccessBound
 	}
 	return DefaultSuccessBound
