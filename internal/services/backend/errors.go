@@ -11,3 +11,8 @@ var (
 	// delay, fraction or size out of range.
 	ErrBadConfig = errors.New("backend: setting out of range")
 )
+
+// ErrNoConnectHole is returned by ListenConnectHole when this machine's
+// kernel completes connects to a listener whose accept queue is full, so
+// no connect black hole can be made on it.
+var ErrNoConnectHole = errors.New("backend: no connect black hole on this machine")

@@ -2,16 +2,14 @@ package frontend
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -60,37 +58,19 @@ func call(t testing.TB, url string) reply {
 	return reply{resp.StatusCode, body, resp.Header.Get("X-Failure"), time.Since(start)}
 }
 
-// blackHoleAddr returns a 127.0.0.1 address where connecting hangs: a
-// socket listening with a full accept queue that nobody accepts from, so
-// the kernel drops further SYNs, as a firewall that drops packets would.
+// blackHoleAddr returns a 127.0.0.1 address where connecting hangs
+// (backend.ListenConnectHole), skipping t where none can be made.
 func blackHoleAddr(t testing.TB) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	b, err := backend.ListenConnectHole()
+	if errors.Is(err, backend.ErrNoConnectHole) {
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-	// Fill the accept queue until a connect hangs.
-	for range 16 {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err != nil {
-			return addr
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Skip("could not fill the accept queue of a 127.0.0.1 listener; no connect black hole here")
-	return ""
+	t.Cleanup(func() { b.Close() })
+	return b.Addr()
 }
 
 func TestEveryPolicyPassesTheAnswer(t *testing.T) {
