@@ -15,4 +15,15 @@ var (
 		Doc: "back requests per front request, less one: the extra load the policy puts on the back (open model only, where every request runs to its end)"}
 )
 
-var metrics = []labresult.Metric{frontRequests, backRequests, hedgesDenied, extraBackRequests}
+// The domino rows' figures: whether the balancer kept the slow node.
+var (
+	slowNodeRequests = labresult.Metric{Name: "slow_node_requests", Unit: "", Better: labresult.Neither,
+		Doc: "requests the slow node behind the balancer received over the row (backend_requests_total)"}
+	slowNodeShare = labresult.Metric{Name: "slow_node_share", Unit: "ratio", Better: labresult.Neither,
+		Doc: "the slow node's requests per request the front answered: the share of the traffic the balancer kept sending it"}
+	healthChecksOK = labresult.Metric{Name: "health_checks_ok", Unit: "ratio", Better: labresult.Neither,
+		Doc: "share of the slow node's health checks (GET /healthz every 200 ms, 1 s timeout) answered 200 during the row"}
+)
+
+var metrics = []labresult.Metric{frontRequests, backRequests, hedgesDenied, extraBackRequests,
+	slowNodeRequests, slowNodeShare, healthChecksOK}

@@ -50,8 +50,9 @@ func refText(ref *labresult.Ref, st step) string {
 	if ref.SuccessRatio != nil {
 		rp = append(rp, fmt.Sprintf("%.2f%% available", *ref.SuccessRatio*100))
 	}
-	if ref.P50MS != nil {
-		rp = append(rp, fmt.Sprintf("p50 %s, p95 %s, p99 %s", msText(ref.P50MS), msText(ref.P95MS), msText(ref.P99MS)))
+	if ref.P50MS != nil { // vegeta's order: mean, 50, 95, 99, max
+		rp = append(rp, fmt.Sprintf("latency mean %s, p50 %s, p95 %s, p99 %s, max %s",
+			msText(ref.MeanMS), msText(ref.P50MS), msText(ref.P95MS), msText(ref.P99MS), msText(ref.MaxMS)))
 	}
 	if ref.HeapMBAvg != nil {
 		what := "heap"
@@ -108,8 +109,23 @@ func (b *bench) conclude() {
 	if len(others) > 0 {
 		run.Note("against partial slowness (open model): %s. A breaker only opens when most calls fail, not for 10%% of them, so it behaves as the timeout alone; so does the adaptive limit, which follows the median time of the calls (a slow tail does not move it) and sheds (503) only when the back slows down as a whole. The breaker's case is a back that stops answering: see the black-hole tests in internal/services/frontend", strings.Join(others, "; "))
 	}
+	b.concludeFaults()
 	if run.Opts.Mode != lab.Full {
-		run.Note("quick mode: the closed model only at 1000 connections for none and timeout (the claim), 20 s and 10 s, ended at their duration (the start-up transient makes such short runs read a few %% high); every setup in the open model for 5 s (13 s without a timeout), memory sampled once in flight had settled; one run per row outside the claims (--repeat N for more). --full adds the closed model at 500 and 1000 connections for every setup and runs every row for 3 min, as the report's siege and vegeta ran")
+		run.Note("quick mode: the closed model only at 1000 connections for none and timeout (the claim), 20 s and 10 s, ended at their duration (the start-up transient makes such short runs read a few %% high); every setup in the open model for 5 s (13 s without a timeout), memory sampled once in flight had settled; one run per row outside the claims (--repeat N for more); each fault row sends %d requests at %d req/s. --full adds the closed model at 500 and 1000 connections for every setup and runs every row for 3 min, as the report's siege and vegeta ran, and the fault rows for %s",
+			faultTimingOf(run.Opts).requests, faultRate, faultTimingOf(lab.Options{Mode: lab.Full}).load())
 	}
 	run.Note("requests in the open model are timed from their intended send time (no coordinated omission); the load generator runs outside the front's quota and waits up to %v for an answer; no separate warm-up: memory is sampled only once requests in flight have settled, and the closed runs are long against the stall", loadTimeout)
+}
+
+// concludeFaults says what the fault rows show together: the slow node
+// stayed behind the balancer, and what the front's breaker did about it.
+func (b *bench) concludeFaults() {
+	none, timeout, breaker := b.rows[faultDominoNone], b.rows[faultDominoTimeout], b.rows[fault{domino, frontend.Breaker}.key()]
+	if none == nil || timeout == nil || breaker == nil {
+		return
+	}
+	b.run.Note("the domino effect: the balancer kept sending the slow node %.0f%% of the calls while it answered %.0f%% of its health checks with 200; without a timeout the front held each of those calls for the slow node's answer (p99 %s, up to %s goroutines), with one it answered in 3 s (p99 %s, up to %s goroutines). "+
+		"The front's breaker opens only once half the calls in its window fail, and here a third do: with it, success %.2f%% and p99 %s, against %.2f%% and %s with the timeout alone. What takes a slow node out is the balancer's own health check timing its answers (or outlier detection), which neither nginx's open-source passive check nor the built-in balancer does",
+		100*none.Value(slowNodeShare), 100*none.Value(healthChecksOK), msText(none.P99MS), num(none.GoroutinesMax, 0), msText(timeout.P99MS), num(timeout.GoroutinesMax, 0),
+		pct(breaker.SuccessRatio), msText(breaker.P99MS), pct(timeout.SuccessRatio), msText(timeout.P99MS))
 }

@@ -11,8 +11,16 @@ import (
 	"github.com/highload-lab/hlab/loadgen"
 )
 
-// pair is a back and a front in front of it.
-type pair struct{ back, front *lab.Service }
+// pair is a back and a front in front of it, with the configs they were
+// started with.
+type pair struct {
+	back, front *lab.Service
+	bc          backend.Config
+	fc          frontend.Config
+	// The quotas they were started with (0: none).
+	backCPU, frontCPU     float64
+	backMemMB, frontMemMB int
+}
 
 func (p *pair) stop() {
 	p.front.Stop() // before the back: its calls end, so the back stops at once
@@ -39,30 +47,24 @@ func (p *pair) settle(ctx context.Context, max time.Duration) error {
 
 // startPair starts a back for s and a front with s's policy.
 func startPair(ctx context.Context, run *lab.Run, s setup, hedgeDelay time.Duration) (*pair, error) {
-	bc := backend.Config{Delay: fastDelay, SlowDelay: slowDelay}
-	if s.slow {
-		bc.SlowFraction = slowFraction
-	}
-	backArgs := bc.Args()
+	bc := claimBack()
 	if !s.slow {
-		// Args leaves a zero field out (it means the flag's default), and
-		// --slow-fraction defaults to the report's 1 in 10: none is said.
-		backArgs = append(backArgs, "--slow-fraction=0")
+		bc.SlowFraction = 0
 	}
-	back, err := run.StartService(ctx, "backend", 0, 0, backArgs...)
+	p := &pair{bc: bc, frontCPU: frontCPU, frontMemMB: frontMemMB} // the back unconstrained, as the report's
+	back, err := run.StartService(ctx, "backend", p.backCPU, p.backMemMB, backArgs(bc)...)
 	if err != nil {
 		return nil, err
 	}
-	fc := frontend.Config{Backend: back.URL("/"), Policy: s.policy, Timeout: deadline}
+	p.back, p.fc = back, claimFront(s.policy, back.URL("/"))
 	if s.policy == frontend.Hedge {
-		fc.HedgeDelay = hedgeDelay
+		p.fc.HedgeDelay = hedgeDelay
 	}
-	front, err := run.StartService(ctx, "frontend", frontCPU, frontMemMB, fc.Args()...)
-	if err != nil {
+	if p.front, err = run.StartService(ctx, "frontend", p.frontCPU, p.frontMemMB, p.fc.Args()...); err != nil {
 		back.Stop()
 		return nil, err
 	}
-	return &pair{back: back, front: front}, nil
+	return p, nil
 }
 
 // measurement is st's row on p.

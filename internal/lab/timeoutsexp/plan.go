@@ -151,15 +151,16 @@ func drainOf(st step) time.Duration {
 }
 
 // ref is the report's figures for st's row (REFERENCE.md, E), nil where
-// it gives none.
+// it gives none. vegeta's latencies are quoted to the microsecond it
+// printed.
 func (st step) ref() *labresult.Ref {
 	f := labresult.F
 	switch name := st.s.name; {
 	case st.conns == 0 && name == "none":
-		return &labresult.Ref{P50MS: f(171), P95MS: f(10060), P99MS: f(10130),
+		return &labresult.Ref{MeanMS: f(1172.619756), P50MS: f(170.947889), P95MS: f(10062.145485), P99MS: f(10134.037994), MaxMS: f(10766.903205),
 			SuccessRatio: f(1), HeapMBAvg: f(212), HeapMBMax: f(372)}
 	case st.conns == 0 && name == "timeout":
-		return &labresult.Ref{P50MS: f(163), P95MS: f(3050), P99MS: f(3070),
+		return &labresult.Ref{MeanMS: f(455.780741), P50MS: f(162.876833), P95MS: f(3047.947339), P99MS: f(3070.030628), MaxMS: f(3669.993753),
 			SuccessRatio: f(0.90), HeapMBAvg: f(149), HeapMBMax: f(299)}
 	case name == "healthy" && st.conns == 500:
 		return &labresult.Ref{RPS: f(1156.89), SuccessRatio: f(1)}
@@ -184,5 +185,25 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 		}
 		d += runs*(st.run+drainOf(st)) + 400*time.Millisecond // two services start and stop
 	}
-	return d
+	d += idleSampling
+	t := faultTimingOf(o)
+	for _, f := range faults {
+		d += t.load() + faultDrain(f, t) + 300*time.Millisecond // a front starts and stops
+	}
+	return d + 2*time.Second // the balancer, its backs and the trickling back
+}
+
+// faultDrain is how long the last answers of fault row f take.
+func faultDrain(f fault, t faultTiming) time.Duration {
+	switch {
+	case f.kind == blackHole && f.guarded():
+		return frontend.DefaultConnectTimeout
+	case f.guarded():
+		return deadline
+	case f.kind == domino:
+		return t.slowNode
+	case f.kind == trickle:
+		return trickleBytes * trickleEvery
+	}
+	return t.clientWait
 }
