@@ -124,8 +124,9 @@ func (b *bench) concludeFaults() {
 	if none == nil || timeout == nil || breaker == nil {
 		return
 	}
-	b.run.Note("the domino effect: the balancer kept sending the slow node %.0f%% of the calls while it answered %.0f%% of its health checks with 200; without a timeout the front held each of those calls for the slow node's answer (p99 %s, up to %s goroutines), with one it answered in 3 s (p99 %s, up to %s goroutines). "+
-		"The front's breaker opens only once half the calls in its window fail, and here a third do: with it, success %.2f%% and p99 %s, against %.2f%% and %s with the timeout alone. What takes a slow node out is the balancer's own health check timing its answers (or outlier detection), which neither nginx's open-source passive check nor the built-in balancer does",
-		100*none.Value(slowNodeShare), 100*none.Value(healthChecksOK), msText(none.P99MS), num(none.GoroutinesMax, 0), msText(timeout.P99MS), num(timeout.GoroutinesMax, 0),
-		pct(breaker.SuccessRatio), msText(breaker.P99MS), pct(timeout.SuccessRatio), msText(timeout.P99MS))
+	b.run.Note("the domino effect: the balancer kept sending the slow node %.0f%% of the calls while it answered %.0f%% of its health checks with 200; without a timeout the front's callers waited for the slow node's answers (p99 %s), with one the front answered them in 3 s (p99 %s). "+
+		"The front's breaker opens only once half the calls in its window fail, and here a third do: with it, success %.2f%% and p99 %s, against %.2f%% and %s with the timeout alone. What takes a slow node out is the balancer's own health check timing its answers (or outlier detection), which neither nginx's open-source passive check nor the built-in balancer does. "+
+		"The fault rows' load (%s) is too short for the calls a front holds to pile up as in the open rows above: their figures are how soon each request ended, not the front's memory",
+		100*none.Value(slowNodeShare), 100*none.Value(healthChecksOK), msText(none.P99MS), msText(timeout.P99MS),
+		pct(breaker.SuccessRatio), msText(breaker.P99MS), pct(timeout.SuccessRatio), msText(timeout.P99MS), faultTimingOf(b.run.Opts).load())
 }

@@ -139,10 +139,6 @@ var targets = []labresult.Target{{
 	Text: "a body trickling a byte a second, with the front's timeouts: p99 <= 3.5 s, the 3 s bound on the call and a margin (without one, the front waits for the last byte)",
 	Row:  faultTrickleTimeout, Metric: labresult.P99MS.Name, Bound: labresult.AtMost(3500),
 }, {
-	Key:   "fault-domino-goroutines",
-	Text:  "the domino effect: the front's peak goroutines with the 3 s timeout over none, what holding the slow node's calls for 10 s costs the front",
-	Ratio: &labresult.Ratio{Num: faultDominoTimeout, Den: faultDominoNone, Metric: labresult.GoroutinesMax.Name},
-}, {
 	Key:   "closed-1000-heap",
 	Text:  "memory at unequal rates, the report's first comparison (closed model, 1000 connections): the front's average Go heap with a 3 s timeout over none (report: 205 / 194 MB = 1.06 at 1134 vs 854 tps: the faster front looked hungrier)",
 	Ratio: &labresult.Ratio{Num: closedTimeout, Den: closedNone, Metric: labresult.HeapMBAvg.Name},
