@@ -213,17 +213,7 @@ func (b *bench) blackHoleRows(ctx context.Context) error {
 		return err
 	}
 	defer hole.Close()
-	for _, f := range faults {
-		if f.kind != blackHole {
-			continue
-		}
-		row, err := b.faultRow(ctx, f, "http://"+hole.Addr()+"/")
-		if err != nil {
-			return err
-		}
-		b.add(row)
-	}
-	return nil
+	return b.rowsOf(ctx, blackHole, "http://"+hole.Addr()+"/")
 }
 
 // trickleRows put the front in front of a back that sends its headers at
@@ -235,11 +225,17 @@ func (b *bench) trickleRows(ctx context.Context) error {
 		return err
 	}
 	defer back.Stop()
+	return b.rowsOf(ctx, trickle, back.URL("/"))
+}
+
+// rowsOf runs the fault rows of kind, each on a front of its own calling
+// backURL.
+func (b *bench) rowsOf(ctx context.Context, kind faultKind, backURL string) error {
 	for _, f := range faults {
-		if f.kind != trickle {
+		if f.kind != kind {
 			continue
 		}
-		row, err := b.faultRow(ctx, f, back.URL("/"))
+		row, err := b.faultRow(ctx, f, backURL)
 		if err != nil {
 			return err
 		}
