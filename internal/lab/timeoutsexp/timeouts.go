@@ -262,6 +262,7 @@ func (b *bench) firstClaimSetup() {
 	for _, p := range []*pair{none, timeout} {
 		run.UsedInFirstClaim(itemBack, backText(p.bc))
 		run.UsedInFirstClaim(itemInflight, inflightText(p.fc))
+		run.UsedInFirstClaim(itemConns, connText(p.fc))
 		run.UsedInFirstClaim(itemFrontQuota, quotaText(p.frontCPU, p.frontMemMB))
 		run.UsedInFirstClaim(itemBackQuota, quotaText(p.backCPU, p.backMemMB))
 	}

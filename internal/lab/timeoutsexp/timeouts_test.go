@@ -154,6 +154,9 @@ func TestFirstClaimCommandLines(t *testing.T) {
 			if got := inflightText(fc); got != ours[itemInflight] {
 				t.Errorf("%s: the %s front runs with %q, the Spec declares %q", mode, policy, got, ours[itemInflight])
 			}
+			if got := connText(fc); got != ours[itemConns] {
+				t.Errorf("%s: the %s front runs with %q, the Spec declares %q", mode, policy, got, ours[itemConns])
+			}
 		}
 		var bc backend.Config
 		fs := flag.NewFlagSet("backend", flag.ContinueOnError)

@@ -18,6 +18,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", DefaultBodyTimeout, "bound on reading the back's body, from its headers")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest answer accepted from the back")
 	fs.IntVar(&c.MaxInflight, "max-inflight", DefaultMaxInflight, "requests served at once; more get 503")
+	fs.BoolVar(&c.DisableKeepAlives, "disable-keepalives", false, "open a new connection to the back for every call and close it after (Node's default agent in report E's time)")
 	fs.Float64Var(&c.BreakerFailureRate, "breaker-failure-rate", DefaultBreakerFailureRate, "breaker: failure rate that opens the circuit")
 	fs.UintVar(&c.BreakerMinRequests, "breaker-min-requests", DefaultBreakerMinRequests, "breaker: calls in the window before the rate counts")
 	fs.DurationVar(&c.BreakerWindow, "breaker-window", DefaultBreakerWindow, "breaker: window of the failure rate")

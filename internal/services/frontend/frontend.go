@@ -128,6 +128,10 @@ type Config struct {
 	// MaxInflight bounds the requests served at once; more are refused
 	// with 503 (default 10000), so even policy None cannot grow forever.
 	MaxInflight int
+	// DisableKeepAlives opens a connection to the back for every call and
+	// closes it after, as Node's default http agent did in report E's
+	// time; by default connections are kept alive and reused.
+	DisableKeepAlives bool
 
 	// Breaker: the circuit opens when at least BreakerMinRequests calls
 	// in the last BreakerWindow (default 20 in 10 s) failed at a rate of
@@ -273,6 +277,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Front, error) {
 			IdleConnTimeout:        90 * time.Second,
 			DisableCompression:     true,
 			MaxResponseHeaderBytes: maxHeaderBytes,
+			DisableKeepAlives:      cfg.DisableKeepAlives,
 		},
 		// A redirect is an answer like any other: not 200, so a failure.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -86,6 +87,39 @@ func TestEveryPolicyPassesTheAnswer(t *testing.T) {
 				t.Errorf("frontend_requests_total{outcome=ok} = %v", got)
 			}
 		})
+	}
+}
+
+// TestDisableKeepAlives: with DisableKeepAlives every call to the back
+// opens a connection of its own, as Node's default agent did in report E;
+// by default the front reuses one.
+func TestDisableKeepAlives(t *testing.T) {
+	for _, tt := range []struct {
+		off  bool
+		want int64
+	}{{false, 1}, {true, 3}} {
+		back, err := backend.New(backend.Config{Delay: time.Millisecond}, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var conns atomic.Int64
+		srv := httptest.NewUnstartedServer(back)
+		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+			if s == http.StateNew {
+				conns.Add(1)
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		_, url := startFront(t, Config{Backend: srv.URL + "/", DisableKeepAlives: tt.off})
+		for range 3 {
+			if a := call(t, url); a.code != http.StatusOK {
+				t.Fatalf("status %d %q", a.code, a.body)
+			}
+		}
+		if got := conns.Load(); got != tt.want {
+			t.Errorf("keep-alives disabled %v: 3 calls opened %d connections to the back, want %d", tt.off, got, tt.want)
+		}
 	}
 }
 
