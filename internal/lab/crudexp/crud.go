@@ -99,18 +99,19 @@ func timing(o lab.Options) (run, open time.Duration, users int) {
 	return 5 * time.Second, 5 * time.Second, 2_000
 }
 
-// seedTime is about how long Postgres takes to seed users accounts once.
-func seedTime(users int) time.Duration { return time.Duration(users) * 2 * time.Millisecond }
+// seedTime is about how long Postgres takes to seed users accounts once,
+// their tasks' details rows included.
+func seedTime(users int) time.Duration { return time.Duration(users) * 3 * time.Millisecond }
 
 func (*Experiment) Estimate(o lab.Options) time.Duration {
 	run, open, users := timing(o)
 	row := o.Warmup() + time.Duration(o.Repeats())*run
-	// All off answers about 130 req/s: its runs last 2,000 requests
-	// (about 19 s).
-	pairs := 4 * (run + 19*time.Second)
+	// All off answers about 100 req/s, its GET scanning task_details: its
+	// runs last 2,000 requests (about 25 s with the warm-up).
+	pairs := 4 * (run + 25*time.Second)
 	rows := time.Duration(len(variants)) * (3*time.Second + row)
-	// Richer iteration: the row without indexes runs about 150 req/s.
-	rich := 2*row + 10*time.Second
+	// Richer iteration: the row without indexes runs about 120 req/s.
+	rich := 2*row + 14*time.Second
 	wide := 2 * (o.Warmup() + time.Duration(o.Repeats())*(run+wideTimeout))
 	starts := time.Duration(len(variants)+3) * time.Second
 	d := 2*seedTime(users) + pairs + rows + rich + wide + starts + open + o.Warmup() + 10*time.Second
