@@ -112,7 +112,7 @@ func (b *bench) faults(ctx context.Context) error {
 		time.Sleep(lbOutage)
 		return b.lb.Restart(ctx)
 	}
-	return b.fault(ctx, faultLB, b.lb, b.procs(b.three...), killLB, fmt.Sprintf("the balancer (%s) SIGKILLed, started again %v later", b.lb.Kind, lbOutage))
+	return b.fault(ctx, faultLB, b.lb, b.procs(b.three...), killLB, fmt.Sprintf("the balancer (%s) SIGKILLed and started again %v later", b.lb.Kind, lbOutage))
 }
 
 // fault measures one fault row: load through lb, the fault a third in.
@@ -131,8 +131,8 @@ func (b *bench) fault(ctx context.Context, key labresult.Key, lb *lab.LB, procs 
 		return fmt.Errorf("%s: %w", b.run.Label(key), err)
 	}
 	failed := row.Requests - int64(float64(row.Requests)*row.Value(labresult.SuccessRatio)+0.5)
-	row.AddNote("%s %.1f s into a %.0f s run at %d req/s; %d of %d requests failed (errors %v, statuses %v); the row counts as run above %.0f%% answered, its target judges the share",
-		what, d.at.Seconds(), d.ran.Seconds(), faultRate, failed, row.Requests, row.Errors, row.StatusCodes, faultRowBound*100)
+	row.AddNote("%s, %.1f s into a %.0f s run at %d req/s; %d of %d requests failed; the row counts as run above %.0f%% answered, its target judges the share",
+		what, d.at.Seconds(), d.ran.Seconds(), faultRate, failed, row.Requests, faultRowBound*100)
 	b.run.AddRow(row)
 	return nil
 }
