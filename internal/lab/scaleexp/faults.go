@@ -71,7 +71,7 @@ func faultTargets(o lab.Options) []labresult.Target {
 	}, labresult.Target{
 		Key: "lb-killed-success",
 		Text: "the balancer is the single point of failure (the report's con): SIGKILLed a third into the run and started again " +
-			"1 s later, it leaves clients < 99% of requests answered, however many replicas stand behind it",
+			"1 s later, it fails clients' requests however many replicas stand behind it: at most 99% answered",
 		Row: faultLB, Metric: labresult.SuccessRatio.Name, Bound: labresult.AtMost(0.99),
 	})
 }
