@@ -170,7 +170,7 @@ func (b *bench) dominoRows(ctx context.Context) error {
 		}
 		backs, addrs = append(backs, s), append(addrs, s.Addr)
 	}
-	lb, err := b.run.StartLB(ctx, addrs)
+	lb, err := b.run.StartLB(ctx, addrs, 0) // the balancer's defaults: a connection per request, as the front's
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func setupItems(o lab.Options) []labresult.Setup {
 	}, {
 		Item:   "the balancer in front of a slow node (fault rows)",
 		Report: "a load balancer, not named, whose health check still gets 200 OK from the slow node",
-		Ours:   fmt.Sprintf("the lab's balancer (nginx when installed, else the built-in one), round robin over %d backs, one of them turned slow (every answer in %s); its /healthz answers 200", dominoNodes, durText(faultTimingOf(o).slowNode)),
+		Ours:   fmt.Sprintf("the lab's balancer (nginx when installed, else the built-in one) with its defaults (a connection per request), round robin over %d backs, one of them turned slow (every answer in %s); its /healthz answers 200", dominoNodes, durText(faultTimingOf(o).slowNode)),
 		Why:    "the report describes the domino effect and measures nothing of it; these are our rows of it",
 	}}
 }
