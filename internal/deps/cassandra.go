@@ -38,6 +38,13 @@ type CassandraConfig struct {
 	// StartServer), 0 = 3 min: the JVM takes 10-30 s on 2 busy cores, more
 	// under a CPU quota.
 	JVMConfig
+	// PasswordAuth makes the node authenticate and authorize its clients
+	// (authenticator: PasswordAuthenticator, authorizer:
+	// CassandraAuthorizer, the bitnami image's defaults): clients log in
+	// as the superuser Cassandra creates at its first start,
+	// cassandra/cassandra (Cassandra.User, Password), which NewCluster
+	// and Session do. Off (the default), anyone connects.
+	PasswordAuth bool
 	// Keep starts the node on the data already in Dir (a previous run's)
 	// instead of emptying it first: a standalone node's keyspaces outlive
 	// a restart (hlab deps up/down). Needs Dir; Stop never removes a given
@@ -63,6 +70,9 @@ type Cassandra struct {
 	// Started is how long the first start took, JVM start to the first
 	// CQL answer.
 	Started time.Duration
+	// User and Password log in to a node started with PasswordAuth (its
+	// default superuser); empty otherwise.
+	User, Password string
 
 	node *serverNode
 	// external is set for a node the lab did not start
@@ -101,8 +111,11 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	}
 	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, Dir: node.dir, node: node}
 	node.log = "system.log"
+	if cfg.PasswordAuth {
+		c.User, c.Password = "cassandra", "cassandra"
+	}
 	node.await = func(ctx context.Context, exited <-chan struct{}) error {
-		return awaitCassandra(ctx, c.Addr, cfg.StartTimeout, exited)
+		return awaitCassandra(ctx, c.Addr, c.authenticator(), cfg.StartTimeout, exited)
 	}
 	ok := false
 	defer func() {
@@ -123,6 +136,11 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		// A full-table COUNT(*), how the lab checks what was stored, is a
 		// range read: give it time on one throttled core.
 		"range_request_timeout": "60000ms",
+		"authenticator":         "AllowAllAuthenticator",
+		"authorizer":            "AllowAllAuthorizer",
+	}
+	if cfg.PasswordAuth {
+		c.Settings["authenticator"], c.Settings["authorizer"] = "PasswordAuthenticator", "CassandraAuthorizer"
 	}
 	if cfg.Durable {
 		c.Settings["commitlog_sync"] = "batch"
@@ -201,18 +219,21 @@ func jammJar(lib string) string {
 }
 
 // awaitCassandra waits until the node at addr answers a query through
-// the CQL driver, ctx ends, timeout passes, or exited (when non-nil)
-// closes. The native transport opens last in Cassandra's start-up, so a
-// CQL answer means the node is ready for clients.
-func awaitCassandra(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
+// the CQL driver (logging in with auth, when not nil), ctx ends, timeout
+// passes, or exited (when non-nil) closes. The native transport opens
+// last in Cassandra's start-up, so a CQL answer means the node is ready
+// for clients; with PasswordAuth, a login also means its superuser
+// exists.
+func awaitCassandra(ctx context.Context, addr string, auth gocql.Authenticator, timeout time.Duration, exited <-chan struct{}) error {
 	return awaitReady(ctx, "cassandra at "+addr, "did not answer CQL", timeout, 250*time.Millisecond, exited, func(ctx context.Context) error {
-		return pingCassandra(ctx, addr)
+		return pingCassandra(ctx, addr, auth)
 	})
 }
 
 // pingCassandra opens a CQL session to addr and reads the node's version.
-func pingCassandra(ctx context.Context, addr string) error {
+func pingCassandra(ctx context.Context, addr string, auth gocql.Authenticator) error {
 	cl := gocql.NewCluster(addr)
+	cl.Authenticator = auth
 	cl.ConnectTimeout, cl.Timeout = 2*time.Second, 5*time.Second
 	cl.NumConns = 1
 	cl.DisableInitialHostLookup = true
@@ -227,15 +248,25 @@ func pingCassandra(ctx context.Context, addr string) error {
 }
 
 // NewCluster returns a driver configuration for the node: its address,
-// QUORUM (the driver's default), short reconnects (a node restarted by
-// StartServer is found again within a second or two), no driver log. Set
-// Keyspace and the rest, then CreateSession.
+// its login (PasswordAuth), QUORUM (the driver's default), short
+// reconnects (a node restarted by StartServer is found again within a
+// second or two), no driver log. Set Keyspace and the rest, then
+// CreateSession.
 func (c *Cassandra) NewCluster() *gocql.ClusterConfig {
 	cl := gocql.NewCluster(c.Addr)
+	cl.Authenticator = c.authenticator()
 	cl.ConnectTimeout, cl.Timeout = 5*time.Second, 10*time.Second
 	cl.ReconnectInterval = time.Second
 	cl.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 10, Interval: time.Second}
 	return cl
+}
+
+// authenticator is the node's login, nil when it takes none.
+func (c *Cassandra) authenticator() gocql.Authenticator {
+	if c.User == "" {
+		return nil
+	}
+	return gocql.PasswordAuthenticator{Username: c.User, Password: c.Password}
 }
 
 // Session opens a session on keyspace ("" = none) of the node.

@@ -156,8 +156,8 @@ var cassandraJVM = []string{
 }
 
 // cassandraYAML is a single node on 127.0.0.1 that owns the whole ring
-// (one token, no bootstrap), seeded by itself, without authentication.
-// Settings (commitlog_sync among them) are rendered last, in key order.
+// (one token, no bootstrap), seeded by itself. Settings (commitlog_sync
+// and the authenticator among them) are rendered last, in key order.
 var cassandraYAML = template.Must(template.New("cassandra.yaml").Parse(`# Written by hlab: a single Cassandra {{.Version}} node on 127.0.0.1.
 cluster_name: hlab
 num_tokens: 1
@@ -174,8 +174,6 @@ rpc_address: 127.0.0.1
 storage_port: {{.StoragePort}}
 native_transport_port: {{.NativePort}}
 start_native_transport: true
-authenticator: AllowAllAuthenticator
-authorizer: AllowAllAuthorizer
 storage_compatibility_mode: NONE
 data_file_directories:
   - {{.Dir}}/data

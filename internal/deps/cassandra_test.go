@@ -36,8 +36,8 @@ func TestRenderCassandraYAML(t *testing.T) {
 // back with the same session, which reconnects by itself.
 func TestCassandra(t *testing.T) {
 	c := depstest.Cassandra(t)
-	if c.Settings["commitlog_sync"] != "periodic" {
-		t.Errorf("settings %v: want Cassandra's default commitlog_sync periodic recorded", c.Settings)
+	if c.Settings["commitlog_sync"] != "periodic" || c.Settings["authenticator"] != "AllowAllAuthenticator" || c.User != "" {
+		t.Errorf("settings %v, user %q: want Cassandra's defaults, commitlog_sync periodic and no authentication, recorded", c.Settings, c.User)
 	}
 	if p := c.Proc(); p != nil {
 		if s := p.Samples(); len(s) > 0 {
