@@ -20,11 +20,19 @@ import (
 // (periodic commit log) and the durable one.
 var cassandraNodes = []string{dbCasPerio, dbCas}
 
-// startPostgres starts Postgres, durable, at 1 CPU, and records its
-// settings; its log is kept in the experiment's logs when it stops.
+// reportPGSettings put back the settings of the report's postgres image
+// that the lab's cluster changes from Postgres' defaults (it sets them for
+// logical replication and many connections, which nothing here needs).
+var reportPGSettings = map[string]string{
+	"wal_level": "replica", "max_connections": "100", "max_replication_slots": "10", "max_wal_senders": "10",
+}
+
+// startPostgres starts Postgres, durable, with the report's image's
+// settings, at 1 CPU and 2000 MB like the report's container, and records
+// its settings; its log is kept in the experiment's logs when it stops.
 func (b *bench) startPostgres(ctx context.Context) error {
 	b.run.Progress.Step("postgres: start", 3*time.Second)
-	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Durable: true, CPU: dbCPU})
+	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Durable: true, CPU: dbCPU, MemoryMB: pgMemMB, Settings: reportPGSettings})
 	if err != nil {
 		return err
 	}
@@ -35,8 +43,11 @@ func (b *bench) startPostgres(ctx context.Context) error {
 		pg.Stop()
 	})
 	b.pg = pg
-	b.run.SetEnv("postgres", fmt.Sprintf("%s, %.0f CPU (quota), no memory limit, durable", pg.Kind, dbCPU))
+	b.run.SetEnv("postgres", fmt.Sprintf("%s, %.0f CPU (quota), %d MB, durable", pg.Kind, dbCPU, pgMemMB))
 	b.run.SetEnv("postgres_settings", pg.SettingsLine())
+	if !pg.External() {
+		b.run.UsedInFirstClaim(itemPGSettings, pg.SettingsLine())
+	}
 	return nil
 }
 
@@ -55,7 +66,10 @@ func (b *bench) startCassandra(ctx context.Context) error {
 	)
 	for _, name := range cassandraNodes {
 		wg.Go(func() {
-			c, err := b.run.Cassandra(ctx, deps.CassandraConfig{Durable: name == dbCas, JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}})
+			// The report's node authenticates (the bitnami image's
+			// default); ours does not.
+			c, err := b.run.Cassandra(ctx, deps.CassandraConfig{Durable: name == dbCas, PasswordAuth: name == dbCasPerio,
+				JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -74,6 +88,9 @@ func (b *bench) startCassandra(ctx context.Context) error {
 		return first
 	}
 	b.recordCassandra()
+	st := b.cas[dbCasPerio].Settings
+	b.run.UsedInFirstClaim(itemCasAuth, "authenticator: "+st["authenticator"]+", authorizer: "+st["authorizer"])
+	b.run.UsedInFirstClaim(itemCasCommitlog, "commitlog_sync: "+st["commitlog_sync"]+", commitlog_sync_period: "+st["commitlog_sync_period"])
 	return nil
 }
 
