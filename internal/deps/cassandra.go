@@ -1,11 +1,13 @@
 package deps
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,6 +40,9 @@ type CassandraConfig struct {
 	// StartServer), 0 = 3 min: the JVM takes 10-30 s on 2 busy cores, more
 	// under a CPU quota.
 	JVMConfig
+	// Version is the Cassandra to run: CassandraVersion ("", the default)
+	// or Cassandra40Version.
+	Version string
 	// PasswordAuth makes the node authenticate and authorize its clients
 	// (authenticator: PasswordAuthenticator, authorizer:
 	// CassandraAuthorizer, the bitnami image's defaults): clients log in
@@ -58,8 +63,8 @@ type CassandraConfig struct {
 // Cassandra is a running single-node Cassandra on 127.0.0.1 (the JVM
 // from Maven Central's jars). Its methods are safe for concurrent use.
 type Cassandra struct {
-	Kind    string // CassandraKind, for a run's environment record
-	Version string // CassandraVersion
+	Kind    string // "cassandra <version>", for a run's environment record
+	Version string // CassandraConfig.Version
 	Addr    string // 127.0.0.1:port of the CQL native transport
 	Dir     string
 	HeapMB  int
@@ -98,7 +103,11 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if setup.JavaErr != nil {
 		return nil, setup.JavaErr
 	}
-	lib, err := FetchCassandra(ctx, cfg.Log)
+	version := cmp.Or(cfg.Version, CassandraVersion)
+	if version != CassandraVersion && version != Cassandra40Version {
+		return nil, fmt.Errorf("deps: cassandra %q: want %s or %s", cfg.Version, CassandraVersion, Cassandra40Version)
+	}
+	lib, err := fetchCassandra(ctx, version, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +118,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if err != nil {
 		return nil, err
 	}
-	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, Dir: node.dir, node: node}
+	c := &Cassandra{Kind: "cassandra " + version, Version: version, HeapMB: heap, Dir: node.dir, node: node}
 	node.log = "system.log"
 	if cfg.PasswordAuth {
 		c.User, c.Password = "cassandra", "cassandra"
@@ -135,9 +144,20 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		"auto_snapshot": "false",
 		// A full-table COUNT(*), how the lab checks what was stored, is a
 		// range read: give it time on one throttled core.
-		"range_request_timeout": "60000ms",
-		"authenticator":         "AllowAllAuthenticator",
-		"authorizer":            "AllowAllAuthorizer",
+		"range_request_timeout":      "60000ms",
+		"authenticator":              "AllowAllAuthenticator",
+		"authorizer":                 "AllowAllAuthorizer",
+		"storage_compatibility_mode": "NONE",
+	}
+	jvm := cassandraJVM
+	if version == Cassandra40Version {
+		// 4.0 knows its durations by their older names, and has no
+		// storage compatibility to choose.
+		c.Settings["commitlog_sync_period_in_ms"], c.Settings["range_request_timeout_in_ms"] = "10000", "60000"
+		delete(c.Settings, "commitlog_sync_period")
+		delete(c.Settings, "range_request_timeout")
+		delete(c.Settings, "storage_compatibility_mode")
+		jvm = slices.Concat(cassandraJVM, cassandra40JVM)
 	}
 	if cfg.PasswordAuth {
 		c.Settings["authenticator"], c.Settings["authorizer"] = "PasswordAuthenticator", "CassandraAuthorizer"
@@ -145,6 +165,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if cfg.Durable {
 		c.Settings["commitlog_sync"] = "batch"
 		delete(c.Settings, "commitlog_sync_period")
+		delete(c.Settings, "commitlog_sync_period_in_ms")
 	}
 	for k, v := range cfg.Settings {
 		c.Settings[k] = v
@@ -166,7 +187,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 			return fmt.Errorf("deps: cassandra config: %w", err)
 		}
 		args := []string{"-Xms" + strconv.Itoa(heap) + "m", "-Xmx" + strconv.Itoa(heap) + "m"}
-		args = append(args, cassandraJVM...)
+		args = append(args, jvm...)
 		args = append(args,
 			"-javaagent:"+filepath.Join(lib, jammJar(lib)),
 			"-Dcassandra.config=file://"+yamlPath,

@@ -13,14 +13,14 @@ import (
 )
 
 func TestRenderCassandraYAML(t *testing.T) {
-	y, err := deps.RenderCassandraYAML("/x", 9042, 7000, map[string]string{"commitlog_sync": "batch", "auto_snapshot": "false"})
+	y, err := deps.RenderCassandraYAML("/x", 9042, 7000, map[string]string{"commitlog_sync": "batch", "auto_snapshot": "false", "storage_compatibility_mode": "NONE"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"native_transport_port: 9042\n", "storage_port: 7000\n", `seeds: "127.0.0.1:7000"`,
-		"commitlog_directory: /x/commitlog\n", "storage_compatibility_mode: NONE\n",
-		"auto_snapshot: false\ncommitlog_sync: batch\n", // settings last, in key order
+		"commitlog_directory: /x/commitlog\n",
+		"auto_snapshot: false\ncommitlog_sync: batch\nstorage_compatibility_mode: NONE\n", // settings last, in key order
 	} {
 		if !strings.Contains(string(y), want) {
 			t.Errorf("cassandra.yaml lacks %q:\n%s", want, y)
