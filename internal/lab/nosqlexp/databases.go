@@ -27,12 +27,15 @@ var reportPGSettings = map[string]string{
 	"wal_level": "replica", "max_connections": "100", "max_replication_slots": "10", "max_wal_senders": "10",
 }
 
-// startPostgres starts Postgres, durable, with the report's image's
-// settings, at 1 CPU and 2000 MB like the report's container, and records
-// its settings; its log is kept in the experiment's logs when it stops.
+// startPostgres starts Postgres 14, the report's, durable, with the
+// report's image's settings, at 1 CPU and 2000 MB like the report's
+// container, and records its settings; its log is kept in the
+// experiment's logs when it stops. All Postgres rows run on it, ours too:
+// the report's rows are the claim, and ours differ from them only where
+// named.
 func (b *bench) startPostgres(ctx context.Context) error {
 	b.run.Progress.Step("postgres: start", 3*time.Second)
-	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Durable: true, CPU: dbCPU, MemoryMB: pgMemMB, Settings: reportPGSettings})
+	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Major: 14, Durable: true, CPU: dbCPU, MemoryMB: pgMemMB, Settings: reportPGSettings})
 	if err != nil {
 		return err
 	}
@@ -46,13 +49,15 @@ func (b *bench) startPostgres(ctx context.Context) error {
 	b.run.SetEnv("postgres", fmt.Sprintf("%s, %.0f CPU (quota), %d MB, durable", pg.Kind, dbCPU, pgMemMB))
 	b.run.SetEnv("postgres_settings", pg.SettingsLine())
 	if !pg.External() {
+		b.run.UsedInFirstClaim(itemPGVersion, pg.Version)
 		b.run.UsedInFirstClaim(itemPGSettings, pg.SettingsLine())
 	}
 	return nil
 }
 
-// startCassandra starts the durable node and the report's (periodic), at
-// once (starting is not measured), or connects to the external one that
+// startCassandra starts the durable node (ours) and the report's
+// (Cassandra 4.0, authenticating, its commit log periodic), at once
+// (starting is not measured), or connects to the external one that
 // stands for both.
 func (b *bench) startCassandra(ctx context.Context) error {
 	b.run.Progress.Step(fmt.Sprintf("cassandra: start %d node(s) (the JVM takes 10-30 s)", len(cassandraNodes)), 20*time.Second)
@@ -66,10 +71,14 @@ func (b *bench) startCassandra(ctx context.Context) error {
 	)
 	for _, name := range cassandraNodes {
 		wg.Go(func() {
-			// The report's node authenticates (the bitnami image's
-			// default); ours does not.
-			c, err := b.run.Cassandra(ctx, deps.CassandraConfig{Durable: name == dbCas, PasswordAuth: name == dbCasPerio,
-				JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}})
+			// The report's node is Cassandra 4.0 and authenticates (the
+			// bitnami 4.0 image's defaults); ours is the current Cassandra
+			// and does not.
+			cfg := deps.CassandraConfig{Durable: name == dbCas, JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}}
+			if name == dbCasPerio {
+				cfg.Version, cfg.PasswordAuth = deps.Cassandra40Version, true
+			}
+			c, err := b.run.Cassandra(ctx, cfg)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -90,7 +99,8 @@ func (b *bench) startCassandra(ctx context.Context) error {
 	b.recordCassandra()
 	st := b.cas[dbCasPerio].Settings
 	b.run.UsedInFirstClaim(itemCasAuth, "authenticator: "+st["authenticator"]+", authorizer: "+st["authorizer"])
-	b.run.UsedInFirstClaim(itemCasCommitlog, "commitlog_sync: "+st["commitlog_sync"]+", commitlog_sync_period: "+st["commitlog_sync_period"])
+	b.run.UsedInFirstClaim(itemCasCommitlog, "commitlog_sync: "+st["commitlog_sync"]+", commitlog_sync_period_in_ms: "+st["commitlog_sync_period_in_ms"])
+	b.run.UsedInFirstClaim(itemCasVersion, b.cas[dbCasPerio].Version)
 	return nil
 }
 

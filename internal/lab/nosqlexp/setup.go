@@ -1,6 +1,7 @@
 package nosqlexp
 
 import (
+	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/services/activities"
 )
@@ -8,10 +9,12 @@ import (
 // Setup items the first claim's services and databases are held to
 // (Run.UsedInFirstClaim), where the experiment passes them.
 const (
+	itemPGVersion    = "postgres version"
 	itemPGSettings   = "postgres settings"
 	itemPGClient     = "postgres client"
 	itemPGTable      = "postgres table"
 	itemPGInsert     = "postgres insert"
+	itemCasVersion   = "cassandra version"
 	itemCasAuth      = "cassandra authentication"
 	itemCasCommitlog = "cassandra commit log"
 	itemCasKeyspace  = "cassandra keyspace"
@@ -33,11 +36,12 @@ var (
 )
 
 // setup is the experiment's setup beside report A3's, item by item: the
-// first claim's (the report's setup, rerun) then ours.
+// first claim's (the report's setup, rerun) then ours. Postgres 14.0 is
+// zonky's build of it from Maven Central (hlab deps install postgres14),
+// where the report ran the postgres:14.0 image.
 func setup() []labresult.Setup {
 	first := []labresult.Setup{
-		{Item: "postgres version", Report: "postgres:14.0 (docker image)", Ours: "PostgreSQL 15 (Debian 12's postgresql package; the exact version is in the environment)",
-			Why: "Debian 12 packages Postgres 15 only, and this machine reaches no other source of Postgres 14 binaries that installs as a server"},
+		{Item: itemPGVersion, Report: "14.0", Ours: "14.0"},
 		{Item: itemPGSettings, Report: pgImageSettings, Ours: pgImageSettings},
 		{Item: "postgres connection", Report: "host=postgres user=postgres password=postgres dbname=postgres sslmode=disable (the superuser, over the compose network)",
 			Ours: "a role of its own that owns the service's database, password login over TCP to 127.0.0.1, sslmode=disable",
@@ -48,13 +52,13 @@ func setup() []labresult.Setup {
 			Why:    "pgx is the project's one Postgres driver (lib/pq is in maintenance mode); the pool is database/sql's with nothing set, and each statement takes lib/pq's two round trips: what differs is the driver's own code in the app"},
 		{Item: itemPGTable, Report: activities.ReportPostgresTable, Ours: reportPGApp.PostgresTable()},
 		{Item: itemPGInsert, Report: activities.ReportPostgresInsert, Ours: reportPGApp.PostgresInsert()},
-		{Item: "cassandra version", Report: "docker.io/bitnami/cassandra:4.0 (Cassandra 4.0.x)", Ours: "Cassandra 5.0.9 (Maven Central's cassandra-all)",
-			Why: "Cassandra 4.0 runs on Java 8 or 11, and this machine has Java 17 only (Debian 12); 5.0 is the line that supports Java 17"},
-		{Item: "cassandra JVM", Report: "the image's Java 8 with Cassandra 4.0's JVM options (CMS); MAX_HEAP_SIZE=1000M, HEAP_NEWSIZE=1000M",
-			Ours: "Java 17 with Cassandra 5.0's jvm17-server.options (G1); -Xms/-Xmx 1024m, no -Xmn",
-			Why:  "Java 17 has no CMS (removed in Java 14); a young generation as large as the heap (HEAP_NEWSIZE=1000M) is not a G1 setting"},
+		{Item: itemCasVersion, Report: "4.0 (docker.io/bitnami/cassandra:4.0; the report does not say which 4.0.x)", Ours: deps.Cassandra40Version,
+			Why: "the 4.0 line's last release, from Maven Central's cassandra-all (the image's exact 4.0.x is not known)"},
+		{Item: "cassandra JVM", Report: "the image's Java 8 (bitnami's 4.0 image ships 1.8) with Cassandra 4.0's JVM options (CMS); MAX_HEAP_SIZE=1000M, HEAP_NEWSIZE=1000M",
+			Ours: "Java 17 with Cassandra 5.0's jvm17-server.options (G1) and the --add-opens 4.0 needs on 17; -Xms/-Xmx 1024m, no -Xmn",
+			Why:  "Debian 12 packages Java 17 only (4.0 supports 8 and 11, and starts on 17 with four more --add-opens); Java 17 has no CMS (removed in Java 14), and a young generation as large as the heap (HEAP_NEWSIZE=1000M) is not a G1 setting"},
 		{Item: itemCasAuth, Report: "authenticator: PasswordAuthenticator, authorizer: CassandraAuthorizer", Ours: "authenticator: PasswordAuthenticator, authorizer: CassandraAuthorizer"},
-		{Item: itemCasCommitlog, Report: "commitlog_sync: periodic, commitlog_sync_period: 10000ms", Ours: "commitlog_sync: periodic, commitlog_sync_period: 10000ms"},
+		{Item: itemCasCommitlog, Report: "commitlog_sync: periodic, commitlog_sync_period_in_ms: 10000", Ours: "commitlog_sync: periodic, commitlog_sync_period_in_ms: 10000"},
 		{Item: "cassandra tokens", Report: "num_tokens: 256 (the image's CASSANDRA_NUM_TOKENS)", Ours: "num_tokens: 1, initial_token: 0",
 			Why: "a single node owns the whole ring either way, so a write goes to the same replica; 256 ranges would make the lab's full-table count of what was stored 256 range reads"},
 		{Item: itemCasKeyspace,
@@ -94,9 +98,9 @@ func setup() []labresult.Setup {
 			Why: "ours, in the rows named so: a user's history is one partition read in order; the report's table can only be read by id"},
 		{Item: "ours: postgres pool (claim 2)", Report: "database/sql with no pool settings", Ours: (activities.Config{PoolMax: poolMax}).PostgresClient(),
 			Why: "ours: a bounded pool kept open, so no request pays for a new connection and a new backend process"},
-		{Item: "ours: cassandra node (claim 2)", Report: "authenticator: PasswordAuthenticator; commitlog_sync: periodic (a write acknowledged before its fsync)",
-			Ours: "authenticator: AllowAllAuthenticator; commitlog_sync: batch (a write acknowledged after its fsync, concurrent writes sharing one)",
-			Why:  "ours: durable at acknowledgement like Postgres, so the claim compares databases, not durability"},
+		{Item: "ours: cassandra node (claim 2)", Report: "Cassandra 4.0; authenticator: PasswordAuthenticator; commitlog_sync: periodic (a write acknowledged before its fsync)",
+			Ours: "Cassandra " + deps.CassandraVersion + "; authenticator: AllowAllAuthenticator; commitlog_sync: batch (a write acknowledged after its fsync, concurrent writes sharing one)",
+			Why:  "ours: the current Cassandra, durable at acknowledgement like Postgres, so the claim compares databases, not durability"},
 	}
 	return append(first, ours...)
 }
