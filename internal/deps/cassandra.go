@@ -96,16 +96,16 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if sb == nil {
 		return nil, errors.New("deps: StartCassandra needs a sandbox to run the node in")
 	}
+	version := cmp.Or(cfg.Version, CassandraVersion)
+	if version != CassandraVersion && version != Cassandra40Version {
+		return nil, fmt.Errorf("deps: cassandra %q: want %s or %s", cfg.Version, CassandraVersion, Cassandra40Version)
+	}
 	setup, err := CheckCassandra()
 	if err != nil {
 		return nil, err
 	}
 	if setup.JavaErr != nil {
 		return nil, setup.JavaErr
-	}
-	version := cmp.Or(cfg.Version, CassandraVersion)
-	if version != CassandraVersion && version != Cassandra40Version {
-		return nil, fmt.Errorf("deps: cassandra %q: want %s or %s", cfg.Version, CassandraVersion, Cassandra40Version)
 	}
 	lib, err := fetchCassandra(ctx, version, cfg.Log)
 	if err != nil {

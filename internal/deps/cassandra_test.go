@@ -31,6 +31,15 @@ func TestRenderCassandraYAML(t *testing.T) {
 	}
 }
 
+// TestCassandraVersions: a Cassandra version the lab does not run is
+// refused, naming those it does, before anything starts.
+func TestCassandraVersions(t *testing.T) {
+	_, err := deps.StartCassandra(context.Background(), depstest.Sandbox(t), deps.CassandraConfig{Version: "3.11.4"})
+	if err == nil || !strings.Contains(err.Error(), deps.CassandraVersion) || !strings.Contains(err.Error(), deps.Cassandra40Version) {
+		t.Errorf("StartCassandra of 3.11.4: %v, want a refusal naming %s and %s", err, deps.CassandraVersion, deps.Cassandra40Version)
+	}
+}
+
 // TestCassandra writes and reads through CQL on the shared node, stops
 // it (a query fails), starts it again on the same data and reads the row
 // back with the same session, which reconnects by itself.

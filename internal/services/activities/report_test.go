@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -164,5 +165,14 @@ func TestReportSchemaCassandra(t *testing.T) {
 	code, b, _ := e.do("GET", "/activities?user_id="+uuid.NewString(), "", nil)
 	if code != http.StatusNotImplemented || !strings.Contains(string(b), "--schema ours") {
 		t.Errorf("history on the report's table: %d %s, want 501 naming --schema ours", code, b)
+	}
+}
+
+// TestSchemaFlag: a table that is neither ours nor the report's is
+// refused with a clear error before anything is reached.
+func TestSchemaFlag(t *testing.T) {
+	_, err := activities.New(context.Background(), activities.Config{Store: activities.Cassandra, Schema: "theirs"})
+	if !errors.Is(err, activities.ErrConfig) || !strings.Contains(err.Error(), `--schema "theirs": want ours or report`) {
+		t.Errorf("New with --schema theirs: %v, want ErrConfig naming ours and report", err)
 	}
 }
