@@ -43,6 +43,9 @@ type CassandraConfig struct {
 	// Version is the Cassandra to run: CassandraVersion ("", the default)
 	// or Cassandra40Version.
 	Version string
+	// Tokens is the node's share of the ring as vnodes (num_tokens); 0 =
+	// one token at 0, the whole ring in one range.
+	Tokens int
 	// PasswordAuth makes the node authenticate and authorize its clients
 	// (authenticator: PasswordAuthenticator, authorizer:
 	// CassandraAuthorizer, the bitnami image's defaults): clients log in
@@ -148,6 +151,14 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		"authenticator":              "AllowAllAuthenticator",
 		"authorizer":                 "AllowAllAuthorizer",
 		"storage_compatibility_mode": "NONE",
+		"num_tokens":                 "1",
+		"initial_token":              "0",
+	}
+	if cfg.Tokens > 1 {
+		// The ring in vnodes, each placed at random: a lone node owns
+		// them all either way.
+		c.Settings["num_tokens"] = strconv.Itoa(cfg.Tokens)
+		delete(c.Settings, "initial_token")
 	}
 	jvm := cassandraJVM
 	if version == Cassandra40Version {

@@ -184,12 +184,10 @@ var cassandra40JVM = []string{
 }
 
 // cassandraYAML is a single node on 127.0.0.1 that owns the whole ring
-// (one token, no bootstrap), seeded by itself. Settings (commitlog_sync
+// (no bootstrap), seeded by itself. Settings (its tokens, commitlog_sync
 // and the authenticator among them) are rendered last, in key order.
 var cassandraYAML = template.Must(template.New("cassandra.yaml").Parse(`# Written by hlab: a single Cassandra node on 127.0.0.1.
 cluster_name: hlab
-num_tokens: 1
-initial_token: 0
 auto_bootstrap: false
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch

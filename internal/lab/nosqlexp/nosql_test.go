@@ -70,7 +70,7 @@ func TestFirstClaimOnTheReportsSetup(t *testing.T) {
 			t.Errorf("claim 1's row %q loads %q: first claim %v, schema %q; want the report's", r.key, r.svc, sp.firstClaim, sp.cfg.Schema)
 		}
 	}
-	for _, item := range []string{itemPGTable, itemPGInsert, itemPGSettings, itemCasTable, itemCasInsert, itemCasAuth, itemCasCommitlog} {
+	for _, item := range []string{itemPGTable, itemPGInsert, itemPGSettings, itemCasTable, itemCasInsert, itemCasAuth, itemCasCommitlog, itemCasTokens, itemPGVersion} {
 		i := slices.IndexFunc(spec.Setup, func(s labresult.Setup) bool { return s.Item == item })
 		if i < 0 || !spec.Setup[i].FirstClaim || spec.Setup[i].Differs() {
 			t.Errorf("setup item %q: want it declared for the first claim as the report's", item)
