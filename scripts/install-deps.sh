@@ -22,6 +22,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # The README's quickstarts (scripts/quickstarts.sh) use curl and jq.
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# Postgres 14's server binaries (below) come as a tar.xz.
+command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: missing ${missing[*]} and no apt-get: install them with your package manager" >&2
