@@ -22,6 +22,8 @@ command -v mvn >/dev/null 2>&1 || missing+=(maven)
 # The README's quickstarts (scripts/quickstarts.sh) use curl and jq.
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# Postgres 14's server binaries (below) come as a tar.xz.
+command -v xz >/dev/null 2>&1 || missing+=(xz-utils)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
     echo "install-deps: missing ${missing[*]} and no apt-get: install them with your package manager" >&2
@@ -50,7 +52,14 @@ go run ./cmd/hlab deps install mongo ||
 # cached): the tests run one suite against kfake and against it.
 go run ./cmd/hlab deps install kafka ||
   echo "install-deps: the Kafka jars could not be fetched; the real-broker tests will fail (make test sets HLAB_REQUIRE_DEPS)" >&2
-# Cassandra 5.0's jars (about 67 MB, once; under a second when cached):
-# report A3's experiment (nosql) and the activities tests run a real node.
+# Cassandra 5.0's jars and 4.0's (about 67 and 44 MB, once; under a
+# second when cached): report A3's experiment (nosql) runs a node of each,
+# 4.0 for the report's own setup, and the activities tests run a real node.
 go run ./cmd/hlab deps install cassandra ||
   echo "install-deps: the Cassandra jars could not be fetched; the Cassandra tests will fail (make test sets HLAB_REQUIRE_DEPS)" >&2
+# Postgres 14, report A3's line (Debian 12 has 15 only): zonky's server
+# binaries from Maven Central (about 10 MB, once), unpacked into
+# /usr/local/lib/hlab; the nosql experiment's rows of the report's setup
+# run on it.
+go run ./cmd/hlab deps install postgres14 ||
+  echo "install-deps: Postgres 14 could not be installed; the nosql experiment will fail (make test sets HLAB_REQUIRE_DEPS)" >&2

@@ -268,6 +268,7 @@ func depsInstall(st *State, names []string) int {
 	var apt []string
 	mongo := false
 	cassandra := false
+	postgres14 := false
 	var kafkas, tools []string // versions; "" = the default
 	for _, n := range names {
 		if v, ok := strings.CutPrefix(n, "kafka-tools"); ok && (v == "" || v[0] == '@') {
@@ -285,10 +286,12 @@ func depsInstall(st *State, names []string) int {
 			apt = append(apt, "redis-server")
 		case "cassandra":
 			cassandra = true
+		case "postgres14":
+			postgres14 = true
 		case "mongo":
 			mongo = true
 		default:
-			return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka[@VERSION], kafka-tools[@VERSION], cassandra", n))
+			return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka[@VERSION], kafka-tools[@VERSION], cassandra, postgres14", n))
 		}
 	}
 	if err := deps.AptInstall(st.Stderr, apt...); err != nil {
@@ -301,6 +304,11 @@ func depsInstall(st *State, names []string) int {
 	}
 	if cassandra {
 		if err := deps.InstallCassandra(context.Background(), st.Stderr); err != nil {
+			return fail(st, "deps", 1, err)
+		}
+	}
+	if postgres14 {
+		if err := deps.InstallPostgres14(context.Background(), st.Stderr); err != nil {
 			return fail(st, "deps", 1, err)
 		}
 	}

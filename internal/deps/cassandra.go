@@ -1,11 +1,13 @@
 package deps
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,6 +40,19 @@ type CassandraConfig struct {
 	// StartServer), 0 = 3 min: the JVM takes 10-30 s on 2 busy cores, more
 	// under a CPU quota.
 	JVMConfig
+	// Version is the Cassandra to run: CassandraVersion ("", the default)
+	// or Cassandra40Version.
+	Version string
+	// Tokens is the node's share of the ring as vnodes (num_tokens); 0 =
+	// one token at 0, the whole ring in one range.
+	Tokens int
+	// PasswordAuth makes the node authenticate and authorize its clients
+	// (authenticator: PasswordAuthenticator, authorizer:
+	// CassandraAuthorizer, the bitnami image's defaults): clients log in
+	// as the superuser Cassandra creates at its first start,
+	// cassandra/cassandra (Cassandra.User, Password), which NewCluster
+	// and Session do. Off (the default), anyone connects.
+	PasswordAuth bool
 	// Keep starts the node on the data already in Dir (a previous run's)
 	// instead of emptying it first: a standalone node's keyspaces outlive
 	// a restart (hlab deps up/down). Needs Dir; Stop never removes a given
@@ -51,8 +66,8 @@ type CassandraConfig struct {
 // Cassandra is a running single-node Cassandra on 127.0.0.1 (the JVM
 // from Maven Central's jars). Its methods are safe for concurrent use.
 type Cassandra struct {
-	Kind    string // CassandraKind, for a run's environment record
-	Version string // CassandraVersion
+	Kind    string // "cassandra <version>", for a run's environment record
+	Version string // CassandraConfig.Version
 	Addr    string // 127.0.0.1:port of the CQL native transport
 	Dir     string
 	HeapMB  int
@@ -63,6 +78,9 @@ type Cassandra struct {
 	// Started is how long the first start took, JVM start to the first
 	// CQL answer.
 	Started time.Duration
+	// User and Password log in to a node started with PasswordAuth (its
+	// default superuser); empty otherwise.
+	User, Password string
 
 	node *serverNode
 	// external is set for a node the lab did not start
@@ -81,6 +99,10 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if sb == nil {
 		return nil, errors.New("deps: StartCassandra needs a sandbox to run the node in")
 	}
+	version := cmp.Or(cfg.Version, CassandraVersion)
+	if version != CassandraVersion && version != Cassandra40Version {
+		return nil, fmt.Errorf("deps: cassandra %q: want %s or %s", cfg.Version, CassandraVersion, Cassandra40Version)
+	}
 	setup, err := CheckCassandra()
 	if err != nil {
 		return nil, err
@@ -88,7 +110,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if setup.JavaErr != nil {
 		return nil, setup.JavaErr
 	}
-	lib, err := FetchCassandra(ctx, cfg.Log)
+	lib, err := fetchCassandra(ctx, version, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -99,10 +121,13 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 	if err != nil {
 		return nil, err
 	}
-	c := &Cassandra{Kind: CassandraKind, Version: CassandraVersion, HeapMB: heap, Dir: node.dir, node: node}
+	c := &Cassandra{Kind: "cassandra " + version, Version: version, HeapMB: heap, Dir: node.dir, node: node}
 	node.log = "system.log"
+	if cfg.PasswordAuth {
+		c.User, c.Password = "cassandra", "cassandra"
+	}
 	node.await = func(ctx context.Context, exited <-chan struct{}) error {
-		return awaitCassandra(ctx, c.Addr, cfg.StartTimeout, exited)
+		return awaitCassandra(ctx, c.Addr, c.authenticator(), cfg.StartTimeout, exited)
 	}
 	ok := false
 	defer func() {
@@ -122,11 +147,36 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 		"auto_snapshot": "false",
 		// A full-table COUNT(*), how the lab checks what was stored, is a
 		// range read: give it time on one throttled core.
-		"range_request_timeout": "60000ms",
+		"range_request_timeout":      "60000ms",
+		"authenticator":              "AllowAllAuthenticator",
+		"authorizer":                 "AllowAllAuthorizer",
+		"storage_compatibility_mode": "NONE",
+		"num_tokens":                 "1",
+		"initial_token":              "0",
+	}
+	if cfg.Tokens > 1 {
+		// The ring in vnodes, each placed at random: a lone node owns
+		// them all either way.
+		c.Settings["num_tokens"] = strconv.Itoa(cfg.Tokens)
+		delete(c.Settings, "initial_token")
+	}
+	jvm := cassandraJVM
+	if version == Cassandra40Version {
+		// 4.0 knows its durations by their older names, and has no
+		// storage compatibility to choose.
+		c.Settings["commitlog_sync_period_in_ms"], c.Settings["range_request_timeout_in_ms"] = "10000", "60000"
+		delete(c.Settings, "commitlog_sync_period")
+		delete(c.Settings, "range_request_timeout")
+		delete(c.Settings, "storage_compatibility_mode")
+		jvm = slices.Concat(cassandraJVM, cassandra40JVM)
+	}
+	if cfg.PasswordAuth {
+		c.Settings["authenticator"], c.Settings["authorizer"] = "PasswordAuthenticator", "CassandraAuthorizer"
 	}
 	if cfg.Durable {
 		c.Settings["commitlog_sync"] = "batch"
 		delete(c.Settings, "commitlog_sync_period")
+		delete(c.Settings, "commitlog_sync_period_in_ms")
 	}
 	for k, v := range cfg.Settings {
 		c.Settings[k] = v
@@ -148,7 +198,7 @@ func StartCassandra(ctx context.Context, sb *sandbox.Sandbox, cfg CassandraConfi
 			return fmt.Errorf("deps: cassandra config: %w", err)
 		}
 		args := []string{"-Xms" + strconv.Itoa(heap) + "m", "-Xmx" + strconv.Itoa(heap) + "m"}
-		args = append(args, cassandraJVM...)
+		args = append(args, jvm...)
 		args = append(args,
 			"-javaagent:"+filepath.Join(lib, jammJar(lib)),
 			"-Dcassandra.config=file://"+yamlPath,
@@ -201,18 +251,21 @@ func jammJar(lib string) string {
 }
 
 // awaitCassandra waits until the node at addr answers a query through
-// the CQL driver, ctx ends, timeout passes, or exited (when non-nil)
-// closes. The native transport opens last in Cassandra's start-up, so a
-// CQL answer means the node is ready for clients.
-func awaitCassandra(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
+// the CQL driver (logging in with auth, when not nil), ctx ends, timeout
+// passes, or exited (when non-nil) closes. The native transport opens
+// last in Cassandra's start-up, so a CQL answer means the node is ready
+// for clients; with PasswordAuth, a login also means its superuser
+// exists.
+func awaitCassandra(ctx context.Context, addr string, auth gocql.Authenticator, timeout time.Duration, exited <-chan struct{}) error {
 	return awaitReady(ctx, "cassandra at "+addr, "did not answer CQL", timeout, 250*time.Millisecond, exited, func(ctx context.Context) error {
-		return pingCassandra(ctx, addr)
+		return pingCassandra(ctx, addr, auth)
 	})
 }
 
 // pingCassandra opens a CQL session to addr and reads the node's version.
-func pingCassandra(ctx context.Context, addr string) error {
+func pingCassandra(ctx context.Context, addr string, auth gocql.Authenticator) error {
 	cl := gocql.NewCluster(addr)
+	cl.Authenticator = auth
 	cl.ConnectTimeout, cl.Timeout = 2*time.Second, 5*time.Second
 	cl.NumConns = 1
 	cl.DisableInitialHostLookup = true
@@ -227,15 +280,25 @@ func pingCassandra(ctx context.Context, addr string) error {
 }
 
 // NewCluster returns a driver configuration for the node: its address,
-// QUORUM (the driver's default), short reconnects (a node restarted by
-// StartServer is found again within a second or two), no driver log. Set
-// Keyspace and the rest, then CreateSession.
+// its login (PasswordAuth), QUORUM (the driver's default), short
+// reconnects (a node restarted by StartServer is found again within a
+// second or two), no driver log. Set Keyspace and the rest, then
+// CreateSession.
 func (c *Cassandra) NewCluster() *gocql.ClusterConfig {
 	cl := gocql.NewCluster(c.Addr)
+	cl.Authenticator = c.authenticator()
 	cl.ConnectTimeout, cl.Timeout = 5*time.Second, 10*time.Second
 	cl.ReconnectInterval = time.Second
 	cl.ReconnectionPolicy = &gocql.ConstantReconnectionPolicy{MaxRetries: 10, Interval: time.Second}
 	return cl
+}
+
+// authenticator is the node's login, nil when it takes none.
+func (c *Cassandra) authenticator() gocql.Authenticator {
+	if c.User == "" {
+		return nil
+	}
+	return gocql.PasswordAuthenticator{Username: c.User, Password: c.Password}
 }
 
 // Session opens a session on keyspace ("" = none) of the node.

@@ -18,6 +18,12 @@ const CassandraVersion = "5.0.9"
 // CassandraKind labels the node in a run's environment record.
 const CassandraKind = "cassandra " + CassandraVersion
 
+// Cassandra40Version is the 4.0 line's last release: report A3's
+// Cassandra was the bitnami 4.0 image. It runs on Java 17 with the JVM
+// flags of 5.0 and a few more --add-opens (cassandra40JVM), though the
+// 4.0 line itself supports Java 8 and 11 only (CassandraConfig.Version).
+const Cassandra40Version = "4.0.17"
+
 var (
 	// ErrCassandraNeedsJava is returned by StartCassandra and
 	// InstallCassandra when no java 17 or newer is found.
@@ -33,12 +39,14 @@ var (
 	ErrCassandraStopped = errors.New("deps: cassandra was stopped")
 )
 
-const cassandraMarkerJar = "cassandra-all-" + CassandraVersion + ".jar"
-
 // CassandraLibDir returns the directory holding the node's jars
 // (<CacheDir>/cassandra-<version>/lib) and whether they are all there.
 func CassandraLibDir() (dir string, cached bool, err error) {
-	return cachedLib("cassandra-"+CassandraVersion, cassandraMarkerJar)
+	return cassandraLibDir(CassandraVersion)
+}
+
+func cassandraLibDir(version string) (dir string, cached bool, err error) {
+	return cachedLib("cassandra-"+version, "cassandra-all-"+version+".jar")
 }
 
 // FetchCassandra makes sure the node's jars are in the cache and returns
@@ -48,15 +56,20 @@ func CassandraLibDir() (dir string, cached bool, err error) {
 // = discard). Concurrent fetches, also from other processes, wait for
 // each other.
 func FetchCassandra(ctx context.Context, w io.Writer) (string, error) {
-	lib, cached, err := CassandraLibDir()
+	return fetchCassandra(ctx, CassandraVersion, w)
+}
+
+// fetchCassandra is FetchCassandra for a version of Cassandra's.
+func fetchCassandra(ctx context.Context, version string, w io.Writer) (string, error) {
+	lib, cached, err := cassandraLibDir(version)
 	if err != nil || cached {
 		return lib, err
 	}
 	return fetchJars(ctx, jarSet{
-		what: CassandraKind, lib: lib,
-		artifact: "cassandra-node-jars", version: CassandraVersion,
-		jars:   []mavenJar{{"org.apache.cassandra", "cassandra-all", CassandraVersion}},
-		marker: cassandraMarkerJar, noMaven: ErrCassandraNeedsMaven,
+		what: "cassandra " + version, lib: lib,
+		artifact: "cassandra-node-jars", version: version,
+		jars:   []mavenJar{{"org.apache.cassandra", "cassandra-all", version}},
+		marker: "cassandra-all-" + version + ".jar", noMaven: ErrCassandraNeedsMaven,
 	}, w)
 }
 
@@ -79,8 +92,8 @@ func CheckCassandra() (CassandraSetup, error) {
 
 // InstallCassandra prepares the node: it installs Java 17 and Maven from
 // Debian's packages when java or mvn is missing (that needs root and
-// apt-get), then fetches the jars into the cache. Progress goes to w. It
-// is quick when everything is there.
+// apt-get), then fetches the jars into the cache, 5.0's and 4.0's (report
+// A3's line). Progress goes to w. It is quick when everything is there.
 func InstallCassandra(ctx context.Context, w io.Writer) error {
 	if err := installTools(ctx, w, "cassandra", "Java and Maven", javaTools); err != nil {
 		return err
@@ -92,10 +105,15 @@ func InstallCassandra(ctx context.Context, w io.Writer) error {
 	if s.JavaErr != nil {
 		return s.JavaErr
 	}
-	if s.Cached {
-		return nil
+	for _, v := range []string{CassandraVersion, Cassandra40Version} {
+		if _, cached, err := cassandraLibDir(v); err != nil || cached {
+			continue
+		}
+		if err := fetchJarsSaying(w, "cassandra "+v, func() (string, error) { return fetchCassandra(ctx, v, nil) }); err != nil {
+			return err
+		}
 	}
-	return fetchJarsSaying(w, CassandraKind, func() (string, error) { return FetchCassandra(ctx, nil) })
+	return nil
 }
 
 // cassandraJVM are the JVM flags the node runs with: those of Cassandra
@@ -155,13 +173,21 @@ var cassandraJVM = []string{
 	"-Dio.netty.allocator.maxOrder=11",
 }
 
+// cassandra40JVM are the flags Cassandra 4.0 needs on Java 17 beyond
+// cassandraJVM: its start-up reflects into these packages (without them:
+// InaccessibleObjectException on ConcurrentSkipListMap.comparator).
+var cassandra40JVM = []string{
+	"--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+	"--add-opens", "java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+	"--add-opens", "java.base/java.nio.file=ALL-UNNAMED",
+	"--add-opens", "java.base/java.net=ALL-UNNAMED",
+}
+
 // cassandraYAML is a single node on 127.0.0.1 that owns the whole ring
-// (one token, no bootstrap), seeded by itself, without authentication.
-// Settings (commitlog_sync among them) are rendered last, in key order.
-var cassandraYAML = template.Must(template.New("cassandra.yaml").Parse(`# Written by hlab: a single Cassandra {{.Version}} node on 127.0.0.1.
+// (no bootstrap), seeded by itself. Settings (its tokens, commitlog_sync
+// and the authenticator among them) are rendered last, in key order.
+var cassandraYAML = template.Must(template.New("cassandra.yaml").Parse(`# Written by hlab: a single Cassandra node on 127.0.0.1.
 cluster_name: hlab
-num_tokens: 1
-initial_token: 0
 auto_bootstrap: false
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch
@@ -174,9 +200,6 @@ rpc_address: 127.0.0.1
 storage_port: {{.StoragePort}}
 native_transport_port: {{.NativePort}}
 start_native_transport: true
-authenticator: AllowAllAuthenticator
-authorizer: AllowAllAuthorizer
-storage_compatibility_mode: NONE
 data_file_directories:
   - {{.Dir}}/data
 commitlog_directory: {{.Dir}}/commitlog
@@ -224,10 +247,9 @@ func RenderCassandraYAML(dir string, nativePort, storagePort int, settings map[s
 	}
 	var buf bytes.Buffer
 	err := cassandraYAML.Execute(&buf, struct {
-		Version                 string
 		Dir                     string
 		NativePort, StoragePort int
 		Settings                []string
-	}{CassandraVersion, dir, nativePort, storagePort, lines})
+	}{dir, nativePort, storagePort, lines})
 	return buf.Bytes(), err
 }

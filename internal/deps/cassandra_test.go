@@ -13,14 +13,14 @@ import (
 )
 
 func TestRenderCassandraYAML(t *testing.T) {
-	y, err := deps.RenderCassandraYAML("/x", 9042, 7000, map[string]string{"commitlog_sync": "batch", "auto_snapshot": "false"})
+	y, err := deps.RenderCassandraYAML("/x", 9042, 7000, map[string]string{"commitlog_sync": "batch", "auto_snapshot": "false", "storage_compatibility_mode": "NONE"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
 		"native_transport_port: 9042\n", "storage_port: 7000\n", `seeds: "127.0.0.1:7000"`,
-		"commitlog_directory: /x/commitlog\n", "storage_compatibility_mode: NONE\n",
-		"auto_snapshot: false\ncommitlog_sync: batch\n", // settings last, in key order
+		"commitlog_directory: /x/commitlog\n",
+		"auto_snapshot: false\ncommitlog_sync: batch\nstorage_compatibility_mode: NONE\n", // settings last, in key order
 	} {
 		if !strings.Contains(string(y), want) {
 			t.Errorf("cassandra.yaml lacks %q:\n%s", want, y)
@@ -31,13 +31,22 @@ func TestRenderCassandraYAML(t *testing.T) {
 	}
 }
 
+// TestCassandraVersions: a Cassandra version the lab does not run is
+// refused, naming those it does, before anything starts.
+func TestCassandraVersions(t *testing.T) {
+	_, err := deps.StartCassandra(context.Background(), depstest.Sandbox(t), deps.CassandraConfig{Version: "3.11.4"})
+	if err == nil || !strings.Contains(err.Error(), deps.CassandraVersion) || !strings.Contains(err.Error(), deps.Cassandra40Version) {
+		t.Errorf("StartCassandra of 3.11.4: %v, want a refusal naming %s and %s", err, deps.CassandraVersion, deps.Cassandra40Version)
+	}
+}
+
 // TestCassandra writes and reads through CQL on the shared node, stops
 // it (a query fails), starts it again on the same data and reads the row
 // back with the same session, which reconnects by itself.
 func TestCassandra(t *testing.T) {
 	c := depstest.Cassandra(t)
-	if c.Settings["commitlog_sync"] != "periodic" {
-		t.Errorf("settings %v: want Cassandra's default commitlog_sync periodic recorded", c.Settings)
+	if c.Settings["commitlog_sync"] != "periodic" || c.Settings["authenticator"] != "AllowAllAuthenticator" || c.User != "" {
+		t.Errorf("settings %v, user %q: want Cassandra's defaults, commitlog_sync periodic and no authentication, recorded", c.Settings, c.User)
 	}
 	if p := c.Proc(); p != nil {
 		if s := p.Samples(); len(s) > 0 {

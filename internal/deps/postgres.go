@@ -32,9 +32,14 @@ var ErrPostgresNotInstalled = errors.New("deps: the PostgreSQL server is not ins
 
 // FindPostgres returns the directory of the newest PostgreSQL server
 // binaries (postgres, initdb) and the server's version (e.g. "15.18").
-func FindPostgres() (binDir, version string, err error) {
+func FindPostgres() (binDir, version string, err error) { return findPostgres(0) }
+
+// findPostgres returns the newest server of major (0: of any): Debian's
+// (/usr/lib/postgresql/*/bin) or the one InstallPostgres14 unpacked.
+func findPostgres(major int) (binDir, version string, err error) {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) > pgMajor(dirs[j]) })
+	dirs = append(dirs, filepath.Join(Postgres14Dir, "bin"))
+	best := -1
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
 			continue
@@ -44,17 +49,24 @@ func FindPostgres() (binDir, version string, err error) {
 			continue
 		}
 		// "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+		v := "unknown"
 		if m := regexp.MustCompile(`\) (\d+(?:\.\d+)*)`).FindSubmatch(out); m != nil {
-			return d, string(m[1]), nil
+			v = string(m[1])
 		}
-		return d, "unknown", nil
+		n, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+		if (major == 0 || n == major) && n > best {
+			best, binDir, version = n, d, v
+		}
+	}
+	switch {
+	case binDir != "":
+		return binDir, version, nil
+	case major == 14:
+		return "", "", fmt.Errorf("%w: no PostgreSQL 14 here (install it with 'hlab deps install postgres14', or run 'make deps')", ErrPostgresNotInstalled)
+	case major != 0:
+		return "", "", fmt.Errorf("%w: no PostgreSQL %d here", ErrPostgresNotInstalled, major)
 	}
 	return "", "", ErrPostgresNotInstalled
-}
-
-func pgMajor(dir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
-	return n
 }
 
 // PostgresConfig is what StartPostgres needs; the zero value starts a
@@ -74,6 +86,9 @@ type PostgresConfig struct {
 	Keep bool
 	// Port is the port to listen on; 0 = a free one.
 	Port int
+	// Major is the server's major version: 0 = the newest installed, 14 =
+	// the Postgres 14 of InstallPostgres14 (report A3's line).
+	Major int
 	// Durable keeps fsync, synchronous_commit and full_page_writes on, as a
 	// production server has them; experiments that compare databases set
 	// it and record Settings. Off (the default) is for tests only.
@@ -128,7 +143,7 @@ func StartPostgres(ctx context.Context, sb *sandbox.Sandbox, cfg PostgresConfig)
 	if sb == nil {
 		return nil, errors.New("deps: StartPostgres needs a sandbox to run the server in")
 	}
-	binDir, version, err := FindPostgres()
+	binDir, version, err := findPostgres(cfg.Major)
 	if err != nil {
 		return nil, err
 	}

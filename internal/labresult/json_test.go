@@ -28,7 +28,9 @@ func sample() *Result {
 func TestJSONContract(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "r.json")
-	if err := WriteJSONFile(path, Document{Machine: Machine{CPUs: 2, CPUQuota: "cgroup-v1", Go: "go1.26.8"}, Experiments: []*Result{sample()}}); err != nil {
+	res := sample()
+	res.Setup = []Setup{{Item: "nginx upstream", Report: "defaults", Ours: "keepalive 64", Why: "ours", FirstClaim: true}}
+	if err := WriteJSONFile(path, Document{Machine: Machine{CPUs: 2, CPUQuota: "cgroup-v1", Go: "go1.26.8"}, Experiments: []*Result{res}}); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
@@ -67,6 +69,15 @@ func TestJSONContract(t *testing.T) {
 	}
 	if target["verdict"] != "holds" || target["bound"] != ">= 600" || target["key"] != "one-rate" {
 		t.Errorf("target = %v", target)
+	}
+	setup := exp["setup"].([]any)[0].(map[string]any)
+	if setup["item"] != "nginx upstream" || setup["report"] != "defaults" || setup["ours"] != "keepalive 64" || setup["why"] != "ours" ||
+		setup["differs"] != true || setup["claim1"] != true {
+		t.Errorf("setup = %v", setup)
+	}
+	back, err := ReadJSONFile(path)
+	if err != nil || len(back.Experiments[0].Setup) != 1 || back.Experiments[0].Setup[0] != res.Setup[0] {
+		t.Errorf("setup read back: %+v, %v", back.Experiments, err)
 	}
 	rows := exp["rows"].([]any)
 	first := rows[0].(map[string]any)

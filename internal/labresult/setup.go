@@ -1,6 +1,7 @@
 package labresult
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -17,7 +18,17 @@ type Setup struct {
 	Why    string `json:"why,omitempty"`
 	// FirstClaim: rows of the first claim, the report's own setup, run
 	// with this item, so a difference here is one in the report's rerun.
-	FirstClaim bool `json:"first_claim,omitempty"`
+	FirstClaim bool `json:"claim1"`
+}
+
+// MarshalJSON writes the item with "differs" beside its fields, so that
+// a reader of the JSON need not compare the values itself.
+func (s Setup) MarshalJSON() ([]byte, error) {
+	type fields Setup // without this method
+	return json.Marshal(struct {
+		fields
+		Differs bool `json:"differs"`
+	}{fields(s), s.Differs()})
 }
 
 // Differs reports whether ours is not the report's. Whitespace is not a

@@ -20,11 +20,22 @@ import (
 // (periodic commit log) and the durable one.
 var cassandraNodes = []string{dbCasPerio, dbCas}
 
-// startPostgres starts Postgres, durable, at 1 CPU, and records its
-// settings; its log is kept in the experiment's logs when it stops.
+// reportPGSettings put back the settings of the report's postgres image
+// that the lab's cluster changes from Postgres' defaults (it sets them for
+// logical replication and many connections, which nothing here needs).
+var reportPGSettings = map[string]string{
+	"wal_level": "replica", "max_connections": "100", "max_replication_slots": "10", "max_wal_senders": "10",
+}
+
+// startPostgres starts Postgres 14, the report's, durable, with the
+// report's image's settings, at 1 CPU and 2000 MB like the report's
+// container, and records its settings; its log is kept in the
+// experiment's logs when it stops. All Postgres rows run on it, ours too:
+// the report's rows are the claim, and ours differ from them only where
+// named.
 func (b *bench) startPostgres(ctx context.Context) error {
 	b.run.Progress.Step("postgres: start", 3*time.Second)
-	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Durable: true, CPU: dbCPU})
+	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Major: 14, Durable: true, CPU: dbCPU, MemoryMB: pgMemMB, Settings: reportPGSettings})
 	if err != nil {
 		return err
 	}
@@ -35,13 +46,18 @@ func (b *bench) startPostgres(ctx context.Context) error {
 		pg.Stop()
 	})
 	b.pg = pg
-	b.run.SetEnv("postgres", fmt.Sprintf("%s, %.0f CPU (quota), no memory limit, durable", pg.Kind, dbCPU))
+	b.run.SetEnv("postgres", fmt.Sprintf("%s, %.0f CPU (quota), %d MB, durable", pg.Kind, dbCPU, pgMemMB))
 	b.run.SetEnv("postgres_settings", pg.SettingsLine())
+	if !pg.External() {
+		b.run.UsedInFirstClaim(itemPGVersion, pg.Version)
+		b.run.UsedInFirstClaim(itemPGSettings, pg.SettingsLine())
+	}
 	return nil
 }
 
-// startCassandra starts the durable node and the report's (periodic), at
-// once (starting is not measured), or connects to the external one that
+// startCassandra starts the durable node (ours) and the report's
+// (Cassandra 4.0, authenticating, its commit log periodic), at once
+// (starting is not measured), or connects to the external one that
 // stands for both.
 func (b *bench) startCassandra(ctx context.Context) error {
 	b.run.Progress.Step(fmt.Sprintf("cassandra: start %d node(s) (the JVM takes 10-30 s)", len(cassandraNodes)), 20*time.Second)
@@ -55,7 +71,14 @@ func (b *bench) startCassandra(ctx context.Context) error {
 	)
 	for _, name := range cassandraNodes {
 		wg.Go(func() {
-			c, err := b.run.Cassandra(ctx, deps.CassandraConfig{Durable: name == dbCas, JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}})
+			// The report's node is Cassandra 4.0, authenticates and holds
+			// 256 vnodes (the bitnami 4.0 image's defaults); ours is the
+			// current Cassandra, one token, no login.
+			cfg := deps.CassandraConfig{Durable: name == dbCas, JVMConfig: deps.JVMConfig{CPU: dbCPU, HeapMB: heapMB}}
+			if name == dbCasPerio {
+				cfg.Version, cfg.PasswordAuth, cfg.Tokens = deps.Cassandra40Version, true, reportTokens
+			}
+			c, err := b.run.Cassandra(ctx, cfg)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -74,6 +97,11 @@ func (b *bench) startCassandra(ctx context.Context) error {
 		return first
 	}
 	b.recordCassandra()
+	st := b.cas[dbCasPerio].Settings
+	b.run.UsedInFirstClaim(itemCasAuth, "authenticator: "+st["authenticator"]+", authorizer: "+st["authorizer"])
+	b.run.UsedInFirstClaim(itemCasCommitlog, "commitlog_sync: "+st["commitlog_sync"]+", commitlog_sync_period_in_ms: "+st["commitlog_sync_period_in_ms"])
+	b.run.UsedInFirstClaim(itemCasVersion, b.cas[dbCasPerio].Version)
+	b.run.UsedInFirstClaim(itemCasTokens, "num_tokens: "+st["num_tokens"])
 	return nil
 }
 
@@ -115,7 +143,7 @@ func (b *bench) recordCassandra() {
 		}
 		b.run.SetEnv(name, fmt.Sprintf("%s on %s (Maven Central jars, JVM flags of its jvm17-server.options), %.0f CPU (quota), -Xms/-Xmx %dm, no memory limit; started in %.1f s, RSS %s after start",
 			c.Kind, java, dbCPU, c.HeapMB, c.Started.Seconds(), rss))
-		b.run.SetEnv(name+"_settings", settings(c.Settings)+"; single node, num_tokens 1, others at their defaults")
+		b.run.SetEnv(name+"_settings", settings(c.Settings)+"; single node, others at their defaults")
 	}
 	b.run.SetEnv("durability", fmt.Sprintf("postgres fsync=%s, synchronous_commit=%s (durable: its default, and the report's); cassandra: the report's node commitlog_sync=%s (its default: a write is acknowledged before its fsync), the durable node commitlog_sync=%s (a write waits for the sync, concurrent writes sharing one)",
 		b.pg.Settings["fsync"], b.pg.Settings["synchronous_commit"], b.cas[dbCasPerio].Settings["commitlog_sync"], b.cas[dbCas].Settings["commitlog_sync"]))

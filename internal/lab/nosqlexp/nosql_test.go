@@ -2,6 +2,7 @@ package nosqlexp
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
 	"github.com/highload-lab/hlab/internal/labresult"
+	"github.com/highload-lab/hlab/internal/services/activities"
 )
 
 func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
@@ -47,6 +49,38 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// TestFirstClaimOnTheReportsSetup: the first claim's rows load services
+// on the report's tables, and the Spec declares the tables, inserts and
+// database settings those services run with as the report's, not as
+// differences; the run then holds what really runs to these declarations
+// (Run.UsedInFirstClaim, reached in the short run of
+// TestQuickRunEndToEnd).
+func TestFirstClaimOnTheReportsSetup(t *testing.T) {
+	spec := New().Spec(lab.Options{Mode: lab.Quick})
+	specs := map[string]serviceSpec{}
+	for _, sp := range serviceSpecs {
+		specs[sp.key] = sp
+	}
+	c := spec.Claims[0]
+	for _, r := range claimRows {
+		if r.key != c.Num && r.key != c.Den {
+			continue
+		}
+		if sp := specs[r.svc]; !sp.firstClaim || sp.cfg.Schema != activities.SchemaReport {
+			t.Errorf("claim 1's row %q loads %q: first claim %v, schema %q; want the report's", r.key, r.svc, sp.firstClaim, sp.cfg.Schema)
+		}
+	}
+	for _, item := range []string{itemPGTable, itemPGInsert, itemPGSettings, itemCasTable, itemCasInsert, itemCasAuth, itemCasCommitlog, itemCasTokens, itemPGVersion} {
+		i := slices.IndexFunc(spec.Setup, func(s labresult.Setup) bool { return s.Item == item })
+		if i < 0 || !spec.Setup[i].FirstClaim || spec.Setup[i].Differs() {
+			t.Errorf("setup item %q: want it declared for the first claim as the report's", item)
+		}
+	}
+	if !strings.Contains(activities.ReportPostgresTable, "id varchar primary key") || strings.Contains(strings.ToLower(activities.ReportPostgresTable), "index") {
+		t.Errorf("the report's Postgres table is %q", activities.ReportPostgresTable)
+	}
+}
+
 // requireCassandra skips the test when Cassandra cannot run here, unless
 // HLAB_REQUIRE_DEPS says it must.
 func requireCassandra(t *testing.T) {
@@ -74,8 +108,9 @@ func stored(t *testing.T, rows []*labresult.Row) {
 
 // TestQuickRunEndToEnd runs "hlab lab nosql --quick --pairs 2" as a user
 // does: both real databases to the end, every declared row measured,
-// every row's acknowledged writes equal to the rows stored, and every
-// claim and shown ratio read. Whether the claims reproduce is the lab's
+// every row's acknowledged writes equal to the rows stored, every claim
+// and shown ratio read, and no error: the first claim's services ran the
+// setup the Spec declares (an undeclared difference fails the run). Whether the claims reproduce is the lab's
 // verdict, not this test's.
 func TestQuickRunEndToEnd(t *testing.T) {
 	requireCassandra(t)
@@ -89,6 +124,9 @@ func TestQuickRunEndToEnd(t *testing.T) {
 		t.Fatalf("error %q, ratio %v\n%s", res.Error, res.Ratio, out)
 	}
 	labtest.Measured(t, New(), lab.Options{Mode: lab.Quick}, res)
+	if len(res.Setup) != len(setup()) {
+		t.Errorf("the result carries %d setup items, want the Spec's %d", len(res.Setup), len(setup()))
+	}
 	stored(t, res.Rows)
 	for _, k := range []labresult.Key{pgB12, casB12} {
 		if r := res.Row(k); r != nil && r.Get(meanBatchRows) == nil {

@@ -3,7 +3,6 @@ package nosqlexp
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
@@ -51,8 +50,11 @@ func (b *bench) startServices(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if sp.firstClaim {
+			b.heldToSetup(cfg)
+		}
 		b.run.Progress.Step("start hlab serve activities: "+sp.key, 2*time.Second)
-		svc, err := b.run.StartCommand(ctx, "activities", appCPU, appMemMB, cfg.Command())
+		svc, err := b.run.StartCommand(ctx, "activities", appCPU, appMemMB(sp), cfg.Command())
 		if err != nil {
 			return err
 		}
@@ -61,6 +63,28 @@ func (b *bench) startServices(ctx context.Context) error {
 		b.services[sp.key] = s
 	}
 	return nil
+}
+
+// heldToSetup holds what a first-claim service runs with to the Spec's
+// setup: the statements it creates its table with and writes with, and
+// its client's settings.
+func (b *bench) heldToSetup(cfg activities.Config) {
+	run := b.run
+	if cfg.Store == activities.Postgres {
+		run.UsedInFirstClaim(itemPGTable, cfg.PostgresTable())
+		run.UsedInFirstClaim(itemPGInsert, cfg.PostgresInsert())
+		run.UsedInFirstClaim(itemPGClient, cfg.PostgresClient())
+		return
+	}
+	run.UsedInFirstClaim(itemCasTable, cfg.CassandraTable())
+	run.UsedInFirstClaim(itemCasInsert, cfg.CassandraInsert())
+	if !b.cas[dbCasPerio].External() {
+		// An external server's keyspaces are named after the run, so
+		// that it keeps its own, and its login is its own (the run notes
+		// that it is not the report's node).
+		run.UsedInFirstClaim(itemCasKeyspace, cfg.CassandraKeyspace())
+		run.UsedInFirstClaim(itemCasClient, cfg.CassandraClient())
+	}
 }
 
 // openSessions opens the lab's session to each Cassandra node, reading
@@ -112,8 +136,9 @@ func (b *bench) postgresTable(ctx context.Context, sp serviceSpec, cfg *activiti
 // lab's session to count and truncate it.
 func (b *bench) cassandraTable(sp serviceSpec, cfg *activities.Config, s *service) {
 	c, session := b.cas[sp.db], b.sessions[sp.db]
-	keyspace := c.Keyspace(keyspaceName(sp))
+	keyspace := c.Keyspace(sp.table)
 	cfg.Store, cfg.Cassandra, cfg.Keyspace, cfg.Consistency = activities.Cassandra, c.Addr, keyspace, activities.DefaultConsistency
+	cfg.CassandraUser, cfg.CassandraPassword = c.User, c.Password
 	qualified := keyspace + "." + activities.Table
 	s.db, s.external = c.Proc, c.External()
 	s.tab = table{
@@ -126,14 +151,4 @@ func (b *bench) cassandraTable(sp serviceSpec, cfg *activities.Config, s *servic
 			return session.Query("TRUNCATE " + qualified).ExecContext(ctx)
 		},
 	}
-}
-
-// keyspaceName is sp's keyspace: its table, after its node's name for
-// the periodic node, so that the two nodes' keyspaces differ when both
-// are one external cluster.
-func keyspaceName(sp serviceSpec) string {
-	if sp.db == dbCas {
-		return sp.table
-	}
-	return strings.ReplaceAll(sp.db, "-", "_") + "_" + sp.table
 }

@@ -17,10 +17,13 @@
 // Postgres is reached through pgx with a bounded pool (--pool-max), in a
 // table the service creates with an index on (user_id, ts) for the
 // history read; --pg-pool sql-defaults uses database/sql with no limits
-// set instead, as report A3's app did (see PoolSQLDefaults). Cassandra is reached through the Apache Cassandra Go
-// driver (gocql v2), in a keyspace of replication factor 1 and a table
-// partitioned by user and clustered newest first, at --consistency
-// (default QUORUM, the report's).
+// set instead, as report A3's app did (see PoolSQLDefaults). Cassandra is
+// reached through the Apache Cassandra Go driver (gocql v2), in a
+// keyspace of replication factor 1 and a table partitioned by user and
+// clustered newest first, at --consistency (default QUORUM, the
+// report's), logging in with --cassandra-user when the node
+// authenticates. --schema report writes report A3's own tables instead,
+// as its apps did (SchemaReport), to rerun the report's setup.
 package activities
 
 import (
@@ -82,6 +85,11 @@ type Config struct {
 	// CassandraConns is the driver's connections per node
 	// (DefaultCassandraConns).
 	CassandraConns int
+	// CassandraUser and CassandraPassword log in to a Cassandra that
+	// authenticates (PasswordAuthenticator); no user: no login.
+	CassandraUser, CassandraPassword string
+	// Schema is the table: SchemaOurs (the default) or SchemaReport.
+	Schema string
 	// Timeout bounds each request's database work, the wait for a batch
 	// included (DefaultTimeout); past it the request gets 503.
 	Timeout time.Duration
@@ -107,6 +115,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.ReplicationFactor, "replication-factor", 1, "replication factor of a keyspace the service creates")
 	fs.StringVar(&c.Consistency, "consistency", DefaultConsistency, "Cassandra consistency of reads and writes (ONE, QUORUM, ALL, LOCAL_QUORUM, ...)")
 	fs.IntVar(&c.CassandraConns, "cassandra-conns", DefaultCassandraConns, "Cassandra driver connections per node")
+	fs.StringVar(&c.CassandraUser, "cassandra-user", "", "Cassandra user to log in as (PasswordAuthenticator); empty: no login")
+	cliflag.SecretVar(fs, &c.CassandraPassword, "cassandra-password", "CASSANDRA_PASSWORD", "password of --cassandra-user")
+	fs.StringVar(&c.Schema, "schema", SchemaOurs, "the table: ours (built for the history read: Postgres indexed on (user_id, ts), Cassandra partitioned by user) or report (report A3's own tables and inserts, to rerun its setup; on Cassandra it has no history read)")
 	fs.DurationVar(&c.Timeout, "timeout", DefaultTimeout, "bound on a request's database work (the wait for its batch included); past it, 503")
 	fs.BoolVar(&c.Batch, "batch", false, "write through a batcher: many requests' rows in one write (Postgres: COPY in one transaction; Cassandra: an unlogged batch per partition), each request answered once its batch is written")
 	fs.IntVar(&c.Batcher.MaxRows, "batch-rows", DefaultBatchRows, "--batch: most rows in a batch")
@@ -121,6 +132,10 @@ func (c *Config) setDefaults() error {
 	c.PGPool = cmp.Or(c.PGPool, PoolBounded)
 	if c.PGPool != PoolBounded && c.PGPool != PoolSQLDefaults {
 		return fmt.Errorf("%w: --pg-pool %q: want %s or %s", ErrConfig, c.PGPool, PoolBounded, PoolSQLDefaults)
+	}
+	c.Schema = cmp.Or(c.Schema, SchemaOurs)
+	if c.Schema != SchemaOurs && c.Schema != SchemaReport {
+		return fmt.Errorf("%w: --schema %q: want %s or %s", ErrConfig, c.Schema, SchemaOurs, SchemaReport)
 	}
 	c.Keyspace = cmp.Or(c.Keyspace, DefaultKeyspace)
 	defaults.Positive(&c.ReplicationFactor, 1)
@@ -148,6 +163,9 @@ type Service struct {
 	cfg   Config
 	store Store
 	batch *Batcher // nil without Config.Batch
+	// random is GET /handle's activity: ours, or that of the report's app
+	// for the store (SchemaReport).
+	random func() Activity
 
 	writes     *prometheus.CounterVec
 	batchRows  prometheus.Histogram
@@ -177,7 +195,13 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, store: st}
+	s := &Service{cfg: cfg, store: st, random: RandomActivity}
+	if cfg.Schema == SchemaReport {
+		s.random = reportPostgresActivity
+		if cfg.Store == Cassandra {
+			s.random = reportCassandraActivity
+		}
+	}
 	s.writes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "activities_writes_total", Help: "Activities written, by result: ok (acknowledged to the client) or error.",
 	}, []string{"result"})
@@ -265,11 +289,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// handle is report A3's request: a random activity, inserted.
+// handle is report A3's request: a random activity, inserted. On the
+// report's table it answers as the report's app did.
 func (s *Service) handle(w http.ResponseWriter, r *http.Request) {
-	a := RandomActivity()
+	a := s.random()
 	if err := s.insert(r.Context(), a); err != nil {
 		fail(w, err)
+		return
+	}
+	if s.cfg.Schema == SchemaReport {
+		w.Header().Add("Content-Type", "application/json")
+		w.Write([]byte("saved! " + a.ID.String()))
 		return
 	}
 	writeJSON(w, http.StatusOK, a)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"time"
@@ -44,17 +43,11 @@ func newActivity(user uuid.UUID, at time.Time, data json.RawMessage) Activity {
 	return Activity{ID: uuid.New(), UserID: user, Time: at.UTC().Truncate(time.Millisecond), Data: data}
 }
 
-// RandomActivity is report A3's activity: a random user, now, and as data
-// the JSON of a random 100-letter string.
+// RandomActivity is report A3's activity on our table: a random user,
+// now, and as data the JSON of a random 100-letter string, drawn as the
+// report's app drew it (randSeq).
 func RandomActivity() Activity {
-	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	b := make([]byte, 0, 102)
-	b = append(b, '"')
-	for range 100 {
-		b = append(b, letters[rand.IntN(len(letters))])
-	}
-	b = append(b, '"')
-	return newActivity(uuid.New(), time.Now(), b)
+	return newActivity(uuid.New(), time.Now(), randomData())
 }
 
 // NewActivity is the body of POST /activities.

@@ -18,13 +18,18 @@ const DefaultKeyspace = "hlab"
 
 var cqlName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
 
-// cassandraStore keeps activities in Cassandra, in a table partitioned by
-// user and clustered newest first: a user's history is one partition,
-// read in order.
+// cassandraStore keeps activities in Cassandra, in our table, partitioned
+// by user and clustered newest first (a user's history is one partition,
+// read in order), or in the report's (SchemaReport), keyed by id alone.
 type cassandraStore struct {
-	s                   *gocql.Session
-	cons                gocql.Consistency
-	insert, recent, key string
+	s      *gocql.Session
+	cons   gocql.Consistency
+	insert string
+	values func(Activity) []any // insert's
+	// partition is an activity's partition key: a batch holds one
+	// partition's rows.
+	partition func(Activity) uuid.UUID
+	recent    string // "" when the table has no history read
 }
 
 var _ Store = (*cassandraStore)(nil)
@@ -51,6 +56,9 @@ func openCassandra(ctx context.Context, cfg Config) (*cassandraStore, error) {
 	cl.Timeout = cfg.Timeout
 	cl.ConnectTimeout = cfg.Timeout
 	cl.NumConns = cfg.CassandraConns
+	if cfg.CassandraUser != "" {
+		cl.Authenticator = gocql.PasswordAuthenticator{Username: cfg.CassandraUser, Password: cfg.CassandraPassword}
+	}
 	// A node that went down is tried again every second (the driver's
 	// default is a minute), so the service recovers soon after it returns.
 	cl.ReconnectInterval = time.Second
@@ -59,41 +67,52 @@ func openCassandra(ctx context.Context, cfg Config) (*cassandraStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cassandra at %s: %w", ErrUnavailable, cfg.Cassandra, err)
 	}
-	cs := &cassandraStore{
-		s: s, cons: cons,
-		insert: fmt.Sprintf("INSERT INTO %s.%s (user_id, ts, id, data) VALUES (?, ?, ?, ?)", cfg.Keyspace, Table),
-		recent: fmt.Sprintf("SELECT id, ts, data FROM %s.%s WHERE user_id = ? LIMIT ?", cfg.Keyspace, Table),
-		key:    cfg.Keyspace,
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := schema(ctx, s, cfg.CassandraKeyspace()); err != nil {
+		closeSession(s)
+		return nil, err
 	}
-	if err := cs.migrate(ctx, cfg); err != nil {
-		s.Close()
+	cs := &cassandraStore{s: s, cons: cons, insert: cfg.CassandraInsert()}
+	if cfg.Schema == SchemaReport {
+		// The report's app's session was bound to its keyspace
+		// (cluster.Keyspace) and named its table bare: so does this one,
+		// once the keyspace exists.
+		closeSession(s)
+		cl.Keyspace = cfg.Keyspace
+		if cs.s, err = cl.CreateSession(); err != nil {
+			return nil, fmt.Errorf("%w: cassandra at %s, keyspace %s: %w", ErrUnavailable, cfg.Cassandra, cfg.Keyspace, err)
+		}
+		// The timestamp in seconds where Cassandra reads milliseconds:
+		// the report's app's time.Now().Unix(), kept as what ran.
+		cs.values = func(a Activity) []any {
+			return []any{gocql.UUID(a.ID), gocql.UUID(a.UserID), a.Time.Unix(), []byte(a.Data)}
+		}
+		cs.partition = func(a Activity) uuid.UUID { return a.ID }
+	} else {
+		cs.values = func(a Activity) []any {
+			return []any{gocql.UUID(a.UserID), a.Time, gocql.UUID(a.ID), string(a.Data)}
+		}
+		cs.partition = func(a Activity) uuid.UUID { return a.UserID }
+		cs.recent = fmt.Sprintf("SELECT id, ts, data FROM %s.%s WHERE user_id = ? LIMIT ?", cfg.Keyspace, Table)
+	}
+	if err := schema(ctx, cs.s, cfg.CassandraTable()); err != nil {
+		closeSession(cs.s)
 		return nil, err
 	}
 	return cs, nil
 }
 
-// migrate creates the keyspace and table when missing. Schema changes
-// take a second or more each; existing ones cost nothing.
-func (c *cassandraStore) migrate(ctx context.Context, cfg Config) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for _, q := range []string{
-		fmt.Sprintf("CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}", cfg.Keyspace, cfg.ReplicationFactor),
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
-	user_id uuid,
-	ts      timestamp,
-	id      uuid,
-	data    text,
-	PRIMARY KEY ((user_id), ts, id)
-) WITH CLUSTERING ORDER BY (ts DESC, id ASC)`, cfg.Keyspace, Table),
-	} {
-		// Schema changes go at consistency ONE whatever the service's: they
-		// are not data, and QUORUM of a keyspace being created means nothing.
-		if err := c.s.Query(q).Consistency(gocql.One).ExecContext(ctx); err != nil {
-			return fmt.Errorf("%w: cassandra: creating the schema: %w", ErrUnavailable, err)
-		}
+// schema runs a schema change (one that creates what is missing) and
+// waits for the node to agree on it. Schema changes take a second or
+// more each; existing ones cost nothing. They go at consistency ONE
+// whatever the service's: they are not data, and QUORUM of a keyspace
+// being created means nothing.
+func schema(ctx context.Context, s *gocql.Session, stmt string) error {
+	if err := s.Query(stmt).Consistency(gocql.One).ExecContext(ctx); err != nil {
+		return fmt.Errorf("%w: cassandra: creating the schema: %w", ErrUnavailable, err)
 	}
-	if err := c.s.AwaitSchemaAgreement(ctx); err != nil {
+	if err := s.AwaitSchemaAgreement(ctx); err != nil {
 		return fmt.Errorf("%w: cassandra: schema agreement: %w", ErrUnavailable, err)
 	}
 	return nil
@@ -102,21 +121,23 @@ func (c *cassandraStore) migrate(ctx context.Context, cfg Config) error {
 func (c *cassandraStore) Kind() string { return "cassandra (" + c.cons.String() + ")" }
 
 func (c *cassandraStore) Insert(ctx context.Context, a Activity) error {
-	err := c.s.Query(c.insert, gocql.UUID(a.UserID), a.Time, gocql.UUID(a.ID), string(a.Data)).ExecContext(ctx)
+	err := c.s.Query(c.insert, c.values(a)...).ExecContext(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: cassandra: %w", ErrUnavailable, err)
 	}
 	return nil
 }
 
-// InsertBatch writes rows as one unlogged batch per partition (user),
-// all partitions at once: a batch is atomic and cheap only within one
-// partition, and a batch across partitions would make one coordinator do
-// the work of many. Each row gets its own partition's outcome.
+// InsertBatch writes rows as one unlogged batch per partition (a user on
+// our table, an activity on the report's), all partitions at once: a
+// batch is atomic and cheap only within one partition, and a batch across
+// partitions would make one coordinator do the work of many. Each row
+// gets its own partition's outcome.
 func (c *cassandraStore) InsertBatch(ctx context.Context, rows []Activity, errs []error) {
 	groups := map[uuid.UUID][]int{}
 	for i, a := range rows {
-		groups[a.UserID] = append(groups[a.UserID], i)
+		k := c.partition(a)
+		groups[k] = append(groups[k], i)
 	}
 	var wg sync.WaitGroup
 	for _, idx := range groups {
@@ -127,8 +148,7 @@ func (c *cassandraStore) InsertBatch(ctx context.Context, rows []Activity, errs 
 			} else {
 				b := c.s.Batch(gocql.UnloggedBatch)
 				for _, i := range idx {
-					a := rows[i]
-					b.Query(c.insert, gocql.UUID(a.UserID), a.Time, gocql.UUID(a.ID), string(a.Data))
+					b.Query(c.insert, c.values(rows[i])...)
 				}
 				if err = b.ExecContext(ctx); err != nil {
 					err = fmt.Errorf("%w: cassandra: batch of %d: %w", ErrUnavailable, len(idx), err)
@@ -143,6 +163,9 @@ func (c *cassandraStore) InsertBatch(ctx context.Context, rows []Activity, errs 
 }
 
 func (c *cassandraStore) Recent(ctx context.Context, user uuid.UUID, limit int) ([]Activity, error) {
+	if c.recent == "" {
+		return nil, fmt.Errorf("%w: the report's Cassandra table (PRIMARY KEY ((id))) cannot be read by user: run the service with --schema ours", ErrNoHistory)
+	}
 	it := c.s.Query(c.recent, gocql.UUID(user), limit).IterContext(ctx)
 	out := make([]Activity, 0, limit)
 	var (
@@ -167,14 +190,17 @@ func (c *cassandraStore) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the session, giving up after 5 s: gocql v2.1.2's
+// Close closes the session (closeSession).
+func (c *cassandraStore) Close() { closeSession(c.s) }
+
+// closeSession closes s, giving up after 5 s: gocql v2.1.2's
 // Session.Close can deadlock when the control connection is reconnecting
 // at that moment (Close stops the schema refresher the reconnect then
 // waits for; seen here after the node was frozen), and a service that
 // shuts down must not hang on it.
-func (c *cassandraStore) Close() {
+func closeSession(s *gocql.Session) {
 	done := make(chan struct{})
-	go func() { c.s.Close(); close(done) }()
+	go func() { s.Close(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):

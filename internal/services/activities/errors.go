@@ -21,6 +21,9 @@ var (
 	// or may not have happened; a retry with the same body stores a new
 	// activity.
 	ErrUnavailable = errors.New("activities: database unavailable")
+	// ErrNoHistory: the table cannot answer a user's history (501): the
+	// report's Cassandra table, keyed by activity alone.
+	ErrNoHistory = errors.New("activities: no history read on this table")
 	// ErrConfig is returned by New for an invalid Config.
 	ErrConfig = errors.New("activities: bad config")
 	// ErrClosed is returned by Batcher.Add after Batcher.Close.
@@ -40,6 +43,8 @@ func statusOf(err error) int {
 		return http.StatusRequestTimeout
 	case errors.Is(err, ErrMediaType):
 		return http.StatusUnsupportedMediaType
+	case errors.Is(err, ErrNoHistory):
+		return http.StatusNotImplemented
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrClosed):
 		return http.StatusServiceUnavailable
 	}

@@ -15,10 +15,10 @@ import (
 // that holds the activities.
 const Table = "activities"
 
-// pgSchema is report A3's table with proper types, plus the index the
-// history read needs (the report's table had none: reading a user's
-// history scanned it). Cassandra's table is partitioned for the same
-// read, so both pay for it on insert.
+// pgSchema is our table: report A3's columns with proper types, plus the
+// index the history read needs (the report's table, ReportPostgresTable,
+// has none: reading a user's history scans it). Our Cassandra table is
+// partitioned for the same read, so both pay for it on insert.
 const pgSchema = `
 CREATE TABLE IF NOT EXISTS activities (
 	id      uuid PRIMARY KEY,
@@ -33,9 +33,46 @@ CREATE INDEX IF NOT EXISTS activities_user_ts ON activities (user_id, ts DESC);
 // (CREATE TABLE IF NOT EXISTS races on the catalog otherwise).
 const schemaLock = 7_000_001
 
+// pgTable is what a Postgres store runs against its table, ours or the
+// report's (Config.Schema).
+type pgTable struct {
+	create  string               // at start; creates what is missing
+	insert  string               // $1-$4: values
+	columns []string             // COPY's (--batch), in values' order
+	values  func(Activity) []any // one activity's, for insert and COPY
+	// recent reads a user's history: $1 user(id), $2 the limit; it
+	// answers id (uuid), timestamp (timestamptz), data.
+	recent string
+	user   func(uuid.UUID) any
+}
+
+func pgTableOf(cfg Config) pgTable {
+	if cfg.Schema == SchemaReport {
+		return pgTable{
+			create: ReportPostgresTable, insert: ReportPostgresInsert,
+			columns: []string{"id", "user_id", "timestamp", "data"},
+			// As the report's app passed them: ids as text, the time as
+			// Go's clock gives it, the JSON as a string.
+			values: func(a Activity) []any { return []any{a.ID.String(), a.UserID.String(), a.Time, string(a.Data)} },
+			// No index serves it: the read scans the table, which is
+			// what made the report's team move the data.
+			recent: `SELECT id::uuid, timestamp AT TIME ZONE 'UTC', data FROM activities WHERE user_id = $1 ORDER BY timestamp DESC, id LIMIT $2`,
+			user:   func(u uuid.UUID) any { return u.String() },
+		}
+	}
+	return pgTable{
+		create: pgSchema, insert: "INSERT INTO activities (id, user_id, ts, data) VALUES ($1, $2, $3, $4)",
+		columns: []string{"id", "user_id", "ts", "data"},
+		values:  func(a Activity) []any { return []any{[16]byte(a.ID), [16]byte(a.UserID), a.Time, []byte(a.Data)} },
+		recent:  "SELECT id, ts, data FROM activities WHERE user_id = $1 ORDER BY ts DESC, id LIMIT $2",
+		user:    func(u uuid.UUID) any { return [16]byte(u) },
+	}
+}
+
 // pgStore keeps activities in Postgres through a bounded pgx pool.
 type pgStore struct {
 	pool *pgxpool.Pool
+	t    pgTable
 }
 
 var _ Store = (*pgStore)(nil)
@@ -57,7 +94,7 @@ func openPostgres(ctx context.Context, cfg Config) (*pgStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %w", ErrUnavailable, err)
 	}
-	s := &pgStore{pool: pool}
+	s := &pgStore{pool: pool, t: pgTableOf(cfg)}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -72,7 +109,7 @@ func (s *pgStore) migrate(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", schemaLock); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, pgSchema)
+		_, err := tx.Exec(ctx, s.t.create)
 		return err
 	})
 	if err != nil {
@@ -86,8 +123,7 @@ func (s *pgStore) Kind() string { return "postgres" }
 func (s *pgStore) Insert(ctx context.Context, a Activity) error {
 	// One statement, its own transaction: the answer comes once the
 	// commit is as durable as the server's synchronous_commit says.
-	_, err := s.pool.Exec(ctx, "INSERT INTO activities (id, user_id, ts, data) VALUES ($1, $2, $3, $4)",
-		[16]byte(a.ID), [16]byte(a.UserID), a.Time, a.Data)
+	_, err := s.pool.Exec(ctx, s.t.insert, s.t.values(a)...)
 	if err != nil {
 		return fmt.Errorf("%w: postgres: %w", ErrUnavailable, err)
 	}
@@ -97,11 +133,8 @@ func (s *pgStore) Insert(ctx context.Context, a Activity) error {
 // InsertBatch copies rows in with COPY, one statement and so one
 // transaction and one commit: all rows are stored or none.
 func (s *pgStore) InsertBatch(ctx context.Context, rows []Activity, errs []error) {
-	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{Table}, []string{"id", "user_id", "ts", "data"},
-		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-			a := rows[i]
-			return []any{[16]byte(a.ID), [16]byte(a.UserID), a.Time, a.Data}, nil
-		}))
+	_, err := s.pool.CopyFrom(ctx, pgx.Identifier{Table}, s.t.columns,
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) { return s.t.values(rows[i]), nil }))
 	if err != nil {
 		err = fmt.Errorf("%w: postgres: batch of %d: %w", ErrUnavailable, len(rows), err)
 	}
@@ -111,8 +144,7 @@ func (s *pgStore) InsertBatch(ctx context.Context, rows []Activity, errs []error
 }
 
 func (s *pgStore) Recent(ctx context.Context, user uuid.UUID, limit int) ([]Activity, error) {
-	rows, err := s.pool.Query(ctx, "SELECT id, ts, data FROM activities WHERE user_id = $1 ORDER BY ts DESC, id LIMIT $2",
-		[16]byte(user), limit)
+	rows, err := s.pool.Query(ctx, s.t.recent, s.t.user(user), limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %w", ErrUnavailable, err)
 	}

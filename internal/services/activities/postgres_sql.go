@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // Postgres connection pools (Config.PGPool).
@@ -20,8 +21,11 @@ const (
 	// limits: no bound on open connections, and at most 2 idle ones kept
 	// (sql.DB's default MaxIdleConns). With more concurrent requests than
 	// 2, most connections are closed as soon as their request ends and a
-	// new one (a new Postgres backend process) is opened for the next. It
-	// is here to measure report A3's app, whose pool had no limits set.
+	// new one (a new Postgres backend process) is opened for the next.
+	// Each statement is parsed and described, then executed: two round
+	// trips and no statement kept, as lib/pq (the report's driver) sends
+	// a statement with arguments. It is here to measure report A3's app,
+	// whose pool had no limits set.
 	PoolSQLDefaults = "sql-defaults"
 )
 
@@ -29,24 +33,30 @@ const (
 // default, unset limits (PoolSQLDefaults).
 type sqlStore struct {
 	db *sql.DB
+	t  pgTable
 }
 
 var _ Store = (*sqlStore)(nil)
 
 func openSQLDefaults(ctx context.Context, cfg Config) (*sqlStore, error) {
-	db, err := sql.Open("pgx", cfg.DSN)
+	cc, err := pgx.ParseConfig(cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --dsn: %v", ErrConfig, err)
 	}
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.Timeout {
+		cc.ConnectTimeout = cfg.Timeout
+	}
+	cc.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
 	// Deliberately no SetMaxOpenConns, SetMaxIdleConns or
 	// SetConnMaxLifetime: see PoolSQLDefaults.
-	s := &sqlStore{db: db}
+	db := stdlib.OpenDB(*cc)
+	s := &sqlStore{db: db, t: pgTableOf(cfg)}
 	mctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	tx, err := db.BeginTx(mctx, nil)
 	if err == nil {
 		if _, err = tx.ExecContext(mctx, "SELECT pg_advisory_xact_lock($1)", schemaLock); err == nil {
-			_, err = tx.ExecContext(mctx, pgSchema)
+			_, err = tx.ExecContext(mctx, s.t.create)
 		}
 		if err == nil {
 			err = tx.Commit()
@@ -64,8 +74,7 @@ func openSQLDefaults(ctx context.Context, cfg Config) (*sqlStore, error) {
 func (s *sqlStore) Kind() string { return "postgres (database/sql defaults)" }
 
 func (s *sqlStore) Insert(ctx context.Context, a Activity) error {
-	_, err := s.db.ExecContext(ctx, "INSERT INTO activities (id, user_id, ts, data) VALUES ($1, $2, $3, $4)",
-		[16]byte(a.ID), [16]byte(a.UserID), a.Time, []byte(a.Data))
+	_, err := s.db.ExecContext(ctx, s.t.insert, s.t.values(a)...)
 	if err != nil {
 		return fmt.Errorf("%w: postgres: %w", ErrUnavailable, err)
 	}
@@ -81,8 +90,7 @@ func (s *sqlStore) InsertBatch(ctx context.Context, rows []Activity, errs []erro
 		}
 		defer tx.Rollback()
 		for _, a := range rows {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO activities (id, user_id, ts, data) VALUES ($1, $2, $3, $4)",
-				[16]byte(a.ID), [16]byte(a.UserID), a.Time, []byte(a.Data)); err != nil {
+			if _, err := tx.ExecContext(ctx, s.t.insert, s.t.values(a)...); err != nil {
 				return err
 			}
 		}
@@ -97,8 +105,7 @@ func (s *sqlStore) InsertBatch(ctx context.Context, rows []Activity, errs []erro
 }
 
 func (s *sqlStore) Recent(ctx context.Context, user uuid.UUID, limit int) ([]Activity, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id, ts, data FROM activities WHERE user_id = $1 ORDER BY ts DESC, id LIMIT $2",
-		[16]byte(user), limit)
+	rows, err := s.db.QueryContext(ctx, s.t.recent, s.t.user(user), limit)
 	if err != nil {
 		return nil, fmt.Errorf("%w: postgres: %w", ErrUnavailable, err)
 	}
