@@ -10,7 +10,7 @@ import (
 func figures(o lab.Options) []lab.Figure {
 	var figs []lab.Figure
 	for _, n := range echoClients {
-		figs = append(figs, lab.Rerun(fmt.Sprintf("echo server, 4 cores, %d client(s): %.0f msg/s", n, echoRef[n]), "row: "+echoLabel(n)+" (per core)"))
+		figs = append(figs, lab.Rerun(fmt.Sprintf("echo server, 4 cores, %d client(s): %s messages in %.2f s, %s msg/s", n, thousands(n*echoMessagesPerClient), echoSeconds[n], thousands(int(echoRef[n]))), "row: "+echoLabel(n)+" (per core)"))
 	}
 	perf := lab.Rerun("the gateway's publish cost beside Kafka's own producer (beyond the report)", "row: "+perfLabel)
 	broker := lab.Rerun("durable writes through a broker outage (beyond the report)", "row: "+faultBrokerLabel)

@@ -187,6 +187,11 @@ func setup(o lab.Options) []labresult.Setup {
 		Why:        "the lab's gate: a gateway that loses messages has not earned its speed",
 		FirstClaim: true,
 	}, {
+		Item:   "echo test",
+		Report: "two services on bare gRPC, the server one instance on 4 cores; each client sent 100,000 messages, one at a time, each answer awaited",
+		Ours:   fmt.Sprintf("the gateway with --echo at %g CPU; each client sends one message at a time, each answer awaited, for %v after a %v warm-up", gatewayCPU, timings(o).echoRun, o.Warmup()),
+		Why:    "one machine of 2 cores: compared per core; a window rather than a count, so that every row runs as long",
+	}, {
 		Item:   "throughput-optimized client",
 		Report: "batches of 100 messages, no delay, each answer awaited",
 		Ours:   fmt.Sprintf("batches of 100 messages, no delay, %d in flight", pipelinedInflight),
