@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -33,53 +34,74 @@ type NginxLB struct {
 	Version string
 	Addr    string // host:port it listens on
 	Proc    *sandbox.Process
-	dir     string
+	// Main and Site are the two files it runs: nginx.conf, and the site
+	// config it includes (conf.d/default.conf, the file report A1 wrote).
+	Main, Site string
+	dir        string
 }
 
-// nginxConf mirrors what a docker-compose setup like report A1's runs: an
-// upstream block with keepalive connections and HTTP/1.1 to the upstreams,
-// no access log (it would cost as much as the proxying), and every path
-// nginx writes kept inside its own prefix.
-var nginxConf = template.Must(template.New("nginx").Parse(`daemon off;
-master_process on;
+// nginxMain is nginx.conf as the nginx image report A1 ran (nginx:latest)
+// has it, with what running it here needs instead of the image's paths
+// and user: the foreground, pid, error log and temp files in its prefix.
+// The access log keeps the image's format and write per request, to
+// /dev/null rather than a log file that would fill the lab's directory.
+var nginxMain = template.Must(template.New("nginx").Parse(`daemon off;
 worker_processes {{.Workers}};
+error_log {{.Dir}}/error.log notice;
 pid {{.Dir}}/nginx.pid;
-error_log {{.Dir}}/error.log warn;
-events { worker_connections 8192; }
+events {
+    worker_connections 1024;
+}
 http {
-    access_log off;
+    default_type application/octet-stream;
+    log_format main '$remote_addr - $remote_user [$time_local] "$request" '
+                    '$status $body_bytes_sent "$http_referer" '
+                    '"$http_user_agent" "$http_x_forwarded_for"';
+    access_log /dev/null main;
+    sendfile on;
+    keepalive_timeout 65;
     client_body_temp_path {{.Dir}}/client_body;
     proxy_temp_path {{.Dir}}/proxy;
     fastcgi_temp_path {{.Dir}}/fastcgi;
     uwsgi_temp_path {{.Dir}}/uwsgi;
     scgi_temp_path {{.Dir}}/scgi;
-{{- if .Upstreams}}
-    upstream app {
+    include {{.Dir}}/conf.d/default.conf;
+}
+`))
+
+// nginxSite is report A1's nginx.conf, the whole of it: an upstream
+// block and a server that proxies to it, with nginx's defaults (HTTP/1.0
+// to the upstreams, a new upstream connection per request). With
+// UpstreamKeepalive, the three lines that keep upstream connections open
+// are added.
+var nginxSite = template.Must(template.New("site").Parse(`{{if .Upstreams -}}
+upstream app {
 {{- range .Upstreams}}
-        server {{.}};
+    server {{.}};
 {{- end}}
-        keepalive 64;
-    }
+{{- if .UpstreamKeepalive}}
+    keepalive {{.UpstreamKeepalive}};
 {{- end}}
-    server {
-        listen {{.Addr}} backlog=4096;
-{{- if not .Upstreams}}
-        location / {
-            default_type text/plain;
-            return 200 "hlab nginx: no upstreams to balance over (hlab deps up nginx --upstream HOST:PORT,...)\n";
-        }
-{{- else}}
-        location / {
-            proxy_pass http://app;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_connect_timeout 2s;
-            proxy_send_timeout 60s;
-            proxy_read_timeout 60s;
-        }
+}
+server {
+    listen {{.Addr}};
+    location / {
+        proxy_pass http://app;
+{{- if .UpstreamKeepalive}}
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
 {{- end}}
     }
 }
+{{- else -}}
+server {
+    listen {{.Addr}};
+    location / {
+        default_type text/plain;
+        return 200 "hlab nginx: no upstreams to balance over (hlab deps up nginx --upstream HOST:PORT,...)\n";
+    }
+}
+{{- end}}
 `))
 
 // NginxConfig is what StartNginx needs.
@@ -88,8 +110,13 @@ type NginxConfig struct {
 	// answers every request itself with 200 and a line saying it has no
 	// upstreams (a standalone nginx started without any).
 	Upstreams []string
-	Dir       string // prefix directory for config, pid, logs and temp files
-	Workers   int    // worker_processes (default 1)
+	// UpstreamKeepalive is the upstream block's keepalive: idle
+	// connections each worker keeps to the upstreams, over HTTP/1.1. 0:
+	// none, nginx's default and report A1's.
+	UpstreamKeepalive int
+	Dir               string // prefix directory for config, pid, logs and temp files
+	// Workers is worker_processes (default "auto", the image's: one per core).
+	Workers int
 	// HealthPath is requested through nginx to decide it is ready
 	// (default /healthz).
 	HealthPath string
@@ -97,17 +124,24 @@ type NginxConfig struct {
 	Port int
 }
 
-// RenderNginxConf returns the nginx.conf for cfg listening on addr.
-func RenderNginxConf(cfg NginxConfig, addr string) ([]byte, error) {
-	if cfg.Workers == 0 {
-		cfg.Workers = 1
+// RenderNginxConf returns nginx.conf and the site config it includes
+// (conf.d/default.conf in cfg.Dir) for cfg listening on addr.
+func RenderNginxConf(cfg NginxConfig, addr string) (main, site []byte, err error) {
+	workers := "auto"
+	if cfg.Workers > 0 {
+		workers = strconv.Itoa(cfg.Workers)
 	}
-	var buf bytes.Buffer
-	err := nginxConf.Execute(&buf, struct {
+	var m, st bytes.Buffer
+	if err := nginxMain.Execute(&m, struct {
+		Dir, Workers string
+	}{cfg.Dir, workers}); err != nil {
+		return nil, nil, err
+	}
+	err = nginxSite.Execute(&st, struct {
 		NginxConfig
 		Addr string
 	}{cfg, addr})
-	return buf.Bytes(), err
+	return m.Bytes(), st.Bytes(), err
 }
 
 // StartNginx writes a config for cfg and starts nginx under sb with no
@@ -131,11 +165,17 @@ func StartNginx(ctx context.Context, sb *sandbox.Sandbox, cfg NginxConfig) (*Ngi
 	var lb *NginxLB
 	err = onPorts(ctx, cfg.Port, 1, func(ports []int) error {
 		addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-		conf, err := RenderNginxConf(cfg, addr)
+		conf, site, err := RenderNginxConf(cfg, addr)
 		if err != nil {
 			return err
 		}
 		confPath := filepath.Join(cfg.Dir, "nginx.conf")
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, "conf.d"), 0o755); err != nil {
+			return fmt.Errorf("deps: nginx config: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(cfg.Dir, "conf.d", "default.conf"), site, 0o644); err != nil {
+			return fmt.Errorf("deps: nginx config: %w", err)
+		}
 		if err := os.WriteFile(confPath, conf, 0o644); err != nil {
 			return fmt.Errorf("deps: nginx config: %w", err)
 		}
@@ -158,7 +198,7 @@ func StartNginx(ctx context.Context, sb *sandbox.Sandbox, cfg NginxConfig) (*Ngi
 			// Address already in use)" when its port was taken).
 			return fmt.Errorf("deps: nginx did not become ready: %w; %s", err, tail(filepath.Join(cfg.Dir, "error.log")))
 		}
-		lb = &NginxLB{Version: version, Addr: addr, Proc: proc, dir: cfg.Dir}
+		lb = &NginxLB{Version: version, Addr: addr, Proc: proc, Main: string(conf), Site: string(site), dir: cfg.Dir}
 		return nil
 	})
 	if err != nil {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -267,6 +270,14 @@ type LB struct {
 	Kind string // what ran, for the environment: "nginx 1.22.1" or "builtin (embedded default)"
 	Addr string
 	Proc *sandbox.Process
+	// Config is how it balances, as it runs: nginx's site config
+	// (conf.d/default.conf) with the upstreams' addresses written <app1>,
+	// <app2>, ... and its own <lb>, or the built-in balancer's settings.
+	// Frame is nginx's nginx.conf around it, its prefix written <prefix>;
+	// empty for the built-in balancer.
+	Config, Frame string
+
+	restart func(ctx context.Context) (*sandbox.Process, error)
 }
 
 // URL returns the load balancer's URL for path.
@@ -275,32 +286,100 @@ func (l *LB) URL(path string) string { return "http://" + l.Addr + path }
 // Stop stops the load balancer.
 func (l *LB) Stop() error { return l.Proc.Stop(5 * time.Second) }
 
+// Kill kills the load balancer with SIGKILL (its workers too), as a crash would.
+func (l *LB) Kill() error { return l.Proc.Kill() }
+
+// Restart starts the load balancer again on the same address with the
+// same config (after Kill), and waits until it answers.
+func (l *LB) Restart(ctx context.Context) error {
+	l.Proc.Stop(time.Second)
+	proc, err := l.restart(ctx)
+	if err != nil {
+		return err
+	}
+	l.Proc = proc
+	return nil
+}
+
+// UsesNginx reports whether the load balancer o picks is nginx: asked
+// for, or installed when o leaves it to the lab.
+func (o Options) UsesNginx() bool {
+	switch o.LB {
+	case LBNginx:
+		return true
+	case LBAuto, "":
+		_, _, err := deps.FindNginx()
+		return err == nil
+	}
+	return false
+}
+
 // StartLB starts the load balancer chosen by Opts.LB, round robin over
-// upstreams, outside any quota (the reports ran theirs unconstrained).
-func (r *Run) StartLB(ctx context.Context, upstreams []string) (*LB, error) {
-	useNginx := r.Opts.LB == LBNginx
-	if r.Opts.LB == LBAuto {
-		if _, _, err := deps.FindNginx(); err == nil {
-			useNginx = true
-		} else {
-			r.Note("nginx is not installed: using the built-in load balancer (embedded default); 'make deps' installs nginx")
+// upstreams, outside any quota (the reports ran theirs unconstrained),
+// with nginx's defaults: a new upstream connection per request. With
+// keepalive > 0 it keeps that many idle connections to the upstreams
+// (nginx's upstream keepalive over HTTP/1.1; the built-in balancer's
+// idle connections per upstream).
+func (r *Run) StartLB(ctx context.Context, upstreams []string, keepalive int) (*LB, error) {
+	if !r.Opts.UsesNginx() {
+		const why = "nginx is not installed: using the built-in load balancer (embedded default); 'make deps' installs nginx"
+		if r.Opts.LB != LBBuiltin && !slices.Contains(r.res.Notes, why) {
+			r.Note(why)
 		}
+		return r.StartBuiltinLB(ctx, upstreams, keepalive)
 	}
-	if useNginx {
-		n, err := deps.StartNginx(ctx, r.Sandbox, deps.NginxConfig{
-			Upstreams: upstreams,
-			Dir:       filepath.Join(r.dir, fmt.Sprintf("nginx-%d", len(upstreams))),
-		})
-		if err != nil {
-			return nil, err
-		}
-		return &LB{Kind: "nginx " + n.Version, Addr: n.Addr, Proc: n.Proc}, nil
+	r.seq++
+	// Absolute, as nginx is given it: its configs name it so.
+	dir, err := filepath.Abs(filepath.Join(r.dir, fmt.Sprintf("nginx-%d", r.seq)))
+	if err != nil {
+		return nil, fmt.Errorf("lab: nginx prefix: %w", err)
 	}
-	svc, err := r.StartService(ctx, "lb", 0, 0, lb.Config{Upstreams: upstreams}.Args()...)
+	cfg := deps.NginxConfig{Upstreams: upstreams, UpstreamKeepalive: keepalive, Dir: dir}
+	n, err := deps.StartNginx(ctx, r.Sandbox, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &LB{Kind: "builtin (embedded default)", Addr: svc.Addr, Proc: svc.Proc}, nil
+	// Started again, it listens where clients know to find it.
+	_, port, _ := net.SplitHostPort(n.Addr)
+	cfg.Port, _ = strconv.Atoi(port)
+	return &LB{Kind: "nginx " + n.Version, Addr: n.Addr, Proc: n.Proc,
+		Config: nginxNamed(n.Site, upstreams, n.Addr, cfg.Dir), Frame: nginxNamed(n.Main, upstreams, n.Addr, cfg.Dir),
+		restart: func(ctx context.Context) (*sandbox.Process, error) {
+			n, err := deps.StartNginx(ctx, r.Sandbox, cfg)
+			if err != nil {
+				return nil, err
+			}
+			return n.Proc, nil
+		}}, nil
+}
+
+// StartBuiltinLB is StartLB for the built-in balancer (hlab serve lb),
+// whatever Opts.LB says: for rows about the built-in balancer itself.
+func (r *Run) StartBuiltinLB(ctx context.Context, upstreams []string, keepalive int) (*LB, error) {
+	cfg := lb.Config{Upstreams: upstreams, IdleConnsPerUpstream: keepalive}
+	svc, err := r.StartService(ctx, "lb", 0, 0, cfg.Args()...)
+	if err != nil {
+		return nil, err
+	}
+	return &LB{Kind: "builtin (embedded default)", Addr: svc.Addr, Proc: svc.Proc, Config: cfg.String(),
+		restart: func(ctx context.Context) (*sandbox.Process, error) {
+			if err := svc.Restart(ctx); err != nil {
+				return nil, err
+			}
+			return svc.Proc, nil
+		}}, nil
+}
+
+// nginxNamed is an nginx config as it ran, with its addresses and prefix
+// written by name: the upstreams <app1>, <app2>, ..., its own listen
+// address <lb>, its prefix directory <prefix>. What runs can then be set
+// beside a declared config whatever ports this run got.
+func nginxNamed(conf string, upstreams []string, addr, dir string) string {
+	for i, u := range upstreams {
+		conf = strings.ReplaceAll(conf, "server "+u+";", fmt.Sprintf("server <app%d>;", i+1))
+	}
+	conf = strings.ReplaceAll(conf, "listen "+addr+";", "listen <lb>;")
+	return strings.ReplaceAll(conf, dir, "<prefix>")
 }
 
 // RunAll runs exps one after another and returns their results. An

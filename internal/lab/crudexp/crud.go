@@ -17,8 +17,8 @@
 //     order alternates (lab.MeasurePaired), then each optimization off in
 //     turn (1, 2, 3, 4, 5, 7), 100 VUs, closed model (rows.go);
 //   - the richer iteration, with 4-5 list reads after the get (65% reads,
-//     the report's traffic mix), all on and indexes off: the index only
-//     matters to the lists, which the report's iteration does not read;
+//     the report's traffic mix), all on and indexes off: the lists'
+//     indexes, which the report's iteration does not reach;
 //   - optimization 6 at 1,200 connections, more than a soft limit of
 //     1,024 open files allows: raised (all on) and kept at 1,024.
 //
@@ -26,11 +26,19 @@
 // the claim's rows can run in rounds (services.go). The all-on rows that
 // run alone come first, on the database as seeded.
 //
-// The index switch only matters with data: the database is seeded with
-// accounts of 100 tasks each (2,000 accounts, 200,000 tasks in quick mode;
+// The report's slow query was its GET's: the task GET here is the query
+// GORM's Joins preload with First writes, the task LEFT JOIN its details
+// (a has-one table), ORDER BY the primary key, LIMIT 1, and the index
+// switch adds the index on the join's column. The index only matters with
+// data: the database is seeded with accounts of 100 tasks each, every
+// task with its details row (2,000 accounts, 200,000 tasks in quick mode;
 // 10,000 and 1,000,000 in full mode), interleaved as a live system writes
-// them, and 4 devices each; the list query's own time is measured beside
-// the request figures (seed.go).
+// them, and 4 devices each (seed.go). Before any load, EXPLAIN ANALYZE of
+// the GET's query on each database gives its time and its join's beside
+// the rows, and its plan in a note (explain.go); the list query's own
+// time is measured after the rows.
+//
+// The setup beside the report's, item by item, is setup.go's.
 package crudexp
 
 import (
@@ -91,18 +99,19 @@ func timing(o lab.Options) (run, open time.Duration, users int) {
 	return 5 * time.Second, 5 * time.Second, 2_000
 }
 
-// seedTime is about how long Postgres takes to seed users accounts once.
-func seedTime(users int) time.Duration { return time.Duration(users) * 2 * time.Millisecond }
+// seedTime is about how long Postgres takes to seed users accounts once,
+// their tasks' details rows included.
+func seedTime(users int) time.Duration { return time.Duration(users) * 3 * time.Millisecond }
 
 func (*Experiment) Estimate(o lab.Options) time.Duration {
 	run, open, users := timing(o)
 	row := o.Warmup() + time.Duration(o.Repeats())*run
-	// All off answers about 130 req/s: its runs last 2,000 requests
-	// (about 19 s).
-	pairs := 4 * (run + 19*time.Second)
+	// All off answers about 100 req/s, its GET scanning task_details: its
+	// runs last 2,000 requests (about 25 s with the warm-up).
+	pairs := 4 * (run + 25*time.Second)
 	rows := time.Duration(len(variants)) * (3*time.Second + row)
-	// Richer iteration: the row without indexes runs about 150 req/s.
-	rich := 2*row + 10*time.Second
+	// Richer iteration: the row without indexes runs about 120 req/s.
+	rich := 2*row + 14*time.Second
 	wide := 2 * (o.Warmup() + time.Duration(o.Repeats())*(run+wideTimeout))
 	starts := time.Duration(len(variants)+3) * time.Second
 	d := 2*seedTime(users) + pairs + rows + rich + wide + starts + open + o.Warmup() + 10*time.Second
@@ -131,6 +140,7 @@ type bench struct {
 	rows            map[labresult.Key]*labresult.Row
 	sampled         map[labresult.Key]*sampled
 	listQuery       map[bool]float64 // the list query's time in ms, by "with indexes"
+	getPlan         map[bool]plan    // the GET's query explained, by "with indexes"
 }
 
 func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
@@ -161,20 +171,24 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 }
 
 func newBench(run *lab.Run) *bench {
-	b := &bench{run: run, dbs: map[bool]*pgx.Conn{}, dsns: map[bool]string{}, listQuery: map[bool]float64{},
+	b := &bench{run: run, dbs: map[bool]*pgx.Conn{}, dsns: map[bool]string{}, listQuery: map[bool]float64{}, getPlan: map[bool]plan{},
 		svcs: map[labresult.Key]*instance{}, rows: map[labresult.Key]*labresult.Row{}, sampled: map[labresult.Key]*sampled{},
 		sc: &tasksload.Scenario{Users: vus / devicesPerUser, Email: tasks.SeedEmail, Password: tasks.SeedPassword}}
 	b.runDur, b.openDur, b.users = timing(run.Opts)
 	return b
 }
 
-// setUp starts Postgres and seeds it, starts the sinks and every
-// configuration of the service, and records the environment.
+// setUp starts Postgres and seeds it, explains the GET's query on the
+// seeded data, starts the sinks and every configuration of the service,
+// and records the environment.
 func (b *bench) setUp(ctx context.Context) error {
 	if err := b.startPostgres(ctx); err != nil {
 		return err
 	}
 	if err := b.seed(ctx); err != nil {
+		return err
+	}
+	if err := b.explainGet(ctx); err != nil {
 		return err
 	}
 	if err := b.startSinks(); err != nil {

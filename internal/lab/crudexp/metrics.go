@@ -24,6 +24,13 @@ var (
 	listQueryMS = labresult.Metric{Name: "list_query_ms", Unit: "ms", Better: labresult.Lower,
 		Doc: "the list endpoint's query for one seeded account no VU uses, run on the row's database directly: the median of 7 runs"}
 
+	// The GET's query (tasks.TaskQuery) explained on the row's database
+	// as seeded, before any load (explain.go).
+	getQueryMS = labresult.Metric{Name: "get_query_ms", Unit: "ms", Better: labresult.Lower,
+		Doc: "EXPLAIN ANALYZE's execution time of the task GET's query (the task LEFT JOIN its details, ORDER BY id LIMIT 1) for a seeded task, on the row's database as seeded: the median of 3"}
+	getJoinMS = labresult.Metric{Name: "get_join_ms", Unit: "ms", Better: labresult.Lower,
+		Doc: "the actual time of that plan's join node, its children included (the report's LEFT JOIN at about 14.6 s)"}
+
 	// The fixed-count rows' figures, as the report gives its runs'.
 	seconds = labresult.Metric{Name: "seconds", Unit: "s", Better: labresult.Lower,
 		Doc: "how long the fixed count of requests took (requests / goodput)"}
@@ -39,5 +46,5 @@ var (
 
 // metrics lists the figures above, for the Spec.
 func metrics() []labresult.Metric {
-	return []labresult.Metric{dbDials, webhookCalls, postgresCPU, otlpMBPerRun, wsEvents, failed, listQueryMS, seconds, reqPerMin, cpuPeak, maxFDs}
+	return []labresult.Metric{dbDials, webhookCalls, postgresCPU, otlpMBPerRun, wsEvents, failed, listQueryMS, getQueryMS, getJoinMS, seconds, reqPerMin, cpuPeak, maxFDs}
 }

@@ -24,7 +24,8 @@ func (b *bench) addRows() {
 }
 
 // figures sets what around sampled beside the row, its failed requests,
-// and the list query's time on the database its configuration used.
+// and the list query's and the GET query's times on the database its
+// configuration used.
 func (b *bench) figures(row *labresult.Row) {
 	row.Set(failed, float64(failures(row)))
 	s := b.sampled[row.Key]
@@ -36,8 +37,13 @@ func (b *bench) figures(row *labresult.Row) {
 		row.Set(otlpMBPerRun, float64(s.otlp)/float64(s.pgRuns)/(1<<20))
 	}
 	row.Set(wsEvents, float64(s.ws))
-	if q, ok := b.listQuery[!s.cfg.deopt.NoIndexes]; ok {
+	withIdx := !s.cfg.deopt.NoIndexes
+	if q, ok := b.listQuery[withIdx]; ok {
 		row.Set(listQueryMS, q)
+	}
+	if p, ok := b.getPlan[withIdx]; ok {
+		row.Set(getQueryMS, p.execMS)
+		row.Set(getJoinMS, p.joinMS)
 	}
 }
 

@@ -26,6 +26,7 @@ func (b *bench) reportRows(ctx context.Context) error {
 		b.measurement(allOffKey, allOffKey, b.svcs[allOffKey].sc, b.runDur, loadgen.Connections(vus)),
 	}
 	claim[1].MinSuccess = slowBound
+	b.run.UsedInFirstClaim(itemScenario, scenarioText(vus, b.sc.Users))
 	measured, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: claim,
 		Around: func(i int, measure func() error) error { return b.around(claim[i].Key, claim[i].Key, measure) }})
 	if err != nil {
@@ -44,7 +45,7 @@ func (b *bench) reportRows(ctx context.Context) error {
 
 // richRows measures the richer iteration, lists included, with every
 // optimization on and without the indexes: the report's iteration reads
-// no list, so only here does the index's effect reach the requests.
+// no list, so only here do the lists' indexes reach the requests.
 func (b *bench) richRows(ctx context.Context) error {
 	richOff := b.rich.Clone()
 	richOff.Lists = true

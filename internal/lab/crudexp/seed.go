@@ -13,10 +13,10 @@ import (
 )
 
 // startPostgres starts Postgres (or connects to the one --postgres names):
-// durable, unconstrained.
+// durable, unconstrained, with the report's max_connections.
 func (b *bench) startPostgres(ctx context.Context) error {
 	b.run.Progress.Step("postgres: start", 3*time.Second)
-	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Durable: true})
+	pg, err := b.run.Postgres(ctx, deps.PostgresConfig{Durable: true, Settings: map[string]string{"max_connections": maxConnections}})
 	if err != nil {
 		return err
 	}
@@ -47,13 +47,29 @@ func (b *bench) seed(ctx context.Context) error {
 		}
 	}
 	b.seeded = time.Since(start)
+	return b.checkMaxConnections(ctx)
+}
+
+// checkMaxConnections records the max_connections the server runs with:
+// the report's on a Postgres the lab started, an external server's own
+// (noted) with --postgres.
+func (b *bench) checkMaxConnections(ctx context.Context) error {
+	var n string
+	if err := b.dbs[true].QueryRow(ctx, `SHOW max_connections`).Scan(&n); err != nil {
+		return fmt.Errorf("crud: max_connections: %w", err)
+	}
+	if b.run.Opts.External.Postgres != "" {
+		b.run.Note("max_connections is the external server's own, %s (the report's was %s)", n, maxConnections)
+		return nil
+	}
+	b.run.UsedInFirstClaim(itemMaxConns, n)
 	return nil
 }
 
 // seedOne migrates and fills one database: without the indexes, which are
 // then built once (faster than updating them row by row), or left out.
 func seedOne(ctx context.Context, conn *pgx.Conn, users int, withIndexes bool) error {
-	if _, err := tasks.MigrateExcept(ctx, conn, "indexes"); err != nil {
+	if _, err := tasks.MigrateExcept(ctx, conn, tasks.IndexMigrations()...); err != nil {
 		return err
 	}
 	if err := tasks.Seed(ctx, conn, tasks.SeedSpec{Users: users, TasksPerUser: seedTasks, DevicesPerUser: seedDevices, BcryptCost: bcryptCost}); err != nil {

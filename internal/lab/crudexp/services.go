@@ -42,6 +42,7 @@ func (b *bench) startServices(ctx context.Context) error {
 		}
 		b.svcs[v.key] = &instance{cfg: v, svc: svc}
 	}
+	b.run.UsedInFirstClaim(itemPool, poolItem(b.taskConfig(on), b.taskConfig(off)))
 	// Accounts have the same ids in both databases, and every service the
 	// same secret: one sign-in serves them all.
 	b.run.Progress.Step("sign in the accounts (bcrypt)", 3*time.Second)
@@ -67,11 +68,20 @@ func (b *bench) startServices(ctx context.Context) error {
 // secret.
 func (b *bench) startTasks(ctx context.Context, v variant) (*lab.Service, error) {
 	o := tasks.Options{
-		Config: tasks.Config{DatabaseURL: b.dsns[!v.deopt.NoIndexes], WebhookURL: b.hook.url, OTLPEndpoint: b.hook.otlpURL,
-			BcryptCost: bcryptCost, Deopt: v.deopt, TokenAudience: "crud"},
+		Config:     b.taskConfig(v),
 		SecretFile: b.secret, LogFormat: "json", PublicMetrics: true, // the lab scrapes them beside the API
 	}
+	if v.key == allOnKey || v.key == allOffKey {
+		b.run.UsedInFirstClaim(itemInstance, instanceText(serviceCPU, serviceMemMB))
+	}
 	return b.run.StartCommand(ctx, "tasks", serviceCPU, serviceMemMB, o.Command())
+}
+
+// taskConfig is the service's configuration v: its database (with or
+// without the indexes), the lab's sinks, and v's switches.
+func (b *bench) taskConfig(v variant) tasks.Config {
+	return tasks.Config{DatabaseURL: b.dsns[!v.deopt.NoIndexes], WebhookURL: b.hook.url, OTLPEndpoint: b.hook.otlpURL,
+		BcryptCost: bcryptCost, Deopt: v.deopt, TokenAudience: "crud"}
 }
 
 // writeSecret writes a random token signing secret that every service

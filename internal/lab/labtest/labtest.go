@@ -35,6 +35,14 @@ func RunQuick(t *testing.T, exp lab.Experiment) *labresult.Result {
 // RunQuickWith is RunQuick on the external servers ext names.
 func RunQuickWith(t *testing.T, exp lab.Experiment, ext lab.External) *labresult.Result {
 	t.Helper()
+	return RunQuickOptions(t, exp, lab.Options{External: ext})
+}
+
+// RunQuickOptions is RunQuick with the choices opts makes (its External,
+// LB, Kafka); the mode, the shortening, the pairs and the paths are
+// RunQuick's.
+func RunQuickOptions(t *testing.T, exp lab.Experiment, opts lab.Options) *labresult.Result {
+	t.Helper()
 	bin := testkit.HlabBinary(t)
 	sb, err := sandbox.New()
 	if err != nil {
@@ -42,7 +50,7 @@ func RunQuickWith(t *testing.T, exp lab.Experiment, ext lab.External) *labresult
 	}
 	defer sb.Close()
 	var progress strings.Builder
-	opts := lab.Options{Mode: lab.Quick, Short: true, Pairs: 2, Self: bin, WorkDir: t.TempDir(), External: ext}
+	opts.Mode, opts.Short, opts.Pairs, opts.Self, opts.WorkDir = lab.Quick, true, 2, bin, t.TempDir()
 	results, err := lab.RunAll(context.Background(), []lab.Experiment{exp}, opts, sb, lab.NewProgress(&progress, false))
 	if err != nil {
 		t.Fatal(err)

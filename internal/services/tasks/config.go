@@ -78,8 +78,10 @@ type Deopt struct {
 	UncappedTelemetry bool
 	// NoIndexes drops the indexes on the columns the API filters, joins
 	// and orders by (tasks by user_id with created_at, status, due_at or
-	// priority; devices by user_id; migration 0002): listing a user's
-	// tasks and finding their devices scan whole tables.
+	// priority; devices by user_id; task_details by task_id; migrations
+	// 0002 and 0005): the task GET's LEFT JOIN of its details and a task
+	// delete's cascade scan task_details, and listing a user's tasks and
+	// finding their devices scan whole tables.
 	NoIndexes bool
 	// DefaultTx wraps every write statement in its own transaction, as
 	// GORM does unless SkipDefaultTransaction is set (BEGIN and COMMIT

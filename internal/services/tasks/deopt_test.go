@@ -80,7 +80,7 @@ func TestSwitchesKeepBehaviour(t *testing.T) {
 
 func indexes(t *testing.T, e *env) []string {
 	t.Helper()
-	rows, err := e.db.Query(t.Context(), `SELECT indexname FROM pg_indexes WHERE indexname IN ('tasks_user_created_idx', 'devices_user_idx') ORDER BY 1`)
+	rows, err := e.db.Query(t.Context(), `SELECT indexname FROM pg_indexes WHERE indexname IN ('tasks_user_created_idx', 'devices_user_idx', 'task_details_task_id_idx') ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +91,12 @@ func indexes(t *testing.T, e *env) []string {
 	return names
 }
 
-// --indexes=false drops the indexes; the next start with them builds them again.
+// --indexes=false drops the indexes, the GET's join index with the lists';
+// the next start with them builds them again.
 func TestIndexSwitchMigratesBothWays(t *testing.T) {
 	dsn := newDatabase(t)
 	on := newEnvOn(t, dsn, nil)
-	if got := indexes(t, on); len(got) != 2 {
+	if got := indexes(t, on); len(got) != 3 {
 		t.Fatalf("indexes with --indexes = %v", got)
 	}
 	off := newEnvOn(t, dsn, func(c *tasks.Config) { c.Deopt.NoIndexes = true })
@@ -114,7 +115,7 @@ func TestIndexSwitchMigratesBothWays(t *testing.T) {
 		t.Fatalf("the list query without indexes plans %q", plan)
 	}
 	again := newEnvOn(t, dsn, nil)
-	if got := indexes(t, again); len(got) != 2 {
+	if got := indexes(t, again); len(got) != 3 {
 		t.Fatalf("indexes after starting with --indexes again = %v", got)
 	}
 }
@@ -149,10 +150,11 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	if err := tasks.Seed(ctx, conn, tasks.SeedSpec{Users: 3, TasksPerUser: 4, DevicesPerUser: 2, BcryptCost: 4}); err != nil {
 		t.Fatal(err)
 	}
-	var users, ts, devs int
-	conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tasks), (SELECT count(*) FROM devices)`).Scan(&users, &ts, &devs)
-	if users != 3 || ts != 12 || devs != 6 {
-		t.Fatalf("seeded %d users, %d tasks, %d devices; want 3, 12, 6", users, ts, devs)
+	var users, ts, devs, details int
+	conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM tasks), (SELECT count(*) FROM devices),
+		(SELECT count(DISTINCT task_id) FROM task_details)`).Scan(&users, &ts, &devs, &details)
+	if users != 3 || ts != 12 || devs != 6 || details != 12 {
+		t.Fatalf("seeded %d users, %d tasks (%d with details), %d devices; want 3, 12 (12), 6", users, ts, details, devs)
 	}
 }
 

@@ -12,13 +12,16 @@
 //	POST   /v1/devices       {"platform","push_token"}        201 device
 //	GET    /v1/devices                                        200 {"devices":[...]}
 //	DELETE /v1/devices/{id}                                   204
-//	POST   /v1/tasks         {"title","description","status","priority","due_at"}  201 task
+//	POST   /v1/tasks         {"title","description","status","priority","due_at","notes"}  201 task
 //	GET    /v1/tasks?status=&priority=&due_before=&due_after=&sort=&limit=&offset=  200 {"tasks":[...],"next_offset"}
-//	GET    /v1/tasks/{id}                                     200 task
+//	GET    /v1/tasks/{id}                                     200 task with its "notes"
 //	PATCH  /v1/tasks/{id}    any of the create fields         200 task
 //	DELETE /v1/tasks/{id}                                     204
 //	GET    /v1/ws            WebSocket: the user's task events
 //	GET    /openapi.json     this list as an OpenAPI 3 description (no token needed)
+//
+// A task's notes are its details row (task_details, a has-one): the GET
+// of one task reads them with a LEFT JOIN, as report C's GET did.
 //
 // Every /v1 route but signup and login needs "Authorization: Bearer
 // TOKEN" (the WebSocket also takes ?token= for browsers). A task of

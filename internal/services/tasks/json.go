@@ -52,6 +52,10 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendTime(b, t.CreatedAt)
 	b = append(b, `,"updated_at":`...)
 	b = appendTime(b, t.UpdatedAt)
+	if t.Notes != nil {
+		b = append(b, `,"notes":`...)
+		b = appendString(b, *t.Notes)
+	}
 	return append(b, '}')
 }
 

@@ -40,6 +40,7 @@ func TestAppendAnswerMatchesEncodingJSON(t *testing.T) {
 	berlin := time.FixedZone("CET", 3600)
 	tasks := []Task{
 		{ID: 1, Title: "t", Status: StatusTodo, CreatedAt: due, UpdatedAt: due},
+		{ID: 2, Title: "with notes", Status: StatusDoing, CreatedAt: due, UpdatedAt: due, Notes: &trickyStrings[2]},
 		{ID: 1 << 62, Title: trickyStrings[3], Description: trickyStrings[8], Status: StatusDone, Priority: 3,
 			DueAt: &due, CreatedAt: time.Date(1970, 1, 1, 0, 0, 0, 0, berlin), UpdatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)},
 	}

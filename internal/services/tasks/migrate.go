@@ -29,8 +29,12 @@ type Migration struct {
 	Down    string // "" when it cannot be reverted
 }
 
-// indexesMigration names the migration that Deopt.NoIndexes reverts.
-const indexesMigration = "indexes"
+// IndexMigrations names the migrations that Deopt.NoIndexes leaves out
+// and reverts: report C's optimization 3, the indexes on the columns the
+// API joins, filters and orders by (0002 for the lists and devices, 0005
+// for the GET's join). A large seed migrates without them and builds
+// them once after (faster than updating them row by row).
+func IndexMigrations() []string { return []string{"indexes", "join_index"} }
 
 // migrationLock is the advisory lock that serializes instances migrating
 // one database at the same time.

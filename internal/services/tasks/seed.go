@@ -9,7 +9,8 @@ import (
 )
 
 // SeedSpec is test data for experiments and tests: Users accounts, each
-// with TasksPerUser tasks and DevicesPerUser devices.
+// with TasksPerUser tasks (each with its details) and DevicesPerUser
+// devices.
 type SeedSpec struct {
 	Users          int
 	TasksPerUser   int
@@ -60,12 +61,18 @@ func Seed(ctx context.Context, conn *pgx.Conn, spec SeedSpec) error {
 			SELECT u.id, (ARRAY['ios', 'android', 'web'])[1 + d % 3], 'seed-push-' || u.id || '-' || d
 			FROM users u, generate_series(1, $1) d WHERE u.email LIKE '%@seed.hlab.test' ORDER BY d, u.id`,
 			[]any{spec.DevicesPerUser}},
-		{"tasks", `INSERT INTO tasks (user_id, title, description, status, priority, due_at, created_at, updated_at)
-			SELECT u.id, 'Seeded task ' || t, 'A task the seed made, number ' || t || ' of its user.',
-				(ARRAY['todo', 'doing', 'done'])[1 + t % 3], t % 4,
-				CASE WHEN t % 5 = 0 THEN NULL ELSE now() + t * interval '1 hour' END,
-				now() - ($1 - t) * interval '1 minute', now() - ($1 - t) * interval '1 minute'
-			FROM generate_series(1, $1) t, users u WHERE u.email LIKE '%@seed.hlab.test' ORDER BY t, u.id`,
+		// Each task with its details row, in the tasks' order, as the API
+		// makes them.
+		{"tasks", `WITH t AS (
+				INSERT INTO tasks (user_id, title, description, status, priority, due_at, created_at, updated_at)
+				SELECT u.id, 'Seeded task ' || t, 'A task the seed made, number ' || t || ' of its user.',
+					(ARRAY['todo', 'doing', 'done'])[1 + t % 3], t % 4,
+					CASE WHEN t % 5 = 0 THEN NULL ELSE now() + t * interval '1 hour' END,
+					now() - ($1 - t) * interval '1 minute', now() - ($1 - t) * interval '1 minute'
+				FROM generate_series(1, $1) t, users u WHERE u.email LIKE '%@seed.hlab.test' ORDER BY t, u.id
+				RETURNING id, created_at)
+			INSERT INTO task_details (task_id, notes, created_at)
+			SELECT id, 'Notes the seed made for task ' || id || '.', created_at FROM t ORDER BY id`,
 			[]any{spec.TasksPerUser}},
 	}
 	// One transaction: one commit, and room to sort the rows in memory.
@@ -85,7 +92,7 @@ func Seed(ctx context.Context, conn *pgx.Conn, spec SeedSpec) error {
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("tasks: seed: %w", err)
 	}
-	if _, err := conn.Exec(ctx, `VACUUM (ANALYZE) users, devices, tasks`); err != nil {
+	if _, err := conn.Exec(ctx, `VACUUM (ANALYZE) users, devices, tasks, task_details`); err != nil {
 		return fmt.Errorf("tasks: seed: vacuum: %w", err)
 	}
 	return nil

@@ -127,7 +127,7 @@ func (s *Service) migrate(ctx context.Context) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	var skip []string
 	if s.cfg.Deopt.NoIndexes {
-		skip = append(skip, indexesMigration)
+		skip = IndexMigrations()
 	}
 	applied, err := MigrateExcept(ctx, conn, skip...)
 	if err != nil {
@@ -137,11 +137,17 @@ func (s *Service) migrate(ctx context.Context) error {
 		s.log.Info("migrations applied", "versions", applied)
 	}
 	if s.cfg.Deopt.NoIndexes {
-		reverted, err := Revert(ctx, conn, indexesMigration)
-		if err != nil {
-			return err
+		var dropped []string
+		for _, name := range IndexMigrations() {
+			reverted, err := Revert(ctx, conn, name)
+			if err != nil {
+				return err
+			}
+			if reverted {
+				dropped = append(dropped, name)
+			}
 		}
-		s.log.Warn("running without the indexes on the task lists' and devices' columns (--indexes=false)", "dropped_now", reverted)
+		s.log.Warn("running without the indexes on the columns the task GET joins, the lists order by and devices are found by (--indexes=false)", "dropped_now", dropped)
 	}
 	return nil
 }

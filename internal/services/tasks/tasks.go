@@ -20,6 +20,7 @@ const (
 const (
 	MaxTitle       = 200  // characters
 	MaxDescription = 4000 // characters
+	MaxNotes       = 4000 // characters
 	MaxPriority    = 3
 	DefaultLimit   = 20
 	MaxLimit       = 100
@@ -48,6 +49,7 @@ type taskInput struct {
 	Status      *string `json:"status"`
 	Priority    *int    `json:"priority"`
 	DueAt       optTime `json:"due_at"`
+	Notes       *string `json:"notes"`
 }
 
 // optTime tells a due_at that was not sent from one sent as null (clear it).
@@ -87,14 +89,17 @@ func (in *taskInput) validate(create bool) error {
 	if in.Description != nil && utf8.RuneCountInString(*in.Description) > MaxDescription {
 		return invalid("description", "at most %d characters", MaxDescription)
 	}
+	if in.Notes != nil && utf8.RuneCountInString(*in.Notes) > MaxNotes {
+		return invalid("notes", "at most %d characters", MaxNotes)
+	}
 	if in.Status != nil && !validStatus(*in.Status) {
 		return invalid("status", "must be todo, doing or done")
 	}
 	if in.Priority != nil && (*in.Priority < 0 || *in.Priority > MaxPriority) {
 		return invalid("priority", "must be 0 to %d", MaxPriority)
 	}
-	if !create && in.Title == nil && in.Description == nil && in.Status == nil && in.Priority == nil && !in.DueAt.Set {
-		return invalid("", "nothing to update: send at least one of title, description, status, priority, due_at")
+	if !create && in.Title == nil && in.Description == nil && in.Status == nil && in.Priority == nil && !in.DueAt.Set && in.Notes == nil {
+		return invalid("", "nothing to update: send at least one of title, description, status, priority, due_at, notes")
 	}
 	return nil
 }

@@ -29,8 +29,8 @@ func TestTaskCRUD(t *testing.T) {
 		t.Fatalf("get = %s", a)
 	}
 	a.decode(t, &got)
-	if got.ID != created.ID || got.Title != created.Title {
-		t.Fatalf("get = %+v, want %+v", got, created)
+	if got.ID != created.ID || got.Title != created.Title || got.Notes == nil || *got.Notes != "" || created.Notes != nil {
+		t.Fatalf("get = %+v, want %+v with empty notes (the create's answer without)", got, created)
 	}
 
 	a = c.do("PATCH", path, map[string]any{"status": "done", "due_at": nil})
@@ -47,6 +47,25 @@ func TestTaskCRUD(t *testing.T) {
 	a.decode(t, &upd)
 	if a.code != 200 || upd.Title != "renamed" || upd.Status != "done" || upd.Description != "C" {
 		t.Fatalf("second patch = %s", a)
+	}
+
+	// Notes live in the task's details row: the GET reads them with the
+	// task (its LEFT JOIN), a patch of them alone changes that row.
+	if a := c.do("PATCH", path, map[string]any{"notes": "see page 3"}); a.code != 200 {
+		t.Fatalf("patch notes = %s", a)
+	}
+	got = tasks.Task{}
+	if a := c.do("GET", path, nil); a.code != 200 {
+		t.Fatalf("get = %s", a)
+	} else if a.decode(t, &got); got.Notes == nil || *got.Notes != "see page 3" || got.Title != "renamed" {
+		t.Fatalf("get after patching notes = %+v", got)
+	}
+	noted := c.createTask(map[string]any{"title": "noted", "notes": "from the start"})
+	if a := c.do("GET", fmt.Sprintf("/v1/tasks/%d", noted.ID), nil); a.code != 200 || !strings.Contains(string(a.body), `"notes":"from the start"`) {
+		t.Fatalf("get of a task made with notes = %s", a)
+	}
+	if a := c.do("GET", "/v1/tasks", nil); a.code != 200 || strings.Contains(string(a.body), `"notes"`) {
+		t.Fatalf("list = %s, want tasks without their notes", a)
 	}
 
 	if a := c.do("DELETE", path, nil); a.code != http.StatusNoContent || len(a.body) != 0 {
@@ -125,6 +144,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 		{"blank title", map[string]any{"title": "   "}, 422, "title"},
 		{"title too long", map[string]any{"title": strings.Repeat("é", tasks.MaxTitle+1)}, 422, "title"},
 		{"description too long", map[string]any{"title": "t", "description": strings.Repeat("d", tasks.MaxDescription+1)}, 422, "description"},
+		{"notes too long", map[string]any{"title": "t", "notes": strings.Repeat("n", tasks.MaxNotes+1)}, 422, "notes"},
 		{"bad status", map[string]any{"title": "t", "status": "blocked"}, 422, "status"},
 		{"priority too high", map[string]any{"title": "t", "priority": 4}, 422, "priority"},
 		{"negative priority", map[string]any{"title": "t", "priority": -1}, 422, "priority"},

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS task_details_task_id_idx;
