@@ -22,8 +22,10 @@ const (
 	// Latency is the report's latency-optimized client: one message per
 	// request, no delay, each ack waited for before the next message.
 	Latency Scenario = "latency"
-	// Throughput is the report's throughput-optimized client: batches of
-	// 100 messages, pipelined (16 batches in flight), no delay.
+	// Throughput is the report's throughput-optimized client, batches of
+	// 100 messages with no delay, pipelined by default: 16 batches in
+	// flight, where the report's checker awaited each answer (Inflight 1
+	// runs its loop).
 	Throughput Scenario = "throughput"
 	// Ticker is the report's thousands of quiet clients: each stream sends
 	// one message per interval, at a random phase so the streams do not
@@ -96,7 +98,8 @@ type Config struct {
 	// throughput: 100).
 	Batch int
 	// Inflight is batches sent and not yet answered per stream (echo,
-	// latency, ticker: 1; throughput: 16).
+	// latency, ticker: 1, the report's loop: send, await the answer,
+	// repeat; throughput: 16).
 	Inflight int
 	// Interval is the ticker's period per stream (1s).
 	Interval time.Duration
@@ -108,8 +111,8 @@ type Config struct {
 	// the gateway's publish cost; consumers, if any, still read through
 	// the gateway at Target.
 	Direct bool
-	// MessageBytes is the size of each message's value (100, the report's
-	// record size). Each message also carries a 28-byte header: run id,
+	// MessageBytes is the size of each message's value (100; the report
+	// gives none). Each message also carries a 28-byte header: run id,
 	// stream and sequence number, send time.
 	MessageBytes int
 

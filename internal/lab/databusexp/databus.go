@@ -10,9 +10,10 @@
 // GOMAXPROCS=1 with metrics, the same with --metrics=false, and at 2
 // CPUs and GOMAXPROCS=2, in alternating rounds); publish throughput and
 // latency of latency-optimized (one message per request) and
-// throughput-optimized (batches of 100, pipelined) clients with and
-// without aggregation, and many small-batch clients with and without it
-// (publish.go); the publish cost (producer.go): the gateway's CPU per
+// throughput-optimized (batches of 100; ours: 16 in flight) clients with
+// and without aggregation, and many small-batch clients with and without
+// it, each request awaited as the report's checker did, and ours with 16
+// in flight (publish.go); the publish cost (producer.go): the gateway's CPU per
 // message against a franz-go producer writing straight to Kafka from a
 // process of its own at 1 CPU (databus-checker --direct), in alternating
 // rounds, and with --kafka real against Kafka's own
@@ -23,7 +24,8 @@
 // filled topic at --fetch-max-bytes 32 KiB and 50 MB (consumer.go: the
 // report's fetch-buffer lesson); ticker publish latency (ticker.go: one
 // message a second on each of 1,000 connections with and without
-// aggregation, 10,000 with it) and the idle-connection-timeout lesson
+// aggregation, one every 30 s, the report's interval, on each of 10,000
+// with it) and the idle-connection-timeout lesson
 // (franz-go's ConnIdleTimeout shorter than the interval between a
 // stream's messages, against its default); faults (faults.go: the
 // gateway SIGKILLed during publish and during subscribe, a member's
@@ -36,13 +38,16 @@
 // sharing the gateway's producers): with many small-batch clients it
 // raises throughput and cuts the produce requests Kafka gets; for
 // latency-optimized producers it raises latency and lowers throughput.
+// Their rows run the report's checker loop, one request in flight per
+// stream (the setup beside the report's, item by item, is setup.go).
 // Their four rows run in rounds, their order alternating, each run
 // verified: every message the gateway acked must reach a consumer group,
 // or the row's claims are INVALID; so must every message of the fault
 // rows. The targets are our own bounds for the gateway at 1 CPU (echo
 // per CPU-second, publish throughput, CPU per message against the direct
 // producer, memory per idle stream); the ratios shown beside the rows
-// are the report's statements that have no bound (spec.go).
+// are the report's statements that have no bound, and ours on the
+// pipelined rows (spec.go).
 //
 // Kafka is kfake, franz-go's in-memory fake, run as a process of its own
 // (hlab serve kfake) so that it neither shares the checker's heap and
@@ -72,6 +77,12 @@ const (
 const (
 	pubClients   = 10  // latency- and throughput-optimized rows
 	smallClients = 200 // the claim's many small-batch clients
+	// The report's checker loop: send a request, await its answer,
+	// repeat. Every claim's rows run it.
+	reportInflight = 1
+	// Ours: requests in flight per stream of the pipelined rows, which
+	// carry no claim.
+	pipelinedInflight = 16
 )
 
 func onOff(b bool) string {
@@ -112,7 +123,8 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	run := func(d time.Duration) time.Duration { return o.Warmup() + r*d + 2*time.Second }
 	echo := time.Duration(len(echoClients)) * run(t.echoRun)
 	pairs := lab.DefaultMinRounds * 4 * (t.pubRun + 4*time.Second) // each run verified
-	others := 2*run(t.pubRun) + 5*time.Second
+	pipelined := 2 * r * (t.pubRun + 4*time.Second)                // no warm-up run
+	others := 2*run(t.pubRun) + 5*time.Second + pipelined
 	idle := 3*t.settle + 25*time.Second       // opening 21,000 streams
 	faults := 3 * (t.pubRun + 15*time.Second) // a kill costs a 6 s session
 	if o.Mode == lab.Full && o.Kafka == lab.KafkaReal {
@@ -132,7 +144,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	defer b.stop(ctx)
 	for _, phase := range []func(context.Context) error{
 		b.echo, b.echoScaling, // no Kafka
-		b.startKafka, b.claimRows, b.publishCost, b.throughput, b.subscribe,
+		b.startKafka, b.claimRows, b.pipelined, b.publishCost, b.throughput, b.subscribe,
 		b.stopGateway, // the phases below start gateways of their own
 		b.fetchMemory, b.ticker, b.faults, b.idle,
 	} {
@@ -161,7 +173,7 @@ func (b *bench) describe() {
 	run.SetEnv("gateway", fmt.Sprintf("hlab serve databus, %.0f CPU, %d MB (GOMAXPROCS Go's default, which rounds a quota below 2 CPUs up to 2, unless a row says otherwise); the report's instance had %d cores", gatewayCPU, gatewayMemMB, reportCores))
 	run.SetEnv("checker", "internal/checker in the lab's process, unconstrained; one gRPC connection per stream unless a row says otherwise; 100-byte values")
 	run.SetEnv("method", "the claims' four rows run in rounds, their order alternating, every run verified by a consumer group; other rows one run each (--repeat N for more)")
-	run.Note("clients: echo and latency-optimized send 1 message per request and await each answer; throughput-optimized send batches of 100, 16 in flight; small-batch send 1 message per request, 16 in flight; values are 100 bytes; rps = messages acked per second, latencies are per request (sent to answered)")
+	run.Note("clients: echo, latency-optimized and the claims' small-batch clients send 1 message per request and await each answer (the report's checker loop); ours: throughput-optimized send batches of 100, 16 in flight, and the pipelined small-batch clients 1 message per request, 16 in flight; values are 100 bytes; rps = messages acked per second, latencies are per request (sent to answered)")
 	run.Note("the floor of the echo and idle figures while the gateway keeps grpc-go (a bare Recv/Send loop with the gateway's transport settings) is measured by bench/databus.sh beside the gateway's")
 	run.Note("the gateway's CPU quota is enforced by cgroups, but the checker (in the lab's process) is not pinned to the other core; bench/databus.sh pins both (taskset)")
 }
@@ -174,7 +186,11 @@ func (b *bench) startKafka(ctx context.Context) error {
 		return err
 	}
 	b.run.SetEnv("kafka", b.k.Kind)
-	b.gw, err = b.run.StartGateway(ctx, gatewayCPU, gatewayMemMB, onKafka(b.k))
+	o := onKafka(b.k)
+	// The claims' rows publish through this gateway.
+	b.run.UsedInFirstClaim(setupGateway, gatewaySetup(gatewayCPU, gatewayMemMB))
+	b.run.UsedInFirstClaim(setupLinger, lingerSetup(o.AggregationLinger))
+	b.gw, err = b.run.StartGateway(ctx, gatewayCPU, gatewayMemMB, o)
 	return err
 }
 
@@ -207,9 +223,10 @@ func (b *bench) topic() string {
 	return tp
 }
 
-// onKafka is a gateway in front of k with the gateway's defaults.
+// onKafka is a gateway in front of k with the gateway's defaults, its
+// shared producer's linger set as the Spec declares it.
 func onKafka(k *lab.Kafka) gateway.Options {
-	return gateway.Options{Config: gateway.Config{Brokers: k.Brokers}}
+	return gateway.Options{Config: gateway.Config{Brokers: k.Brokers, AggregationLinger: aggregationLinger}}
 }
 
 // thousands formats n with thousands separators.

@@ -42,7 +42,7 @@ func TestExperimentQuick(t *testing.T) {
 			t.Errorf("echo row for %d clients: %+v", n, r)
 		}
 	}
-	for _, k := range []labresult.Key{pubKey(latencyOpt, false), pubKey(latencyOpt, true), pubKey(throughputOpt, false), pubKey(throughputOpt, true), smallKey(false), smallKey(true), subscribeKey} {
+	for _, k := range []labresult.Key{pubKey(latencyOpt, false), pubKey(latencyOpt, true), pubKey(throughputOpt, false), pubKey(throughputOpt, true), smallKey(false), smallKey(true), pipelinedKey(false), pipelinedKey(true), subscribeKey} {
 		r := rows[k]
 		if r == nil || r.RPS == nil || *r.RPS <= 0 {
 			t.Errorf("row %q: %+v", k, r)
@@ -52,7 +52,7 @@ func TestExperimentQuick(t *testing.T) {
 			t.Errorf("row %q lost %v messages", k, *r.Lost)
 		}
 	}
-	for _, k := range []labresult.Key{pubKey(latencyOpt, false), pubKey(latencyOpt, true), smallKey(false), smallKey(true), pubKey(throughputOpt, false)} {
+	for _, k := range []labresult.Key{pubKey(latencyOpt, false), pubKey(latencyOpt, true), smallKey(false), smallKey(true), pipelinedKey(false), pipelinedKey(true), pubKey(throughputOpt, false)} {
 		if r := rows[k]; r != nil && (r.Lost == nil || r.Get(gatewayCPUPerMsg) == nil) {
 			t.Errorf("row %q: lost %v (want verified), figures %v (want the gateway's CPU per message)", k, r.Lost, r.Figures)
 		}
@@ -74,7 +74,7 @@ func TestExperimentQuick(t *testing.T) {
 	}
 	verified := []labresult.Key{fetchSmallKey, fetchLargeKey}
 	for _, tr := range tickerRows {
-		verified = append(verified, tickerKey(tr.conns, tr.agg))
+		verified = append(verified, tickerKey(tr))
 	}
 	for _, d := range idleTimeouts {
 		verified = append(verified, idleTimeoutKey(d))
@@ -91,7 +91,7 @@ func TestExperimentQuick(t *testing.T) {
 			t.Errorf("row %q: lost %v, want 0 and verified", k, r.Lost)
 		}
 	}
-	for _, k := range []labresult.Key{tickerKey(1000, false), tickerKey(10000, true), idleTimeoutKey(shortIdle)} {
+	for _, k := range []labresult.Key{tickerKey(tickerOff), tickerKey(tickerQuiet), idleTimeoutKey(shortIdle)} {
 		if r := rows[k]; r != nil && (r.P99MS == nil || r.MaxMS == nil) {
 			t.Errorf("ticker row %q has no latency", k)
 		}

@@ -15,11 +15,16 @@ import (
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
 
-// The report's echo table: clients -> messages/s, 4 cores.
+// The report's echo table: clients -> messages/s, 4 cores, and the
+// seconds its clients took for 100,000 messages each.
 var (
 	echoClients = []int{1, 2, 5, 10, 20, 50, 100}
 	echoRef     = map[int]float64{1: 28373, 2: 54989, 5: 105607, 10: 160678, 20: 232907, 50: 300808, 100: 339664}
+	echoSeconds = map[int]float64{1: 3.52, 2: 3.63, 5: 4.73, 10: 6.22, 20: 8.58, 50: 16.62, 100: 29.44}
 )
+
+// echoMessagesPerClient is what each of the report's echo clients sent.
+const echoMessagesPerClient = 100000
 
 const reportCores = 4
 

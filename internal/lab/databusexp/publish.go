@@ -2,11 +2,14 @@ package databusexp
 
 // Publishing through Kafka: the claims' four rows (many small-batch
 // clients, and latency-optimized ones, each with aggregation off and
-// on), in rounds, every run verified; then the throughput-optimized rows.
+// on, every stream awaiting each answer as the report's checker did), in
+// rounds, every run verified; then ours, pipelined: the small-batch
+// clients with 16 requests in flight, and the throughput-optimized rows.
 
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/lab"
@@ -22,21 +25,28 @@ func (b *bench) publish(key labresult.Key, cfg checker.Config) lab.Measurement {
 		Driver: Checker{Config: cfg, Metrics: b.gw.URL("/metrics"), Gateway: b.gw.Proc}}
 }
 
+// smallBatch is the small-batch clients' run with inflight requests in
+// flight per stream, verified by a group that reads once publishing
+// ended, so that it does not compete with the publishers.
+func smallBatch(agg bool, inflight int) checker.Config {
+	return checker.Config{
+		Scenario: checker.Throughput, Streams: smallClients, Batch: 1, Inflight: inflight, Aggregation: agg,
+		MessageBytes: recordBytes, Groups: 1, Members: 4, Consume: checker.After, SubBatch: 100,
+	}
+}
+
 // claimRows measures the claims' four rows in rounds.
 func (b *bench) claimRows(ctx context.Context) error {
 	var ms []lab.Measurement
 	for _, agg := range []bool{false, true} {
-		// Verified by a group that reads once publishing ended, so that it
-		// does not compete with the publishers.
-		ms = append(ms, b.publish(smallKey(agg), checker.Config{
-			Scenario: checker.Throughput, Streams: smallClients, Batch: 1, Inflight: 16, Aggregation: agg,
-			Groups: 1, Members: 4, Consume: checker.After, SubBatch: 100,
-		}))
+		m := b.publish(smallKey(agg), smallBatch(agg, reportInflight))
+		b.firstClaimSetup(m)
+		ms = append(ms, m)
 	}
 	for _, agg := range []bool{false, true} {
 		// Consumers beside the publishers: end-to-end latency, verified.
 		ms = append(ms, b.publish(pubKey(latencyOpt, agg), checker.Config{
-			Scenario: checker.Latency, Streams: pubClients, Aggregation: agg, Groups: 1, Members: 2,
+			Scenario: checker.Latency, Streams: pubClients, Inflight: reportInflight, Aggregation: agg, Groups: 1, Members: 2,
 		}))
 	}
 	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms})
@@ -50,11 +60,57 @@ func (b *bench) claimRows(ctx context.Context) error {
 	return nil
 }
 
+// firstClaimSetup records the settings a row of the first claim runs
+// with, the checker's as m passes them, against what the Spec declares
+// (setup.go).
+func (b *bench) firstClaimSetup(m lab.Measurement) {
+	c := m.Driver.(Checker).Config
+	b.run.UsedInFirstClaim(setupInflight, strconv.Itoa(c.Inflight))
+	b.run.UsedInFirstClaim(setupBatch, strconv.Itoa(c.Batch))
+	b.run.UsedInFirstClaim(setupClients, clientsSetup(c.Streams, c.Connections))
+	b.run.UsedInFirstClaim(setupMessage, messageSetup(c.MessageBytes))
+	b.run.UsedInFirstClaim(setupTopic, topicSetup(c.Partitions))
+	b.run.UsedInFirstClaim(setupDurations, durationsSetup(b.run.Opts, m.Duration))
+}
+
+// pipelined measures ours: the claims' small-batch clients with 16
+// requests in flight per stream, one run each (Repeat for more), on the
+// gateway the claims' rows warmed; their ratios are shown, not judged.
+func (b *bench) pipelined(ctx context.Context) error {
+	for _, agg := range []bool{false, true} {
+		m := b.publish(pipelinedKey(agg), smallBatch(agg, pipelinedInflight))
+		// The claims' rows just ran the same streams on this gateway, and
+		// each checker run has its own warm-up after its streams open.
+		m.NoWarmup = true
+		row, err := b.run.Measure(ctx, m)
+		if err != nil {
+			return err
+		}
+		publishNote(row)
+		b.run.AddRow(row)
+	}
+	return nil
+}
+
+// pipelinedRatios are ours: what aggregation does for the small-batch
+// clients when each keeps 16 requests in flight, shown beside the rows.
+func pipelinedRatios() []labresult.Target {
+	return []labresult.Target{{
+		Key:   "ours-pipelined-aggregation-rps",
+		Text:  fmt.Sprintf("ours: %d small-batch clients with %d requests in flight per stream (not the report's loop): throughput with aggregation over without", smallClients, pipelinedInflight),
+		Ratio: &labresult.Ratio{Num: pipelinedKey(true), Den: pipelinedKey(false), Metric: labresult.RPS.Name},
+	}, {
+		Key:   "ours-pipelined-aggregation-produce-per-msg",
+		Text:  fmt.Sprintf("ours: the same clients, %d in flight: Kafka produce requests per message with aggregation over without (a stream's own producer batches what its stream pipelines)", pipelinedInflight),
+		Ratio: &labresult.Ratio{Num: pipelinedKey(true), Den: pipelinedKey(false), Metric: kafkaProducePerMsg.Name},
+	}}
+}
+
 // throughput measures the throughput-optimized rows, aggregation off
-// (verified) and on.
+// (verified) and on: ours, pipelined.
 func (b *bench) throughput(ctx context.Context) error {
 	for _, agg := range []bool{false, true} {
-		cfg := checker.Config{Scenario: checker.Throughput, Streams: pubClients, Aggregation: agg}
+		cfg := checker.Config{Scenario: checker.Throughput, Streams: pubClients, Inflight: pipelinedInflight, Aggregation: agg}
 		if !agg {
 			// Verified by consumers that start once publishing ended.
 			cfg.Groups, cfg.Members, cfg.Consume, cfg.SubBatch = 1, 4, checker.After, 100

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
@@ -72,12 +73,14 @@ func TestFetchNote(t *testing.T) {
 // its streams offer says its latencies are a saturated system's.
 func TestTickerNoteSaturated(t *testing.T) {
 	for _, tc := range []struct {
-		rps  float64
-		want bool
-	}{{9950, false}, {5107, true}} {
+		interval time.Duration
+		rps      float64
+		offered  string
+		want     bool
+	}{{time.Second, 9950, "10,000", false}, {time.Second, 5107, "10,000", true}, {quietInterval, 330, "333", false}, {quietInterval, 150, "333", true}} {
 		row := &labresult.Row{RPS: labresult.F(tc.rps), CPUAvg: labresult.F(0.63)}
-		tickerNote(row, 10000, true)
-		if got := strings.Contains(row.Note, "SATURATED: "+thousands(int(tc.rps))+" msgs/s acked of the 10,000 offered"); got != tc.want {
+		tickerNote(row, tickerRow{10000, true, tc.interval})
+		if got := strings.Contains(row.Note, "SATURATED: "+thousands(int(tc.rps))+" msgs/s acked of the "+tc.offered+" offered"); got != tc.want {
 			t.Errorf("%v msgs/s: saturated %v, want %v: %s", tc.rps, got, tc.want, row.Note)
 		}
 		if !strings.Contains(row.Note, "p99 ~300 ms before aggregation") {
