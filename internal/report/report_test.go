@@ -181,7 +181,7 @@ func TestSetupShown(t *testing.T) {
 		{"text", text.String(), "~ upstream keepalive: report none; ours 64"},
 		{"text", text.String(), "(report's setup; 1 setup item differs from the report's) three serve"},
 		{"scoreboard", board.String(), "(report's setup; 1 setup item differs from the report's) three serve"},
-		{"html", string(html), "<b>1 setup item differs from the report&#39;s</b> in the first claim&#39;s rows"},
+		{"html", string(html), "<b>1 setup item differs from the report&#39;s</b> in the first claim's rows"},
 		{"html", string(html), ">the embedded default</td>"},
 	} {
 		if !strings.Contains(c.got, c.want) {
