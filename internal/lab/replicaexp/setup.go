@@ -21,8 +21,11 @@ const (
 	itemPricingLoad  = "load on the pricing rows"
 )
 
+// noMongodHere says why no row runs mongod.
+const noMongodHere = "no mongod installs here (not in Debian, and MongoDB's download hosts are unreachable)"
+
 // noMongod is why the report's MongoDB is not what the pricing rows read.
-const noMongod = "no mongod installs here (not in Debian, and MongoDB's download hosts are unreachable); " +
+const noMongod = noMongodHere + "; " +
 	"the MongoDB stand-in (mongo-java-server: Java, in memory) does not cost what mongod costs, so it cannot stand for a database's \"before\" either. " +
 	"Postgres is the database the lab has, durable; the catalog's rows from the stand-in's change streams rerun the report's own source where a stand-in can"
 
@@ -121,6 +124,6 @@ func setupItems(o lab.Options) []labresult.Setup {
 		Item:   "the micro-benchmark's stores",
 		Report: "Percona MongoDB v6 standalone; Redis v7; Watch on a Percona MongoDB v6 replica set",
 		Ours:   "mongo-java-server 1.47 (a stand-in, not mongod); redis-server from Debian (7.0); the in-memory replica fed by the stand-in's change stream",
-		Why:    noMongod,
+		Why:    noMongodHere + ": the MongoDB Get and the replica's feed run on the stand-in, a Java in-memory server, so its ns/op is not mongod's; Redis is Debian's",
 	}}
 }
