@@ -188,7 +188,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	before, outage, after := faultTiming(o)
 	faults := time.Duration(len(faultKeys(o))) * (before + outage + after + time.Second) // and a restart each
 	if brokerFault(o) {
-		faults += 4 * time.Second // a Kafka, app and consumer of their own, and the drain
+		faults += 3 * time.Second // a Kafka, app and consumer of their own, and the drain
 	}
 	return rounds + others + drains + start + faults
 }

@@ -64,7 +64,7 @@ func faultTiming(o lab.Options) (before, outage, after time.Duration) {
 	if o.Short {
 		return 300 * time.Millisecond, time.Second, time.Second
 	}
-	return time.Second, faultOutage, 2 * time.Second
+	return 500 * time.Millisecond, faultOutage, 2 * time.Second
 }
 
 // faults measures the fault rows, after every other row.
