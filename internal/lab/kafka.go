@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,6 +27,9 @@ type Kafka struct {
 	JVM  bool
 	stop func()
 	real *deps.Kafka // the real broker, which can be taken down (Outage)
+	// fake is kfake's process when it keeps its log on disk
+	// (StartRestartableKafka), which Outage can kill and start again.
+	fake *Service
 	// prefix starts the names Topic gives: unique to the run, so that
 	// runs on one external cluster do not collide, and found again when
 	// the experiment ends to delete its topics and groups.
@@ -47,6 +51,24 @@ func (k *Kafka) Topic(name string) string { return k.prefix + name }
 // the partition count of topics created without one. The caller stops
 // it.
 func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
+	return r.startKafka(ctx, partitions, false)
+}
+
+// StartRestartableKafka is StartKafka for fault rows, whose broker goes
+// down and comes back (Kafka.Outage): kfake keeps its log in a directory
+// of the run's (hlab serve kfake --data-dir), written through the page
+// cache as a real broker's is, so that its process can be SIGKILLed and
+// started again with every record it acknowledged and every committed
+// offset. The real broker is one already. External brokers are not the
+// lab's to take down: it refuses them.
+func (r *Run) StartRestartableKafka(ctx context.Context, partitions int) (*Kafka, error) {
+	if len(r.Opts.External.KafkaBrokers) > 0 {
+		return nil, fmt.Errorf("lab: a Kafka to take down needs one the lab starts: %s", ExternalReason)
+	}
+	return r.startKafka(ctx, partitions, true)
+}
+
+func (r *Run) startKafka(ctx context.Context, partitions int, restartable bool) (*Kafka, error) {
 	if brokers := r.Opts.External.KafkaBrokers; len(brokers) > 0 {
 		version, n, err := deps.ExternalKafka(ctx, brokers)
 		if err != nil {
@@ -73,25 +95,57 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 		}
 		return &Kafka{Kind: k.Kind + " (a single KRaft node, unconstrained)", Brokers: k.Brokers, JVM: true, stop: func() { k.Stop() }, real: k, prefix: r.prefix}, nil
 	}
-	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, kafkafake.Config{Partitions: partitions}.Args()...)
+	cfg := kafkafake.Config{Partitions: partitions}
+	desc := "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)"
+	if restartable {
+		r.seq++
+		cfg.DataDir = filepath.Join(r.dir, fmt.Sprintf("kfake-data-%d", r.seq))
+		desc = "kfake (embedded default, its log on disk through the page cache; its own process: hlab serve kfake, unconstrained)"
+	}
+	svc, err := r.StartServicePorts(ctx, "kfake", 0, 0, []string{"--kafka-addr"}, cfg.Args()...)
 	if err != nil {
 		return nil, err
 	}
-	return &Kafka{Kind: "kfake (embedded default, in memory; its own process: hlab serve kfake, unconstrained)",
-		Brokers: []string{svc.Ports["--kafka-addr"]}, stop: func() { svc.Stop() }, prefix: r.prefix}, nil
+	k := &Kafka{Kind: desc, Brokers: []string{svc.Ports["--kafka-addr"]}, stop: func() { svc.Stop() }, prefix: r.prefix}
+	if restartable {
+		k.fake = svc
+	}
+	return k, nil
 }
 
-// Outage takes the real broker down (SIGTERM, as a broker restart does)
-// for d, then brings it back on the same addresses, also when ctx is
-// cancelled meanwhile, and waits until it answers (deps.Kafka.Outage).
-// kfake's records live in its process: it cannot go down and come back,
-// so Outage refuses it.
+// Outage takes the broker down for d, then brings it back on the same
+// addresses, also when ctx is cancelled meanwhile, and waits until it
+// answers. The real broker is stopped with SIGTERM, as a broker restart
+// does (deps.Kafka.Outage); kfake started by StartRestartableKafka is
+// SIGKILLed, as a crash would, and comes back from its log. kfake in
+// memory keeps its records in its process, and external brokers are not
+// the lab's: Outage refuses both.
 func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
-	if k.real == nil {
-		return fmt.Errorf("lab: a Kafka outage needs the real broker the lab starts (--kafka real): kfake keeps its records in its process, and %s", ExternalReason)
+	switch {
+	case k.real != nil:
+		return k.real.Outage(ctx, d)
+	case k.fake != nil:
+		if err := k.fake.Kill(); err != nil {
+			return fmt.Errorf("lab: kill kfake: %w", err)
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+		// Back even when ctx was cancelled meanwhile: others use the
+		// broker. The process lives as long as the context it starts with:
+		// not one that ends here (Stop ends it; Restart bounds its wait).
+		if err := k.fake.Restart(context.WithoutCancel(ctx)); err != nil {
+			return fmt.Errorf("lab: kfake did not come back from its log: %w", err)
+		}
+		return nil
 	}
-	return k.real.Outage(ctx, d)
+	return fmt.Errorf("lab: a Kafka outage needs a broker the lab can take down and bring back (--kafka real, or StartRestartableKafka): kfake in memory keeps its records in its process, and %s", ExternalReason)
 }
+
+// CanGoDown reports whether Outage can take k down and bring it back:
+// the real broker the lab starts, or kfake from StartRestartableKafka.
+func (k *Kafka) CanGoDown() bool { return k.real != nil || k.fake != nil }
 
 // Stop stops the broker; external brokers go on running (the lab deletes
 // the run's topics there once the experiment ends).

@@ -56,6 +56,11 @@ func (b *bench) claimRows(ctx context.Context) error {
 		{1, []string{modeSync, modeKafkaAck, modeAsync}},
 		{3, []string{modeSync, modeKafkaAck}},
 	}
+	var ns []int
+	for _, set := range sets {
+		ns = append(ns, set.conns)
+	}
+	b.run.UsedInFirstClaim(itemLoad, loadText(ns, b.t.run))
 	for _, set := range sets {
 		var ms []lab.Measurement
 		for _, mode := range set.modes {

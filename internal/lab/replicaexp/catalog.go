@@ -81,13 +81,16 @@ func (b *bench) catalogRows(ctx context.Context, cat *lab.Service, at100 *labres
 	for _, conns := range catalogConns {
 		row := byConns[conns]
 		row.Set(queriesPerRequest, 0)
-		row.AddNote("0 DB queries per request; report (k6, %d VUs): %.0f req/s; report's mean: 120 µs per response (its text, at a load it does not give)", conns, *row.Ref.RPS)
+		row.AddNote("0 DB queries per request; report (k6, %d VUs): %.0f req/s", conns, *row.Ref.RPS)
 		if conns == compareConns {
 			row.AddNote("measured in rounds with the hello world; %s", coresText(row))
 		}
 		b.run.AddRow(row)
 	}
 	b.run.AddRow(averageRow(byConns))
+	if err := b.production(ctx, cat); err != nil {
+		return err
+	}
 	// The listing the ordered index serves (a map alone could not).
 	list, err := b.single(ctx, setup{key: catalogListKey, svc: cat, path: listPath, conns: compareConns}, b.t.run, true)
 	if err != nil {
@@ -96,6 +99,24 @@ func (b *bench) catalogRows(ctx context.Context, cat *lab.Service, at100 *labres
 	list.Set(queriesPerRequest, 0)
 	list.AddNote("GET %s: the region's first 20 customers by name, from the replica's ordered index; 0 DB queries per request", listPath)
 	b.run.AddRow(list)
+	return nil
+}
+
+// production measures the catalog at the report's production load, where
+// its 120 µs mean and near-zero CPU were seen: 2,500 requests a minute in
+// the open model. The service is warm from the rows before; a warm-up
+// would also stretch the run to the lab's floor of 2,000 requests, some
+// 50 s at this rate.
+func (b *bench) production(ctx context.Context, cat *lab.Service) error {
+	rate := productionPerMin / 60.0
+	row, err := b.single(ctx, setup{key: catalogProdKey, svc: cat, path: catalogPath, conns: compareConns, rate: rate}, b.t.prod, false)
+	if err != nil {
+		return err
+	}
+	row.Set(queriesPerRequest, 0)
+	row.AddNote("open model at %.1f requests/s (%d a minute, within the report's production peak of 2-3k a minute), at most %d in flight; report: 120 µs mean per response with near-zero CPU, in production (where it was timed the report does not say; ours is timed by the load generator from each request's intended send, loopback included); the service used %.3f cores of its %.0f",
+		rate, productionPerMin, compareConns, row.Value(labresult.CPUAvg), serviceCPU)
+	b.run.AddRow(row)
 	return nil
 }
 

@@ -11,19 +11,25 @@ import (
 	"github.com/highload-lab/hlab/loadgen"
 )
 
-// setup is one closed-model row.
+// setup is one row's load: closed-model connections, or with a rate the
+// open model (conns then caps the requests in flight).
 type setup struct {
 	key      labresult.Key
 	svc      *lab.Service
 	path     string
 	conns    int
+	rate     float64       // requests per second; 0: the closed model
 	counters []lab.Counter // summed over the runs into Row.Figures
 }
 
 func (b *bench) measurement(s setup, d time.Duration) lab.Measurement {
+	load := []loadgen.Option{loadgen.Connections(s.conns)}
+	if s.rate > 0 {
+		load = append(load, loadgen.Rate(s.rate))
+	}
 	return lab.Measurement{
 		Key: s.key, Procs: []*sandbox.Process{s.svc.Proc}, Duration: d, Counters: s.counters,
-		Driver: lab.HTTP{URL: s.svc.URL(s.path), Load: []loadgen.Option{loadgen.Connections(s.conns)}},
+		Driver: lab.HTTP{URL: s.svc.URL(s.path), Load: load},
 	}
 }
 

@@ -1,6 +1,7 @@
 package replicaexp
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -33,6 +34,9 @@ func TestShortRun(t *testing.T) {
 		if r := res.Row(s.ratioKey); s.ratioKey != "" && r != nil && r.Value(storeRatio) <= 0 {
 			t.Errorf("micro-benchmark row %q: no ratio: %v", s.ratioKey, r.Figures)
 		}
+	}
+	if r := res.Row(catalogProdKey); r != nil && (r.Model != "open" || math.Abs(r.Rate-productionPerMin/60.0) > 0.01 || r.MeanMS == nil || r.CPUAvg == nil) {
+		t.Errorf("production row: model %q at %v req/s, mean %v, cpu %v: want the open model at %d a minute, its mean and CPU", r.Model, r.Rate, r.MeanMS, r.CPUAvg, productionPerMin)
 	}
 	for key, want := range map[labresult.Key]float64{pricingBeforeKey: 8, pricingAfterKey: 1} {
 		if r := res.Row(key); r != nil && r.Value(queriesPerRequest) != want {

@@ -126,7 +126,7 @@ func (b *bench) mongo(ctx context.Context) error {
 	use := meter.Stop()
 	row.Set(queriesPerRequest, 0)
 	row.Set(mongoCores, use.CPUAvg)
-	row.AddNote("the report's own source, but a %s; GET %s from memory, 0 queries per request; report (k6, 100 VUs): %.0f req/s, mean 120 µs (its catalog, VU count not given); cores used: service %.2f of %.0f, stand-in %.2f, load generator %.2f, whole machine %.2f",
+	row.AddNote("the report's own source, but a %s; GET %s from memory, 0 queries per request; report (k6, 100 VUs): %.0f req/s; cores used: service %.2f of %.0f, stand-in %.2f, load generator %.2f, whole machine %.2f",
 		standInLimits, catalogPath, *row.Ref.RPS, row.Value(labresult.CPUAvg), serviceCPU, use.CPUAvg, row.Value(loadgenCores), row.Value(machineCores))
 	b.run.AddRow(row)
 

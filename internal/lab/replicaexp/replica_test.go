@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/labtest"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/promtext"
@@ -16,6 +17,20 @@ func TestSpec(t *testing.T) {
 	for _, c := range catalogConns {
 		if catalogRef[c] == 0 {
 			t.Errorf("no report figure for %d connections", c)
+		}
+	}
+}
+
+// TestMeanRefAtProductionLoad: the report's 120 µs mean stands beside
+// the row at its production load only, where production saw it, and
+// beside none of the saturated catalog rows.
+func TestMeanRefAtProductionLoad(t *testing.T) {
+	for _, mode := range []lab.Mode{lab.Quick, lab.Full} {
+		for _, r := range New().Spec(lab.Options{Mode: mode}).Rows {
+			mean := r.Ref != nil && r.Ref.MeanMS != nil && *r.Ref.MeanMS == reportMeanMS
+			if mean != (r.Key == catalogProdKey) {
+				t.Errorf("%s mode, row %q: the report's 120 µs beside it: %v", mode, r.Key, mean)
+			}
 		}
 	}
 }

@@ -13,9 +13,14 @@ const (
 	ceilingShare = 0.85
 	maxFreshP99  = 50 // ms: commit to visible, at writeRate
 	// reportMeanMS is the report's "a wholesale-customer catalog served
-	// entirely from memory averaged 120 µs per response" (at which load
-	// it does not say).
+	// entirely from memory averaged 120 µs per response", with near-zero
+	// CPU, in production at its peak of 2-3k requests per minute: not
+	// under the k6 load, so it stands beside the production row only.
 	reportMeanMS = 0.120
+	// productionPerMin is the production row's load: the middle of the
+	// report's 2-3k requests per minute, in the open model (production's
+	// requests arrive whether or not earlier ones were answered).
+	productionPerMin = 2500
 	// reportAvgRPS is the report's average of its k6 rows from 4 VUs up
 	// (the lower ones, it says, show k6's own single-thread limit).
 	reportAvgRPS  = 35_540
@@ -33,6 +38,7 @@ var (
 const (
 	helloKey         labresult.Key = "hello/c100"
 	catalogAvgKey    labresult.Key = "catalog/replica/mean-from-c4"
+	catalogProdKey   labresult.Key = "catalog/replica/open-2500-per-min" // productionPerMin
 	catalogListKey   labresult.Key = "catalog-listing/replica/c100"
 	freshLabKey      labresult.Key = "freshness/postgres/lab-replica"
 	freshSvcKey      labresult.Key = "freshness/postgres/service-replica"
@@ -57,7 +63,9 @@ const (
 	freshLabLabel    = "freshness, 1,000 writes/s: replica in the lab"
 	freshSvcLabel    = "freshness, 1,000 writes/s: catalog service's replica"
 	badInputLabel    = "bad input: a customer without a region beside a good one in one transaction"
-	catalogAvgLabel  = "catalog from the replica, mean of the rows from 4 connections up" // reportAvgFrom
+	// catalogAvgLabel says reportAvgFrom, catalogProdLabel productionPerMin.
+	catalogAvgLabel  = "catalog from the replica, mean of the rows from 4 connections up"
+	catalogProdLabel = "catalog from the replica at 2,500 requests per minute (the report's production peak: 2-3k), open model"
 )
 
 func catalogLabel(conns int) string {
@@ -67,10 +75,11 @@ func catalogLabel(conns int) string {
 	return fmt.Sprintf("catalog from the replica, %d connections", conns)
 }
 
-// catalogRefs is the report's figures for the catalog at conns: its k6
-// row and its 120 µs mean.
+// catalogRefs is the report's figure for the catalog at conns: its k6
+// row. Its 120 µs mean was seen in production, far below that load: it
+// stands beside the production row only.
 func catalogRefs(conns int) *labresult.Ref {
-	return &labresult.Ref{RPS: labresult.F(catalogRef[conns]), MeanMS: labresult.F(reportMeanMS)}
+	return &labresult.Ref{RPS: labresult.F(catalogRef[conns])}
 }
 
 func (*Experiment) Spec(o lab.Options) lab.Spec {
@@ -82,6 +91,7 @@ func (*Experiment) Spec(o lab.Options) lab.Spec {
 		Targets: targets,
 		Metrics: metrics,
 		Figures: figures(o),
+		Setup:   setupItems(o),
 		// Postgres (hlab lab --postgres), with logical replication: the
 		// replicas feed on it (wal_level=logical).
 		Needs:              []string{lab.DepPostgres},
@@ -98,6 +108,7 @@ func rows(o lab.Options) []lab.RowSpec {
 	}
 	rs = append(rs,
 		lab.RefRow(catalogAvgKey, catalogAvgLabel, &labresult.Ref{RPS: f(reportAvgRPS)}),
+		lab.RefRow(catalogProdKey, catalogProdLabel, &labresult.Ref{MeanMS: f(reportMeanMS)}),
 		lab.Row(catalogListKey, catalogListLabel),
 		lab.Row(freshLabKey, freshLabLabel),
 		lab.Row(freshSvcKey, freshSvcLabel),

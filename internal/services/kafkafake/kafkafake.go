@@ -40,6 +40,14 @@ type Config struct {
 	Partitions int
 	// Topics are created at start.
 	Topics []string
+	// DataDir, when set, keeps the cluster's state there (kfake.DataDir:
+	// topics, records, committed offsets, producer ids) and reloads it at
+	// start. Every write reaches the file at once, without an fsync, as a
+	// real broker's log reaches the page cache: a SIGKILLed process
+	// started again on the same directory comes back with every record it
+	// acknowledged (a machine's crash could lose the last ones). Default:
+	// in memory only.
+	DataDir string
 }
 
 // RegisterFlags adds the fake cluster's flags to fs.
@@ -47,6 +55,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.KafkaAddr, "kafka-addr", DefaultKafkaAddr, "address the Kafka protocol listens on")
 	fs.IntVar(&c.Partitions, "partitions", DefaultPartitions, "partitions of topics created without a count (and of --topics)")
 	fs.Var(cliflag.List(&c.Topics), "topics", "topics to create at start, comma-separated")
+	fs.StringVar(&c.DataDir, "data-dir", "", "keep the cluster's state in this directory and reload it at start, so a killed kfake comes back with its records (default: in memory only)")
 }
 
 // Args returns the command line that makes "hlab serve kfake" run c.
@@ -66,13 +75,16 @@ func Serve(ctx context.Context, srv server.Config, c Config) error {
 	if len(c.Topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(int32(partitions), c.Topics...))
 	}
+	if c.DataDir != "" {
+		opts = append(opts, kfake.DataDir(c.DataDir))
+	}
 	cluster, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return fmt.Errorf("kfake: cannot start on %s (is the port taken?): %w", addr, err)
 	}
 	defer cluster.Close()
 	logger := cmp.Or(srv.Logger, slog.Default())
-	logger.Info("kfake serving the Kafka protocol", "addrs", cluster.ListenAddrs(), "topics", c.Topics)
+	logger.Info("kfake serving the Kafka protocol", "addrs", cluster.ListenAddrs(), "topics", c.Topics, "data_dir", c.DataDir)
 	srv.Name, srv.Registry, srv.Logger = "kfake", prometheus.NewRegistry(), logger
 	return server.Run(ctx, srv, http.NotFoundHandler())
 }
