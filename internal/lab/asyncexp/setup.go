@@ -2,6 +2,7 @@ package asyncexp
 
 import (
 	"fmt"
+	"github.com/highload-lab/hlab/internal/services/work"
 	"runtime"
 	"strings"
 	"time"
@@ -97,9 +98,8 @@ func setupItems(o lab.Options) []labresult.Setup {
 		FirstClaim: true,
 	}, {
 		Item:       "the CPU work of /handle",
-		Report:     "for i := 0; i <= 1000; i++ { json.Marshal(randSeq(10)) }, randSeq indexing []rune(\"a-zA-Z\") with the global, locked math/rand",
-		Ours:       "1001 x json.Marshal of a random 10-letter string built from bytes with math/rand/v2 (package work)",
-		Why:        "package work is report A1's experiment's; both apps do the same work, so it weighs on both sides of each ratio",
+		Report:     work.ReportCode,
+		Ours:       work.Code,
 		FirstClaim: true,
 	}, {
 		Item:       itemQuotas,

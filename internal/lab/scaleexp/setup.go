@@ -76,7 +76,7 @@ func setup(o lab.Options) []labresult.Setup {
 	s = append(s, balancerSetup(o)...)
 	s = append(s, []labresult.Setup{{
 		Item:       itemWork,
-		Report:     work.Code,
+		Report:     work.ReportCode,
 		Ours:       work.Code,
 		FirstClaim: true,
 	}, {

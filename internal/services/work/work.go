@@ -17,11 +17,18 @@ import (
 // Iterations is the report's loop count (i from 0 to 1000 inclusive).
 const Iterations = 1001
 
-// Code is the report's handler as this package runs it, for the lab's
-// setup beside the report's: a change to Do or Handler changes it too.
-const Code = `for i := 0; i <= 1000; i++ { _, _ = json.Marshal(randSeq(10)) }; ` +
+// ReportCode is report A's handler (A1's /handle; A2's apps run the same
+// loop) as the report prints it, in the words Code uses. Code is what Do
+// and Handler run: while they run the report's work, the two are equal,
+// and a change to Do that makes it other work must change Code, which
+// the lab's setup then shows as a difference from the report's.
+const ReportCode = `for i := 0; i <= 1000; i++ { _, _ = json.Marshal(randSeq(10)) }; ` +
 	`randSeq: b := make([]rune, n); b[i] = letters[rand.Intn(len(letters))] over []rune("a…zA…Z"), ` +
 	`the global math/rand source, locked; answer "done!" with Content-Type: application/json`
+
+// Code is the work Do and Handler run, for the lab's setup beside the
+// report's (ReportCode): a change to Do or Handler changes it too.
+const Code = ReportCode
 
 // letters is the report's alphabet, as runes: randSeq builds a []rune and
 // converts it to a string, which costs more than bytes would.
