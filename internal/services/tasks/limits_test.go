@@ -81,6 +81,7 @@ func TestSignupFloodLeavesLoginsAlone(t *testing.T) {
 		c.BcryptCost = 10                  // the default: a flood must cost real time
 		c.RequestTimeout = 5 * time.Second // a login is one bcrypt at cost 10, which -race and a busy machine stretch past a second
 		c.LoginIPRate = -1                 // the logins below come from the same address
+		c.SignupIPRate = 1                 // a minute: nothing refills while the logins take their seconds
 	})
 	e.signup("ada@example.com")
 	const flood = 100
