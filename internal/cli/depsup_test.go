@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"io"
 	"net"
 	"net/http"
@@ -327,7 +328,7 @@ func cassandraSession(t *testing.T, conn string) *gocql.Session {
 	if err != nil {
 		t.Fatalf("CQL session at %s: %v", conn, err)
 	}
-	t.Cleanup(func() { deps.CloseCassandraSession(s) })
+	t.Cleanup(func() { cqlsession.Close(s) })
 	return s
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"os"
 	"path/filepath"
 	"slices"
@@ -274,7 +275,7 @@ func pingCassandra(ctx context.Context, addr string, auth gocql.Authenticator) e
 	if err != nil {
 		return err
 	}
-	defer CloseCassandraSession(s)
+	defer cqlsession.Close(s)
 	var v string
 	return s.Query("SELECT release_version FROM system.local").WithContext(ctx).Scan(&v)
 }
@@ -349,18 +350,4 @@ func (c *Cassandra) Stop() error {
 		return c.cleanup()
 	}
 	return c.node.stop(c.node.removeDir)
-}
-
-// CloseCassandraSession closes s, giving up after 5 s: gocql v2.1.2's
-// Session.Close can deadlock when the session's control connection is
-// reconnecting at that moment (Close stops the schema refresher that the
-// reconnect then waits for forever), which happens around a node's
-// restart or stall. The session's goroutines are then left behind.
-func CloseCassandraSession(s *gocql.Session) {
-	done := make(chan struct{})
-	go func() { s.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
 }

@@ -2,6 +2,7 @@ package deps_test
 
 import (
 	"context"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"strings"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestCassandra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer deps.CloseCassandraSession(s)
+	defer cqlsession.Close(s)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, q := range []string{

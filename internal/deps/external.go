@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"net"
 	"net/url"
 	"regexp"
@@ -215,7 +216,7 @@ func ConnectCassandra(ctx context.Context, addr, prefix string) (*Cassandra, err
 	if err != nil {
 		return nil, fmt.Errorf("deps: cannot connect to the Cassandra node at %s: %w (check that it runs and that --cassandra gives its CQL native transport address, host:port)", addr, err)
 	}
-	defer CloseCassandraSession(s)
+	defer cqlsession.Close(s)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.Query("SELECT release_version FROM system.local").WithContext(ctx).Scan(&c.Version); err != nil {
@@ -259,7 +260,7 @@ func (c *Cassandra) cleanup() error {
 	if err != nil {
 		return fmt.Errorf("deps: external cassandra %s: cleanup: %w", c.Addr, err)
 	}
-	defer CloseCassandraSession(s)
+	defer cqlsession.Close(s)
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	var errs []error

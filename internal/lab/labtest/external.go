@@ -2,6 +2,7 @@ package labtest
 
 import (
 	"context"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -123,7 +124,7 @@ func CassandraLeftovers(t testing.TB, addr string) []string {
 	if err != nil {
 		t.Fatalf("the external cassandra no longer answers: %v", err)
 	}
-	defer deps.CloseCassandraSession(s)
+	defer cqlsession.Close(s)
 	iter := s.Query("SELECT keyspace_name FROM system_schema.keyspaces").Iter()
 	var ks string
 	var out []string

@@ -3,12 +3,12 @@ package nosqlexp
 import (
 	"context"
 	"fmt"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/sandbox"
 	"github.com/highload-lab/hlab/internal/services/activities"
@@ -98,7 +98,7 @@ func (b *bench) openSessions() error {
 		if err != nil {
 			return fmt.Errorf("nosql: the lab's session to %s: %w", name, err)
 		}
-		b.run.Cleanup(func() { deps.CloseCassandraSession(session) })
+		b.run.Cleanup(func() { cqlsession.Close(session) })
 		b.sessions[name] = session
 	}
 	return nil

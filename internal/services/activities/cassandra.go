@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"regexp"
 	"strings"
 	"sync"
@@ -70,7 +71,7 @@ func openCassandra(ctx context.Context, cfg Config) (*cassandraStore, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := schema(ctx, s, cfg.CassandraKeyspace()); err != nil {
-		closeSession(s)
+		cqlsession.Close(s)
 		return nil, err
 	}
 	cs := &cassandraStore{s: s, cons: cons, insert: cfg.CassandraInsert()}
@@ -78,7 +79,7 @@ func openCassandra(ctx context.Context, cfg Config) (*cassandraStore, error) {
 		// The report's app's session was bound to its keyspace
 		// (cluster.Keyspace) and named its table bare: so does this one,
 		// once the keyspace exists.
-		closeSession(s)
+		cqlsession.Close(s)
 		cl.Keyspace = cfg.Keyspace
 		if cs.s, err = cl.CreateSession(); err != nil {
 			return nil, fmt.Errorf("%w: cassandra at %s, keyspace %s: %w", ErrUnavailable, cfg.Cassandra, cfg.Keyspace, err)
@@ -97,7 +98,7 @@ func openCassandra(ctx context.Context, cfg Config) (*cassandraStore, error) {
 		cs.recent = fmt.Sprintf("SELECT id, ts, data FROM %s.%s WHERE user_id = ? LIMIT ?", cfg.Keyspace, Table)
 	}
 	if err := schema(ctx, cs.s, cfg.CassandraTable()); err != nil {
-		closeSession(cs.s)
+		cqlsession.Close(cs.s)
 		return nil, err
 	}
 	return cs, nil
@@ -190,19 +191,5 @@ func (c *cassandraStore) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the session (closeSession).
-func (c *cassandraStore) Close() { closeSession(c.s) }
-
-// closeSession closes s, giving up after 5 s: gocql v2.1.2's
-// Session.Close can deadlock when the control connection is reconnecting
-// at that moment (Close stops the schema refresher the reconnect then
-// waits for; seen here after the node was frozen), and a service that
-// shuts down must not hang on it.
-func closeSession(s *gocql.Session) {
-	done := make(chan struct{})
-	go func() { s.Close(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
-}
+// Close closes the session (cqlsession.Close).
+func (c *cassandraStore) Close() { cqlsession.Close(c.s) }

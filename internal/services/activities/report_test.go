@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/highload-lab/hlab/internal/cqlsession"
 	"io"
 	"net/http"
 	"slices"
@@ -16,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/services/activities"
 )
@@ -130,7 +130,7 @@ func TestReportSchemaCassandra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer deps.CloseCassandraSession(s)
+	defer cqlsession.Close(s)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
