@@ -530,9 +530,11 @@ func TestExitedChildrenCounted(t *testing.T) {
 		t.Skip("cgroup v1 without a separate cpuacct hierarchy: counted from /proc, where exited children are missed")
 	}
 	out := &testkit.SyncBuffer{}
-	// 40 children of some 20 ms of work each; "times" then prints the CPU
-	// the shell's children used, as the kernel counted it.
-	script := `for i in $(seq 40); do sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done'; done; times; echo done; sleep 60`
+	// 40 children of some 12 ms of work each (about half a second in all,
+	// five times the 0.1 s below which the comparison says nothing, on a
+	// machine where 3,000 iterations took 2.5 ms); "times" then prints the
+	// CPU the shell's children used, as the kernel counted it.
+	script := `for i in $(seq 40); do sh -c 'i=0; while [ $i -lt 15000 ]; do i=$((i+1)); done'; done; times; echo done; sleep 60`
 	p, err := s.Start(context.Background(), Spec{Name: "forker", Path: "/bin/sh", Args: []string{"-c", script}, Stdout: out, Stderr: out})
 	if err != nil {
 		t.Fatal(err)
