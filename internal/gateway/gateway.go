@@ -70,15 +70,18 @@ type Config struct {
 	// KafkaTimeout bounds metadata checks and commits (5s).
 	KafkaTimeout time.Duration
 	// MaxStreams bounds the streams, publish and subscribe, one gateway
-	// serves at once (12,000: the report's 10,000 per pod, with room for
-	// reconnects). A stream past it is refused with ResourceExhausted.
+	// serves at once (DefaultMaxStreams, 12,000: the report's 10,000 per
+	// pod, with room for reconnects; a gateway process under a memory
+	// limit sizes it from the limit, see SizeLimits). A stream past it is
+	// refused with ResourceExhausted.
 	MaxStreams int
 	// MaxStreamsPerConnection is gRPC's MaxConcurrentStreams (1,000). gRPC
 	// enforces it per connection before the gateway sees a stream: grpc-go
 	// clients wait for one of their streams to end, others get HTTP/2
 	// REFUSED_STREAM (Unavailable).
 	MaxStreamsPerConnection int
-	// MaxKafkaClients bounds the gateway's Kafka clients (1,024): the
+	// MaxKafkaClients bounds the gateway's Kafka clients
+	// (DefaultMaxKafkaClients, 1,024, or sized as MaxStreams is): the
 	// shared producer (always counted), one producer per publish stream
 	// without aggregation, and one group member per (group, topic) that
 	// has subscribe streams here, however many streams that is. A stream
@@ -136,11 +139,11 @@ func (c *Config) setDefaults() {
 	c.CommitInterval = cmp.Or(c.CommitInterval, time.Second)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, 10*time.Second)
 	c.KafkaTimeout = cmp.Or(c.KafkaTimeout, 5*time.Second)
-	c.MaxStreams = cmp.Or(c.MaxStreams, 12000)
+	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)
 	c.MaxStreamsPerConnection = cmp.Or(c.MaxStreamsPerConnection, DefaultMaxStreamsPerConnection)
-	c.MaxKafkaClients = cmp.Or(c.MaxKafkaClients, 1024)
+	c.MaxKafkaClients = cmp.Or(c.MaxKafkaClients, DefaultMaxKafkaClients)
 	c.MaxStreamBytes = cmp.Or(c.MaxStreamBytes, 16<<20)
-	c.MaxGatewayBytes = cmp.Or(c.MaxGatewayBytes, 256<<20)
+	c.MaxGatewayBytes = cmp.Or(c.MaxGatewayBytes, DefaultMaxGatewayBytes)
 	c.SendTimeout = cmp.Or(c.SendTimeout, 30*time.Second)
 	c.ConnIdleTimeout = cmp.Or(c.ConnIdleTimeout, DefaultConnIdleTimeout)
 	if c.Registry == nil {

@@ -75,12 +75,12 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for streams to finish")
 	// Limits: a stream past a count limit is refused with ResourceExhausted
 	// naming the flag; bytes limits make streams wait.
-	fs.IntVar(&c.MaxStreams, "max-streams", 12000, "streams (publish, subscribe and health Watch) one gateway serves at once; more are refused")
+	fs.IntVar(&c.MaxStreams, "max-streams", 0, fmt.Sprintf("streams (publish, subscribe and health Watch) one gateway serves at once; more are refused (default: sized from the cgroup memory limit, at most %d; %d without a limit)", DefaultMaxStreams, DefaultMaxStreams))
 	fs.Var(cliflag.AtLeast(&o.MaxConnections, 1), "max-connections", fmt.Sprintf("client connections served at once (default %d); one more is closed as soon as it is accepted, before its handshake", DefaultMaxConnections))
 	fs.IntVar(&c.MaxStreamsPerConnection, "max-streams-per-conn", DefaultMaxStreamsPerConnection, "streams one client connection may have open (gRPC MaxConcurrentStreams); more wait")
-	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 1024, "Kafka clients of one gateway: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused")
+	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 0, fmt.Sprintf("Kafka clients of one gateway: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused (default: sized from the cgroup memory limit with --max-streams, about 1 MiB each, at most %d; %d without a limit)", DefaultMaxKafkaClients, DefaultMaxKafkaClients))
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
-	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", 256<<20, "message bytes all streams may have in flight together")
+	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", DefaultMaxGatewayBytes, "message bytes all streams may have in flight together")
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
 	fs.Var(cliflag.AtLeast(&o.GOMAXPROCS, 1), "gomaxprocs", "Go's GOMAXPROCS for the process (default: Go's own, from the CPUs and the CPU quota)")
 	o.Auth.RegisterFlags(fs)
@@ -104,6 +104,9 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	}
 	reg := prometheus.NewRegistry()
 	c := o.Config
+	if err := sizeFromMemoryLimit(&c, logger); err != nil {
+		return err
+	}
 	c.Registry, c.Logger = reg, logger
 	g, err := New(c)
 	if err != nil {

@@ -6,10 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/highload-lab/hlab/internal/procfs"
 )
 
 // WantFileLimit is the open-file limit RaiseFileLimit asks for: one
@@ -83,84 +84,33 @@ func FitGOMAXPROCS() (quota float64, procs int) {
 // cgroupCPUQuota returns the smallest CPU quota (in CPUs) on the path of
 // the process's cgroup, v1 (cpu.cfs_quota_us) or v2 (cpu.max); 0 if none.
 func cgroupCPUQuota() float64 {
-	own, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return 0
-	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return 0
-	}
-	var v1Path, v2Path string
-	for _, line := range strings.Split(string(own), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2Path = parts[2]
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "cpu" {
-				v1Path = parts[2]
-			}
-		}
-	}
 	best := 0.0
-	consider := func(q float64) {
-		if q > 0 && (best == 0 || q < best) {
-			best = q
+	consider := func(q, p int64) {
+		if q > 0 && p > 0 && (best == 0 || float64(q)/float64(p) < best) {
+			best = float64(q) / float64(p)
 		}
 	}
-	for _, line := range strings.Split(string(mounts), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 3 {
+	v1, v2 := procfs.OwnCgroupDirs("cpu")
+	for _, dir := range v1 {
+		q, errQ := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+		p, errP := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+		if errQ == nil && errP == nil {
+			consider(q, p)
+		}
+	}
+	for _, dir := range v2 {
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
+		if err != nil {
 			continue
 		}
-		root, point := f[3], f[4]
-		switch {
-		case g[0] == "cgroup" && v1Path != "" && slices.Contains(strings.Split(g[2], ","), "cpu"):
-			for _, dir := range ancestors(point, root, v1Path) {
-				q, errQ := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
-				p, errP := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
-				if errQ == nil && errP == nil && q > 0 && p > 0 {
-					consider(float64(q) / float64(p))
-				}
-			}
-		case g[0] == "cgroup2" && v2Path != "":
-			for _, dir := range ancestors(point, root, v2Path) {
-				b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
-				if err != nil {
-					continue
-				}
-				qs, ps, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-				q, errQ := strconv.ParseInt(qs, 10, 64)
-				p, errP := strconv.ParseInt(ps, 10, 64)
-				if errQ == nil && errP == nil && q > 0 && p > 0 {
-					consider(float64(q) / float64(p))
-				}
-			}
+		qs, ps, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		q, errQ := strconv.ParseInt(qs, 10, 64)
+		p, errP := strconv.ParseInt(ps, 10, 64)
+		if errQ == nil && errP == nil {
+			consider(q, p)
 		}
 	}
 	return best
-}
-
-// ancestors returns the directories of cgroup path and its parents under a
-// hierarchy mounted at point (whose root in the hierarchy is root).
-func ancestors(point, root, path string) []string {
-	rel, err := filepath.Rel(root, path)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return nil
-	}
-	var dirs []string
-	for {
-		dirs = append(dirs, filepath.Join(point, rel))
-		if rel == "." || rel == "/" {
-			return dirs
-		}
-		rel = filepath.Dir(rel)
-	}
 }
 
 func readInt(file string) (int64, error) {
