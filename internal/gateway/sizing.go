@@ -12,22 +12,24 @@ import (
 // figures are resident memory (RSS), garbage not yet collected included,
 // and round up what the project measured:
 //
-//   - StreamCost: an open, idle stream. The databus lab's idle rows bound
-//     it at 20 KB per stream with a connection per stream and 12 KB with
-//     10 streams per connection, at 10,000 streams
-//     (internal/lab/databusexp: targetIdleOwnKB, targetIdleSharedKB);
-//     BenchmarkMemoryCost prints it for a gateway process here.
+//   - StreamCost: an open stream on a connection of its own (several
+//     streams per connection cost about half). The databus lab's idle rows
+//     measured 45 KB per stream at 10,000 streams, a connection each (24
+//     KB at 10 per connection); BenchmarkMemoryCost, a gateway process
+//     with 1,000 publish streams, 50 KiB.
 //   - ProducerCost: the franz-go producer of a publish stream without
 //     aggregation, on top of its stream. The lab's ticker rows saw 0.5 to
-//     1 MB each (1,000 producers held 560 MB); 1 MiB is the top of that.
-//   - BaseCost: the process with no stream: Go's runtime, gRPC, the shared
-//     producer, the metrics. BenchmarkMemoryCost prints that too.
+//     1 MB each under load (1,000 producers held 560 MB); idle, after one
+//     message, BenchmarkMemoryCost sees about 150 KiB. 1 MiB is the top
+//     of the loaded figure: a producer's buffers grow with what it sends.
+//   - BaseCost: the process before its first stream (BenchmarkMemoryCost:
+//     22 MiB), with room for the shared producer's buffers under load.
 //
 // A member (one per subscribed group and topic) counts as a Kafka client
 // at ProducerCost: its fetch buffers are bounded by --fetch-max-bytes and
 // counted in the message bytes below.
 const (
-	StreamCost   = 20 << 10
+	StreamCost   = 50 << 10
 	ProducerCost = 1 << 20
 	BaseCost     = 64 << 20
 	// SizingHeadroom is the share of the memory limit left unplanned: the

@@ -19,13 +19,16 @@ func TestSizeLimits(t *testing.T) {
 		{name: "no limit keeps the defaults", gatewayBytes: 256 * mib, wantStreams: 12000, wantCli: 1024},
 		{name: "given values stay, whatever the limit", limit: 300 * mib, gatewayBytes: 256 * mib, streams: 500, clients: 50, wantStreams: 500, wantCli: 50},
 		// 1 GiB less 10% (102.4 MiB), 64 MiB and 256 MiB leaves 601.6 MiB,
-		// shared 12,000:1,024 at 20 KiB and 1 MiB: 5,736 and 489.
-		{name: "the k8s pod's old 1 GiB", limit: 1024 * mib, gatewayBytes: 256 * mib, wantStreams: 5736, wantCli: 489, wantSized: true},
+		// shared 12,000:1,024 at 50 KiB and 1 MiB (1,609.9 MiB for both
+		// defaults): 4,484 and 382.
+		{name: "the k8s pod's old 1 GiB", limit: 1024 * mib, gatewayBytes: 256 * mib, wantStreams: 4484, wantCli: 382, wantSized: true},
 		// Less held for message bytes leaves more for streams and clients.
-		{name: "1 GiB with 64 MiB of message bytes", limit: 1024 * mib, gatewayBytes: 64 * mib, wantStreams: 7567, wantCli: 645, wantSized: true},
-		{name: "2 GiB fits the defaults", limit: 2048 * mib, gatewayBytes: 256 * mib, wantStreams: 12000, wantCli: 1024, wantSized: true},
+		{name: "1 GiB with 64 MiB of message bytes", limit: 1024 * mib, gatewayBytes: 64 * mib, wantStreams: 5915, wantCli: 504, wantSized: true},
+		// The k8s manifest's 2 GiB: 1,523.2 MiB to share.
+		{name: "2 GiB", limit: 2048 * mib, gatewayBytes: 256 * mib, wantStreams: 11353, wantCli: 968, wantSized: true},
+		{name: "2.5 GiB fits the defaults", limit: 2560 * mib, gatewayBytes: 256 * mib, wantStreams: 12000, wantCli: 1024, wantSized: true},
 		{name: "a large pod keeps the defaults", limit: 64 << 30, gatewayBytes: 256 * mib, wantStreams: 12000, wantCli: 1024, wantSized: true},
-		{name: "one given: the other sized alone", limit: 1024 * mib, gatewayBytes: 256 * mib, clients: 100, wantStreams: 5736, wantCli: 100, wantSized: true},
+		{name: "one given: the other sized alone", limit: 1024 * mib, gatewayBytes: 256 * mib, clients: 100, wantStreams: 4484, wantCli: 100, wantSized: true},
 		{name: "a limit the message bytes fill is refused", limit: 300 * mib, gatewayBytes: 256 * mib, wantRefuse: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
