@@ -110,6 +110,11 @@ type Config struct {
 	// anew. The report saw idle-connection timeouts cause seconds-long
 	// latency spikes; franz-go accepts 100ms to 15m.
 	ConnIdleTimeout time.Duration
+	// LagInterval is how often the gateway reads from Kafka the lag of
+	// the partitions its group members own (DefaultLagInterval), for
+	// databus_consumer_lag. Each reading is one kadm Lag request set,
+	// bounded by KafkaTimeout; none is made while no group is served.
+	LagInterval time.Duration
 	// NoMetrics switches the gateway's own Prometheus instrumentation off
 	// (--metrics=false): no counter, gauge or histogram is updated per
 	// stream, batch or message, and the Kafka clients run without the
@@ -146,6 +151,7 @@ func (c *Config) setDefaults() {
 	c.MaxGatewayBytes = cmp.Or(c.MaxGatewayBytes, DefaultMaxGatewayBytes)
 	c.SendTimeout = cmp.Or(c.SendTimeout, 30*time.Second)
 	c.ConnIdleTimeout = cmp.Or(c.ConnIdleTimeout, DefaultConnIdleTimeout)
+	c.LagInterval = cmp.Or(c.LagInterval, DefaultLagInterval)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -167,6 +173,7 @@ func (c *Config) validateLimits() error {
 		{"--max-stream-bytes", c.MaxStreamBytes, 1},
 		{"--max-gateway-bytes", c.MaxGatewayBytes, 1},
 		{"--send-timeout", int64(c.SendTimeout), 1},
+		{"--lag-interval", int64(c.LagInterval), 1},
 	} {
 		if l.v < l.least {
 			return fmt.Errorf("%w: %s is %d: give a positive value (or leave it out for the default)", ErrBadLimit, l.flag, l.v)
@@ -212,6 +219,8 @@ type Gateway struct {
 
 	membersMu sync.Mutex
 	members   map[memberKey]*member // the group members serving subscribe streams
+
+	lagLoop sync.WaitGroup // reads the consumer lag while the gateway runs
 }
 
 // New returns a gateway for cfg. It does not contact Kafka until a stream
@@ -234,6 +243,11 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if !cfg.NoMetrics {
 		g.m = newMetrics(cfg.Registry)
+		if !cfg.Echo {
+			gc := newGroupCollector(g)
+			cfg.Registry.MustRegister(gc)
+			g.lagLoop.Go(func() { gc.lagLoop(ctx, cfg.LagInterval) })
+		}
 	}
 	g.bytes.limit = cfg.MaxGatewayBytes
 	if !cfg.Echo {
@@ -286,6 +300,7 @@ func (g *Gateway) Close() {
 	g.drainOnce.Do(func() { close(g.draining) })
 	g.closeMembers()
 	g.cancel()
+	g.lagLoop.Wait() // it may be using the shared client
 	if g.shared != nil {
 		g.shared.Close()
 	}

@@ -50,7 +50,11 @@ type metrics struct {
 	kafkaProduce   counter    // kafkaRequests' Produce child, resolved once
 	publishBytes   gauge      // databus_bytes_in_flight's children, resolved once: they change per batch
 	subscribeBytes gauge
-	on             bool // false: every field is nop
+	// databus_client_wait_seconds' children, resolved once: the time
+	// streams spend waiting on their clients (see newMetrics).
+	publishWait   observer
+	subscribeWait observer
+	on            bool // false: every field is nop
 }
 
 // nop is every metric kind, updating nothing.
@@ -90,7 +94,7 @@ func offMetrics() *metrics {
 		publishErrors: nopCounters{}, publishLatency: nop{}, unacked: nop{}, held: nop{}, acksIgnored: nop{},
 		commits: nopCounters{}, streamErrors: nopCounters{}, refusals: nopCounters{}, kafkaClients: nop{},
 		sendTimeouts: nop{}, rewinds: nop{}, kafkaRequests: nopCounters{}, kafkaProduce: nop{},
-		publishBytes: nop{}, subscribeBytes: nop{},
+		publishBytes: nop{}, subscribeBytes: nop{}, publishWait: nop{}, subscribeWait: nop{},
 	}
 }
 
@@ -132,8 +136,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	kafkaRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "databus_kafka_requests_total", Help: "Requests written to Kafka brokers, by API (Produce, Fetch, ...): aggregation shows here as fewer Produce requests per message.",
 	}, []string{"api"})
+	// The report's lesson metric: a gateway-side measure of the time spent
+	// waiting for the clients' messages showed that clients opened their
+	// streams (and with them their Kafka clients) long before they sent.
+	clientWait := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "databus_client_wait_seconds",
+		Help:    "Time streams spend waiting on their clients, by kind: publish, from asking gRPC for a stream's next batch until it arrives (the first from the stream's start); subscribe, how long each send of a batch is held by the client's flow control (a client that does not read).",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 4, 11), // 100 µs .. 105 s
+	}, []string{"kind"})
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
-		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests)
+		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait)
 	return &metrics{
 		streams: promGauges{streams}, messagesIn: messagesIn, messagesOut: messagesOut, bytesIn: bytesIn, bytesOut: bytesOut,
 		publishErrors: promCounters{publishErrors}, publishLatency: publishLatency, unacked: unacked, held: held, acksIgnored: acksIgnored,
@@ -142,6 +154,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		kafkaProduce:   kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce))),
 		publishBytes:   bytesInFlight.WithLabelValues("publish"),
 		subscribeBytes: bytesInFlight.WithLabelValues("subscribe"),
+		publishWait:    clientWait.WithLabelValues("publish"),
+		subscribeWait:  clientWait.WithLabelValues("subscribe"),
 		on:             true,
 	}
 }

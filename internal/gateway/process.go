@@ -71,6 +71,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CommitInterval, "commit-interval", time.Second, "how often acked offsets are committed")
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout")
 	fs.DurationVar(&c.ConnIdleTimeout, "kafka-conn-idle-timeout", DefaultConnIdleTimeout, "how long a Kafka connection may idle before it is closed and the next request dials anew (franz-go's ConnIdleTimeout; 100ms to 15m)")
+	fs.DurationVar(&c.LagInterval, "lag-interval", DefaultLagInterval, "how often the consumer lag of the groups served here is read from Kafka (databus_consumer_lag)")
 	fs.Var(cliflag.Not(&c.NoMetrics), "metrics", "the gateway's own Prometheus metrics, updated per stream, batch and message (false: none; /metrics still serves the Go runtime and process metrics)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for streams to finish")
 	// Limits: a stream past a count limit is refused with ResourceExhausted

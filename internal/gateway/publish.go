@@ -100,9 +100,11 @@ func (p *publisher) run(ctx context.Context) error {
 			if !p.waitForBytes(ctx) {
 				return
 			}
+			waitStart := time.Now()
 			req, err := p.stream.Recv()
 			var size int64
 			if err == nil {
+				p.g.m.publishWait.Observe(time.Since(waitStart).Seconds())
 				size = batchBytes(req)
 			}
 			if err == nil && p.g.cfg.Echo {

@@ -160,8 +160,11 @@ func (st *subStream) next() (*databusv1.SubscribeResponse, int64) {
 	bytes := int64(0)
 	if n > 0 {
 		resp.Messages = make([]*databusv1.ConsumedMessage, n)
+		now := time.Now().UnixNano()
 		for i, r := range st.queue[:n] {
-			st.parts[r.Partition].t.deliver(r.Offset, r.LeaderEpoch)
+			t := st.parts[r.Partition].t
+			t.deliver(r.Offset, r.LeaderEpoch)
+			t.stamp(now)
 			cm := &databusv1.ConsumedMessage{
 				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 				TimestampMs: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value,
@@ -206,8 +209,10 @@ func (st *subStream) send(resp *databusv1.SubscribeResponse, bytes int64) error 
 		st.g.m.sendTimeouts.Inc()
 		st.fail(streamError(codes.DeadlineExceeded, "the client read nothing for %v (--send-timeout): this stream ended and its partitions and unacked messages went to the group's other subscribers; keep reading while you process (ack from another goroutine), or raise the limit", timeout))
 	})
+	start := time.Now()
 	err := st.stream.Send(resp)
 	timer.Stop()
+	st.g.m.subscribeWait.Observe(time.Since(start).Seconds())
 	st.g.bytes.release(bytes)
 	st.g.m.subscribeBytes.Sub(float64(bytes))
 	return err

@@ -28,7 +28,15 @@ type partitionTracker struct {
 	// epoch of the record just before it, which Kafka keeps with a commit.
 	commit int64
 	epoch  int32
+	// marks are when deliveries happened: the first offset of each
+	// response's records of this partition, and the time (Unix ns) it
+	// was sent, oldest first; the oldest unacked message was delivered at
+	// the time of the last mark at or before the window's front. One mark
+	// per response, not per message, keeps what this costs small.
+	marks []deliveryMark
 }
+
+type deliveryMark struct{ offset, at int64 }
 
 type trackedOffset struct {
 	offset int64
@@ -94,6 +102,9 @@ func (t *partitionTracker) ack(offset int64) (ok bool, released int) {
 	if len(t.ring) > minRing && t.n <= len(t.ring)/4 {
 		t.resize(len(t.ring) / 2)
 	}
+	if released > 0 {
+		t.pruneMarks()
+	}
 	return true, released
 }
 
@@ -124,5 +135,39 @@ func (t *partitionTracker) first() (int64, bool) {
 // reset forgets the window (its messages will be delivered again from
 // first) and keeps the commit point.
 func (t *partitionTracker) reset() {
-	t.ring, t.head, t.n, t.acked = nil, 0, 0, 0
+	t.ring, t.head, t.n, t.acked, t.marks = nil, 0, 0, 0, nil
+}
+
+// stamp records that the offset delivered last was sent at (Unix ns). The
+// sender calls it after each deliver; only the first offset of a
+// response, the first with a new time, makes a mark.
+func (t *partitionTracker) stamp(at int64) {
+	if t.n == 0 || len(t.marks) > 0 && t.marks[len(t.marks)-1].at == at {
+		return
+	}
+	t.marks = append(t.marks, deliveryMark{offset: t.at(t.n - 1).offset, at: at})
+}
+
+// pruneMarks drops the marks of deliveries wholly behind the window's
+// front.
+func (t *partitionTracker) pruneMarks() {
+	if t.n == 0 {
+		t.marks = nil
+		return
+	}
+	front := t.at(0).offset
+	i := 0
+	for i+1 < len(t.marks) && t.marks[i+1].offset <= front {
+		i++
+	}
+	t.marks = t.marks[i:]
+}
+
+// oldestUnacked returns when (Unix ns) the oldest unacked message was
+// sent: the window's front is never acked, as the acked prefix leaves it.
+func (t *partitionTracker) oldestUnacked() (int64, bool) {
+	if t.n == 0 || len(t.marks) == 0 {
+		return 0, false
+	}
+	return t.marks[0].at, true
 }

@@ -146,3 +146,49 @@ func TestTrackerMatchesModel(t *testing.T) {
 		}
 	}
 }
+
+// The oldest unacked message's delivery time follows the window's front:
+// a response's time until every message of it before the front is acked.
+func TestTrackerOldestUnacked(t *testing.T) {
+	tr := newPartitionTracker()
+	if _, ok := tr.oldestUnacked(); ok {
+		t.Fatal("an empty tracker has an oldest unacked message")
+	}
+	for o := int64(0); o < 5; o++ {
+		tr.deliver(o, 0)
+		tr.stamp(100)
+	}
+	for o := int64(5); o < 10; o++ {
+		tr.deliver(o, 0)
+		tr.stamp(200)
+	}
+	want := func(step string, at int64, held bool) {
+		t.Helper()
+		got, ok := tr.oldestUnacked()
+		if ok != held || got != at {
+			t.Fatalf("%s: oldest unacked sent at %d (%v), want %d (%v); marks %v", step, got, ok, at, held, tr.marks)
+		}
+	}
+	want("delivered", 100, true)
+	for _, o := range []int64{1, 2, 3, 4} {
+		tr.ack(o)
+	}
+	want("the first response's first message unacked", 100, true)
+	tr.ack(0)
+	want("the first response acked", 200, true)
+	tr.ack(6)
+	want("acked past a gap", 200, true)
+	tr.ack(5)
+	want("the second response half acked", 200, true)
+	if len(tr.marks) != 1 {
+		t.Fatalf("marks %v, want the second response's alone", tr.marks)
+	}
+	for _, o := range []int64{7, 8, 9} {
+		tr.ack(o)
+	}
+	want("all acked", 0, false)
+	tr.deliver(10, 0)
+	tr.stamp(300)
+	tr.reset()
+	want("reset", 0, false)
+}
