@@ -279,6 +279,7 @@ func startGateway(t *testing.T) string {
 	base := serve(t, "databus", 30*time.Second, func(ctx context.Context, srv server.Config) error {
 		return gateway.Serve(ctx, srv, gateway.Options{GRPCAddr: grpcAddr, DrainTimeout: 2 * time.Second, Config: gateway.Config{
 			Brokers: k.Brokers, MaxStreams: 3, MaxMessageBytes: 1024, CommitInterval: 50 * time.Millisecond,
+			LagInterval: 50 * time.Millisecond,
 		}})
 	})
 	c, err := databus.Dial(grpcAddr, databus.WithBackoff(20*time.Millisecond, 200*time.Millisecond))
@@ -307,11 +308,14 @@ func startGateway(t *testing.T) string {
 		missing.Publish(ctx, databus.Message{Value: []byte("x")})
 		missing.Close()
 	}
-	sub, err := c.OpenSubscription(ctx, topic, depstest.Group(t))
+	sub, err := c.OpenSubscription(context.WithoutCancel(ctx), topic, depstest.Group(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Close()
+	// Open while the dashboard's metrics are read, past this function's
+	// ctx: the per-group series exist only while the gateway serves the
+	// group.
+	t.Cleanup(func() { sub.Close() })
 	for got := 0; got < 5; {
 		b, err := sub.Recv()
 		if err != nil {
@@ -324,6 +328,9 @@ func startGateway(t *testing.T) string {
 	}
 	testkit.Eventually(t, 10*time.Second, "an offset commit", func() bool {
 		return testkit.SumFamily(testkit.Scrape(t, base+"/metrics")["databus_commits_total"], nil) > 0
+	})
+	testkit.Eventually(t, 10*time.Second, "a reading of the group's lag", func() bool {
+		return testkit.Scrape(t, base+"/metrics")["databus_consumer_lag"] != nil
 	})
 	// Two more streams pass --max-streams (3): a refusal.
 	for range 2 {
