@@ -76,10 +76,10 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for streams to finish")
 	// Limits: a stream past a count limit is refused with ResourceExhausted
 	// naming the flag; bytes limits make streams wait.
-	fs.IntVar(&c.MaxStreams, "max-streams", 0, fmt.Sprintf("streams (publish, subscribe and health Watch) one gateway serves at once; more are refused (default: sized from the cgroup memory limit, at most %d; %d without a limit)", DefaultMaxStreams, DefaultMaxStreams))
+	fs.IntVar(&c.MaxStreams, "max-streams", 0, fmt.Sprintf("streams (publish, subscribe and health Watch) one gateway serves at once; more are refused (default %d, or fewer under a cgroup memory limit, sized with --max-kafka-clients so that all fit and logged at start: see docs/systems/databus.md, \"Sizing a pod\")", DefaultMaxStreams))
 	fs.Var(cliflag.AtLeast(&o.MaxConnections, 1), "max-connections", fmt.Sprintf("client connections served at once (default %d); one more is closed as soon as it is accepted, before its handshake", DefaultMaxConnections))
 	fs.IntVar(&c.MaxStreamsPerConnection, "max-streams-per-conn", DefaultMaxStreamsPerConnection, "streams one client connection may have open (gRPC MaxConcurrentStreams); more wait")
-	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 0, fmt.Sprintf("Kafka clients of one gateway: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused (default: sized from the cgroup memory limit with --max-streams, about 1 MiB each, at most %d; %d without a limit)", DefaultMaxKafkaClients, DefaultMaxKafkaClients))
+	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 0, fmt.Sprintf("Kafka clients of one gateway, about 1 MiB each: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused (default %d, or fewer under a cgroup memory limit, sized with --max-streams)", DefaultMaxKafkaClients))
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
 	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", DefaultMaxGatewayBytes, "message bytes all streams may have in flight together")
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
