@@ -52,7 +52,7 @@ func figures(o lab.Options) []lab.Figure {
 		lab.NotRerunFigure("the target: about 80,000 clients",
 			"a fleet's figure: the lab's largest rows are 10,000 streams on one gateway, the report's per pod"),
 		lab.NotRerunFigure("a metric of the time the server waits for clients' messages, which found the metadata waves (it tracked the clients' sleep)",
-			"the gateway has no such metric; it makes a stream's producer on its first batch, not when the stream opens (the waves' cause), and the waves need runs longer than franz-go's 5-minute metadata refresh"),
+			"the gateway exports it (databus_client_wait_seconds; its tests show a client that sleeps before its first batch as that wait), but no row needs it: the gateway makes a stream's producer on its first batch, not when the stream opens (the waves' cause), and the waves need runs longer than franz-go's 5-minute metadata refresh"),
 		lab.Rerun("consumers with configurable groups, batch sizes and delays", "row: "+subscribeLabel+"; rows: "+delayLabel(processDelays[0])+"; "+delayLabel(processDelays[1])),
 		lab.NotRerunFigure("lesson: one gRPC client (one TCP connection) for many streams serializes them", "not rerun as throughput; the idle rows at 10,000 streams on 1,000 connections measure its memory side"),
 		lab.NotRerunFigure("lesson: big per-connection buffers blow memory at 10k connections (32 KB chosen)", "the idle rows measure memory per stream with the gateway's 32 KiB buffers; gRPC's default buffers are not rerun beside them"),
