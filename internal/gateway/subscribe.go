@@ -160,11 +160,16 @@ func (st *subStream) next() (*databusv1.SubscribeResponse, int64) {
 	bytes := int64(0)
 	if n > 0 {
 		resp.Messages = make([]*databusv1.ConsumedMessage, n)
-		now := time.Now().UnixNano()
+		now := int64(0) // delivery times serve databus_oldest_unacked_age_seconds alone
+		if m.g.m.on {
+			now = time.Now().UnixNano()
+		}
 		for i, r := range st.queue[:n] {
 			t := st.parts[r.Partition].t
 			t.deliver(r.Offset, r.LeaderEpoch)
-			t.stamp(now)
+			if now != 0 {
+				t.stamp(now)
+			}
 			cm := &databusv1.ConsumedMessage{
 				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 				TimestampMs: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value,
@@ -212,7 +217,9 @@ func (st *subStream) send(resp *databusv1.SubscribeResponse, bytes int64) error 
 	start := time.Now()
 	err := st.stream.Send(resp)
 	timer.Stop()
-	st.g.m.subscribeWait.Observe(time.Since(start).Seconds())
+	if st.g.m.on {
+		st.g.m.subscribeWait.Observe(time.Since(start).Seconds())
+	}
 	st.g.bytes.release(bytes)
 	st.g.m.subscribeBytes.Sub(float64(bytes))
 	return err
