@@ -3,10 +3,16 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"net"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -73,4 +79,96 @@ func TestGatewaySizesFromItsCgroup(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, "a refusal that says what to change (--max-gateway-bytes)", func() bool {
 		return strings.Contains(log.String(), "--max-gateway-bytes")
 	})
+}
+
+// TestSizedGatewayHoldsItsLimits fills every place the sizing gave a
+// gateway under a 512 MiB memory cgroup (--max-gateway-bytes 64 MiB): as
+// many streams as --max-streams, as many of them with a producer of their
+// own as --max-kafka-clients allows, all publishing 1 KiB messages for
+// HLAB_SIZED_SECONDS (20), then checks that the kernel did not kill it for
+// memory and prints its peak RSS. A soak check (HLAB_SOAK=1): thousands of
+// connections from this process.
+func TestSizedGatewayHoldsItsLimits(t *testing.T) {
+	soak(t)
+	sb := depstest.Sandbox(t)
+	if sb.Mechanism() == sandbox.None {
+		t.Skipf("no cgroup to put the gateway in: %s", sb.Reason())
+	}
+	const memMB, gatewayBytes = 512, 64 << 20
+	s, err := gateway.SizeLimits(memMB<<20, gatewayBytes, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := depstest.Kafka(t, deps.KafkaFake)
+	topic := depstest.Topic(t, k, 8)
+	grpcAddr := testkit.FreeAddr(t)
+	var log testkit.SyncBuffer
+	p, err := sb.Start(context.Background(), sandbox.Spec{
+		Name: "databus-sized-full", Path: testkit.Binary(t, "./cmd/databus"), MemoryMB: memMB, Stdout: &log, Stderr: &log,
+		Args: []string{"--brokers", strings.Join(k.Brokers, ","), "--grpc-addr", grpcAddr, "--http-addr", testkit.FreeAddr(t),
+			"--max-gateway-bytes", strconv.Itoa(gatewayBytes), "--max-connections", strconv.Itoa(2 * s.MaxStreams)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	testkit.EventuallyNil(t, 30*time.Second, "the gateway listens", func() error {
+		c, err := net.DialTimeout("tcp", grpcAddr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	meter := p.Measure()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// The shared producer holds one Kafka client place.
+	own := s.MaxKafkaClients - 1
+	t.Logf("under %d MiB: %d streams, %d of them with a producer of their own", memMB, s.MaxStreams, own)
+	pubs := make([]*databus.Publisher, s.MaxStreams)
+	for i := range pubs {
+		c, err := databus.Dial(grpcAddr, databus.WithBackoff(100*time.Millisecond, time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if pubs[i], err = c.NewPublisher(ctx, topic, databus.Aggregation(i >= own)); err != nil {
+			t.Fatal(err)
+		}
+		defer pubs[i].Close()
+	}
+	seconds := soakEnvInt(t, "HLAB_SIZED_SECONDS", 20)
+	until := time.Now().Add(time.Duration(seconds) * time.Second)
+	var wg sync.WaitGroup
+	var published, failed atomic.Int64
+	value := make([]byte, 1<<10)
+	for _, pub := range pubs {
+		wg.Go(func() {
+			for time.Now().Before(until) {
+				batch := make([]databus.Message, 10)
+				for j := range batch {
+					batch[j] = databus.Message{Value: value}
+				}
+				if err := pub.Publish(ctx, batch...); err != nil {
+					failed.Add(1)
+					select {
+					case <-p.Done():
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
+					continue
+				}
+				published.Add(int64(len(batch)))
+			}
+		})
+	}
+	wg.Wait()
+	u := meter.Stop()
+	select {
+	case <-p.Done():
+		t.Fatalf("the gateway exited under its sized limits: %v\n%s", p.ExitErr(), log.String())
+	default:
+	}
+	t.Logf("%d messages published, %d batches failed; gateway RSS peak %.0f MiB, mean %.0f MiB, of %d MiB",
+		published.Load(), failed.Load(), u.RSSMBMax, u.RSSMBAvg, memMB)
 }

@@ -7,6 +7,7 @@ package gateway_test
 //
 //	HLAB_SOAK=1 go test ./internal/gateway -run TestNeverAckedOneMemory -v -timeout 30m
 //	HLAB_SOAK=1 go test ./internal/gateway -run TestTenThousandSubscribeStreams -v -timeout 30m
+//	HLAB_SOAK=1 go test ./internal/gateway -run TestSizedGatewayHoldsItsLimits -v -timeout 10m
 //
 // HLAB_BIN=bin/hlab (absolute, or relative to the repository's root)
 // uses that binary instead of building one (go build -o bin/hlab
