@@ -50,7 +50,10 @@ type metrics struct {
 	kafkaProduce   counter    // kafkaRequests' Produce child, resolved once
 	publishBytes   gauge      // databus_bytes_in_flight's children, resolved once: they change per batch
 	subscribeBytes gauge
-	on             bool // false: every field is nop
+	// kafkaProduceBytes is databus_kafka_produce_bytes_total (nil when
+	// off): it is only read once per producer, by produceHook.
+	kafkaProduceBytes *prometheus.CounterVec
+	on                bool // false: every field is nop
 }
 
 // nop is every metric kind, updating nothing.
@@ -132,17 +135,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	kafkaRequests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "databus_kafka_requests_total", Help: "Requests written to Kafka brokers, by API (Produce, Fetch, ...): aggregation shows here as fewer Produce requests per message.",
 	}, []string{"api"})
+	kafkaProduceBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "databus_kafka_produce_bytes_total", Help: "Record bytes of the batches written to Kafka, by the codec the producer was asked for and form: uncompressed (the records as serialized) and compressed (as sent and stored; equal to uncompressed for a batch the codec did not shrink, which goes uncompressed). Record batch headers are not counted.",
+	}, []string{"codec", "form"})
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
-		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests)
+		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, kafkaProduceBytes)
 	return &metrics{
 		streams: promGauges{streams}, messagesIn: messagesIn, messagesOut: messagesOut, bytesIn: bytesIn, bytesOut: bytesOut,
 		publishErrors: promCounters{publishErrors}, publishLatency: publishLatency, unacked: unacked, held: held, acksIgnored: acksIgnored,
 		commits: promCounters{commits}, streamErrors: promCounters{streamErrors}, refusals: promCounters{refusals}, kafkaClients: promGauges{kafkaClients},
 		sendTimeouts: sendTimeouts, rewinds: rewinds, kafkaRequests: promCounters{kafkaRequests},
-		kafkaProduce:   kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce))),
-		publishBytes:   bytesInFlight.WithLabelValues("publish"),
-		subscribeBytes: bytesInFlight.WithLabelValues("subscribe"),
-		on:             true,
+		kafkaProduce:      kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce))),
+		publishBytes:      bytesInFlight.WithLabelValues("publish"),
+		subscribeBytes:    bytesInFlight.WithLabelValues("subscribe"),
+		kafkaProduceBytes: kafkaProduceBytes,
+		on:                true,
+	}
+}
+
+// produceHook is the hook of a producer of codec: its counters resolved
+// once, as the hook runs per batch.
+func (m *metrics) produceHook(codec string) produceBytesHook {
+	return produceBytesHook{
+		uncompressed: m.kafkaProduceBytes.WithLabelValues(codec, "uncompressed"),
+		compressed:   m.kafkaProduceBytes.WithLabelValues(codec, "compressed"),
 	}
 }
 
