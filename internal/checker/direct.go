@@ -82,7 +82,7 @@ func (d *direct) open(ctx context.Context) error {
 	return forEach(ctx, d.cfg.Streams, openWorkers, func(ctx context.Context, i int) error {
 		cl, err := kgo.NewClient(
 			kgo.SeedBrokers(d.cfg.Brokers...),
-			kgo.DefaultProduceTopic(d.cfg.Topic),
+			kgo.DefaultProduceTopic(d.cfg.topicOf(i)),
 			kgo.ProducerLinger(0),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerBatchMaxBytes(1<<20),

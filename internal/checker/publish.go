@@ -72,7 +72,7 @@ func (p *publishers) open(ctx context.Context) error {
 	}
 	opts := []databus.PublisherOption{databus.Aggregation(p.cfg.Aggregation), databus.MaxInflight(p.cfg.Inflight)}
 	return forEach(ctx, p.cfg.Streams, openWorkers, func(ctx context.Context, i int) error {
-		pub, err := p.clients[i%len(p.clients)].NewPublisher(ctx, p.cfg.Topic, opts...)
+		pub, err := p.clients[i%len(p.clients)].NewPublisher(ctx, p.cfg.topicOf(i), opts...)
 		if err != nil {
 			return fmt.Errorf("checker: stream %d: %w", i, err)
 		}
