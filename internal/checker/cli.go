@@ -112,6 +112,8 @@ Flags:
 	fs.BoolVar(&c.Aggregation, "aggregation", false, "ask the gateway to share producers between streams")
 	fs.BoolVar(&c.Direct, "direct", false, "produce straight to --brokers (one franz-go client per stream, as the gateway's own producer), not through --target")
 	fs.IntVar(&c.MessageBytes, "size", 100, "bytes of each message's value")
+	fs.Var(cliflag.Text(&c.Payload), "payload", "what the values hold: zeros (one value of zero bytes: compresses to nothing), text (JSON-like events, different per message: compresses as such records do) or random (different per message: does not compress)")
+	fs.StringVar(&c.Compression, "compression", "", "ask the gateway for this codec of the streams' batches in Kafka: none, gzip, snappy, lz4 or zstd (default: the gateway's --compression)")
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "publishing before the measured window (0: none)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "the measured window")
 	fs.IntVar(&c.Groups, "groups", 0, "consumer groups that must each receive every acked message")
@@ -144,6 +146,9 @@ Flags:
 		return 2
 	}
 	c.Scenario, c.Consume, c.FaultPhase = Scenario(scen), ConsumeMode(consume), FaultPhase(*phase)
+	if c.Payload == "" {
+		c.Payload = Zeros
+	}
 	if c.Warmup == 0 {
 		c.Warmup = -1 // none, as asked (Config's zero is the default)
 	}

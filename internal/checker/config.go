@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/databus"
 )
 
@@ -127,6 +128,11 @@ type Config struct {
 	// gives none). Each message also carries a 28-byte header: run id,
 	// stream and sequence number, send time.
 	MessageBytes int
+	// Payload is what the values hold (Zeros): how well they compress.
+	Payload Payload
+	// Compression asks the gateway for this codec of the streams'
+	// batches in Kafka (x-databus-compression; default: the gateway's).
+	Compression string
 
 	// Warmup is published before the measured window (1s; negative: none);
 	// its messages are verified too but not counted in rates and latencies.
@@ -244,6 +250,7 @@ func (c *Config) setDefaults() {
 	c.Inflight = cmp.Or(c.Inflight, inflight)
 	c.Interval = cmp.Or(c.Interval, time.Second)
 	c.MessageBytes = cmp.Or(c.MessageBytes, 100)
+	c.Payload = cmp.Or(c.Payload, Zeros)
 	switch {
 	case c.Warmup == 0:
 		c.Warmup = time.Second
@@ -289,6 +296,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: in flight %d: give 1 to 1024 batches", ErrConfig, c.Inflight)
 	case c.Interval < 0 || c.Duration <= 0 || c.ProcessDelay < 0 || c.DrainTimeout < 0:
 		return fmt.Errorf("%w: durations must not be negative, and the run's duration must be positive", ErrConfig)
+	case !slices.Contains(Payloads, c.Payload):
+		return fmt.Errorf("%w: payload %q: use zeros, text or random", ErrConfig, c.Payload)
+	case c.Compression != "" && !slices.Contains(databusv1.Compressions, c.Compression):
+		return fmt.Errorf("%w: compression %q: use one of %s, or leave it out for the gateway's default", ErrConfig, c.Compression, strings.Join(databusv1.Compressions, ", "))
 	case c.MessageBytes < 0:
 		return fmt.Errorf("%w: message size %d: give 0 or more bytes", ErrConfig, c.MessageBytes)
 	case c.Groups < 0 || c.Members < 0:

@@ -25,7 +25,9 @@ type Result struct {
 	// brokers), not through a gateway.
 	Direct       bool    `json:"direct,omitempty"`
 	MessageBytes int     `json:"message_bytes"`
-	IntervalS    float64 `json:"interval_s,omitempty"` // ticker
+	Payload      Payload `json:"payload"`
+	Compression  string  `json:"compression,omitempty"` // asked of the gateway; empty: its default
+	IntervalS    float64 `json:"interval_s,omitempty"`  // ticker
 	WarmupS      float64 `json:"warmup_s"`
 	DurationS    float64 `json:"duration_s"` // the measured window
 	OpenSeconds  float64 `json:"open_s"`     // opening every stream, first message answered
@@ -150,7 +152,7 @@ func newResult(c *Config) *Result {
 	}
 	r := &Result{
 		Scenario: c.Scenario, Target: c.Target, Topic: c.Topics[0], Streams: c.Streams, Connections: conns,
-		Batch: c.Batch, Inflight: c.Inflight, Aggregation: c.Aggregation, MessageBytes: c.MessageBytes,
+		Batch: c.Batch, Inflight: c.Inflight, Aggregation: c.Aggregation, MessageBytes: c.MessageBytes, Payload: c.Payload, Compression: c.Compression,
 		WarmupS: c.Warmup.Seconds(), DurationS: c.Duration.Seconds(), Errors: map[string]int64{},
 	}
 	if c.Direct {
@@ -288,8 +290,11 @@ func (r *Result) writePublish(b *strings.Builder) {
 			fmt.Fprintf(b, " %s (%d stream(s), %d acked)", t.Topic, t.Streams, t.Acked)
 		}
 	}
-	fmt.Fprintf(b, "\n  %d stream(s) on %d connection(s), batch %d, %d in flight, aggregation %s, %d-byte values",
-		r.Streams, r.Connections, r.Batch, r.Inflight, agg, r.MessageBytes)
+	fmt.Fprintf(b, "\n  %d stream(s) on %d connection(s), batch %d, %d in flight, aggregation %s, %d-byte values (%s)",
+		r.Streams, r.Connections, r.Batch, r.Inflight, agg, r.MessageBytes, r.Payload)
+	if r.Compression != "" {
+		fmt.Fprintf(b, ", compression %s", r.Compression)
+	}
 	if r.Scenario == Ticker {
 		fmt.Fprintf(b, ", one batch per %gs per stream", r.IntervalS)
 	}
