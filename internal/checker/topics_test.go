@@ -100,9 +100,9 @@ func recordsIn(t *testing.T, ctx context.Context, k *deps.Kafka, topics ...strin
 	return out
 }
 
-// TestTopicsRefused: topic lists that cannot work are refused before
-// anything runs, with what to give instead.
-func TestTopicsRefused(t *testing.T) {
+// TestRunSettingsRefused: topic lists, payloads and codecs that cannot work
+// are refused before anything runs, with what to give instead.
+func TestRunSettingsRefused(t *testing.T) {
 	for _, c := range []struct {
 		cfg  checker.Config
 		want string
@@ -112,6 +112,9 @@ func TestTopicsRefused(t *testing.T) {
 		{checker.Config{TopicCount: 20, Streams: 10}, "give at least --streams 20"},
 		{checker.Config{TopicCount: checker.MaxTopics + 1, Streams: 2000}, "give 1 to 1000"},
 		{checker.Config{Topics: []string{"a", "b"}, Consume: checker.Only, Groups: 1, Brokers: []string{"127.0.0.1:1"}}, "drains one topic"},
+		{checker.Config{Compression: "brotli"}, "compression \"brotli\": use one of none, gzip, snappy, lz4, zstd"},
+		{checker.Config{Payload: "pictures"}, "use zeros, text or random"},
+		{checker.Config{Direct: true, Brokers: []string{"127.0.0.1:1"}, Compression: "zstd"}, "drop --compression"},
 	} {
 		c.cfg.Target = "127.0.0.1:1"
 		_, err := checker.Run(context.Background(), c.cfg, nil)

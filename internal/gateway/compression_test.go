@@ -3,7 +3,9 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -202,5 +204,26 @@ func TestCompressionSharedProducersCounted(t *testing.T) {
 	refusal(t, err, "--max-kafka-clients")
 	if got := testkit.MetricSum(t, reg, "databus_kafka_clients", map[string]string{"kind": "shared"}); got != 2 {
 		t.Fatalf("databus_kafka_clients{kind=shared} = %v, want 2 (snappy, zstd)", got)
+	}
+}
+
+// TestCompressionFlags: --compression and --compression-allowed parse,
+// go back into a command line (how the lab starts a gateway from a
+// Config), and franz-go's default takes no argument.
+func TestCompressionFlags(t *testing.T) {
+	fs := flag.NewFlagSet("databus", flag.ContinueOnError)
+	var o gateway.Options
+	o.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--brokers", "127.0.0.1:1", "--compression", "zstd", "--compression-allowed", "none,lz4"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.Compression != "zstd" || !slices.Equal(o.CompressionAllowed, []string{"none", "lz4"}) {
+		t.Fatalf("Compression %q, allowed %q", o.Compression, o.CompressionAllowed)
+	}
+	if args := o.Args(); !slices.Contains(args, "--compression=zstd") || !slices.Contains(args, "--compression-allowed=none,lz4") {
+		t.Errorf("Args %q lack the codecs", args)
+	}
+	if args := (gateway.Options{Config: gateway.Config{Compression: gateway.DefaultCompression}}).Args(); len(args) != 0 {
+		t.Errorf("the default codec gives arguments %q, want none", args)
 	}
 }
