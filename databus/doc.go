@@ -14,7 +14,8 @@
 //
 // Pipelined, for throughput: PublishAsync returns once the batch is sent
 // and calls done when it is answered; up to MaxInflight batches wait at
-// once. Aggregation(true) lets the gateway share producers between streams.
+// once. Aggregation(true) lets the gateway share producers between streams;
+// Compression("zstd") asks for the codec of the stream's batches in Kafka.
 //
 // Subscribe with acks (at-least-once: a batch whose handler fails, or
 // that was not acked when the stream ended, is delivered again):

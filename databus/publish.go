@@ -29,6 +29,15 @@ type PublisherOption func(*Publisher)
 // milliseconds of latency. Default off.
 func Aggregation(on bool) PublisherOption { return func(p *Publisher) { p.aggregation = on } }
 
+// Compression asks the gateway to compress this stream's record batches
+// in Kafka with codec: none, gzip, snappy, lz4 or zstd
+// (databusv1.Compressions). Default: the gateway's (--compression). A
+// gateway that does not allow the codec (--compression-allowed) refuses
+// the stream with InvalidArgument, which the first publish returns.
+func Compression(codec string) PublisherOption {
+	return func(p *Publisher) { p.compression = codec }
+}
+
 // MaxInflight sets how many batches may wait for their answer at once
 // (default 16). PublishAsync blocks when that many are in flight.
 func MaxInflight(n int) PublisherOption { return func(p *Publisher) { p.maxInflight = n } }
@@ -48,6 +57,7 @@ type Publisher struct {
 	c           *Client
 	topic       string
 	aggregation bool
+	compression string
 	maxInflight int
 
 	ctx    context.Context // the publisher's life
@@ -87,6 +97,9 @@ func (c *Client) NewPublisher(ctx context.Context, topic string, opts ...Publish
 	if p.maxInflight < 1 || p.maxInflight > 1024 {
 		return nil, fmt.Errorf("databus: MaxInflight %d: give 1 to 1024", p.maxInflight)
 	}
+	if p.compression != "" && !slices.Contains(databusv1.Compressions, p.compression) {
+		return nil, fmt.Errorf("databus: Compression %q: give one of %v", p.compression, databusv1.Compressions)
+	}
 	p.idle = sync.NewCond(&p.mu)
 	p.ctx, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	p.slots = make(chan struct{}, p.maxInflight)
@@ -106,6 +119,9 @@ func (p *Publisher) open() (*pubStream, error) {
 	md := []string{databusv1.MDTopic, p.topic, databusv1.MDMaxInflight, strconv.Itoa(p.maxInflight)}
 	if p.aggregation {
 		md = append(md, databusv1.MDAggregation, "on")
+	}
+	if p.compression != "" {
+		md = append(md, databusv1.MDCompression, p.compression)
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
 	stream, err := p.c.api.Publish(streamContext(ctx, md...))

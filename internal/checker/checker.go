@@ -67,7 +67,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 		progress = func(string, ...any) {}
 	}
 	if len(cfg.Brokers) > 0 && cfg.Consume != Only {
-		if err := ensureTopic(ctx, cfg.Brokers, cfg.Topic, cfg.Partitions); err != nil {
+		if err := ensureTopics(ctx, cfg.Brokers, cfg.Partitions, cfg.Topics...); err != nil {
 			return nil, err
 		}
 	}
@@ -174,6 +174,7 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	publishEnd := time.Now()
 	res.PublishCPUS = ProcessCPU() - cpuStart
 	res.publishFigures(pubs.stats(), cfg.Duration)
+	res.topicFigures(&cfg, led)
 
 	if cfg.Groups > 0 {
 		if cfg.Consume == After {
@@ -234,22 +235,25 @@ func ProcessCPU() float64 {
 
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
-// ensureTopic creates topic when Kafka does not have it.
-func ensureTopic(ctx context.Context, brokers []string, topic string, partitions int) error {
+// ensureTopics creates the topics Kafka does not have, of partitions
+// partitions each.
+func ensureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		return fmt.Errorf("checker: kafka client: %w", err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second+time.Duration(len(topics))*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(cl)
-	err = kafkatopic.Create(ctx, adm, partitions, topic)
-	if errors.Is(err, kerr.TopicAlreadyExists) {
-		err = kafkatopic.Await(ctx, adm, topic)
-	}
-	if err != nil {
-		return fmt.Errorf("checker: topic %q at %v: %w", topic, brokers, err)
+	for _, topic := range topics {
+		err := kafkatopic.Create(ctx, adm, partitions, topic)
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			err = kafkatopic.Await(ctx, adm, topic)
+		}
+		if err != nil {
+			return fmt.Errorf("checker: topic %q at %v: %w", topic, brokers, err)
+		}
 	}
 	return nil
 }

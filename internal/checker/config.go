@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/databus"
 )
 
@@ -80,11 +83,21 @@ type Config struct {
 	// Topic to publish to and consume from ("databus-checker"). It must
 	// exist unless Brokers is set, then it is created when missing.
 	Topic string
+	// Topics, when set, are the topics instead of Topic: stream i
+	// publishes to Topics[i % len(Topics)], and each consumer group's
+	// members subscribe to every one of them (a subscription per topic,
+	// on the member's connection). Report D's checker learned to write
+	// ten topics when one topic of 21 partitions capped writes near 1M
+	// rps. At most MaxTopics.
+	Topics []string
+	// TopicCount, when positive, makes Topics TopicCount names with Topic
+	// as their prefix: Topic-0, Topic-1, ... It excludes Topics.
+	TopicCount int
 	// Brokers, when set, lets the checker create Topic (Partitions
 	// partitions) if it is missing, and Consume Only read the topic's
 	// offsets. The checker never talks to Kafka otherwise.
 	Brokers    []string
-	Partitions int // 10
+	Partitions int // 10, per topic
 
 	Scenario Scenario // Throughput
 	// Streams is the number of publish streams, each a client of its own
@@ -115,6 +128,11 @@ type Config struct {
 	// gives none). Each message also carries a 28-byte header: run id,
 	// stream and sequence number, send time.
 	MessageBytes int
+	// Payload is what the values hold (Zeros): how well they compress.
+	Payload Payload
+	// Compression asks the gateway for this codec of the streams'
+	// batches in Kafka (x-databus-compression; default: the gateway's).
+	Compression string
 
 	// Warmup is published before the measured window (1s; negative: none);
 	// its messages are verified too but not counted in rates and latencies.
@@ -223,12 +241,16 @@ func (c *Config) setDefaults() {
 		batch, inflight = 100, 16
 	}
 	c.Topic = cmp.Or(c.Topic, "databus-checker")
+	if len(c.Topics) == 0 && c.TopicCount <= MaxTopics {
+		c.Topics = countedTopics(c.Topic, max(c.TopicCount, 0))
+	}
 	c.Partitions = cmp.Or(c.Partitions, 10)
 	c.Streams = cmp.Or(c.Streams, streams)
 	c.Batch = cmp.Or(c.Batch, batch)
 	c.Inflight = cmp.Or(c.Inflight, inflight)
 	c.Interval = cmp.Or(c.Interval, time.Second)
 	c.MessageBytes = cmp.Or(c.MessageBytes, 100)
+	c.Payload = cmp.Or(c.Payload, Zeros)
 	switch {
 	case c.Warmup == 0:
 		c.Warmup = time.Second
@@ -252,6 +274,16 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: no gateway address: give --target host:port", ErrConfig)
 	case c.Scenario != Echo && c.Scenario != Latency && c.Scenario != Throughput && c.Scenario != Ticker:
 		return fmt.Errorf("%w: unknown scenario %q: use echo, latency, throughput or ticker", ErrConfig, c.Scenario)
+	case c.TopicCount < 0 || c.TopicCount > MaxTopics || len(c.Topics) > MaxTopics:
+		return fmt.Errorf("%w: %d topics: give 1 to %d", ErrConfig, max(c.TopicCount, len(c.Topics)), MaxTopics)
+	case c.TopicCount > 0 && !slices.Equal(c.Topics, countedTopics(c.Topic, c.TopicCount)):
+		return fmt.Errorf("%w: give --topics (the names) or --topic-count (names made from --topic), not both", ErrConfig)
+	case hasDuplicate(c.Topics):
+		return fmt.Errorf("%w: --topics %s names a topic twice: each stream's topic is the next in the list, so list each once", ErrConfig, strings.Join(c.Topics, ","))
+	case len(c.Topics) > c.Streams && c.Consume != Only && c.Scenario != Echo:
+		return fmt.Errorf("%w: %d topics but %d streams: some topics would get no stream; give at least --streams %d", ErrConfig, len(c.Topics), c.Streams, len(c.Topics))
+	case c.Consume == Only && len(c.Topics) > 1:
+		return fmt.Errorf("%w: --consume only drains one topic: give --topic", ErrConfig)
 	case c.Streams < 1:
 		return fmt.Errorf("%w: %d streams: give at least one", ErrConfig, c.Streams)
 	case c.Streams >= 1<<24:
@@ -264,6 +296,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: in flight %d: give 1 to 1024 batches", ErrConfig, c.Inflight)
 	case c.Interval < 0 || c.Duration <= 0 || c.ProcessDelay < 0 || c.DrainTimeout < 0:
 		return fmt.Errorf("%w: durations must not be negative, and the run's duration must be positive", ErrConfig)
+	case !slices.Contains(Payloads, c.Payload):
+		return fmt.Errorf("%w: payload %q: use zeros, text or random", ErrConfig, c.Payload)
+	case c.Compression != "" && !slices.Contains(databusv1.Compressions, c.Compression):
+		return fmt.Errorf("%w: compression %q: use one of %s, or leave it out for the gateway's default", ErrConfig, c.Compression, strings.Join(databusv1.Compressions, ", "))
 	case c.MessageBytes < 0:
 		return fmt.Errorf("%w: message size %d: give 0 or more bytes", ErrConfig, c.MessageBytes)
 	case c.Groups < 0 || c.Members < 0:
@@ -313,4 +349,29 @@ func (c *Config) validateFaults() error {
 		return fmt.Errorf("%w: --kill-every %v is not shorter than the run's %v of publishing: no fault would be injected", ErrConfig, c.KillEvery, c.Warmup+c.Duration)
 	}
 	return nil
+}
+
+// MaxTopics bounds Config.Topics: each consumer group member holds a
+// subscription per topic.
+const MaxTopics = 1000
+
+// countedTopics are Config.TopicCount's topics: n names with prefix, or
+// prefix alone when n is 0.
+func countedTopics(prefix string, n int) []string {
+	if n == 0 {
+		return []string{prefix}
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+// topicOf is stream i's topic: the topics taken in turn.
+func (c *Config) topicOf(stream int) string { return c.Topics[stream%len(c.Topics)] }
+
+func hasDuplicate(names []string) bool {
+	sorted := slices.Sorted(slices.Values(names))
+	return len(slices.Compact(sorted)) != len(names)
 }

@@ -35,11 +35,11 @@ type consumers struct {
 	wg      sync.WaitGroup
 	cancel  context.CancelFunc
 
-	received   atomic.Int64 // this run's messages, duplicates included
-	others     atomic.Int64 // messages of other runs (older ones in the topic)
-	cycles     atomic.Int64 // batches received and acked
-	assigned   []atomic.Bool
-	lastNotice atomic.Int64 // Unix ns of the last assignment change
+	received   atomic.Int64  // this run's messages, duplicates included
+	others     atomic.Int64  // messages of other runs (older ones in the topic)
+	cycles     atomic.Int64  // batches received and acked
+	assigned   []atomic.Bool // by group and topic: a member of it has partitions
+	lastNotice atomic.Int64  // Unix ns of the last assignment change
 	// ends, with Consume Only, are the end offsets by partition: the
 	// ledger's records are (partition, offset) below them, not the
 	// messages' own headers.
@@ -54,13 +54,13 @@ func GroupName(topic string, g int) string { return fmt.Sprintf("%s-checker-%d",
 // of this run's own, so that every run drains the topic from its start.
 func (c *consumers) group(g int) string {
 	if c.cfg.Consume == Only {
-		return fmt.Sprintf("%s-%016x", GroupName(c.cfg.Topic, g), c.run)
+		return fmt.Sprintf("%s-%016x", GroupName(c.cfg.Topics[0], g), c.run)
 	}
-	return GroupName(c.cfg.Topic, g)
+	return GroupName(c.cfg.Topics[0], g)
 }
 
 func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *consumers {
-	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups), dropReq: make(chan chan int)}
+	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups*len(cfg.Topics)), dropReq: make(chan chan int)}
 }
 
 // start dials a connection per member and starts every member.
@@ -81,7 +81,9 @@ func (c *consumers) start(ctx context.Context) error {
 	for g := range c.cfg.Groups {
 		for m := range c.cfg.Members {
 			i := g*c.cfg.Members + m
-			c.wg.Go(func() { c.member(ctx, i, g) })
+			for t := range c.cfg.Topics {
+				c.wg.Go(func() { c.member(ctx, i, g, t) })
+			}
 		}
 	}
 	return nil
@@ -107,7 +109,10 @@ func (c *consumers) awaitAssigned(ctx context.Context, limit time.Duration) bool
 	return false
 }
 
-func (c *consumers) member(ctx context.Context, i, g int) {
+// member is member i of group g on topic t: one subscription, opened
+// again when it breaks. A member of several topics has one on each, on
+// its one connection.
+func (c *consumers) member(ctx context.Context, i, g, t int) {
 	cl := c.clients[i]
 	var opts []databus.SubscribeOption
 	if c.cfg.SubBatch > 0 {
@@ -118,9 +123,9 @@ func (c *consumers) member(ctx context.Context, i, g int) {
 	}
 	group := c.group(g)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		sub, err := cl.OpenSubscription(ctx, c.cfg.Topic, group, opts...)
+		sub, err := cl.OpenSubscription(ctx, c.cfg.Topics[t], group, opts...)
 		if err == nil {
-			err = c.consume(ctx, sub, i, g)
+			err = c.consume(ctx, sub, i, g, g*len(c.cfg.Topics)+t)
 			sub.Close()
 			if err == nil || errors.Is(err, errDropped) {
 				attempt, err = 0, nil
@@ -140,9 +145,10 @@ func (c *consumers) member(ctx context.Context, i, g int) {
 	}
 }
 
-// consume reads one subscription until it breaks: nil when it ended
-// cleanly, the error otherwise.
-func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g int) error {
+// consume reads one subscription of member i of group g until it breaks:
+// nil when it ended cleanly, the error otherwise. assigned is the group's
+// and topic's place in c.assigned.
+func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g, assigned int) error {
 	ids := make([]ID, 0, 128)
 	lats := make([]time.Duration, 0, 128)
 	for {
@@ -156,7 +162,7 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g
 		if len(b.Assigned)+len(b.Revoked) > 0 {
 			c.lastNotice.Store(time.Now().UnixNano())
 			if len(b.Assigned) > 0 {
-				c.assigned[g].Store(true)
+				c.assigned[assigned].Store(true)
 			}
 		}
 		if len(b.Messages) == 0 {

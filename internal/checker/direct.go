@@ -68,6 +68,8 @@ func (c *Config) validateDirect() error {
 		return fmt.Errorf("%w: --direct has no gRPC connections to share: drop --connections and --share", ErrConfig)
 	case c.KillEvery != 0 || c.GatewayCmd != "" || c.FaultCmd != "" || c.Inject != nil || c.DropMember:
 		return fmt.Errorf("%w: --direct runs no gateway to inject faults into: drop --kill-every, --gateway-cmd, --fault-cmd and --drop-member", ErrConfig)
+	case c.Compression != "":
+		return fmt.Errorf("%w: --direct writes with franz-go's default codec (snappy, the gateway's default): drop --compression", ErrConfig)
 	case c.GatewayMetrics != "":
 		return fmt.Errorf("%w: --direct runs no gateway whose memory to read: drop --gateway-metrics", ErrConfig)
 	}
@@ -82,7 +84,7 @@ func (d *direct) open(ctx context.Context) error {
 	return forEach(ctx, d.cfg.Streams, openWorkers, func(ctx context.Context, i int) error {
 		cl, err := kgo.NewClient(
 			kgo.SeedBrokers(d.cfg.Brokers...),
-			kgo.DefaultProduceTopic(d.cfg.Topic),
+			kgo.DefaultProduceTopic(d.cfg.topicOf(i)),
 			kgo.ProducerLinger(0),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerBatchMaxBytes(1<<20),
@@ -111,7 +113,7 @@ func (d *direct) records(stream, n int, sent time.Time) ([]ID, []*kgo.Record) {
 		id := ID{Stream: stream, Seq: d.seqs[stream]}
 		d.seqs[stream]++
 		ids[j] = id
-		recs[j] = &kgo.Record{Value: d.value, Headers: []kgo.RecordHeader{{Key: metaHeader, Value: encodeMeta(d.run, id, sent)}}}
+		recs[j] = &kgo.Record{Value: d.values.of(stream, id.Seq), Headers: []kgo.RecordHeader{{Key: metaHeader, Value: encodeMeta(d.run, id, sent)}}}
 	}
 	return ids, recs
 }

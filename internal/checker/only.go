@@ -13,7 +13,7 @@ import (
 // consumeOnly is a Consume Only run: no publishers; fresh groups drain
 // the records topic holds, each of which every group must receive.
 func consumeOnly(ctx context.Context, cfg *Config, gw *gatewayProc, progress Progress, fail context.CancelCauseFunc) (*Result, error) {
-	starts, ends, err := topicOffsets(ctx, cfg.Brokers, cfg.Topic)
+	starts, ends, err := topicOffsets(ctx, cfg.Brokers, cfg.Topics[0])
 	if err != nil {
 		return nil, err
 	}
@@ -22,13 +22,13 @@ func consumeOnly(ctx context.Context, cfg *Config, gw *gatewayProc, progress Pro
 		led.ackRange(p, starts[p], ends[p])
 	}
 	if led.ackedCount() == 0 {
-		return nil, fmt.Errorf("checker: topic %q at %v holds no records: fill it first (a run without --consume only, e.g. --groups 0), then drain it", cfg.Topic, cfg.Brokers)
+		return nil, fmt.Errorf("checker: topic %q at %v holds no records: fill it first (a run without --consume only, e.g. --groups 0), then drain it", cfg.Topics[0], cfg.Brokers)
 	}
 	errs := &errorCounts{}
 	res := newResult(cfg)
 	cons := newConsumers(cfg, rand.Uint64(), led, errs)
 	cons.ends = ends
-	progress("%d group(s) x %d member(s) draining %d records of %s", cfg.Groups, cfg.Members, led.ackedCount(), cfg.Topic)
+	progress("%d group(s) x %d member(s) draining %d records of %s", cfg.Groups, cfg.Members, led.ackedCount(), cfg.Topics[0])
 	if cfg.OnWindow != nil {
 		cfg.OnWindow(true)
 	}

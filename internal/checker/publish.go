@@ -22,12 +22,12 @@ func (w window) contains(t time.Time) bool { return !t.Before(w.start) && !t.Aft
 
 // publishers are the run's publish streams.
 type publishers struct {
-	cfg   *Config
-	run   uint64
-	led   *ledger
-	lat   *hist
-	errs  *errorCounts
-	value []byte // every message's value: read-only, shared
+	cfg    *Config
+	run    uint64
+	led    *ledger
+	lat    *hist
+	errs   *errorCounts
+	values values // the messages' values: read-only, shared
 
 	clients []*databus.Client
 	pubs    []*databus.Publisher
@@ -44,9 +44,9 @@ type publishers struct {
 func newPublishers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *publishers {
 	return &publishers{
 		cfg: cfg, run: run, led: led, lat: newHist(), errs: errs,
-		value: make([]byte, cfg.MessageBytes),
-		pubs:  make([]*databus.Publisher, cfg.Streams),
-		seqs:  make([]int64, cfg.Streams),
+		values: newValues(cfg.Payload, cfg.MessageBytes),
+		pubs:   make([]*databus.Publisher, cfg.Streams),
+		seqs:   make([]int64, cfg.Streams),
 	}
 }
 
@@ -71,8 +71,11 @@ func (p *publishers) open(ctx context.Context) error {
 		p.clients = append(p.clients, c)
 	}
 	opts := []databus.PublisherOption{databus.Aggregation(p.cfg.Aggregation), databus.MaxInflight(p.cfg.Inflight)}
+	if p.cfg.Compression != "" {
+		opts = append(opts, databus.Compression(p.cfg.Compression))
+	}
 	return forEach(ctx, p.cfg.Streams, openWorkers, func(ctx context.Context, i int) error {
-		pub, err := p.clients[i%len(p.clients)].NewPublisher(ctx, p.cfg.Topic, opts...)
+		pub, err := p.clients[i%len(p.clients)].NewPublisher(ctx, p.cfg.topicOf(i), opts...)
 		if err != nil {
 			return fmt.Errorf("checker: stream %d: %w", i, err)
 		}
@@ -96,7 +99,7 @@ func (p *publishers) batch(stream, n int, sent time.Time) ([]ID, []databus.Messa
 		id := ID{Stream: stream, Seq: p.seqs[stream]}
 		p.seqs[stream]++
 		ids[j] = id
-		msgs[j] = databus.Message{Value: p.value, Headers: []databus.Header{{Key: metaHeader, Value: encodeMeta(p.run, id, sent)}}}
+		msgs[j] = databus.Message{Value: p.values.of(stream, id.Seq), Headers: []databus.Header{{Key: metaHeader, Value: encodeMeta(p.run, id, sent)}}}
 	}
 	return ids, msgs
 }

@@ -10,19 +10,24 @@ import (
 
 // Result is what a run measured; its JSON is the checker's --json output.
 type Result struct {
-	Scenario    Scenario `json:"scenario"`
-	Target      string   `json:"target"`
-	Topic       string   `json:"topic,omitempty"`
-	Streams     int      `json:"streams"`
-	Connections int      `json:"connections"`
-	Batch       int      `json:"batch"`
-	Inflight    int      `json:"inflight"`
-	Aggregation bool     `json:"aggregation"`
+	Scenario Scenario `json:"scenario"`
+	Target   string   `json:"target"`
+	Topic    string   `json:"topic,omitempty"` // the one topic; with several, Topics
+	// Topics are the topics of a run over several (Config.Topics), each
+	// with its streams and the messages Kafka acked on them.
+	Topics      []TopicFigs `json:"topics,omitempty"`
+	Streams     int         `json:"streams"`
+	Connections int         `json:"connections"`
+	Batch       int         `json:"batch"`
+	Inflight    int         `json:"inflight"`
+	Aggregation bool        `json:"aggregation"`
 	// Direct: the messages went straight to Kafka (Target is then the
 	// brokers), not through a gateway.
 	Direct       bool    `json:"direct,omitempty"`
 	MessageBytes int     `json:"message_bytes"`
-	IntervalS    float64 `json:"interval_s,omitempty"` // ticker
+	Payload      Payload `json:"payload"`
+	Compression  string  `json:"compression,omitempty"` // asked of the gateway; empty: its default
+	IntervalS    float64 `json:"interval_s,omitempty"`  // ticker
 	WarmupS      float64 `json:"warmup_s"`
 	DurationS    float64 `json:"duration_s"` // the measured window
 	OpenSeconds  float64 `json:"open_s"`     // opening every stream, first message answered
@@ -100,6 +105,31 @@ type GroupFigs struct {
 	Duplicates int64  `json:"duplicates"`
 }
 
+// TopicFigs is one topic's share of a run over several.
+type TopicFigs struct {
+	Topic   string `json:"topic"`
+	Streams int    `json:"streams"`
+	Acked   int64  `json:"acked"`
+}
+
+// topicFigures lists each topic's streams and acked messages, when the
+// run had several topics.
+func (r *Result) topicFigures(c *Config, led *ledger) {
+	if len(c.Topics) < 2 {
+		return
+	}
+	r.Topic = ""
+	r.Topics = make([]TopicFigs, len(c.Topics))
+	for t, name := range c.Topics {
+		r.Topics[t].Topic = name
+	}
+	for i := range c.Streams {
+		f := &r.Topics[i%len(c.Topics)]
+		f.Streams++
+		f.Acked += led.ackedOf(i)
+	}
+}
+
 // GatewayMemory is the gateway's RSS before the streams opened and once
 // they were open and idle.
 type GatewayMemory struct {
@@ -110,7 +140,7 @@ type GatewayMemory struct {
 
 func newResult(c *Config) *Result {
 	if c.Consume == Only { // no publishers
-		r := &Result{Target: c.Target, Topic: c.Topic, Errors: map[string]int64{}, KillEveryS: c.KillEvery.Seconds()}
+		r := &Result{Target: c.Target, Topic: c.Topics[0], Errors: map[string]int64{}, KillEveryS: c.KillEvery.Seconds()}
 		if c.KillEvery > 0 {
 			r.FaultPhase = c.FaultPhase
 		}
@@ -121,8 +151,8 @@ func newResult(c *Config) *Result {
 		conns = c.Streams
 	}
 	r := &Result{
-		Scenario: c.Scenario, Target: c.Target, Topic: c.Topic, Streams: c.Streams, Connections: conns,
-		Batch: c.Batch, Inflight: c.Inflight, Aggregation: c.Aggregation, MessageBytes: c.MessageBytes,
+		Scenario: c.Scenario, Target: c.Target, Topic: c.Topics[0], Streams: c.Streams, Connections: conns,
+		Batch: c.Batch, Inflight: c.Inflight, Aggregation: c.Aggregation, MessageBytes: c.MessageBytes, Payload: c.Payload, Compression: c.Compression,
 		WarmupS: c.Warmup.Seconds(), DurationS: c.Duration.Seconds(), Errors: map[string]int64{},
 	}
 	if c.Direct {
@@ -254,8 +284,17 @@ func (r *Result) writePublish(b *strings.Builder) {
 	if r.Topic != "" {
 		fmt.Fprintf(b, ", topic %s", r.Topic)
 	}
-	fmt.Fprintf(b, "\n  %d stream(s) on %d connection(s), batch %d, %d in flight, aggregation %s, %d-byte values",
-		r.Streams, r.Connections, r.Batch, r.Inflight, agg, r.MessageBytes)
+	if len(r.Topics) > 0 {
+		fmt.Fprintf(b, ", %d topics:", len(r.Topics))
+		for _, t := range r.Topics {
+			fmt.Fprintf(b, " %s (%d stream(s), %d acked)", t.Topic, t.Streams, t.Acked)
+		}
+	}
+	fmt.Fprintf(b, "\n  %d stream(s) on %d connection(s), batch %d, %d in flight, aggregation %s, %d-byte values (%s)",
+		r.Streams, r.Connections, r.Batch, r.Inflight, agg, r.MessageBytes, r.Payload)
+	if r.Compression != "" {
+		fmt.Fprintf(b, ", compression %s", r.Compression)
+	}
 	if r.Scenario == Ticker {
 		fmt.Fprintf(b, ", one batch per %gs per stream", r.IntervalS)
 	}

@@ -145,12 +145,17 @@ func (l *ledger) receive(group int, ids []ID) {
 func (l *ledger) ackedCount() int64 {
 	var n int64
 	for i := range l.acked {
-		a := &l.acked[i]
-		a.mu.Lock()
-		n += a.bits.count()
-		a.mu.Unlock()
+		n += l.ackedOf(i)
 	}
 	return n
+}
+
+// ackedOf is how many distinct messages of stream were acked.
+func (l *ledger) ackedOf(stream int) int64 {
+	a := &l.acked[stream]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.bits.count()
 }
 
 // groupReport is what one group missed.

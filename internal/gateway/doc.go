@@ -1,7 +1,8 @@
 // Package gateway is the server side of databus: gRPC bidirectional
 // streams in front of Kafka (report D). Publish streams get a producer of
 // their own (latency first) or share the gateway's (aggregation: batching
-// first); the subscribe streams of one group and topic on a gateway share
+// first), one shared producer per codec the streams ask for (compression.go);
+// the subscribe streams of one group and topic on a gateway share
 // one consumer-group member, one Kafka client, that spreads its partitions
 // over them (member.go) and commits offsets only as far as the clients
 // acked. It is stateless: any number of gateways serve the same topics and

@@ -10,3 +10,7 @@ var ErrDraining = errors.New("gateway: draining for shutdown: reconnect (to anot
 
 // ErrBadLimit is returned by New when a limit of Config is out of range.
 var ErrBadLimit = errors.New("gateway: limit out of range")
+
+// ErrBadCompression is returned by New when Config.Compression or
+// Config.CompressionAllowed names a codec Kafka does not have.
+var ErrBadCompression = errors.New("gateway: unknown compression codec")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,8 @@ type Config struct {
 	MaxStreamsPerConnection int
 	// MaxKafkaClients bounds the gateway's Kafka clients
 	// (DefaultMaxKafkaClients, 1,024, or sized as MaxStreams is): the
-	// shared producer (always counted), one producer per publish stream
+	// shared producer (always counted), one more per codec aggregated
+	// streams use beyond Compression, one producer per publish stream
 	// without aggregation, and one group member per (group, topic) that
 	// has subscribe streams here, however many streams that is. A stream
 	// that needs a client past it is refused with ResourceExhausted.
@@ -126,6 +128,17 @@ type Config struct {
 	Registry prometheus.Registerer
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
+	// Compression is the codec of the batches the gateway's producers
+	// write to Kafka when a stream does not ask for one: none, gzip,
+	// snappy, lz4 or zstd (DefaultCompression, franz-go's default). A
+	// batch that its codec does not shrink goes uncompressed (franz-go).
+	Compression string
+	// CompressionAllowed lists the codecs a publish stream may ask for
+	// in x-databus-compression (default: all of them); the default codec
+	// is always allowed. Another codec is refused with InvalidArgument.
+	// Aggregated streams share one producer per codec: each codec in use
+	// beyond the default takes a place of MaxKafkaClients.
+	CompressionAllowed []string
 	// KafkaOpts are extra franz-go options for every client (tests, TLS, SASL).
 	KafkaOpts []kgo.Opt
 }
@@ -152,6 +165,7 @@ func (c *Config) setDefaults() {
 	c.SendTimeout = cmp.Or(c.SendTimeout, 30*time.Second)
 	c.ConnIdleTimeout = cmp.Or(c.ConnIdleTimeout, DefaultConnIdleTimeout)
 	c.LagInterval = cmp.Or(c.LagInterval, DefaultLagInterval)
+	c.Compression = cmp.Or(c.Compression, DefaultCompression)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -209,6 +223,9 @@ type Gateway struct {
 	sharedOnce sync.Once
 	shared     *kgo.Client // aggregated producer, also used for metadata
 	sharedErr  error
+	// sharedByCodec are the aggregated producers of the codecs other
+	// than the default.
+	sharedByCodec sharedProducers
 
 	topicsMu sync.Mutex
 	topics   map[string]time.Time // topic -> when it was last seen to exist
@@ -231,6 +248,10 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, ErrNoBrokers
 	}
 	if err := cfg.validateLimits(); err != nil {
+		return nil, err
+	}
+	cfg.CompressionAllowed = slices.Clone(cfg.CompressionAllowed)
+	if err := cfg.validateCompression(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -301,6 +322,7 @@ func (g *Gateway) Close() {
 	g.closeMembers()
 	g.cancel()
 	g.lagLoop.Wait() // it may be using the shared client
+	g.closeSharedProducers()
 	if g.shared != nil {
 		g.shared.Close()
 	}
@@ -323,16 +345,16 @@ func (g *Gateway) kafkaOpts(extra ...kgo.Opt) []kgo.Opt {
 	return append(opts, extra...)
 }
 
-// sharedClient returns the aggregated producer, which also answers
-// metadata checks for every stream.
+// sharedClient returns the aggregated producer of the default codec,
+// which also answers metadata checks for every stream.
 func (g *Gateway) sharedClient() (*kgo.Client, error) {
 	g.sharedOnce.Do(func() {
-		g.shared, g.sharedErr = kgo.NewClient(g.kafkaOpts(kgo.ProducerLinger(g.cfg.AggregationLinger))...)
+		g.shared, g.sharedErr = kgo.NewClient(g.producerOpts(g.cfg.Compression, g.cfg.AggregationLinger)...)
 		if g.sharedErr != nil {
 			g.sharedErr = fmt.Errorf("gateway: Kafka client: %w", g.sharedErr)
 			return
 		}
-		g.m.kafkaClients.WithLabelValues(clientShared).Set(1)
+		g.m.kafkaClients.WithLabelValues(clientShared).Inc()
 	})
 	return g.shared, g.sharedErr
 }

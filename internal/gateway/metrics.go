@@ -54,7 +54,10 @@ type metrics struct {
 	// streams spend waiting on their clients (see newMetrics).
 	publishWait   observer
 	subscribeWait observer
-	on            bool // false: every field is nop
+	// kafkaProduceBytes is databus_kafka_produce_bytes_total (nil when
+	// off): it is only read once per producer, by produceHook.
+	kafkaProduceBytes *prometheus.CounterVec
+	on                bool // false: every field is nop
 }
 
 // nop is every metric kind, updating nothing.
@@ -144,19 +147,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help:    "Time streams spend waiting on their clients, by kind: publish, from asking gRPC for a stream's next batch until it arrives (the first from the stream's start); subscribe, how long each send of a batch is held by the client's flow control (a client that does not read).",
 		Buckets: prometheus.ExponentialBuckets(100e-6, 4, 11), // 100 µs .. 105 s
 	}, []string{"kind"})
+	kafkaProduceBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "databus_kafka_produce_bytes_total", Help: "Record bytes of the batches written to Kafka, by the codec the producer was asked for and form: uncompressed (the records as serialized) and compressed (as sent and stored; equal to uncompressed for a batch the codec did not shrink, which goes uncompressed). Record batch headers are not counted.",
+	}, []string{"codec", "form"})
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
-		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait)
+		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait, kafkaProduceBytes)
 	return &metrics{
 		streams: promGauges{streams}, messagesIn: messagesIn, messagesOut: messagesOut, bytesIn: bytesIn, bytesOut: bytesOut,
 		publishErrors: promCounters{publishErrors}, publishLatency: publishLatency, unacked: unacked, held: held, acksIgnored: acksIgnored,
 		commits: promCounters{commits}, streamErrors: promCounters{streamErrors}, refusals: promCounters{refusals}, kafkaClients: promGauges{kafkaClients},
 		sendTimeouts: sendTimeouts, rewinds: rewinds, kafkaRequests: promCounters{kafkaRequests},
-		kafkaProduce:   kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce))),
-		publishBytes:   bytesInFlight.WithLabelValues("publish"),
-		subscribeBytes: bytesInFlight.WithLabelValues("subscribe"),
-		publishWait:    clientWait.WithLabelValues("publish"),
-		subscribeWait:  clientWait.WithLabelValues("subscribe"),
-		on:             true,
+		kafkaProduce:      kafkaRequests.WithLabelValues(kmsg.NameForKey(int16(kmsg.Produce))),
+		publishBytes:      bytesInFlight.WithLabelValues("publish"),
+		subscribeBytes:    bytesInFlight.WithLabelValues("subscribe"),
+		publishWait:       clientWait.WithLabelValues("publish"),
+		subscribeWait:     clientWait.WithLabelValues("subscribe"),
+		kafkaProduceBytes: kafkaProduceBytes,
+		on:                true,
+	}
+}
+
+// produceHook is the hook of a producer of codec: its counters resolved
+// once, as the hook runs per batch.
+func (m *metrics) produceHook(codec string) produceBytesHook {
+	return produceBytesHook{
+		uncompressed: m.kafkaProduceBytes.WithLabelValues(codec, "uncompressed"),
+		compressed:   m.kafkaProduceBytes.WithLabelValues(codec, "compressed"),
 	}
 }
 

@@ -72,6 +72,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SessionTimeout, "session-timeout", 10*time.Second, "consumer-group session timeout")
 	fs.DurationVar(&c.ConnIdleTimeout, "kafka-conn-idle-timeout", DefaultConnIdleTimeout, "how long a Kafka connection may idle before it is closed and the next request dials anew (franz-go's ConnIdleTimeout; 100ms to 15m)")
 	fs.DurationVar(&c.LagInterval, "lag-interval", DefaultLagInterval, "how often the consumer lag of the groups served here is read from Kafka (databus_consumer_lag)")
+	fs.StringVar(&c.Compression, "compression", DefaultCompression, "codec of the record batches written to Kafka when a publish stream asks for none: none, gzip, snappy, lz4 or zstd (the default is franz-go's: snappy, or none for a broker too old for it); a batch the codec does not shrink goes uncompressed")
+	fs.Var(cliflag.List(&c.CompressionAllowed), "compression-allowed", "codecs a publish stream may ask for in metadata x-databus-compression, e.g. none,lz4,zstd (default: all five); --compression's is always allowed, others are refused with InvalidArgument. Aggregated streams share one producer per codec, each codec beyond --compression counted in --max-kafka-clients")
 	fs.Var(cliflag.Not(&c.NoMetrics), "metrics", "the gateway's own Prometheus metrics, updated per stream, batch and message (false: none; /metrics still serves the Go runtime and process metrics)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", DefaultDrainTimeout, "how long shutdown waits for streams to finish")
 	// Limits: a stream past a count limit is refused with ResourceExhausted
@@ -79,7 +81,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxStreams, "max-streams", 0, fmt.Sprintf("streams (publish, subscribe and health Watch) one gateway serves at once; more are refused (default %d, or fewer under a cgroup memory limit, sized with --max-kafka-clients so that all fit and logged at start: see docs/systems/databus.md, \"Sizing a pod\")", DefaultMaxStreams))
 	fs.Var(cliflag.AtLeast(&o.MaxConnections, 1), "max-connections", fmt.Sprintf("client connections served at once (default %d); one more is closed as soon as it is accepted, before its handshake", DefaultMaxConnections))
 	fs.IntVar(&c.MaxStreamsPerConnection, "max-streams-per-conn", DefaultMaxStreamsPerConnection, "streams one client connection may have open (gRPC MaxConcurrentStreams); more wait")
-	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 0, fmt.Sprintf("Kafka clients of one gateway, about 1 MiB each: the shared producer, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused (default %d, or fewer under a cgroup memory limit, sized with --max-streams)", DefaultMaxKafkaClients))
+	fs.IntVar(&c.MaxKafkaClients, "max-kafka-clients", 0, fmt.Sprintf("Kafka clients of one gateway, about 1 MiB each: the shared producer, one more per codec aggregated streams use beyond --compression, one per publish stream without aggregation, one per subscribed group and topic; streams needing more are refused (default %d, or fewer under a cgroup memory limit, sized with --max-streams)", DefaultMaxKafkaClients))
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
 	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", DefaultMaxGatewayBytes, "message bytes all streams may have in flight together")
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
@@ -126,7 +128,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	grpcErr := make(chan error, 1)
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", c.Echo, "brokers", c.Brokers,
-		"gomaxprocs", runtime.GOMAXPROCS(0), "metrics", !c.NoMetrics)
+		"gomaxprocs", runtime.GOMAXPROCS(0), "metrics", !c.NoMetrics, "compression", g.cfg.Compression, "compression_allowed", g.cfg.allowedCompressions())
 	auth.logMode(logger)
 	if auth != nil && auth.files != nil {
 		hup := make(chan os.Signal, 1)

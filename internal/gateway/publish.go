@@ -37,6 +37,13 @@ func (g *Gateway) Publish(stream databusv1.DataBus_PublishServer) error {
 	}
 	p := &publisher{g: g, s: s, stream: stream, out: make(chan *databusv1.PublishResponse, s.maxInflight)}
 	p.bytes.limit = g.cfg.MaxStreamBytes
+	if !g.cfg.Echo && s.aggregation {
+		// The codec's shared producer, made now if no stream used it
+		// yet: a refusal comes before any batch is sent.
+		if _, err := g.sharedProducer(s.compression); err != nil {
+			return g.ended(err)
+		}
+	}
 	if !g.cfg.Echo && !s.aggregation {
 		// The stream's own producer, made on its first batch: its place
 		// is taken now, so a refusal comes before any batch is sent.
@@ -270,15 +277,16 @@ func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
 	return nil
 }
 
-// producerClient returns the shared producer for aggregated streams, else
+// producerClient returns the shared producer of the stream's codec for
+// aggregated streams, else
 // the stream's own, which does not linger: a latency-optimized client
 // should not wait for others' records.
 func (p *publisher) producerClient() (*kgo.Client, error) {
 	if p.s.aggregation {
-		return p.g.sharedClient()
+		return p.g.sharedProducer(p.s.compression)
 	}
 	if p.producer == nil {
-		cl, err := newClient(p.g.kafkaOpts(kgo.ProducerLinger(0)))
+		cl, err := newClient(p.g.producerOpts(p.s.compression, 0))
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ const (
 	MDMaxInflight = databusv1.MDMaxInflight
 	MDMaxUnacked  = databusv1.MDMaxUnacked
 	MDBatchSize   = databusv1.MDBatchSize
+	MDCompression = databusv1.MDCompression
 )
 
 // streamSettings are a stream's settings, from its metadata.
@@ -31,6 +32,7 @@ type streamSettings struct {
 	maxInflight int
 	maxUnacked  int
 	batchSize   int
+	compression string // the codec of the stream's batches in Kafka (publish)
 }
 
 // settingsFrom reads and validates a stream's metadata. Every error is an
@@ -65,6 +67,13 @@ func (g *Gateway) settingsFrom(ctx context.Context, subscribe bool) (streamSetti
 		s.aggregation = true
 	default:
 		return s, status.Errorf(codes.InvalidArgument, "databus: metadata %q is %q: use on or off", MDAggregation, v)
+	}
+	if !subscribe {
+		codec, err := g.compressionFrom(get(MDCompression))
+		if err != nil {
+			return s, err
+		}
+		s.compression = codec
 	}
 	for _, f := range []struct {
 		key      string

@@ -9,6 +9,10 @@
 //   x-databus-aggregation   (Publish) "on" shares the gateway's producers
 //                           with other streams: better batching, fewer
 //                           Kafka requests, a little more latency. Default off.
+//   x-databus-compression   (Publish) the codec of the stream's record batches
+//                           in Kafka: none, gzip, snappy, lz4 or zstd. Default:
+//                           the gateway's (--compression); a codec the gateway
+//                           does not allow is InvalidArgument.
 //   x-databus-max-inflight  (Publish) batches sent and not yet answered
 //                           (default 16, at most 1024). More is ResourceExhausted.
 //   x-databus-max-unacked   (Subscribe) messages delivered and not yet acked

@@ -33,6 +33,11 @@ type Checker struct {
 	// of each run, so that a ratio to another row's CPU per message pairs
 	// runs by round.
 	Gateway *sandbox.Process
+	// KafkaBytes reads, from Metrics before and after each run, the
+	// record bytes the gateway wrote to Kafka: per message acked, they
+	// give the figures kafka_bytes_per_msg, kafka_raw_bytes_per_msg and
+	// compression_ratio (the run must be the gateway's only publisher).
+	KafkaBytes bool
 }
 
 // checkerWarmup is each checker run's own warm-up.
@@ -59,11 +64,21 @@ func (c Checker) Drive(ctx context.Context, d time.Duration, window func(bool)) 
 		window(false)
 		w.close()
 	}
+	var bytesBefore [2]float64
+	bytesKnown := false
+	if c.KafkaBytes {
+		bytesBefore, bytesKnown = settledKafkaBytes(ctx, c.Metrics)
+	}
 	res, err := checker.Run(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}
 	s := checkerSample(res, w.produced)
+	if bytesKnown {
+		if after, ok := settledKafkaBytes(ctx, c.Metrics); ok {
+			kafkaBytesFigures(s, bytesBefore, after, res.Acked)
+		}
+	}
 	if rps := s.Goodput(); w.usage.CPUAvg > 0 && rps > 0 {
 		s.Figures[gatewayCPUPerMsg.Name] = w.usage.CPUAvg / rps * 1e6
 	}

@@ -20,7 +20,11 @@
 // kafka-producer-perf-test at 1 CPU; subscribe get-ack cycles per second
 // and per gateway CPU-second over drains of a filled topic alone
 // (subscribe.go), and with members that process each batch for 1 and
-// 10 ms (consumer.go); the gateway's RSS while many groups drain a
+// 10 ms (consumer.go); the compression table (compression.go: bytes to
+// Kafka and gateway CPU per message per codec, aggregation off and on;
+// quick mode snappy and zstd on compressible values, --full every codec
+// on compressible and incompressible ones) and one topic against ten of
+// the same partitions in all (topics.go); the gateway's RSS while many groups drain a
 // filled topic at --fetch-max-bytes 32 KiB and 50 MB (consumer.go: the
 // report's fetch-buffer lesson); ticker publish latency (ticker.go: one
 // message a second on each of 1,000 connections with and without
@@ -134,7 +138,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t)
+	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t) + compressionEstimate(o) + topicsEstimate(o)
 	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun) + lessons
 }
 
@@ -145,6 +149,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	for _, phase := range []func(context.Context) error{
 		b.echo, b.echoScaling, // no Kafka
 		b.startKafka, b.claimRows, b.pipelined, b.publishCost, b.throughput, b.subscribe,
+		b.compression, b.manyTopics,
 		b.stopGateway, // the phases below start gateways of their own
 		b.fetchMemory, b.ticker, b.faults, b.idle,
 	} {

@@ -104,6 +104,23 @@ func TestExperimentQuick(t *testing.T) {
 			t.Errorf("idle row %q: %+v", idleKey(s), r)
 		}
 	}
+	for _, cr := range compressionRows(lab.Options{Mode: lab.Quick}) {
+		r := rows[compressionKey(cr)]
+		switch {
+		case r == nil || r.RPS == nil || *r.RPS <= 0:
+			t.Errorf("compression row %q: %+v", compressionKey(cr), r)
+		case r.Value(kafkaRawBytesPerMsg) < recordBytes+28 || r.Value(kafkaBytesPerMsg) <= 0 || r.Value(compressionRatio) > 1 || r.Get(gatewayCPUPerMsg) == nil:
+			// Every record holds its value and the checker's header; a
+			// codec never sends more than the records (franz-go sends the
+			// smaller).
+			t.Errorf("compression row %q: figures %v", compressionKey(cr), r.Figures)
+		}
+	}
+	for _, n := range topicsCounts {
+		if r := rows[topicsKey(n)]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.Get(gatewayCPUPerMsg) == nil {
+			t.Errorf("topics row %q: %+v", topicsKey(n), r)
+		}
+	}
 	for _, k := range faultKeys {
 		r := rows[k]
 		switch {

@@ -25,6 +25,12 @@ var (
 		Doc: "Produce requests the gateway sent Kafka per second of the window: the load on Kafka"}
 	kafkaProducePerMsg = labresult.Metric{Name: "kafka_produce_requests_per_msg", Better: labresult.Lower,
 		Doc: "Produce requests the gateway sent Kafka per message acked: what aggregation cuts"}
+	kafkaBytesPerMsg = labresult.Metric{Name: "kafka_bytes_per_msg", Unit: "B", Better: labresult.Lower,
+		Doc: "record bytes the gateway wrote to Kafka per message acked, as sent (compressed); record batch headers not counted"}
+	kafkaRawBytesPerMsg = labresult.Metric{Name: "kafka_raw_bytes_per_msg", Unit: "B", Better: labresult.Neither,
+		Doc: "the same records' bytes before compression: a 100-byte value, the checker's 28-byte header, record framing"}
+	compressionRatio = labresult.Metric{Name: "compression_ratio", Better: labresult.Lower,
+		Doc: "record bytes to Kafka compressed over uncompressed (1: nothing saved; franz-go sends a batch its codec does not shrink uncompressed)"}
 	gatewayCPUPerMsg = labresult.Metric{Name: "gateway_cpu_us_per_msg", Unit: "µs", Better: labresult.Lower,
 		Doc: "the gateway's CPU per message acked, from its cgroup over each run's window"}
 )
@@ -79,7 +85,7 @@ var (
 func metrics() []labresult.Metric {
 	return []labresult.Metric{
 		batchesPerS, duplicates, receivedPerS, cyclesPerS, received, e2eP50MS, e2eP99MS, e2eP999MS,
-		kafkaProducePerS, kafkaProducePerMsg, gatewayCPUPerMsg,
+		kafkaProducePerS, kafkaProducePerMsg, kafkaBytesPerMsg, kafkaRawBytesPerMsg, compressionRatio, gatewayCPUPerMsg,
 		roundTripsPerCPU, ratioToReportPerCore, checkerCPU, producerCPU, producerCPUPerMsg, msgsPerGatewayCPU,
 		recordsPerCPU, perfCPU, perfStartupCPU, recordsPerCPURunning, cyclesPerGatewayCPU, gatewayCores,
 		rssIdleMB, rssMBPerGroup, kafkaDials, rssKBPerStream, rssBeforeMB, streams, openS, faultsInjected, drainS,

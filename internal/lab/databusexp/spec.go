@@ -210,6 +210,12 @@ func rows(o lab.Options) []lab.RowSpec {
 	for _, d := range processDelays {
 		out = append(out, lab.Row(delayKey(d), delayLabel(d)))
 	}
+	for _, r := range compressionRows(o) {
+		out = append(out, lab.Row(compressionKey(r), compressionLabel(r)))
+	}
+	for _, n := range topicsCounts {
+		out = append(out, lab.Row(topicsKey(n), topicsLabel(n)))
+	}
 	for _, bytes := range []int32{fetchSmall, fetchLarge} {
 		out = append(out, lab.Row(fetchKey(bytes), fetchLabel(o, bytes)))
 	}
@@ -294,6 +300,8 @@ func targets(o lab.Options) []labresult.Target {
 	t = append(t, scalingRatios()...)
 	t = append(t, pipelinedRatios()...)
 	t = append(t, costTargets(o)...)
+	t = append(t, compressionRatios(o)...)
+	t = append(t, topicsRatio())
 	if throughputJudged(o) {
 		t = append(t, labresult.Target{
 			Key:    "publish-throughput",
@@ -326,7 +334,7 @@ func targets(o lab.Options) []labresult.Target {
 func (*Experiment) Spec(o lab.Options) lab.Spec {
 	return lab.Spec{
 		Name:    "databus",
-		Title:   "gRPC streaming gateway in front of Kafka: echo, GOMAXPROCS and metrics, publish with/without aggregation, ticker, subscribe, fetch buffers, idle streams (report D)",
+		Title:   "gRPC streaming gateway in front of Kafka: echo, GOMAXPROCS and metrics, publish with/without aggregation, compression, many topics, ticker, subscribe, fetch buffers, idle streams (report D)",
 		Rows:    rows(o),
 		Claims:  claims(),
 		Targets: targets(o),
