@@ -50,11 +50,13 @@
 //     5s by default) and resends every batch not yet answered. A batch is
 //     answered as published only after Kafka stored every record of it;
 //     one in flight when the stream broke is resent and may be stored
-//     twice. When the gateway refuses a batch for good (a batch larger
-//     than it accepts: InvalidArgument; a topic that does not exist:
-//     NotFound), that batch fails at once with the error, the others go
-//     on, and later publishes succeed once the cause is gone (the topic
-//     created). Retryable tells the two kinds of error apart.
+//     twice. When the gateway refuses a batch for good (more messages
+//     than it accepts: InvalidArgument; more bytes than a stream may
+//     have in flight or than gRPC receives: ResourceExhausted; a topic
+//     that does not exist: NotFound), that batch fails at once with the
+//     error, the others go on, and later publishes succeed once the
+//     cause is gone (the topic created). Retryable tells the two kinds
+//     of error apart: it is false for these.
 //   - Subscribe reconnects by default (Reconnect(false) turns it off and
 //     returns the stream's error instead): after a backoff it opens a new
 //     stream, and the gateway it reaches joins the group as a new member.

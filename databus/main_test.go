@@ -34,13 +34,19 @@ type gw struct {
 
 func startGateway(t *testing.T, cfg gateway.Config) *gw {
 	t.Helper()
+	return startGatewayWith(t, cfg, gateway.ServerOptions{})
+}
+
+// startGatewayWith is startGateway with server options.
+func startGatewayWith(t *testing.T, cfg gateway.Config, so gateway.ServerOptions) *gw {
+	t.Helper()
 	g, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln := testkit.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &gw{addr: ln.Addr().String(), g: g, srv: gateway.NewServer(ctx, g, gateway.ServerOptions{}), stop: cancel}
+	w := &gw{addr: ln.Addr().String(), g: g, srv: gateway.NewServer(ctx, g, so), stop: cancel}
 	go w.srv.Serve(ln)
 	t.Cleanup(w.kill)
 	return w
