@@ -1,4 +1,5 @@
-// Package lb is the built-in round-robin HTTP reverse proxy: the embedded
+// Package lb is the built-in round-robin HTTP reverse proxy (and, in
+// tcp.go, a connection balancer like a Kubernetes Service): the embedded
 // default load balancer of the lab, used when nginx is not installed or
 // when asked for (--lb builtin). It stands in for nginx as report A1 ran
 // it, with nginx's defaults: a new connection to the upstream for every
@@ -82,25 +83,11 @@ func (c Config) String() string {
 // New returns a round-robin reverse proxy over cfg.Upstreams. It registers
 // its metrics with reg.
 func New(cfg Config, reg prometheus.Registerer) (http.Handler, error) {
-	if len(cfg.Upstreams) == 0 {
-		return nil, ErrNoUpstreams
+	b, err := newBalancer(cfg, reg, "Requests")
+	if err != nil {
+		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	b := &balancer{cfg: cfg,
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lb_upstream_failures_total", Help: "Requests an upstream failed before answering (refused, reset, timed out), by upstream.",
-		}, []string{"upstream"}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lb_retries_total", Help: "Requests sent again to another upstream after one failed.",
-		}),
-	}
-	reg.MustRegister(b.failures, b.retries)
-	for _, u := range cfg.Upstreams {
-		if _, _, err := net.SplitHostPort(u); err != nil {
-			return nil, fmt.Errorf("lb: upstream %q is not host:port: %w", u, err)
-		}
-		b.ups = append(b.ups, &upstream{addr: u})
-	}
+	cfg = b.cfg
 	b.transport = &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout}).DialContext,
 		DisableKeepAlives:     cfg.IdleConnsPerUpstream == 0,
@@ -123,6 +110,32 @@ func New(cfg Config, reg prometheus.Registerer) (http.Handler, error) {
 			http.Error(w, "lb: upstream failed: "+err.Error(), http.StatusBadGateway)
 		},
 	}, nil
+}
+
+// newBalancer checks cfg's upstreams and returns a balancer over them
+// without a transport; what names what it balances (requests,
+// connections) in its metrics' help.
+func newBalancer(cfg Config, reg prometheus.Registerer, what string) (*balancer, error) {
+	if len(cfg.Upstreams) == 0 {
+		return nil, ErrNoUpstreams
+	}
+	cfg = cfg.withDefaults()
+	b := &balancer{cfg: cfg,
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lb_upstream_failures_total", Help: what + " an upstream failed before answering (refused, reset, timed out), by upstream.",
+		}, []string{"upstream"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lb_retries_total", Help: what + " sent again to another upstream after one failed.",
+		}),
+	}
+	reg.MustRegister(b.failures, b.retries)
+	for _, u := range cfg.Upstreams {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			return nil, fmt.Errorf("lb: upstream %q is not host:port: %w", u, err)
+		}
+		b.ups = append(b.ups, &upstream{addr: u})
+	}
+	return b, nil
 }
 
 // balancer is the proxy's transport: it picks an upstream per attempt,
