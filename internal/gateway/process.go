@@ -48,6 +48,10 @@ type Options struct {
 	// (default DefaultMaxConnections): one more is closed as soon as it
 	// is accepted.
 	MaxConnections int
+	// MaxConnectionAge and MaxConnectionAgeGrace are ServerOptions'
+	// (defaults DefaultMaxConnectionAge, DefaultMaxConnectionAgeGrace;
+	// negative: never).
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// GOMAXPROCS, when positive, sets the process's GOMAXPROCS (default:
 	// Go's, which under a CPU quota rounds the quota up, to 2 at least):
 	// how the lab runs one gateway at GOMAXPROCS=1 beside one at 2.
@@ -82,6 +86,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
 	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", 256<<20, "message bytes all streams may have in flight together")
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
+	fs.DurationVar(&o.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "how old a client connection gets (±10%) before the gateway tells its client to go away and ends its streams in good order (batches answered, acks committed); the client reconnects through the load balancer, so that pods added since take a share of long-lived streams. Each subscribe stream moved may rebalance its group: keep it in minutes. Negative: never")
+	fs.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", DefaultMaxConnectionAgeGrace, "how long an aged connection's streams get to end in good order before the connection is closed under them; cover --produce-timeout. Negative: never")
 	fs.Var(cliflag.AtLeast(&o.GOMAXPROCS, 1), "gomaxprocs", "Go's GOMAXPROCS for the process (default: Go's own, from the CPUs and the CPU quota)")
 	o.Auth.RegisterFlags(fs)
 }
@@ -118,7 +124,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	ln = limitConns(ln, cmp.Or(o.MaxConnections, DefaultMaxConnections), reg, logger)
 	srvCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHealth()
-	grpcSrv := NewServer(srvCtx, g, ServerOptions{Auth: auth})
+	grpcSrv := NewServer(srvCtx, g, ServerOptions{Auth: auth, MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace})
 	grpcErr := make(chan error, 1)
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", c.Echo, "brokers", c.Brokers,

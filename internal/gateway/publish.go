@@ -157,12 +157,15 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 		return err
 	}
+	away := connGoingAway(ctx)
 	for {
 		select {
 		case resp := <-p.out:
 			send(resp)
 		case <-p.g.draining:
 			return finish(streamError(codes.Unavailable, "%v", ErrDraining))
+		case <-away:
+			return finish(databusv1.StreamMoved(movedMessage))
 		case <-ctx.Done():
 			// The client went away. The receiving goroutine may have seen
 			// this before handing over Recv's error, so do not wait for it.
