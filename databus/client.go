@@ -154,9 +154,14 @@ func batchRefusedError(err error) error {
 	return databusv1.BatchRefused(codes.ResourceExhausted, 0, fmt.Sprintf("databus: the gateway refused a batch larger than it receives (%s, in bytes): split it; a batch may carry up to the gateway's --max-stream-bytes of messages", status.Convert(err).Message()))
 }
 
-// moved reports whether the gateway ended a stream in good order so that
-// it reconnects, maybe to another gateway: no backoff is due.
-func moved(err error) bool {
+// Moved reports whether err is how the gateway ended a stream in good
+// order so that its client reconnects, through its load balancer, maybe
+// to another gateway: the connection reached the gateway's
+// --max-connection-age, or the gateway is stopping. Every batch the
+// gateway read was answered and every ack committed; reopen the stream
+// at once, without backoff (Publisher and Subscribe do), and do not
+// count it as a failure.
+func Moved(err error) bool {
 	reason, _ := databusv1.Reason(err)
 	return reason == databusv1.ReasonStreamMoved
 }

@@ -257,7 +257,7 @@ func (p *Publisher) broken(stream *pubStream, err error) {
 	// A refused batch or a move ended the stream in good order: the rest
 	// go on a new stream at once.
 	p.reconnecting = true
-	go p.reconnect(retry && !moved(err))
+	go p.reconnect(retry && !Moved(err))
 }
 
 // retryableStreamErr reports whether a publish stream that ended with err

@@ -160,7 +160,7 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handle func
 		if sc.noReconnect || !resumable(err) {
 			return err
 		}
-		if moved(err) && attempt == 0 {
+		if Moved(err) && attempt == 0 {
 			// A stream that worked ended in good order to move:
 			// reconnect at once (one moved again before it delivered
 			// anything waits as after any error).

@@ -122,8 +122,8 @@ func (c *consumers) member(ctx context.Context, i, g int) {
 		if err == nil {
 			err = c.consume(ctx, sub, i, g)
 			sub.Close()
-			if err == nil || errors.Is(err, errDropped) {
-				attempt, err = 0, nil
+			if err == nil || errors.Is(err, errDropped) || databus.Moved(err) {
+				attempt, err = 0, nil // a move is no failure (--max-connection-age)
 			}
 		}
 		if ctx.Err() != nil {

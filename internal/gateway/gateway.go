@@ -209,6 +209,9 @@ type Gateway struct {
 
 	membersMu sync.Mutex
 	members   map[memberKey]*member // the group members serving subscribe streams
+
+	gatesMu sync.Mutex
+	gates   []*recvGate // of the servers serving g (NewServer): their connections
 }
 
 // New returns a gateway for cfg. It does not contact Kafka until a stream

@@ -53,3 +53,32 @@ func connGoingAway(ctx context.Context) <-chan struct{} {
 
 // movedMessage is the message of the status that ends a moved stream.
 const movedMessage = "databus: this connection reached its maximum age (the gateway's --max-connection-age) or the gateway is stopping: the stream ended in good order, every batch read was answered and every ack committed; reconnect (the databus client does, at once) and resend what was not answered"
+
+// awaitGoAway waits, at most d, until gRPC has told every client
+// connection of g's servers to go away (GracefulStop does, from another
+// goroutine): streams a drain ends after that reopen on new connections,
+// not on these.
+func (g *Gateway) awaitGoAway(ctx context.Context, d time.Duration) {
+	var conns []*gatedConn
+	g.gatesMu.Lock()
+	for _, gate := range g.gates {
+		gate.mu.Lock()
+		for _, c := range gate.conns {
+			conns = append(conns, c)
+		}
+		gate.mu.Unlock()
+	}
+	g.gatesMu.Unlock()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for _, c := range conns {
+		select {
+		case <-c.away:
+		case <-c.done: // closed meanwhile
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
@@ -156,19 +157,31 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	logger.Info("databus gateway draining", "timeout", drain)
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	drainErr := g.Drain(dctx)
-	stopped := make(chan struct{})
-	go func() { grpcSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-dctx.Done():
-		grpcSrv.Stop()
-	}
-	if drainErr != nil {
-		return drainErr
+	if err := Stop(dctx, grpcSrv, g); err != nil {
+		return err
 	}
 	if err := <-httpErr; err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
+}
+
+// Stop stops srv, which serves g, in good order within ctx: it tells
+// every client connection to go away (HTTP/2 GOAWAY) and takes no new
+// ones, so that clients open their new streams elsewhere, through their
+// load balancer; g's streams end as moved streams do (moving.go): batches
+// read are answered, acks committed. Past ctx, srv is stopped at once.
+// Drained first and told to go away after, clients would reopen their
+// streams on the same connection, to be refused until it closed.
+func Stop(ctx context.Context, srv *grpc.Server, g *Gateway) error {
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	g.awaitGoAway(ctx, time.Second)
+	drainErr := g.Drain(ctx)
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		srv.Stop()
+	}
+	return drainErr
 }

@@ -76,6 +76,9 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 	o.setDefaults()
 	gate := newRecvGate(&g.bytes, o.WindowBytes, g.cfg.Registry, g.log)
 	go gate.run(ctx)
+	g.gatesMu.Lock()
+	g.gates = append(g.gates, gate)
+	g.gatesMu.Unlock()
 	opts := append(o.Auth.serverOptions(g.cfg.Registry, g.log), TransportOptions(o, g.cfg.MaxStreamsPerConnection)...)
 	opts = append(opts,
 		grpc.Creds(gateCreds{o.Auth.creds(), gate}),
