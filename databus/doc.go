@@ -72,6 +72,13 @@
 //     Subscribe returns only when ctx ends (nil) or on an error retrying
 //     cannot fix: NotFound, InvalidArgument, FailedPrecondition,
 //     PermissionDenied and the like.
+//   - A gateway moves streams off connections older than its
+//     --max-connection-age, and off all of them when it stops: it ends
+//     them in good order (batches read answered, acks committed) with
+//     an error for which Moved is true, and tells the connection to go
+//     away. Publisher and Subscribe reopen them at once, on a new
+//     connection that the load balancer may send to another gateway;
+//     a Publisher resends only batches the gateway never read.
 //   - A Subscription from OpenSubscription is one stream: when it breaks,
 //     Recv returns the error and the caller opens another. Acks for
 //     messages of a broken stream are ignored; those messages are
