@@ -252,10 +252,16 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // RegisterFlags adds the balancer's flags to fs ("hlab serve lb").
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Var(cliflag.List(&c.Upstreams), "upstreams", "comma-separated host:port list to balance over (required)")
-	fs.DurationVar(&c.DialTimeout, "dial-timeout", 2*time.Second, "bound on connecting to an upstream")
+	c.registerUpstreamFlags(fs)
 	fs.DurationVar(&c.ResponseHeaderTimeout, "response-header-timeout", 60*time.Second, "bound on the wait for an upstream's response headers (nginx's proxy_read_timeout)")
 	fs.IntVar(&c.IdleConnsPerUpstream, "idle-conns-per-upstream", 0, "keep-alive connections kept per upstream (an nginx upstream's keepalive); 0: a new connection per request, as nginx's default")
+}
+
+// registerUpstreamFlags adds the flags both modes share: the upstreams,
+// how to reach them, and when one is taken as down.
+func (c *Config) registerUpstreamFlags(fs *flag.FlagSet) {
+	fs.Var(cliflag.List(&c.Upstreams), "upstreams", "comma-separated host:port list to balance over (required)")
+	fs.DurationVar(&c.DialTimeout, "dial-timeout", 2*time.Second, "bound on connecting to an upstream")
 	fs.IntVar(&c.MaxFails, "max-fails", 1, "failures within --fail-timeout that mark an upstream down (nginx's max_fails)")
 	fs.DurationVar(&c.FailTimeout, "fail-timeout", 10*time.Second, "how long failures are counted over and a failed upstream stays down (nginx's fail_timeout)")
 }

@@ -1,15 +1,21 @@
 package lb
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/server"
 )
 
 // TCP balances connections, not requests: each client connection is
@@ -141,4 +147,57 @@ func (t *TCP) Close() error {
 	t.mu.Unlock()
 	t.wg.Wait()
 	return nil
+}
+
+// DefaultTCPListen is TCPOptions.Listen's default.
+const DefaultTCPListen = "127.0.0.1:7060"
+
+// TCPOptions is what "hlab serve lb-tcp" takes: the balancer's Config
+// (its HTTP-only fields aside) and the address clients connect to.
+type TCPOptions struct {
+	Config
+	// Listen is where clients connect (default DefaultTCPListen).
+	Listen string
+}
+
+// RegisterFlags adds the connection balancer's flags to fs.
+func (o *TCPOptions) RegisterFlags(fs *flag.FlagSet) {
+	o.registerUpstreamFlags(fs)
+	fs.StringVar(&o.Listen, "listen", DefaultTCPListen, "address clients connect to; each connection goes to one upstream for its life")
+}
+
+// Args returns the command line that makes "hlab serve lb-tcp" run o.
+func (o TCPOptions) Args() []string { return cliflag.Args(o) }
+
+// ServeTCP balances connections on o.Listen until ctx ends, with its
+// metrics and /healthz on hs's HTTP server.
+func ServeTCP(ctx context.Context, hs server.Config, o TCPOptions) error {
+	reg := prometheus.NewRegistry()
+	t, err := NewTCP(o.Config, reg)
+	if err != nil {
+		return err
+	}
+	addr := cmp.Or(o.Listen, DefaultTCPListen)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("lb: cannot listen on %s (is the port taken? pass another --listen): %w", addr, err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- t.Serve(ln) }()
+	hs.Registry = reg
+	if hs.Logger != nil {
+		hs.Logger.Info("balancing connections", "listen", ln.Addr().String(), "upstreams", o.Upstreams)
+	}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- server.Run(ctx, hs, http.NotFoundHandler()) }()
+	select {
+	case err = <-httpErr:
+	case err = <-served:
+	}
+	ln.Close()
+	t.Close()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }
