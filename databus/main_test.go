@@ -140,6 +140,18 @@ func dial(t *testing.T, addr string) *databus.Client {
 	return c
 }
 
+// publisher opens a publisher to topic through a client of its own,
+// closed when the test ends.
+func publisher(ctx context.Context, t *testing.T, addr, topic string, opts ...databus.PublisherOption) *databus.Publisher {
+	t.Helper()
+	pub, err := dial(t, addr).NewPublisher(ctx, topic, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return pub
+}
+
 func msgs(from, n int) []databus.Message {
 	out := make([]databus.Message, n)
 	for i := range out {

@@ -144,11 +144,7 @@ func newFleet(t *testing.T, k *deps.Kafka, so gateway.ServerOptions) *fleet {
 	}
 	testkit.Eventually(t, 30*time.Second, "every subscriber on gateway A", func() bool { return f.streams("A", "subscribe") == fleetMembers })
 
-	pub, err := dial(t, ln.Addr().String()).NewPublisher(ctx, f.topic, databus.MaxInflight(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pub.Close() })
+	pub := publisher(ctx, t, ln.Addr().String(), f.topic, databus.MaxInflight(4))
 	go func() {
 		for i := 0; ; i++ {
 			select {

@@ -159,11 +159,7 @@ func TestOversizedBatchFailsForGood(t *testing.T) {
 				w := startGatewayWith(t, gateway.Config{Brokers: k.Brokers}, tc.so)
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				pub, err := dial(t, w.addr).NewPublisher(ctx, topic)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer pub.Close()
+				pub := publisher(ctx, t, w.addr, topic)
 				big := make([]databus.Message, 17*64) // 17 MiB of 16 KiB values
 				for i := range big {
 					big[i] = databus.Message{Key: []byte("big-" + strconv.Itoa(i)), Value: make([]byte, 16<<10)}
@@ -186,7 +182,7 @@ func TestOversizedBatchFailsForGood(t *testing.T) {
 						return nil
 					}
 				}
-				err = wait("the 17 MiB batch", bigErr)
+				err := wait("the 17 MiB batch", bigErr)
 				if status.Code(err) != codes.ResourceExhausted || databus.Retryable(err) {
 					t.Fatalf("the 17 MiB batch: %v (retryable %v), want a final ResourceExhausted", err, databus.Retryable(err))
 				}
