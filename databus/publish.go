@@ -246,6 +246,9 @@ func (p *Publisher) broken(stream *pubStream, err error) {
 	id, refused := refusedBatch(err)
 	retry := !refused && retryableStreamErr(err)
 	if refused {
+		if id == 0 {
+			id = p.oversizedLocked(err)
+		}
 		err = batchRefusedError(err)
 	}
 	if !retry {
@@ -266,6 +269,25 @@ func (p *Publisher) broken(stream *pubStream, err error) {
 // are resent.
 func retryableStreamErr(err error) bool {
 	return errors.Is(err, io.EOF) || retryableCode(status.Code(err))
+}
+
+// oversizedLocked returns the first batch not yet answered that is
+// larger than the receive limit gRPC's refusal names, or 0. gRPC ends the
+// stream as soon as it reads the length of a message too large, before
+// the gateway has answered the batches it accepted ahead of it: the
+// refused batch is not always the first one pending. Call with mu held.
+func (p *Publisher) oversizedLocked(err error) uint64 {
+	var size, limit int
+	if _, e := fmt.Sscanf(status.Convert(err).Message(), "grpc: received message larger than max (%d vs. %d)", &size, &limit); e != nil {
+		return 0
+	}
+	ids := slices.Sorted(maps.Keys(p.pending))
+	for _, id := range ids {
+		if p.pending[id].req.SizeVT() > limit {
+			return id
+		}
+	}
+	return 0
 }
 
 // failLocked fails batch id with err, a final error the gateway ended

@@ -139,9 +139,9 @@ func TestFinalErrorFailsOnlyItsBatch(t *testing.T) {
 }
 
 // TestOversizedBatchFailsForGood: a 17 MiB batch, over what the gateway
-// takes, and a 1-message batch behind it both return within seconds: the
-// first with a final ResourceExhausted (Retryable false), the second
-// stored. Over --max-stream-bytes the gateway reads the batch and refuses
+// takes, between two 1-message batches: all three return within seconds,
+// the big one with a final ResourceExhausted (Retryable false), the
+// others stored. Over --max-stream-bytes the gateway reads the batch and refuses
 // it; over gRPC's receive limit gRPC refuses it unread. The client used to
 // take either end as worth retrying and resend the batch first on every
 // new stream, so both batches hung until their contexts ended.
@@ -165,7 +165,12 @@ func TestOversizedBatchFailsForGood(t *testing.T) {
 					big[i] = databus.Message{Key: []byte("big-" + strconv.Itoa(i)), Value: make([]byte, 16<<10)}
 				}
 				start := time.Now()
-				bigErr, smallErr := make(chan error, 1), make(chan error, 1)
+				beforeErr, bigErr, smallErr := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+				// A batch pipelined before the big one: the error is not
+				// its, though its answer may not come before the stream ends.
+				if err := pub.PublishAsync(ctx, msgs(0, 1), func(err error) { beforeErr <- err }); err != nil {
+					t.Fatal(err)
+				}
 				if err := pub.PublishAsync(ctx, big, func(err error) { bigErr <- err }); err != nil {
 					t.Fatal(err)
 				}
@@ -182,6 +187,9 @@ func TestOversizedBatchFailsForGood(t *testing.T) {
 						return nil
 					}
 				}
+				if err := wait("the 1-message batch before it", beforeErr); err != nil {
+					t.Fatalf("the 1-message batch before the big one: %v, want it stored", err)
+				}
 				err := wait("the 17 MiB batch", bigErr)
 				if status.Code(err) != codes.ResourceExhausted || databus.Retryable(err) {
 					t.Fatalf("the 17 MiB batch: %v (retryable %v), want a final ResourceExhausted", err, databus.Retryable(err))
@@ -192,7 +200,7 @@ func TestOversizedBatchFailsForGood(t *testing.T) {
 				if err := pub.Publish(ctx, msgs(2, 1)...); err != nil {
 					t.Fatalf("a publish after the refused batch: %v", err)
 				}
-				stored := storedKeys(t, k, topic, map[string]bool{"1": true, "2": true})
+				stored := storedKeys(t, k, topic, map[string]bool{"0": true, "1": true, "2": true})
 				if stored["big-0"] > 0 {
 					t.Fatal("a message of the refused batch was stored")
 				}
