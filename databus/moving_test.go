@@ -38,6 +38,7 @@ func TestStreamsSpreadAfterAnAgeCycle(t *testing.T) {
 				testkit.MetricSum(t, f.regs["B"], "databus_messages_out_total", nil) > 0
 		})
 		t.Logf("after an age cycle: %s", f.placement())
+		f.publishMore(200)
 		f.check()
 	})
 }
