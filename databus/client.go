@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -116,7 +118,52 @@ func Retryable(err error) bool {
 		}
 		return true
 	}
+	if _, refused := refusedBatch(err); refused {
+		return false
+	}
 	return retryableCode(status.Code(err))
+}
+
+// refusedBatch reports whether the gateway ended a publish stream because
+// it will never take one batch (too large), and that batch's id (0 when
+// the gateway could not read it).
+func refusedBatch(err error) (id uint64, ok bool) {
+	reason, md := databusv1.Reason(err)
+	if reason != databusv1.ReasonBatchRefused {
+		return 0, tooLargeForGRPC(err)
+	}
+	id, _ = strconv.ParseUint(md["batch_id"], 10, 64)
+	return id, true
+}
+
+// tooLargeForGRPC reports whether err is gRPC's own refusal of a message
+// over the server's receive limit: gRPC ends the stream with it before
+// the gateway sees the batch, so it carries no ErrorInfo; its text has
+// been the same since grpc-go 1.0.
+func tooLargeForGRPC(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.HasPrefix(st.Message(), "grpc: received message larger than max")
+}
+
+// batchRefusedError is what a batch the gateway refused fails with: the
+// gateway's status, or gRPC's with what to do added.
+func batchRefusedError(err error) error {
+	if !tooLargeForGRPC(err) {
+		return err
+	}
+	return databusv1.BatchRefused(codes.ResourceExhausted, 0, fmt.Sprintf("databus: the gateway refused a batch larger than it receives (%s, in bytes): split it; a batch may carry up to the gateway's --max-stream-bytes of messages", status.Convert(err).Message()))
+}
+
+// Moved reports whether err is how the gateway ended a stream in good
+// order so that its client reconnects, through its load balancer, maybe
+// to another gateway: the connection reached the gateway's
+// --max-connection-age, or the gateway is stopping. Every batch the
+// gateway read was answered and every ack committed; reopen the stream
+// at once, without backoff (Publisher and Subscribe do), and do not
+// count it as a failure.
+func Moved(err error) bool {
+	reason, _ := databusv1.Reason(err)
+	return reason == databusv1.ReasonStreamMoved
 }
 
 func retryableCode(c codes.Code) bool {

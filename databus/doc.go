@@ -51,11 +51,13 @@
 //     5s by default) and resends every batch not yet answered. A batch is
 //     answered as published only after Kafka stored every record of it;
 //     one in flight when the stream broke is resent and may be stored
-//     twice. When the gateway refuses a batch for good (a batch larger
-//     than it accepts: InvalidArgument; a topic that does not exist:
-//     NotFound), that batch fails at once with the error, the others go
-//     on, and later publishes succeed once the cause is gone (the topic
-//     created). Retryable tells the two kinds of error apart.
+//     twice. When the gateway refuses a batch for good (more messages
+//     than it accepts: InvalidArgument; more bytes than a stream may
+//     have in flight or than gRPC receives: ResourceExhausted; a topic
+//     that does not exist: NotFound), that batch fails at once with the
+//     error, the others go on, and later publishes succeed once the
+//     cause is gone (the topic created). Retryable tells the two kinds
+//     of error apart: it is false for these.
 //   - Subscribe reconnects by default (Reconnect(false) turns it off and
 //     returns the stream's error instead): after a backoff it opens a new
 //     stream, and the gateway it reaches joins the group as a new member.
@@ -71,6 +73,13 @@
 //     Subscribe returns only when ctx ends (nil) or on an error retrying
 //     cannot fix: NotFound, InvalidArgument, FailedPrecondition,
 //     PermissionDenied and the like.
+//   - A gateway moves streams off connections older than its
+//     --max-connection-age, and off all of them when it stops: it ends
+//     them in good order (batches read answered, acks committed) with
+//     an error for which Moved is true, and tells the connection to go
+//     away. Publisher and Subscribe reopen them at once, on a new
+//     connection that the load balancer may send to another gateway;
+//     a Publisher resends only batches the gateway never read.
 //   - A Subscription from OpenSubscription is one stream: when it breaks,
 //     Recv returns the error and the caller opens another. Acks for
 //     messages of a broken stream are ignored; those messages are

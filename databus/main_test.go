@@ -34,13 +34,24 @@ type gw struct {
 
 func startGateway(t *testing.T, cfg gateway.Config) *gw {
 	t.Helper()
+	return startGatewayWith(t, cfg, gateway.ServerOptions{})
+}
+
+// startGatewayWith is startGateway with server options.
+func startGatewayWith(t *testing.T, cfg gateway.Config, so gateway.ServerOptions) *gw {
+	t.Helper()
+	return serveGateway(t, testkit.Listen(t), cfg, so)
+}
+
+// serveGateway is startGateway on ln, with server options.
+func serveGateway(t *testing.T, ln net.Listener, cfg gateway.Config, so gateway.ServerOptions) *gw {
+	t.Helper()
 	g, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := testkit.Listen(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &gw{addr: ln.Addr().String(), g: g, srv: gateway.NewServer(ctx, g, gateway.ServerOptions{}), stop: cancel}
+	w := &gw{addr: ln.Addr().String(), g: g, srv: gateway.NewServer(ctx, g, so), stop: cancel}
 	go w.srv.Serve(ln)
 	t.Cleanup(w.kill)
 	return w
@@ -129,6 +140,18 @@ func dial(t *testing.T, addr string) *databus.Client {
 	return c
 }
 
+// publisher opens a publisher to topic through a client of its own,
+// closed when the test ends.
+func publisher(ctx context.Context, t *testing.T, addr, topic string, opts ...databus.PublisherOption) *databus.Publisher {
+	t.Helper()
+	pub, err := dial(t, addr).NewPublisher(ctx, topic, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return pub
+}
+
 func msgs(from, n int) []databus.Message {
 	out := make([]databus.Message, n)
 	for i := range out {
@@ -138,20 +161,25 @@ func msgs(from, n int) []databus.Message {
 }
 
 // storedKeys reads topic from the start, straight from Kafka, until it
-// has every key of want or the deadline passes; it returns what it read.
-func storedKeys(t *testing.T, k *deps.Kafka, topic string, want map[string]bool) map[string]bool {
+// has every key of want (or the deadline passes) and a poll finds nothing
+// more; it returns how many times it read each key.
+func storedKeys(t *testing.T, k *deps.Kafka, topic string, want map[string]bool) map[string]int {
 	t.Helper()
 	cl := depstest.Client(t, k, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	stored := map[string]bool{}
+	stored := map[string]int{}
 	testkit.EventuallyNil(t, 30*time.Second, "every message answered as published is in Kafka", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		fs := cl.PollFetches(ctx)
 		cancel()
-		fs.EachRecord(func(r *kgo.Record) { stored[string(r.Key)] = true })
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { stored[string(r.Key)]++; n++ })
 		for key := range want {
-			if !stored[key] {
+			if stored[key] == 0 {
 				return fmt.Errorf("message %s missing (%d of %d stored)", key, len(stored), len(want))
 			}
+		}
+		if n > 0 {
+			return errors.New("still reading") // duplicates may follow
 		}
 		return nil
 	})

@@ -259,15 +259,24 @@ func (p *Publisher) broken(stream *pubStream, err error) {
 		p.failAllLocked(err)
 		return
 	}
-	retry := retryableStreamErr(err)
+	id, refused := refusedBatch(err)
+	retry := !refused && retryableStreamErr(err)
+	if refused {
+		if id == 0 {
+			id = p.oversizedLocked(err)
+		}
+		err = batchRefusedError(err)
+	}
 	if !retry {
-		p.failFirstLocked(err)
+		p.failLocked(id, err)
 		if len(p.pending) == 0 {
 			return
 		}
 	}
+	// A refused batch or a move ended the stream in good order: the rest
+	// go on a new stream at once.
 	p.reconnecting = true
-	go p.reconnect(retry)
+	go p.reconnect(retry && !Moved(err))
 }
 
 // retryableStreamErr reports whether a publish stream that ended with err
@@ -278,20 +287,42 @@ func retryableStreamErr(err error) bool {
 	return errors.Is(err, io.EOF) || retryableCode(status.Code(err))
 }
 
-// failFirstLocked fails the first batch not yet answered with err, a
-// final error the gateway ended the stream with. The gateway reads a
-// stream's batches in order and, before ending it, answers every batch it
-// accepted, so that batch is the one it refused; an error about the
-// stream itself (an unknown topic, bad settings) concerns every batch,
-// and each fails in turn on the streams reopened for the others. Call
-// with mu held.
-func (p *Publisher) failFirstLocked(err error) {
+// oversizedLocked returns the first batch not yet answered that is
+// larger than the receive limit gRPC's refusal names, or 0. gRPC ends the
+// stream as soon as it reads the length of a message too large, before
+// the gateway has answered the batches it accepted ahead of it: the
+// refused batch is not always the first one pending. Call with mu held.
+func (p *Publisher) oversizedLocked(err error) uint64 {
+	var size, limit int
+	if _, e := fmt.Sscanf(status.Convert(err).Message(), "grpc: received message larger than max (%d vs. %d)", &size, &limit); e != nil {
+		return 0
+	}
+	ids := slices.Sorted(maps.Keys(p.pending))
+	for _, id := range ids {
+		if p.pending[id].req.SizeVT() > limit {
+			return id
+		}
+	}
+	return 0
+}
+
+// failLocked fails batch id with err, a final error the gateway ended
+// the stream with; when id is not pending (0: the gateway could not read
+// the batch, or the error is about the stream), the first batch not yet
+// answered. The gateway reads a stream's batches in order and, before
+// ending it, answers every batch it accepted, so that batch is the one it
+// refused; an error about the stream itself (an unknown topic, bad
+// settings) concerns every batch, and each fails in turn on the streams
+// reopened for the others. Call with mu held.
+func (p *Publisher) failLocked(id uint64, err error) {
 	if len(p.pending) == 0 {
 		return
 	}
-	first := slices.Min(slices.Collect(maps.Keys(p.pending)))
-	c := p.pending[first]
-	delete(p.pending, first)
+	if _, ok := p.pending[id]; !ok {
+		id = slices.Min(slices.Collect(maps.Keys(p.pending)))
+	}
+	c := p.pending[id]
+	delete(p.pending, id)
 	<-p.slots
 	go c.done(err)
 	if len(p.pending) == 0 {

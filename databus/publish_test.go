@@ -128,12 +128,83 @@ func TestFinalErrorFailsOnlyItsBatch(t *testing.T) {
 		answered["500"], answered["501"] = true, true
 		stored := storedKeys(t, k, topic, answered)
 		for j := range 6 {
-			if key := strconv.Itoa(100 + j); stored[key] {
+			if key := strconv.Itoa(100 + j); stored[key] > 0 {
 				t.Fatalf("message %s of the refused batch was stored", key)
 			}
 		}
 		if len(stored) != len(answered) {
 			t.Fatalf("%d messages stored, %d answered: %v", len(stored), len(answered), fmt.Sprint(stored))
+		}
+	})
+}
+
+// TestOversizedBatchFailsForGood: a 17 MiB batch, over what the gateway
+// takes, between two 1-message batches: all three return within seconds,
+// the big one with a final ResourceExhausted (Retryable false), the
+// others stored. Over --max-stream-bytes the gateway reads the batch and refuses
+// it; over gRPC's receive limit gRPC refuses it unread. The client used to
+// take either end as worth retrying and resend the batch first on every
+// new stream, so both batches hung until their contexts ended.
+func TestOversizedBatchFailsForGood(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		for _, tc := range []struct {
+			name string
+			so   gateway.ServerOptions
+		}{
+			{"over max-stream-bytes", gateway.ServerOptions{}},                            // 16 MiB; gRPC's limit is 18 MiB
+			{"over the gRPC receive limit", gateway.ServerOptions{MaxRecvBytes: 8 << 20}}, // below the stream's 16 MiB
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				topic := depstest.Topic(t, k, 1)
+				w := startGatewayWith(t, gateway.Config{Brokers: k.Brokers}, tc.so)
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				pub := publisher(ctx, t, w.addr, topic)
+				big := make([]databus.Message, 17*64) // 17 MiB of 16 KiB values
+				for i := range big {
+					big[i] = databus.Message{Key: []byte("big-" + strconv.Itoa(i)), Value: make([]byte, 16<<10)}
+				}
+				start := time.Now()
+				beforeErr, bigErr, smallErr := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+				// A batch pipelined before the big one: the error is not
+				// its, though its answer may not come before the stream ends.
+				if err := pub.PublishAsync(ctx, msgs(0, 1), func(err error) { beforeErr <- err }); err != nil {
+					t.Fatal(err)
+				}
+				if err := pub.PublishAsync(ctx, big, func(err error) { bigErr <- err }); err != nil {
+					t.Fatal(err)
+				}
+				if err := pub.PublishAsync(ctx, msgs(1, 1), func(err error) { smallErr <- err }); err != nil {
+					t.Fatal(err)
+				}
+				wait := func(what string, ch chan error) error {
+					select {
+					case err := <-ch:
+						t.Logf("%s answered after %v: %v", what, time.Since(start).Round(time.Millisecond), err)
+						return err
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%s not answered within 10s: the publisher is wedged", what)
+						return nil
+					}
+				}
+				if err := wait("the 1-message batch before it", beforeErr); err != nil {
+					t.Fatalf("the 1-message batch before the big one: %v, want it stored", err)
+				}
+				err := wait("the 17 MiB batch", bigErr)
+				if status.Code(err) != codes.ResourceExhausted || databus.Retryable(err) {
+					t.Fatalf("the 17 MiB batch: %v (retryable %v), want a final ResourceExhausted", err, databus.Retryable(err))
+				}
+				if err := wait("the 1-message batch behind it", smallErr); err != nil {
+					t.Fatalf("the 1-message batch: %v, want it stored", err)
+				}
+				if err := pub.Publish(ctx, msgs(2, 1)...); err != nil {
+					t.Fatalf("a publish after the refused batch: %v", err)
+				}
+				stored := storedKeys(t, k, topic, map[string]bool{"0": true, "1": true, "2": true})
+				if stored["big-0"] > 0 {
+					t.Fatal("a message of the refused batch was stored")
+				}
+			})
 		}
 	})
 }

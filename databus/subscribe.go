@@ -52,7 +52,9 @@ func BatchSize(n int) SubscribeOption { return func(c *subCfg) { c.batchSize = n
 
 // Reconnect says whether Subscribe opens a new stream, after a backoff
 // (the Client's, see WithBackoff), when its stream breaks: the gateway
-// restarted, drained or crashed, the connection dropped (default on). Off,
+// restarted, drained or crashed, the connection dropped (default on); a
+// stream the gateway moved (its connection reached the gateway's
+// --max-connection-age) is reopened at once, without backoff. Off,
 // Subscribe returns the error that ended its stream, or the handler's
 // (wrapped). OpenSubscription is one stream and ignores it.
 func Reconnect(on bool) SubscribeOption { return func(c *subCfg) { c.noReconnect = !on } }
@@ -157,6 +159,13 @@ func (c *Client) Subscribe(ctx context.Context, topic, group string, handle func
 		}
 		if sc.noReconnect || !resumable(err) {
 			return err
+		}
+		if Moved(err) && attempt == 0 {
+			// A stream that worked ended in good order to move:
+			// reconnect at once (one moved again before it delivered
+			// anything waits as after any error).
+			attempt++
+			continue
 		}
 		select {
 		case <-ctx.Done():

@@ -127,8 +127,8 @@ func (c *consumers) member(ctx context.Context, i, g, t int) {
 		if err == nil {
 			err = c.consume(ctx, sub, i, g, g*len(c.cfg.Topics)+t)
 			sub.Close()
-			if err == nil || errors.Is(err, errDropped) {
-				attempt, err = 0, nil
+			if err == nil || errors.Is(err, errDropped) || databus.Moved(err) {
+				attempt, err = 0, nil // a move is no failure (--max-connection-age)
 			}
 		}
 		if ctx.Err() != nil {

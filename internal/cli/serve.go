@@ -136,6 +136,8 @@ var services = map[string]service{
 		func(_ noFlags, reg *prometheus.Registry) (http.Handler, error) { return work.Handler(reg), nil }),
 	"lb": handling("the built-in round-robin load balancer (the embedded default when nginx is absent): nginx's defaults, passive health checks, GET/HEAD retried on the next upstream", true,
 		func(c lb.Config, reg *prometheus.Registry) (http.Handler, error) { return lb.New(c, reg) }),
+	"lb-tcp": serving("the built-in connection balancer, as a Kubernetes Service: each client connection (a gRPC client's, say) goes round robin to one of --upstreams for its life; --listen is where clients connect, --addr its HTTP address (/healthz, /metrics)",
+		defaultAddr, lb.ServeTCP),
 	"backend": handling("report E's dependency: GET / answers after a delay; faults: slow requests, trickle, black hole", true,
 		func(c backend.Config, reg *prometheus.Registry) (http.Handler, error) { return backend.New(c, reg) }),
 	"frontend": handling("report E's front: GET / calls --backend under a --policy (none, timeout, breaker, hedge, adaptive)", true,

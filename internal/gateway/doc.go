@@ -8,6 +8,10 @@
 // acked. It is stateless: any number of gateways serve the same topics and
 // groups, and Kafka's group protocol balances partitions over gateways.
 // Streams, Kafka clients and bytes in flight are bounded (limits.go).
+// Streams move: off connections older than --max-connection-age, and off
+// every connection when the gateway stops (Stop), they end in good order
+// and their clients reopen them elsewhere through the load balancer
+// (moving.go).
 //
 // # Where the CPU and memory go
 //

@@ -238,6 +238,8 @@ type Gateway struct {
 	members   map[memberKey]*member // the group members serving subscribe streams
 
 	lagLoop sync.WaitGroup // reads the consumer lag while the gateway runs
+	gatesMu sync.Mutex
+	gates   []*recvGate // of the servers serving g (NewServer): their connections
 }
 
 // New returns a gateway for cfg. It does not contact Kafka until a stream

@@ -24,6 +24,7 @@ const (
 	limitStreams      = "streams"
 	limitKafkaClients = "kafka_clients"
 	limitStreamBytes  = "stream_bytes"
+	limitRecvBytes    = "recv_bytes" // gRPC's receive limit, from --max-stream-bytes
 )
 
 // The label values of databus_kafka_clients.

@@ -126,7 +126,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "databus_stream_errors_total", Help: "Streams ended with an error status, by code.",
 	}, []string{"code"})
 	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "databus_refusals_total", Help: "Streams or batches refused with ResourceExhausted, by limit: streams (--max-streams), kafka_clients (--max-kafka-clients), stream_bytes (--max-stream-bytes).",
+		Name: "databus_refusals_total", Help: "Streams or batches refused with ResourceExhausted, by limit: streams (--max-streams), kafka_clients (--max-kafka-clients), stream_bytes (--max-stream-bytes), recv_bytes (a batch over gRPC's receive limit, an eighth above --max-stream-bytes).",
 	}, []string{"limit"})
 	kafkaClients := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "databus_kafka_clients", Help: "Kafka clients open or reserved, by kind: shared (the aggregated producer), producer (a publish stream's own), member (the one group member, fetching and committing, that serves all subscribe streams of a group and topic here).",

@@ -166,3 +166,29 @@ func TestGOMAXPROCSFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionAgeFlags: --max-connection-age and its grace parse (a
+// negative value: never), go back into a command line, and their
+// defaults give no arguments.
+func TestConnectionAgeFlags(t *testing.T) {
+	fs := flag.NewFlagSet("databus", flag.ContinueOnError)
+	var o gateway.Options
+	o.RegisterFlags(fs)
+	if o.MaxConnectionAge != gateway.DefaultMaxConnectionAge || o.MaxConnectionAgeGrace != gateway.DefaultMaxConnectionAgeGrace {
+		t.Fatalf("defaults %v and %v, want %v and %v", o.MaxConnectionAge, o.MaxConnectionAgeGrace, gateway.DefaultMaxConnectionAge, gateway.DefaultMaxConnectionAgeGrace)
+	}
+	if args := o.Args(); len(args) != 0 {
+		t.Errorf("the defaults give arguments %q, want none", args)
+	}
+	if err := fs.Parse([]string{"--max-connection-age", "5m", "--max-connection-age-grace", "-1s"}); err != nil {
+		t.Fatal(err)
+	}
+	if o.MaxConnectionAge != 5*time.Minute || o.MaxConnectionAgeGrace != -time.Second {
+		t.Fatalf("parsed %v and %v, want 5m and -1s", o.MaxConnectionAge, o.MaxConnectionAgeGrace)
+	}
+	for _, want := range []string{"--max-connection-age=5m0s", "--max-connection-age-grace=-1s"} {
+		if args := o.Args(); !slices.Contains(args, want) {
+			t.Errorf("Args %q lack %s", args, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
@@ -48,6 +49,10 @@ type Options struct {
 	// (default DefaultMaxConnections): one more is closed as soon as it
 	// is accepted.
 	MaxConnections int
+	// MaxConnectionAge and MaxConnectionAgeGrace are ServerOptions'
+	// (defaults DefaultMaxConnectionAge, DefaultMaxConnectionAgeGrace;
+	// negative: never).
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// GOMAXPROCS, when positive, sets the process's GOMAXPROCS (default:
 	// Go's, which under a CPU quota rounds the quota up, to 2 at least):
 	// how the lab runs one gateway at GOMAXPROCS=1 beside one at 2.
@@ -85,6 +90,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxStreamBytes, "max-stream-bytes", 16<<20, "message bytes one stream may have in flight (publish: read, not answered; subscribe: fetched, not sent)")
 	fs.Int64Var(&c.MaxGatewayBytes, "max-gateway-bytes", DefaultMaxGatewayBytes, "message bytes all streams may have in flight together")
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
+	fs.DurationVar(&o.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "how old a client connection gets (±10%) before the gateway tells its client to go away and ends its streams in good order (batches answered, acks committed); the client reconnects through the load balancer, so that pods added since take a share of long-lived streams. Each subscribe stream moved may rebalance its group: keep it in minutes. Negative: never")
+	fs.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", DefaultMaxConnectionAgeGrace, "how long an aged connection's streams get to end in good order before the connection is closed under them; cover --produce-timeout. Negative: never")
 	fs.Var(cliflag.AtLeast(&o.GOMAXPROCS, 1), "gomaxprocs", "Go's GOMAXPROCS for the process (default: Go's own, from the CPUs and the CPU quota)")
 	o.Auth.RegisterFlags(fs)
 }
@@ -124,7 +131,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	ln = limitConns(ln, cmp.Or(o.MaxConnections, DefaultMaxConnections), reg, logger)
 	srvCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHealth()
-	grpcSrv := NewServer(srvCtx, g, ServerOptions{Auth: auth})
+	grpcSrv := NewServer(srvCtx, g, ServerOptions{Auth: auth, MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace})
 	grpcErr := make(chan error, 1)
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", c.Echo, "brokers", c.Brokers,
@@ -156,19 +163,31 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	logger.Info("databus gateway draining", "timeout", drain)
 	dctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	drainErr := g.Drain(dctx)
-	stopped := make(chan struct{})
-	go func() { grpcSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-dctx.Done():
-		grpcSrv.Stop()
-	}
-	if drainErr != nil {
-		return drainErr
+	if err := Stop(dctx, grpcSrv, g); err != nil {
+		return err
 	}
 	if err := <-httpErr; err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
 	return nil
+}
+
+// Stop stops srv, which serves g, in good order within ctx: it tells
+// every client connection to go away (HTTP/2 GOAWAY) and takes no new
+// ones, so that clients open their new streams elsewhere, through their
+// load balancer; g's streams end as moved streams do (moving.go): batches
+// read are answered, acks committed. Past ctx, srv is stopped at once.
+// Drained first and told to go away after, clients would reopen their
+// streams on the same connection, to be refused until it closed.
+func Stop(ctx context.Context, srv *grpc.Server, g *Gateway) error {
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	g.awaitGoAway(ctx, time.Second)
+	drainErr := g.Drain(ctx)
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		srv.Stop()
+	}
+	return drainErr
 }

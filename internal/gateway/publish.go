@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
@@ -170,12 +171,15 @@ func (p *publisher) run(ctx context.Context) error {
 		}
 		return err
 	}
+	away := connGoingAway(ctx)
 	for {
 		select {
 		case resp := <-p.out:
 			send(resp)
 		case <-p.g.draining:
 			return finish(streamError(codes.Unavailable, "%v", ErrDraining))
+		case <-away:
+			return finish(databusv1.StreamMoved(movedMessage))
 		case <-ctx.Done():
 			// The client went away. The receiving goroutine may have seen
 			// this before handing over Recv's error, so do not wait for it.
@@ -186,6 +190,12 @@ func (p *publisher) run(ctx context.Context) error {
 			}
 			if errors.Is(r.err, io.EOF) {
 				return finish(nil)
+			}
+			if tooLarge(r.err) {
+				// gRPC has already ended the stream with its own status,
+				// which the client recognizes; this only counts it.
+				p.g.m.refusals.WithLabelValues(limitRecvBytes).Inc()
+				return finish(r.err)
 			}
 			if r.err != nil {
 				return finish(nil) // the client went away; nothing to answer
@@ -213,11 +223,11 @@ func (p *publisher) send(resp *databusv1.PublishResponse) {
 // may hold.
 func (p *publisher) check(req *databusv1.PublishRequest, size int64) error {
 	if n := len(req.Messages); n > p.g.cfg.MaxBatchMessages {
-		return streamError(codes.InvalidArgument, "batch %d has %d messages, more than the limit %d: split it", req.BatchId, n, p.g.cfg.MaxBatchMessages)
+		return refusedBatch(req.BatchId, codes.InvalidArgument, "batch %d has %d messages, more than the limit %d: split it", req.BatchId, n, p.g.cfg.MaxBatchMessages)
 	}
 	if size > p.g.cfg.MaxStreamBytes {
 		p.g.m.refusals.WithLabelValues(limitStreamBytes).Inc()
-		return streamError(codes.ResourceExhausted, "batch %d has %d message bytes, more than a stream may have in flight (%d, --max-stream-bytes): split it, or raise the limit", req.BatchId, size, p.g.cfg.MaxStreamBytes)
+		return refusedBatch(req.BatchId, codes.ResourceExhausted, "batch %d has %d message bytes, more than a stream may have in flight (%d, the gateway's --max-stream-bytes): split it, or have the operator raise the limit", req.BatchId, size, p.g.cfg.MaxStreamBytes)
 	}
 	return nil
 }
@@ -421,4 +431,11 @@ func (p *publisher) waitForBytes(ctx context.Context) bool {
 			return false
 		}
 	}
+}
+
+// tooLarge reports whether Recv failed on a message over gRPC's receive
+// limit (a server stream's Recv fails with ResourceExhausted for nothing
+// else): gRPC refuses it unread and ends the stream with that status.
+func tooLarge(err error) bool {
+	return status.Code(err) == codes.ResourceExhausted
 }

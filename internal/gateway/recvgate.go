@@ -54,6 +54,7 @@ const (
 	frameHeaderLen    = 9
 	frameHeaders      = 0x1
 	frameRSTStream    = 0x3
+	frameGoAway       = 0x7
 	frameWindowUpdate = 0x8
 	flagEndStream     = 0x1
 	windowUpdateLen   = frameHeaderLen + 4
@@ -139,7 +140,7 @@ func connKey(local, remote net.Addr) string { return local.String() + "|" + remo
 // wrap gates conn; grpc reads and writes through what it returns.
 func (g *recvGate) wrap(conn net.Conn) *gatedConn {
 	c := &gatedConn{Conn: conn, gate: g, key: connKey(conn.LocalAddr(), conn.RemoteAddr()),
-		inSkip: clientPrefaceLen, granted: map[uint32][]grant{}, done: make(chan struct{})}
+		inSkip: clientPrefaceLen, granted: map[uint32][]grant{}, done: make(chan struct{}), away: make(chan struct{})}
 	g.mu.Lock()
 	g.conns[c.key] = c
 	g.mu.Unlock()
@@ -201,6 +202,10 @@ type gatedConn struct {
 	closed    bool
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// away is closed when gRPC sends the client a GOAWAY (moving.go).
+	away     chan struct{}
+	awayOnce sync.Once
 }
 
 // Read reads from the connection, noting the streams the client resets.
@@ -281,6 +286,8 @@ scan:
 			continue
 		case typ == frameRSTStream, typ == frameHeaders && flags&flagEndStream != 0:
 			c.streamEnded(stream)
+		case typ == frameGoAway:
+			c.awayOnce.Do(func() { close(c.away) }) // moving.go
 		}
 		i += frameHeaderLen
 		c.outSkip = length

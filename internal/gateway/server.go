@@ -41,13 +41,28 @@ type ServerOptions struct {
 	// Auth is TLS, mutual TLS and/or bearer tokens (auth.go); nil serves
 	// plaintext to anyone.
 	Auth *Auth
+	// MaxConnectionAge is how old a client connection gets before gRPC
+	// sends it a GOAWAY (with gRPC's jitter of ±10%) and the gateway
+	// ends its streams in good order, so that they reconnect through the
+	// load balancer (moving.go). Default DefaultMaxConnectionAge;
+	// negative: never.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace is how long after that GOAWAY the connection
+	// is closed whatever its streams do. Default
+	// DefaultMaxConnectionAgeGrace; negative: never.
+	MaxConnectionAgeGrace time.Duration
 }
 
 func (o *ServerOptions) setDefaults() {
 	o.BufferBytes = cmp.Or(o.BufferBytes, 32<<10)
 	o.WindowBytes = max(o.WindowBytes, 64<<10)
 	o.MaxRecvBytes = cmp.Or(o.MaxRecvBytes, 16<<20)
+	o.MaxConnectionAge = cmp.Or(o.MaxConnectionAge, DefaultMaxConnectionAge)
+	o.MaxConnectionAgeGrace = cmp.Or(o.MaxConnectionAgeGrace, DefaultMaxConnectionAgeGrace)
 }
+
+// forever turns a negative duration (never) into gRPC's zero (infinity).
+func forever(d time.Duration) time.Duration { return max(d, 0) }
 
 // NewServer returns a gRPC server serving g, the standard health service,
 // whose status follows g.Ready every few seconds until ctx ends, and gRPC
@@ -61,6 +76,9 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 	o.setDefaults()
 	gate := newRecvGate(&g.bytes, o.WindowBytes, g.cfg.Registry, g.log)
 	go gate.run(ctx)
+	g.gatesMu.Lock()
+	g.gates = append(g.gates, gate)
+	g.gatesMu.Unlock()
 	opts := append(o.Auth.serverOptions(g.cfg.Registry, g.log), TransportOptions(o, g.cfg.MaxStreamsPerConnection)...)
 	opts = append(opts,
 		grpc.Creds(gateCreds{o.Auth.creds(), gate}),
@@ -116,7 +134,12 @@ func TransportOptions(o ServerOptions, maxStreamsPerConn int) []grpc.ServerOptio
 		// Ping idle clients so dead connections are found and their
 		// subscriptions' partitions freed; never close a healthy idle
 		// stream (the report saw idle timeouts cause latency spikes).
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		// Old connections are told to go away, so that streams spread
+		// to pods added since (moving.go).
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: 30 * time.Second, Timeout: 10 * time.Second,
+			MaxConnectionAge: forever(o.MaxConnectionAge), MaxConnectionAgeGrace: forever(o.MaxConnectionAgeGrace),
+		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 }

@@ -114,3 +114,11 @@ func validName(t string) bool {
 func streamError(code codes.Code, format string, args ...any) error {
 	return status.Error(code, fmt.Sprintf("databus: "+format, args...))
 }
+
+// refusedBatch formats the status that ends a publish stream at a batch
+// the gateway will not take however often it is sent (too large): its
+// ErrorInfo tells the client to fail that batch for good and resend the
+// others, which a code alone cannot (ResourceExhausted is also "retry").
+func refusedBatch(id uint64, code codes.Code, format string, args ...any) error {
+	return databusv1.BatchRefused(code, id, fmt.Sprintf("databus: "+format, args...))
+}

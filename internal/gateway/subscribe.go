@@ -93,7 +93,9 @@ func (st *subStream) run(ctx context.Context) error {
 	case <-recvErr:
 		return nil // the client closed or went away
 	case <-st.g.draining:
-		return st.drain(recvErr)
+		return st.drain(recvErr, streamError(codes.Unavailable, "%v", ErrDraining))
+	case <-connGoingAway(ctx):
+		return st.drain(recvErr, databusv1.StreamMoved(movedMessage))
 	case <-ctx.Done():
 		return nil
 	}
@@ -290,8 +292,8 @@ func (st *subStream) receiveAcks() error {
 }
 
 // drain stops deliveries to the stream, gives the client a moment to ack
-// what it holds, then ends the stream; detach commits the acks.
-func (st *subStream) drain(recvErr <-chan error) error {
+// what it holds, then ends the stream with end; detach commits the acks.
+func (st *subStream) drain(recvErr <-chan error, end error) error {
 	m := st.m
 	m.mu.Lock()
 	st.draining = true
@@ -309,12 +311,12 @@ func (st *subStream) drain(recvErr <-chan error) error {
 		select {
 		case <-st.acked:
 		case <-recvErr:
-			return streamError(codes.Unavailable, "%v", ErrDraining)
+			return end
 		case <-deadline.C:
-			return streamError(codes.Unavailable, "%v", ErrDraining)
+			return end
 		}
 	}
-	return streamError(codes.Unavailable, "%v", ErrDraining)
+	return end
 }
 
 func isContextErr(err error) bool {

@@ -1,4 +1,5 @@
-// Package lb is the built-in round-robin HTTP reverse proxy: the embedded
+// Package lb is the built-in round-robin HTTP reverse proxy (and, in
+// tcp.go, a connection balancer like a Kubernetes Service): the embedded
 // default load balancer of the lab, used when nginx is not installed or
 // when asked for (--lb builtin). It stands in for nginx as report A1 ran
 // it, with nginx's defaults: a new connection to the upstream for every
@@ -82,25 +83,11 @@ func (c Config) String() string {
 // New returns a round-robin reverse proxy over cfg.Upstreams. It registers
 // its metrics with reg.
 func New(cfg Config, reg prometheus.Registerer) (http.Handler, error) {
-	if len(cfg.Upstreams) == 0 {
-		return nil, ErrNoUpstreams
+	b, err := newBalancer(cfg, reg, "Requests")
+	if err != nil {
+		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	b := &balancer{cfg: cfg,
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lb_upstream_failures_total", Help: "Requests an upstream failed before answering (refused, reset, timed out), by upstream.",
-		}, []string{"upstream"}),
-		retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "lb_retries_total", Help: "Requests sent again to another upstream after one failed.",
-		}),
-	}
-	reg.MustRegister(b.failures, b.retries)
-	for _, u := range cfg.Upstreams {
-		if _, _, err := net.SplitHostPort(u); err != nil {
-			return nil, fmt.Errorf("lb: upstream %q is not host:port: %w", u, err)
-		}
-		b.ups = append(b.ups, &upstream{addr: u})
-	}
+	cfg = b.cfg
 	b.transport = &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: cfg.DialTimeout}).DialContext,
 		DisableKeepAlives:     cfg.IdleConnsPerUpstream == 0,
@@ -123,6 +110,32 @@ func New(cfg Config, reg prometheus.Registerer) (http.Handler, error) {
 			http.Error(w, "lb: upstream failed: "+err.Error(), http.StatusBadGateway)
 		},
 	}, nil
+}
+
+// newBalancer checks cfg's upstreams and returns a balancer over them
+// without a transport; what names what it balances (requests,
+// connections) in its metrics' help.
+func newBalancer(cfg Config, reg prometheus.Registerer, what string) (*balancer, error) {
+	if len(cfg.Upstreams) == 0 {
+		return nil, ErrNoUpstreams
+	}
+	cfg = cfg.withDefaults()
+	b := &balancer{cfg: cfg,
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lb_upstream_failures_total", Help: what + " an upstream failed before answering (refused, reset, timed out), by upstream.",
+		}, []string{"upstream"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lb_retries_total", Help: what + " sent again to another upstream after one failed.",
+		}),
+	}
+	reg.MustRegister(b.failures, b.retries)
+	for _, u := range cfg.Upstreams {
+		if _, _, err := net.SplitHostPort(u); err != nil {
+			return nil, fmt.Errorf("lb: upstream %q is not host:port: %w", u, err)
+		}
+		b.ups = append(b.ups, &upstream{addr: u})
+	}
+	return b, nil
 }
 
 // balancer is the proxy's transport: it picks an upstream per attempt,
@@ -239,10 +252,16 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // RegisterFlags adds the balancer's flags to fs ("hlab serve lb").
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.Var(cliflag.List(&c.Upstreams), "upstreams", "comma-separated host:port list to balance over (required)")
-	fs.DurationVar(&c.DialTimeout, "dial-timeout", 2*time.Second, "bound on connecting to an upstream")
+	c.registerUpstreamFlags(fs)
 	fs.DurationVar(&c.ResponseHeaderTimeout, "response-header-timeout", 60*time.Second, "bound on the wait for an upstream's response headers (nginx's proxy_read_timeout)")
 	fs.IntVar(&c.IdleConnsPerUpstream, "idle-conns-per-upstream", 0, "keep-alive connections kept per upstream (an nginx upstream's keepalive); 0: a new connection per request, as nginx's default")
+}
+
+// registerUpstreamFlags adds the flags both modes share: the upstreams,
+// how to reach them, and when one is taken as down.
+func (c *Config) registerUpstreamFlags(fs *flag.FlagSet) {
+	fs.Var(cliflag.List(&c.Upstreams), "upstreams", "comma-separated host:port list to balance over (required)")
+	fs.DurationVar(&c.DialTimeout, "dial-timeout", 2*time.Second, "bound on connecting to an upstream")
 	fs.IntVar(&c.MaxFails, "max-fails", 1, "failures within --fail-timeout that mark an upstream down (nginx's max_fails)")
 	fs.DurationVar(&c.FailTimeout, "fail-timeout", 10*time.Second, "how long failures are counted over and a failed upstream stays down (nginx's fail_timeout)")
 }
