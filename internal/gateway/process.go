@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	DrainTimeout time.Duration
 	// Auth names the TLS and token files (nothing: plaintext, no auth).
 	Auth AuthFiles
+	// Kafka secures the connections to Kafka: TLS, SASL (zero: plaintext).
+	Kafka kafkasec.Config
 	// MaxConnections bounds the client connections served at once
 	// (default DefaultMaxConnections): one more is closed as soon as it
 	// is accepted.
@@ -84,11 +87,37 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
 	fs.Var(cliflag.AtLeast(&o.GOMAXPROCS, 1), "gomaxprocs", "Go's GOMAXPROCS for the process (default: Go's own, from the CPUs and the CPU quota)")
 	o.Auth.RegisterFlags(fs)
+	o.Kafka.RegisterFlags(fs)
 }
 
 // Args returns the command line that makes a gateway process run o (the
 // fields o changes from the defaults).
 func (o Options) Args() []string { return cliflag.Args(o) }
+
+// secureKafka adds sec's options to c's Kafka clients and, when sec asks
+// for TLS or SASL, checks them against the seed brokers: a wrong password
+// or an untrusted certificate stops the gateway at start, naming the
+// broker and the mechanism, rather than failing every stream later. A
+// broker that does not answer only gets a warning: the gateway serves,
+// and reports not ready (/healthz) until Kafka answers.
+func secureKafka(ctx context.Context, c *Config, sec kafkasec.Config, logger *slog.Logger) error {
+	if c.Echo || !sec.Enabled() {
+		return nil
+	}
+	opts, err := sec.Opts()
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	c.KafkaOpts = append(opts, c.KafkaOpts...)
+	err = sec.Check(ctx, c.Brokers, cmp.Or(c.KafkaTimeout, 5*time.Second))
+	if errors.Is(err, kafkasec.ErrRefused) || (err != nil && !errors.Is(err, kafkasec.ErrUnreachable)) {
+		return fmt.Errorf("gateway: Kafka refused the connection (--kafka-* flags): %w", err)
+	}
+	if err != nil {
+		logger.Warn("Kafka did not answer the start check; serving anyway, not ready until it does", "err", err)
+	}
+	return nil
+}
 
 // Serve runs a gateway process, its HTTP endpoints on hs, until ctx ends,
 // then drains: batches in flight are answered, acked offsets committed,
@@ -105,6 +134,9 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	reg := prometheus.NewRegistry()
 	c := o.Config
 	c.Registry, c.Logger = reg, logger
+	if err := secureKafka(ctx, &c, o.Kafka, logger); err != nil {
+		return err
+	}
 	g, err := New(c)
 	if err != nil {
 		return err
@@ -122,7 +154,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	grpcErr := make(chan error, 1)
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", c.Echo, "brokers", c.Brokers,
-		"gomaxprocs", runtime.GOMAXPROCS(0), "metrics", !c.NoMetrics)
+		"kafka_security", o.Kafka.Describe(), "gomaxprocs", runtime.GOMAXPROCS(0), "metrics", !c.NoMetrics)
 	auth.logMode(logger)
 	if auth != nil && auth.files != nil {
 		hup := make(chan os.Signal, 1)
