@@ -126,4 +126,3 @@ func TestSecuredKafkaNoSecretInArgv(t *testing.T) {
 		t.Fatalf("not the process expected: %q", cmdline)
 	}
 }
-
