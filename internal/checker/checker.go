@@ -66,8 +66,11 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
+	if err := cfg.secureKafka(ctx); err != nil {
+		return nil, err
+	}
 	if len(cfg.Brokers) > 0 && cfg.Consume != Only {
-		if err := ensureTopic(ctx, cfg.Brokers, cfg.Topic, cfg.Partitions); err != nil {
+		if err := ensureTopic(ctx, cfg.Brokers, cfg.kafkaOpts, cfg.Topic, cfg.Partitions); err != nil {
 			return nil, err
 		}
 	}
@@ -235,10 +238,10 @@ func ProcessCPU() float64 {
 func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 // ensureTopic creates topic when Kafka does not have it.
-func ensureTopic(ctx context.Context, brokers []string, topic string, partitions int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func ensureTopic(ctx context.Context, brokers []string, sec []kgo.Opt, topic string, partitions int) error {
+	cl, err := newKafkaClient(brokers, sec)
 	if err != nil {
-		return fmt.Errorf("checker: kafka client: %w", err)
+		return err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)

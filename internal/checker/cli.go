@@ -89,6 +89,7 @@ Flags:
 	c.Credentials.RegisterFlags(fs, "")
 	fs.StringVar(&c.Topic, "topic", "databus-checker", "topic to publish to and consume from (use a fresh one, or --brokers to create it)")
 	fs.StringVar(&brokers, "brokers", "", "Kafka brokers, host:port,...: create --topic when missing, and read its offsets for --consume only (the checker talks to Kafka for nothing else)")
+	c.Kafka.RegisterFlags(fs)
 	fs.IntVar(&c.Partitions, "partitions", 10, "partitions of a topic the checker creates")
 	fs.StringVar(&scen, "scenario", "throughput", "echo, latency, throughput or ticker")
 	fs.IntVar(&c.Streams, "streams", 0, "publish streams (default 10; ticker 1000)")
