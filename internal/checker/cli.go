@@ -67,6 +67,8 @@ Examples:
       --scenario throughput --streams 10 --groups 2 --members 3
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
       --consume only --groups 1 --members 4
+  databus-checker --target 127.0.0.1:7070 --topic orders --brokers kafka-1:9093 --direct \
+      --kafka-tls-ca ca.crt --kafka-sasl SCRAM-SHA-512 --kafka-user checker --kafka-password-file checker.password
   databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --duration 30s \
       --kill-every 10s --drain-timeout 60s \
       --gateway-cmd "hlab serve databus --brokers 127.0.0.1:9092 --grpc-addr 127.0.0.1:7070"

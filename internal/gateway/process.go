@@ -108,10 +108,13 @@ func secureKafka(ctx context.Context, c *Config, sec kafkasec.Config, logger *sl
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
+	if w := sec.Warning(); w != "" {
+		logger.Warn(w)
+	}
 	c.KafkaOpts = append(opts, c.KafkaOpts...)
 	err = sec.Check(ctx, c.Brokers, cmp.Or(c.KafkaTimeout, 5*time.Second))
 	if errors.Is(err, kafkasec.ErrRefused) || (err != nil && !errors.Is(err, kafkasec.ErrUnreachable)) {
-		return fmt.Errorf("gateway: Kafka refused the connection (--kafka-* flags): %w", err)
+		return fmt.Errorf("gateway: the start check of --brokers with the --kafka-* settings failed: %w", err)
 	}
 	if err != nil {
 		logger.Warn("Kafka did not answer the start check; serving anyway, not ready until it does", "err", err)

@@ -17,18 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ErrUnreachable is wrapped by Check's error when a broker did not answer
-// at all (down, a wrong port, or a plaintext client talking to a TLS
-// port): unlike a refused credential, that may pass, so a caller may
-// decide to start anyway.
-var ErrUnreachable = errors.New("kafkasec: broker unreachable")
-
-// ErrRefused is wrapped by Check's error when a broker answered and
-// refused the connection: a wrong password or token, an untrusted
-// certificate, a mechanism it does not enable, a missing client
-// certificate. Retrying does not help; the configuration must change.
-var ErrRefused = errors.New("kafkasec: broker refused the connection")
-
 // Check connects to each of brokers as c says, at once, each within
 // timeout, and returns nil when all of them accepted. Otherwise its error
 // names each broker that failed, how the client connected (the mechanism,

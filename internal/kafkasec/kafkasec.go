@@ -145,6 +145,15 @@ func (c Config) Describe() string {
 	return s
 }
 
+// Warning says what is unsafe in c though it works, "" when nothing is:
+// a PLAIN password sent without TLS.
+func (c Config) Warning() string {
+	if c = c.normalized(); c.SASL == Plain && !c.TLS {
+		return "kafkasec: SASL PLAIN without --kafka-tls sends the password to Kafka in clear: anyone on the network path can read it"
+	}
+	return ""
+}
+
 // validate checks that c is complete and consistent, before any file is read.
 func (c Config) validate() error {
 	switch c.SASL {
@@ -297,10 +306,6 @@ func (c Config) tokenSource() func() (string, error) {
 		return t, nil
 	}
 }
-
-// errTokenRefused is what an OAUTHBEARER authentication fails with when
-// the broker answers the token with an error (RFC 7628 section 3.2.2).
-var errTokenRefused = errors.New("the broker refused the OAUTHBEARER token")
 
 // oauthMechanism is franz-go's OAUTHBEARER with the broker's answer to a
 // refused token kept in the error (franz-go drops it), so that Check can
