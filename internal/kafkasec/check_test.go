@@ -126,23 +126,13 @@ func TestTokenFileReread(t *testing.T) {
 	if err := ping(); err != nil {
 		t.Fatalf("valid token: %v", err)
 	}
-	replace(t, tokenFile, deps.UnsecuredToken(s.User, -time.Minute))
+	testcerts.ReplaceFile(t, tokenFile, deps.UnsecuredToken(s.User, -time.Minute))
 	if err := ping(); err == nil {
 		t.Fatal("an expired token written over the file was not used: the connection was accepted")
 	}
-	replace(t, tokenFile, deps.UnsecuredToken(s.User, time.Hour))
+	testcerts.ReplaceFile(t, tokenFile, deps.UnsecuredToken(s.User, time.Hour))
 	if err := ping(); err != nil {
 		t.Fatalf("the fresh token written back was not used: %v", err)
-	}
-}
-
-// replace writes content to path as a token refresher does: a new file
-// renamed over the old one.
-func replace(t *testing.T, path, content string) {
-	t.Helper()
-	tmp := testcerts.WriteFile(t, filepath.Dir(path), filepath.Base(path)+".new", content)
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -205,6 +205,17 @@ func WriteFile(t testing.TB, dir, name, content string) string {
 	return write(t, filepath.Join(dir, name), []byte(content))
 }
 
+// ReplaceFile writes content over path as a rotation does (a sidecar
+// refreshing a token, a renewed certificate): a new file, readable by
+// its owner only, renamed over the old one, so that a reader sees either.
+func ReplaceFile(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := write(t, path+".new", []byte(content))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func write(t testing.TB, path string, b []byte) string {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
