@@ -89,7 +89,10 @@ func (c Config) explain(broker string, err error, timeout time.Duration) error {
 		header    tls.RecordHeaderError
 		firstRead *kgo.ErrFirstReadEOF
 	)
+	unreachable := fmt.Errorf("%w: broker %s, %s: %v (is it up, within %s, and is this the port of its listener for %s? A plaintext client waits until the timeout on a TLS port)", ErrUnreachable, broker, how, err, timeout, how)
 	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), isTimeout(err):
+		return unreachable
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, errTokenRefused):
 		if c.SASL == OAuthBearer {
 			return refused("the token was refused: check that it is valid, not expired, and meant for this cluster (--kafka-token-file, or $" + TokenEnv + ")")
@@ -120,9 +123,16 @@ func (c Config) explain(broker string, err error, timeout time.Duration) error {
 		}
 		return refused("the broker closed the connection during the handshake: check that this port's listener needs no SASL (PLAINTEXT or SSL) and that --kafka-tls matches it; with SASL, add --kafka-sasl")
 	}
-	return fmt.Errorf("%w: broker %s, %s: no answer within %s: %v (is it up, and is this the port of a listener for %s? A plaintext client waits like this on a TLS port)", ErrUnreachable, broker, how, timeout, err, how)
+	return unreachable
 }
 
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// isReset reports whether the broker ended the connection while it was
+// read: reset or closed, not timed out (isTimeout comes first).
 func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "read"

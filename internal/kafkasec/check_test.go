@@ -3,6 +3,7 @@ package kafkasec_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,5 +174,21 @@ func TestOptsRefusesBadConfig(t *testing.T) {
 	t.Setenv(kafkasec.PasswordEnv, "from-env")
 	if _, err := (kafkasec.Config{SASL: kafkasec.Plain, User: "u"}).Opts(); err != nil {
 		t.Fatalf("password from $%s: %v", kafkasec.PasswordEnv, err)
+	}
+}
+
+// TestCheckUnreachable: a broker that does not answer is ErrUnreachable,
+// not a refusal, so that a gateway may start and wait for it.
+func TestCheckUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	pw := testcerts.WriteFile(t, t.TempDir(), "password", "secret\n")
+	err = kafkasec.Config{TLS: true, SASL: kafkasec.ScramSHA256, User: "u", PasswordFile: pw}.Check(context.Background(), []string{addr}, 2*time.Second)
+	if !errors.Is(err, kafkasec.ErrUnreachable) || errors.Is(err, kafkasec.ErrRefused) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("got %v, want ErrUnreachable naming %s", err, addr)
 	}
 }
