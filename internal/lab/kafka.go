@@ -87,11 +87,11 @@ func (r *Run) startKafka(ctx context.Context, partitions int, restartable bool) 
 			return nil, err
 		}
 		kind := fmt.Sprintf("external brokers %s (%s, %d in the cluster), %s", strings.Join(brokers, ","), version, n, deps.ExternalQuotas)
-		r.Progress.Logf("using the external kafka %s", kind)
-		prefix := r.prefix
 		if sec.Enabled() {
 			kind += ", " + sec.Describe()
 		}
+		r.Progress.Logf("using the external kafka %s", kind)
+		prefix := r.prefix
 		r.external(DepKafka, kind, func() error { return deps.CleanupKafka(brokers, prefix, opts...) })
 		// A real broker, most likely on the JVM: measurements warm up
 		// until throughput stops climbing.
