@@ -34,6 +34,9 @@ expect() {
 			'"stored": 1' \
 			'"value": "aGk="'
 		;;
+	databus-secure)
+		printf '%s\n' '"stored": 1' '"value": "aGk="'
+		;;
 	replica)
 		printf '%s\n' '^--- PASS: Example' '^ok[[:space:]]+github.com/highload-lab/hlab/replica'
 		;;
@@ -162,7 +165,7 @@ run() {
 
 # stop_deps stops every dependency a quickstart starts, purging its data.
 stop_deps() {
-	for dep in postgres kafka kafka-real; do
+	for dep in postgres kafka kafka-real kafka-secure; do
 		hlab deps down --purge "$dep" >/dev/null 2>&1 || true
 	done
 }

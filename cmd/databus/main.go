@@ -2,6 +2,8 @@
 // (see the databus package for the client, api/databus/v1 for the API).
 //
 //	databus --brokers kafka-1:9092,kafka-2:9092 --grpc-addr :7070 --http-addr :7071
+//	databus --brokers kafka-1:9093 --kafka-tls-ca /etc/kafka/ca.crt --kafka-sasl SCRAM-SHA-512 \
+//	    --kafka-user databus --kafka-password-file /run/secrets/kafka-password
 package main
 
 import (

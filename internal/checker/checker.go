@@ -66,8 +66,11 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
+	if err := cfg.secureKafka(ctx); err != nil {
+		return nil, err
+	}
 	if len(cfg.Brokers) > 0 && cfg.Consume != Only {
-		if err := ensureTopics(ctx, cfg.Brokers, cfg.Partitions, cfg.Topics...); err != nil {
+		if err := ensureTopics(ctx, cfg.Brokers, cfg.kafkaOpts, cfg.Partitions, cfg.Topics...); err != nil {
 			return nil, err
 		}
 	}
@@ -237,10 +240,10 @@ func mb(b int64) float64 { return float64(b) / (1 << 20) }
 
 // ensureTopics creates the topics Kafka does not have, of partitions
 // partitions each.
-func ensureTopics(ctx context.Context, brokers []string, partitions int, topics ...string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func ensureTopics(ctx context.Context, brokers []string, sec []kgo.Opt, partitions int, topics ...string) error {
+	cl, err := newKafkaClient(brokers, sec)
 	if err != nil {
-		return fmt.Errorf("checker: kafka client: %w", err)
+		return err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second+time.Duration(len(topics))*time.Second)

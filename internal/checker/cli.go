@@ -77,6 +77,8 @@ Examples:
       --topic-count 10 --partitions 2 --streams 20 --groups 1
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
       --consume only --groups 1 --members 4
+  databus-checker --target 127.0.0.1:7070 --topic orders --brokers kafka-1:9093 --direct \
+      --kafka-tls-ca ca.crt --kafka-sasl SCRAM-SHA-512 --kafka-user checker --kafka-password-file checker.password
   databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --duration 30s \
       --kill-every 10s --drain-timeout 60s \
       --gateway-cmd "hlab serve databus --brokers 127.0.0.1:9092 --grpc-addr 127.0.0.1:7070"
@@ -101,6 +103,7 @@ Flags:
 	fs.Var(cliflag.List(&c.Topics), "topics", "topics to spread the streams over, a,b,...: stream i writes to the (i mod n)th; every group reads them all (instead of --topic)")
 	fs.IntVar(&c.TopicCount, "topic-count", 0, fmt.Sprintf("spread the streams over this many topics, named <--topic>-0 to <--topic>-(N-1) (1 to %d; instead of --topics)", MaxTopics))
 	fs.StringVar(&brokers, "brokers", "", "Kafka brokers, host:port,...: create the topics when missing, and read the topic's offsets for --consume only (the checker talks to Kafka for nothing else)")
+	c.Kafka.RegisterFlags(fs)
 	fs.IntVar(&c.Partitions, "partitions", 10, "partitions of each topic the checker creates")
 	fs.StringVar(&scen, "scenario", "throughput", "echo, latency, throughput or ticker")
 	fs.IntVar(&c.Streams, "streams", 0, "publish streams (default 10; ticker 1000)")

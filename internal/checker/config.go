@@ -9,8 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/databus"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 )
 
 // Scenario is what the publishers do.
@@ -98,6 +101,11 @@ type Config struct {
 	// offsets. The checker never talks to Kafka otherwise.
 	Brokers    []string
 	Partitions int // 10, per topic
+	// Kafka secures the checker's own connections to Brokers (TLS, SASL);
+	// the gateway's are the gateway's.
+	Kafka kafkasec.Config
+	// kafkaOpts are Kafka's franz-go options, set by secureKafka.
+	kafkaOpts []kgo.Opt
 
 	Scenario Scenario // Throughput
 	// Streams is the number of publish streams, each a client of its own

@@ -82,15 +82,14 @@ func (c *Config) validateDirect() error {
 func (d *direct) open(ctx context.Context) error {
 	d.clients = make([]*kgo.Client, d.cfg.Streams)
 	return forEach(ctx, d.cfg.Streams, openWorkers, func(ctx context.Context, i int) error {
-		cl, err := kgo.NewClient(
-			kgo.SeedBrokers(d.cfg.Brokers...),
+		cl, err := newKafkaClient(d.cfg.Brokers, d.cfg.kafkaOpts,
 			kgo.DefaultProduceTopic(d.cfg.topicOf(i)),
 			kgo.ProducerLinger(0),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerBatchMaxBytes(1<<20),
 		)
 		if err != nil {
-			return fmt.Errorf("checker: stream %d: kafka client: %w", i, err)
+			return fmt.Errorf("checker: stream %d: %w", i, err)
 		}
 		d.clients[i] = cl
 		ids, recs := d.records(i, 1, time.Now())

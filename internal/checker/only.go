@@ -13,7 +13,7 @@ import (
 // consumeOnly is a Consume Only run: no publishers; fresh groups drain
 // the records topic holds, each of which every group must receive.
 func consumeOnly(ctx context.Context, cfg *Config, gw *gatewayProc, progress Progress, fail context.CancelCauseFunc) (*Result, error) {
-	starts, ends, err := topicOffsets(ctx, cfg.Brokers, cfg.Topics[0])
+	starts, ends, err := topicOffsets(ctx, cfg.Brokers, cfg.kafkaOpts, cfg.Topics[0])
 	if err != nil {
 		return nil, err
 	}
@@ -51,10 +51,10 @@ func consumeOnly(ctx context.Context, cfg *Config, gw *gatewayProc, progress Pro
 }
 
 // topicOffsets reads topic's start and end offsets, by partition.
-func topicOffsets(ctx context.Context, brokers []string, topic string) (starts, ends []int64, err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+func topicOffsets(ctx context.Context, brokers []string, sec []kgo.Opt, topic string) (starts, ends []int64, err error) {
+	cl, err := newKafkaClient(brokers, sec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("checker: kafka client: %w", err)
+		return nil, nil, err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -113,6 +113,8 @@ func TestLabExternalFlags(t *testing.T) {
 		{"brokers", []string{"lab", "async", "--kafka-brokers", "kafka"}, `"kafka" is not host:port`},
 		{"real and brokers", []string{"lab", "async", "--kafka", "real", "--kafka-brokers", closed}, "exclude each other"},
 		{"cassandra unused", []string{"lab", "async", "--cassandra", closed}, "--cassandra is unused"},
+		{"kafka security without brokers", []string{"lab", "databus", "--kafka-tls"}, "give the brokers too"},
+		{"kafka security on plaintext clients", []string{"lab", "async", "--kafka-brokers", closed, "--kafka-tls"}, "experiment async connects to Kafka in plaintext only"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, _, stderr := run(append(tt.args, "--report", t.TempDir())...)
@@ -125,7 +127,7 @@ func TestLabExternalFlags(t *testing.T) {
 		})
 	}
 	_, _, help := run("lab", "--help")
-	for _, f := range []string{"--postgres", "--kafka-brokers", "--cassandra", "On your own servers"} {
+	for _, f := range []string{"--postgres", "--kafka-brokers", "--cassandra", "On your own servers", "--kafka-sasl", "--kafka-password-file"} {
 		if !strings.Contains(help, f) {
 			t.Errorf("--help does not explain %s", f)
 		}

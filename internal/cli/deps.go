@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +25,7 @@ func runDeps(args []string, st *State) int {
 	stateDir := fs.String("state-dir", "", "the dependency's state directory: its data, state.json, supervisor.log (default $XDG_STATE_HOME/hlab/deps/NAME, else ~/.local/state/hlab/deps/NAME; for ps, the directory of state directories)")
 	upstreams := fs.String("upstream", "", "up nginx: HOST:PORT,... to balance over, round robin (default none: nginx answers 200 itself)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "up: how long to wait for the dependency to answer (a first start that downloads jars included)")
-	topics := fs.String("topics", "", "up kafka, kafka-real: topics to create if missing, comma-separated (neither creates a topic on first use)")
+	topics := fs.String("topics", "", "up kafka, kafka-real, kafka-secure: topics to create if missing, comma-separated (neither creates a topic on first use)")
 	partitions := fs.Int("partitions", 0, "up --topics: partitions of each topic created (default: the broker's, 10)")
 	purge := fs.Bool("purge", false, "down: also remove the state directory, data included")
 	jsonOut := fs.Bool("json", false, "ps: print the states as a JSON array")
@@ -67,7 +68,7 @@ func runDeps(args []string, st *State) int {
 		case "up":
 			for _, n := range names {
 				if d, _ := depsctl.Parse(n); topicList != nil && !d.Kafka() {
-					return fail(st, "deps", 2, fmt.Errorf("--topics is for kafka and kafka-real, not %s", n))
+					return fail(st, "deps", 2, fmt.Errorf("--topics is for kafka, kafka-real and kafka-secure, not %s", n))
 				}
 			}
 			for _, n := range names {
@@ -160,6 +161,9 @@ func depsUp(st *State, name string, opt depsctl.Options, topics []string, partit
 	}
 	if name == "mongo" {
 		fmt.Fprintf(st.Stderr, "hlab deps: mongo is a stand-in, not MongoDB: %s\n", deps.MongoStandInKind)
+	}
+	if name == "kafka-secure" {
+		fmt.Fprintf(st.Stderr, "hlab deps: its secured listeners and the CA, password and token files: . %s\n", filepath.Join(s.StateDir, depsctl.SecureEnvFile))
 	}
 	if err := depsctl.EnsureTopics(ctx, s.Conn, partitions, topics); err != nil {
 		return fail(st, "deps", 1, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/lab/asyncexp"
 	"github.com/highload-lab/hlab/internal/lab/crudexp"
@@ -89,7 +90,12 @@ holds a password: give it in $HLAB_POSTGRES_URL or --postgres-file FILE
 lab runs. The lab hands it, and every other secret, to its services
 through their environment, never their command line; on a Postgres it
 starts, each service connects as a role of its own that owns its
-database and is no superuser.`)
+database and is no superuser. A secured Kafka takes the gateway's
+--kafka-tls, --kafka-tls-ca, --kafka-tls-cert, --kafka-tls-key,
+--kafka-sasl, --kafka-user, --kafka-password-file and --kafka-token-file
+(docs/systems/databus.md, "Against a secured Kafka"); the lab checks them
+against --kafka-brokers before the run and passes the file paths, never
+the secrets, to the gateways and checkers it starts.`)
 	full := fs.Bool("full", false, "use the reports' own durations (slower)")
 	quick := fs.Bool("quick", false, "keep each experiment under about 90 s on 2 cores (the default)")
 	repeat := fs.Int("repeat", 0, "measured runs of a row that no claim pairs (default 1 quick, 3 full)")
@@ -100,6 +106,8 @@ database and is no superuser.`)
 	kafkaKind := fs.String("kafka", lab.KafkaFake, "Kafka for experiments that need it: kfake (embedded, in memory) or real (a KRaft broker; needs Java)")
 	var pgURL string
 	cliflag.SecretVar(fs, &pgURL, "postgres", "HLAB_POSTGRES_URL", "run against this Postgres instead of a local one: postgres://USER:PASSWORD@HOST:PORT/DB (the lab makes and drops databases of its own there, and its services connect as this user: give it one that is not a superuser)")
+	var kafkaSec kafkasec.Config
+	kafkaSec.RegisterFlags(fs)
 	kafkaBrokers := fs.String("kafka-brokers", "", "run against these Kafka brokers instead of a local Kafka: HOST:PORT,HOST:PORT (the lab makes and deletes topics of its own there)")
 	cassandra := fs.String("cassandra", "", "run against this Cassandra node instead of local ones: HOST:PORT of its CQL port (the lab makes and drops keyspaces of its own there)")
 	list := fs.Bool("list", false, "list the experiments named (default all), their claims and every figure of their reports, rerun (where) or not (why) with the other flags given, and exit")
@@ -130,7 +138,7 @@ database and is no superuser.`)
 	if *full {
 		opts.Mode = lab.Full
 	}
-	opts.External = lab.External{Postgres: pgURL, Cassandra: *cassandra}
+	opts.External = lab.External{Postgres: pgURL, Cassandra: *cassandra, KafkaSecurity: kafkaSec}
 	for _, b := range strings.Split(*kafkaBrokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			opts.External.KafkaBrokers = append(opts.External.KafkaBrokers, b)

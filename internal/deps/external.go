@@ -287,9 +287,9 @@ func (c *Cassandra) cleanup() error {
 // ExternalKafka describes the Kafka brokers at brokers, which the lab
 // does not control: their version as the first broker's API versions
 // suggest it (kadm's guess, "v3.7"), and how many brokers the cluster
-// has.
-func ExternalKafka(ctx context.Context, brokers []string) (version string, n int, err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(5*time.Second), kgo.RequestRetries(1))
+// has. opts secure the connection (kafkasec: TLS, SASL).
+func ExternalKafka(ctx context.Context, brokers []string, opts ...kgo.Opt) (version string, n int, err error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DialTimeout(5 * time.Second), kgo.RequestRetries(1)}, opts...)...)
 	if err != nil {
 		return "", 0, fmt.Errorf("deps: kafka brokers %s: %w", strings.Join(brokers, ","), err)
 	}
@@ -314,12 +314,13 @@ func ExternalKafka(ctx context.Context, brokers []string) (version string, n int
 }
 
 // CleanupKafka deletes the topics and consumer groups on brokers whose
-// names start with prefix, on a fresh context.
-func CleanupKafka(brokers []string, prefix string) error {
+// names start with prefix, on a fresh context; opts secure the
+// connection.
+func CleanupKafka(brokers []string, prefix string, opts ...kgo.Opt) error {
 	if !prefixName.MatchString(prefix) {
 		return fmt.Errorf("deps: kafka cleanup: prefix %q: want hlab_ then lower-case letters, digits and _", prefix)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(5*time.Second))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DialTimeout(5 * time.Second)}, opts...)...)
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,9 @@ type KafkaConfig struct {
 	// wait for the broker to answer a metadata request (also after
 	// StartBroker), 0 = 60 s.
 	JVMConfig
+	// Secure adds TLS and SASL listeners to the real broker (see
+	// SecureKafka); kfake has none.
+	Secure bool
 }
 
 // Kafka is a running Kafka of either kind. Its methods are safe for
@@ -112,6 +115,9 @@ type Kafka struct {
 	// Dir is the real broker's directory (server.properties, server.log,
 	// data/); "" for kfake.
 	Dir string
+	// Secure describes the secured listeners of a broker started with
+	// KafkaConfig.Secure; nil otherwise.
+	Secure *SecureKafka
 
 	partitions int
 
@@ -137,6 +143,9 @@ func StartKafka(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kaf
 	)
 	switch cfg.Kind {
 	case "", KafkaFake:
+		if cfg.Secure {
+			return nil, errSecureNeedsReal
+		}
 		if k, err = startFake(cfg); err == nil {
 			context.AfterFunc(ctx, k.fake.Close)
 		}

@@ -29,9 +29,9 @@ var kafkaProps = template.Must(template.New("server.properties").Parse(`# Writte
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{{.ControllerPort}}
-listeners=PLAINTEXT://127.0.0.1:{{.Port}},CONTROLLER://127.0.0.1:{{.ControllerPort}}
-advertised.listeners=PLAINTEXT://127.0.0.1:{{.Port}}
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:{{.Port}},CONTROLLER://127.0.0.1:{{.ControllerPort}}{{.Secure.Listeners}}
+advertised.listeners=PLAINTEXT://127.0.0.1:{{.Port}}{{.Secure.Listeners}}
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{{.Secure.Protocols}}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 log.dirs={{.Dir}}/data
@@ -49,6 +49,9 @@ share.coordinator.state.topic.min.isr=1
 {{- end}}
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
+{{- with .Secure.Extra}}
+{{.}}
+{{- end}}
 `))
 
 // kafkaPropsData fills kafkaProps.
@@ -58,19 +61,24 @@ type kafkaPropsData struct {
 	Dir                  string
 	Partitions           int
 	Share                bool
+	Secure               kafkaSecureProps // KafkaConfig.Secure's listeners (kafka_secure.go)
 }
 
 // RenderKafkaProps returns the server.properties of a single-node KRaft
 // broker of version ("" = DefaultKafkaVersion) on 127.0.0.1:port with its
 // controller on controllerPort, keeping its data in dir/data.
 func RenderKafkaProps(version string, port, controllerPort int, dir string, partitions int) ([]byte, error) {
+	return renderKafkaProps(version, port, controllerPort, dir, partitions, kafkaSecureProps{})
+}
+
+func renderKafkaProps(version string, port, controllerPort int, dir string, partitions int, sec kafkaSecureProps) ([]byte, error) {
 	version, dist, err := kafkaDistFor(version)
 	if err != nil {
 		return nil, err
 	}
 	defaults.Positive(&partitions, DefaultKafkaPartitions)
 	var buf bytes.Buffer
-	err = kafkaProps.Execute(&buf, kafkaPropsData{version, port, controllerPort, dir, partitions, dist.shareConf})
+	err = kafkaProps.Execute(&buf, kafkaPropsData{version, port, controllerPort, dir, partitions, dist.shareConf, sec})
 	return buf.Bytes(), err
 }
 
@@ -155,14 +163,22 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 		CPU:  cfg.CPU, MemoryMB: cfg.MemoryMB,
 	}
 
+	var sec *kafkaSecure
+	if cfg.Secure {
+		if sec, err = newKafkaSecure(r.dir); err != nil {
+			return nil, err
+		}
+	}
+	var secure *SecureKafka
 	formatted := false
-	err = onPorts(ctx, cfg.Port, 2, func(ports []int) error {
+	err = onPorts(ctx, cfg.Port, 2+sec.ports(), func(ports []int) error {
 		port, cport := ports[0], ports[1]
-		props, err := RenderKafkaProps(version, port, cport, r.dir, cfg.Partitions)
+		props, err := renderKafkaProps(version, port, cport, r.dir, cfg.Partitions, sec.props(ports[2:]))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(propsPath, props, 0o644); err != nil {
+		// 0600: a secured broker's file holds its PLAIN users' passwords.
+		if err := os.WriteFile(propsPath, props, 0o600); err != nil {
 			return fmt.Errorf("deps: kafka config: %w", err)
 		}
 		if !formatted && cfg.Keep && fileExists(filepath.Join(r.dir, "data", "meta.properties")) {
@@ -170,12 +186,13 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 		}
 		if !formatted {
 			// Formatting does not depend on the ports: once is enough.
-			if err := r.format(ctx, java, classpath, dist.logFlag+logConfPath, propsPath); err != nil {
+			if err := r.format(ctx, java, classpath, dist.logFlag+logConfPath, propsPath, sec.formatArgs()...); err != nil {
 				return err
 			}
 			formatted = true
 		}
 		r.brokers = []string{fmt.Sprintf("127.0.0.1:%d", port)}
+		secure = sec.describe(ports[2:])
 		return r.startServer(ctx)
 	})
 	if err != nil {
@@ -185,6 +202,7 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	return &Kafka{
 		Kind: "kafka " + version, Version: version,
 		Brokers: r.brokers, Dir: r.dir,
+		Secure:     secure,
 		partitions: cfg.Partitions,
 		real:       r,
 	}, nil
@@ -192,12 +210,14 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 
 // format writes the storage of a new cluster (meta.properties and the
 // bootstrap metadata) into the data directory: kafka-storage format.
-func (r *realBroker) format(ctx context.Context, java, classpath, logFlag, propsPath string) error {
+// extra adds to its arguments (the SCRAM users of a secured broker).
+func (r *realBroker) format(ctx context.Context, java, classpath, logFlag, propsPath string, extra ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	// A one-shot tool: C1 alone starts it faster (~0.7 s instead of ~1.2 s).
-	cmd := exec.CommandContext(ctx, java, "-Xmx256m", "-XX:TieredStopAtLevel=1", logFlag, "-cp", classpath,
-		"kafka.tools.StorageTool", "format", "-t", kafkaUUID(), "-c", propsPath)
+	args := append([]string{"-Xmx256m", "-XX:TieredStopAtLevel=1", logFlag, "-cp", classpath,
+		"kafka.tools.StorageTool", "format", "-t", kafkaUUID(), "-c", propsPath}, extra...)
+	cmd := exec.CommandContext(ctx, java, args...)
 	cmd.Dir = r.dir
 	out, err := cmd.CombinedOutput()
 	os.WriteFile(filepath.Join(r.dir, "format.log"), out, 0o644)

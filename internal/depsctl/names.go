@@ -28,6 +28,7 @@ var Deps = []Dep{
 	{Keeps: true, Name: "postgres", kind: "postgres", What: "PostgreSQL (durable: fsync on), data kept across down and up", Prints: "postgres://postgres:PASSWORD@127.0.0.1:PORT/postgres?sslmode=disable"},
 	{Name: "kafka", kind: "kfake", What: "kfake, franz-go's embedded fake Kafka (in memory: down loses the topics)", Prints: "127.0.0.1:PORT (the broker list)"},
 	{Keeps: true, Name: "kafka-real", kind: "kafka-real", What: "Apache Kafka " + deps.DefaultKafkaVersion + ", a single KRaft node on Java, data kept", Prints: "127.0.0.1:PORT (the broker list)"},
+	{Keeps: true, Name: "kafka-secure", kind: "kafka-secure", What: "kafka-real with SASL_SSL, SASL_PLAINTEXT, SSL and mutual-TLS listeners beside its PLAINTEXT one; a CA, a SCRAM/PLAIN user, an OAUTHBEARER test token", Prints: "127.0.0.1:PORT (the PLAINTEXT listener, for admin tools); the secured ones and the files: STATE_DIR/" + SecureEnvFile},
 	{Keeps: true, Name: "cassandra", kind: "cassandra", What: deps.CassandraKind + ", a single node on Java, data kept", Prints: "127.0.0.1:PORT (CQL)"},
 	{Name: "redis", kind: "redis", What: "redis-server, no persistence (a cache, as the reports ran it)", Prints: "redis://127.0.0.1:PORT"},
 	{Name: "mongo", kind: "mongo", What: "a stand-in, not MongoDB: mongo-java-server " + deps.MongoStandInVersion + ", in memory", Prints: "mongodb://127.0.0.1:PORT/?directConnection=true"},
@@ -65,4 +66,6 @@ func Names() []string {
 
 // Kafka reports whether d is a Kafka (kfake or the real broker), whose
 // topics up --topics creates.
-func (d Dep) Kafka() bool { return d.kind == "kfake" || d.kind == "kafka-real" }
+func (d Dep) Kafka() bool {
+	return d.kind == "kfake" || d.kind == "kafka-real" || d.kind == "kafka-secure"
+}

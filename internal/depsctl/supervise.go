@@ -133,14 +133,20 @@ func startDep(ctx context.Context, sb *sandbox.Sandbox, d Dep, dir string, port 
 			return nil, err
 		}
 		return &running{p.Kind, p.DSN("postgres"), p.Addr, p.Proc, p.Stop}, nil
-	case "kfake", "kafka-real":
+	case "kfake", "kafka-real", "kafka-secure":
 		cfg := deps.KafkaConfig{Kind: deps.KafkaFake, Port: port}
-		if d.kind == "kafka-real" {
-			cfg = deps.KafkaConfig{Kind: deps.KafkaReal, Version: d.kafkaVersion, Dir: data, Keep: true, Port: port, JVMConfig: jvm}
+		if d.kind != "kfake" {
+			cfg = deps.KafkaConfig{Kind: deps.KafkaReal, Version: d.kafkaVersion, Dir: data, Keep: true, Port: port, JVMConfig: jvm, Secure: d.kind == "kafka-secure"}
 		}
 		k, err := deps.StartKafka(ctx, sb, cfg)
 		if err != nil {
 			return nil, err
+		}
+		if k.Secure != nil {
+			if err := writeSecureEnv(dir, k.Secure); err != nil {
+				k.Stop()
+				return nil, err
+			}
 		}
 		r := &running{k.Kind, strings.Join(k.Brokers, ","), k.Brokers[0], k.Proc, k.Stop}
 		if k.Embedded {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/server"
 )
 
@@ -45,6 +46,8 @@ type Options struct {
 	DrainTimeout time.Duration
 	// Auth names the TLS and token files (nothing: plaintext, no auth).
 	Auth AuthFiles
+	// Kafka secures the connections to Kafka: TLS, SASL (zero: plaintext).
+	Kafka kafkasec.Config
 	// MaxConnections bounds the client connections served at once
 	// (default DefaultMaxConnections): one more is closed as soon as it
 	// is accepted.
@@ -94,11 +97,40 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", DefaultMaxConnectionAgeGrace, "how long an aged connection's streams get to end in good order before the connection is closed under them; cover --produce-timeout. Negative: never")
 	fs.Var(cliflag.AtLeast(&o.GOMAXPROCS, 1), "gomaxprocs", "Go's GOMAXPROCS for the process (default: Go's own, from the CPUs and the CPU quota)")
 	o.Auth.RegisterFlags(fs)
+	o.Kafka.RegisterFlags(fs)
 }
 
 // Args returns the command line that makes a gateway process run o (the
 // fields o changes from the defaults).
 func (o Options) Args() []string { return cliflag.Args(o) }
+
+// secureKafka adds sec's options to c's Kafka clients and, when sec asks
+// for TLS or SASL, checks them against the seed brokers: a wrong password
+// or an untrusted certificate stops the gateway at start, naming the
+// broker and the mechanism, rather than failing every stream later. A
+// broker that does not answer only gets a warning: the gateway serves,
+// and reports not ready (/healthz) until Kafka answers.
+func secureKafka(ctx context.Context, c *Config, sec kafkasec.Config, logger *slog.Logger) error {
+	if c.Echo || !sec.Enabled() {
+		return nil
+	}
+	opts, err := sec.Opts()
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if w := sec.Warning(); w != "" {
+		logger.Warn(w)
+	}
+	c.KafkaOpts = append(opts, c.KafkaOpts...)
+	err = sec.Check(ctx, c.Brokers, cmp.Or(c.KafkaTimeout, 5*time.Second))
+	if errors.Is(err, kafkasec.ErrRefused) || (err != nil && !errors.Is(err, kafkasec.ErrUnreachable)) {
+		return fmt.Errorf("gateway: the start check of --brokers with the --kafka-* settings failed: %w", err)
+	}
+	if err != nil {
+		logger.Warn("Kafka did not answer the start check; serving anyway, not ready until it does", "err", err)
+	}
+	return nil
+}
 
 // Serve runs a gateway process, its HTTP endpoints on hs, until ctx ends,
 // then drains: batches in flight are answered, acked offsets committed,
@@ -118,6 +150,9 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 		return err
 	}
 	c.Registry, c.Logger = reg, logger
+	if err := secureKafka(ctx, &c, o.Kafka, logger); err != nil {
+		return err
+	}
 	g, err := New(c)
 	if err != nil {
 		return err
@@ -135,7 +170,7 @@ func Serve(ctx context.Context, hs server.Config, o Options) error {
 	grpcErr := make(chan error, 1)
 	go func() { grpcErr <- grpcSrv.Serve(ln) }()
 	logger.Info("databus gateway serving gRPC", "addr", ln.Addr().String(), "echo", c.Echo, "brokers", c.Brokers,
-		"gomaxprocs", runtime.GOMAXPROCS(0), "metrics", !c.NoMetrics, "compression", g.cfg.Compression, "compression_allowed", g.cfg.allowedCompressions())
+		"kafka_security", o.Kafka.Describe(), "gomaxprocs", runtime.GOMAXPROCS(0), "metrics", !c.NoMetrics, "compression", g.cfg.Compression, "compression_allowed", g.cfg.allowedCompressions())
 	auth.logMode(logger)
 	if auth != nil && auth.files != nil {
 		hup := make(chan os.Signal, 1)

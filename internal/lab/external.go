@@ -9,8 +9,10 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 )
 
 // External names servers the lab runs against instead of starting its
@@ -26,6 +28,10 @@ type External struct {
 	Postgres string
 	// KafkaBrokers are host:port seed brokers.
 	KafkaBrokers []string
+	// KafkaSecurity is how to connect to KafkaBrokers (TLS, SASL); its
+	// secrets are in files, whose paths the lab passes on to the
+	// processes it starts.
+	KafkaSecurity kafkasec.Config
 	// Cassandra is the host:port of a node's CQL native transport.
 	Cassandra string
 }
@@ -92,6 +98,16 @@ func CheckExternal(ctx context.Context, exps []Experiment, o Options) error {
 			return fmt.Errorf("--kafka-brokers: %q is not host:port: give the brokers as host:port,host:port", b)
 		}
 	}
+	if x.KafkaSecurity.Enabled() && len(x.KafkaBrokers) == 0 {
+		return errors.New("--kafka-tls* and --kafka-sasl* secure the connections to --kafka-brokers: give the brokers too (the Kafka the lab starts takes plaintext)")
+	}
+	if x.KafkaSecurity.Enabled() {
+		for _, e := range exps {
+			if spec := e.Spec(o); slices.Contains(spec.Needs, DepKafka) && !spec.SecuredKafka {
+				return fmt.Errorf("experiment %s connects to Kafka in plaintext only: run it without --kafka-tls* and --kafka-sasl*, against brokers with a PLAINTEXT listener", spec.Name)
+			}
+		}
+	}
 	if len(x.KafkaBrokers) > 0 && o.Kafka == KafkaReal {
 		return errors.New("--kafka real and --kafka-brokers exclude each other: the first starts a broker, the second uses yours")
 	}
@@ -109,7 +125,14 @@ func CheckExternal(ctx context.Context, exps []Experiment, o Options) error {
 		}
 	}
 	if len(x.KafkaBrokers) > 0 {
-		if _, _, err := deps.ExternalKafka(ctx, x.KafkaBrokers); err != nil {
+		opts, err := x.KafkaSecurity.Opts()
+		if err == nil && x.KafkaSecurity.Enabled() {
+			err = x.KafkaSecurity.Check(ctx, x.KafkaBrokers, 10*time.Second)
+		}
+		if err == nil {
+			_, _, err = deps.ExternalKafka(ctx, x.KafkaBrokers, opts...)
+		}
+		if err != nil {
 			return fmt.Errorf("--kafka-brokers: %w", err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/kafkatopic"
 	"github.com/highload-lab/hlab/internal/services/kafkafake"
 )
@@ -22,6 +23,12 @@ type Kafka struct {
 	// Kind describes what runs, for the run's environment ("kafka").
 	Kind    string
 	Brokers []string
+	// Security is how clients connect to Brokers (External.KafkaSecurity:
+	// TLS, SASL); the zero value is plaintext. Its fields are file paths,
+	// which the lab passes on to the gateways and checkers it starts.
+	Security kafkasec.Config
+	// opts are Security's franz-go options, for the lab's own clients.
+	opts []kgo.Opt
 	// JVM is set for the real broker: measurements through it warm up
 	// until throughput stops climbing (Measurement.Steady).
 	JVM  bool
@@ -70,17 +77,25 @@ func (r *Run) StartRestartableKafka(ctx context.Context, partitions int) (*Kafka
 
 func (r *Run) startKafka(ctx context.Context, partitions int, restartable bool) (*Kafka, error) {
 	if brokers := r.Opts.External.KafkaBrokers; len(brokers) > 0 {
-		version, n, err := deps.ExternalKafka(ctx, brokers)
+		sec := r.Opts.External.KafkaSecurity
+		opts, err := sec.Opts()
+		if err != nil {
+			return nil, err
+		}
+		version, n, err := deps.ExternalKafka(ctx, brokers, opts...)
 		if err != nil {
 			return nil, err
 		}
 		kind := fmt.Sprintf("external brokers %s (%s, %d in the cluster), %s", strings.Join(brokers, ","), version, n, deps.ExternalQuotas)
+		if sec.Enabled() {
+			kind += ", " + sec.Describe()
+		}
 		r.Progress.Logf("using the external kafka %s", kind)
 		prefix := r.prefix
-		r.external(DepKafka, kind, func() error { return deps.CleanupKafka(brokers, prefix) })
+		r.external(DepKafka, kind, func() error { return deps.CleanupKafka(brokers, prefix, opts...) })
 		// A real broker, most likely on the JVM: measurements warm up
 		// until throughput stops climbing.
-		return &Kafka{Kind: kind, Brokers: brokers, JVM: true, prefix: prefix}, nil
+		return &Kafka{Kind: kind, Brokers: brokers, Security: sec, opts: opts, JVM: true, prefix: prefix}, nil
 	}
 	kind, err := deps.ParseKafkaKind(r.Opts.Kafka)
 	if err != nil {
@@ -157,7 +172,7 @@ func (k *Kafka) Stop() {
 
 // admin runs fn with an admin client that lives for the call.
 func (k *Kafka) admin(fn func(*kadm.Client) error) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.DialTimeout(3*time.Second))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.DialTimeout(3 * time.Second)}, k.opts...)...)
 	if err != nil {
 		return fmt.Errorf("lab: kafka client: %w", err)
 	}

@@ -50,6 +50,10 @@ type Spec struct {
 	// LogicalReplication: the experiment reads Postgres' logical
 	// replication, so an external Postgres needs wal_level=logical.
 	LogicalReplication bool
+	// SecuredKafka: every Kafka client of the experiment takes
+	// Kafka.Security, so it may run against external brokers that need
+	// TLS or SASL (External.KafkaSecurity).
+	SecuredKafka bool
 }
 
 // RowSpec declares one row: its key, its label (how it reads: rewording

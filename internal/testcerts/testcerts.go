@@ -13,6 +13,9 @@
 //
 //	files := testcerts.NewFiles(t, dir) // dir/ca.crt, server.crt, server.key, client.crt, client.key
 //	tokens := testcerts.WriteFile(t, dir, "tokens", "tok publish=orders\n")
+//
+// Outside tests (a local broker that hlab deps up secures for a day),
+// GenerateCA, IssueServer and IssueClient do the same and return errors.
 package testcerts
 
 import (
@@ -46,23 +49,36 @@ type Leaf struct {
 	KeyPEM  []byte
 }
 
-// NewCA makes a self-signed CA named name.
+// NewCA makes a self-signed CA named name, valid for an hour.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key := newKey(t)
-	tmpl := template(name)
+	ca, err := GenerateCA(name, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// GenerateCA makes a self-signed CA named name, valid from a minute ago
+// for validFor; the certificates it issues are valid as long.
+func GenerateCA(name string, validFor time.Duration) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := template(name, validFor)
 	tmpl.IsCA = true
 	tmpl.BasicConstraintsValid = true
 	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return &CA{Cert: cert, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}
+	return &CA{Cert: cert, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}, nil
 }
 
 // Pool is a pool holding only ca.
@@ -75,7 +91,18 @@ func (ca *CA) Pool() *x509.CertPool {
 // Server issues a server certificate for hosts: IP addresses or DNS names.
 func (ca *CA) Server(t testing.TB, hosts ...string) *Leaf {
 	t.Helper()
-	tmpl := template(hosts[0])
+	return must(t)(ca.IssueServer(hosts...))
+}
+
+// Client issues a client certificate whose common name is name.
+func (ca *CA) Client(t testing.TB, name string) *Leaf {
+	t.Helper()
+	return must(t)(ca.IssueClient(name))
+}
+
+// IssueServer is Server outside a test.
+func (ca *CA) IssueServer(hosts ...string) (*Leaf, error) {
+	tmpl := template(hosts[0], ca.validFor())
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -84,37 +111,51 @@ func (ca *CA) Server(t testing.TB, hosts ...string) *Leaf {
 		}
 	}
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	return ca.issue(t, tmpl)
+	return ca.issue(tmpl)
 }
 
-// Client issues a client certificate whose common name is name.
-func (ca *CA) Client(t testing.TB, name string) *Leaf {
-	t.Helper()
-	tmpl := template(name)
+// IssueClient is Client outside a test.
+func (ca *CA) IssueClient(name string) (*Leaf, error) {
+	tmpl := template(name, ca.validFor())
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	return ca.issue(t, tmpl)
+	return ca.issue(tmpl)
 }
 
-func (ca *CA) issue(t testing.TB, tmpl *x509.Certificate) *Leaf {
-	t.Helper()
-	key := newKey(t)
+// validFor is what remains of the CA's validity: its leaves end with it.
+func (ca *CA) validFor() time.Duration { return time.Until(ca.Cert.NotAfter) }
+
+func must(t testing.TB) func(*Leaf, error) *Leaf {
+	return func(l *Leaf, err error) *Leaf {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+}
+
+func (ca *CA) issue(tmpl *x509.Certificate) (*Leaf, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	l := &Leaf{
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 	}
 	if l.TLS, err = tls.X509KeyPair(l.CertPEM, l.KeyPEM); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return l
+	return l, nil
 }
 
 // WriteFile writes ca's PEM to dir/name and returns the path.
@@ -164,6 +205,17 @@ func WriteFile(t testing.TB, dir, name, content string) string {
 	return write(t, filepath.Join(dir, name), []byte(content))
 }
 
+// ReplaceFile writes content over path as a rotation does (a sidecar
+// refreshing a token, a renewed certificate): a new file, readable by
+// its owner only, renamed over the old one, so that a reader sees either.
+func ReplaceFile(t testing.TB, path, content string) {
+	t.Helper()
+	tmp := write(t, path+".new", []byte(content))
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func write(t testing.TB, path string, b []byte) string {
 	t.Helper()
 	if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -172,22 +224,13 @@ func write(t testing.TB, path string, b []byte) string {
 	return path
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
-}
-
-func template(cn string) *x509.Certificate {
+func template(cn string, validFor time.Duration) *x509.Certificate {
 	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
 	now := time.Now()
 	return &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(time.Hour),
+		NotAfter:     now.Add(validFor),
 	}
 }

@@ -85,8 +85,8 @@ type sharedKafka struct {
 }
 
 // Run runs the package's tests, then stops every shared dependency they
-// started. A package whose tests use Kafka, NewKafka, Cassandra or
-// Postgres calls it from TestMain: os.Exit(depstest.Run(m)).
+// started. A package whose tests use Kafka, SecureKafka, NewKafka,
+// Cassandra or Postgres calls it from TestMain: os.Exit(depstest.Run(m)).
 func Run(m *testing.M) int {
 	mu.Lock()
 	running = true
@@ -99,6 +99,11 @@ func Run(m *testing.M) int {
 			if err := s.k.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "depstest: stop shared %s: %v\n", kind, err)
 			}
+		}
+	}
+	if secure.k != nil {
+		if err := secure.k.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "depstest: stop shared secured kafka: %v\n", err)
 		}
 	}
 	if cassandra.c != nil {

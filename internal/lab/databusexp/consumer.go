@@ -63,7 +63,7 @@ func (b *bench) delays(ctx context.Context, topic string, filled int64) error {
 	for _, d := range processDelays {
 		ms = append(ms, lab.Measurement{Key: delayKey(d), Procs: []*sandbox.Process{b.gw.Proc}, Steady: b.k.JVM, NoWarmup: true,
 			Driver: Checker{Config: checker.Config{
-				Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Consume: checker.Only,
+				Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Kafka: b.k.Security, Consume: checker.Only,
 				Groups: 1, Members: subMembers, SubBatch: subBatch, ProcessDelay: d,
 				DrainTimeout: 2 * time.Minute,
 			}}})
@@ -113,7 +113,7 @@ func (b *bench) fetchMemory(ctx context.Context) error {
 		}
 		ms = append(ms, lab.Measurement{Key: fetchKey(bytes), Procs: []*sandbox.Process{g.Proc}, NoWarmup: true,
 			Driver: Checker{Config: checker.Config{
-				Target: g.GRPC, Topic: topic, Brokers: b.k.Brokers, Consume: checker.Only,
+				Target: g.GRPC, Topic: topic, Brokers: b.k.Brokers, Kafka: b.k.Security, Consume: checker.Only,
 				Groups: fetchGroups(o), Members: 1, SubBatch: subBatch, DrainTimeout: 2 * time.Minute,
 			}}})
 	}
@@ -142,7 +142,7 @@ func (b *bench) fillFetchTopic(ctx context.Context, topic string) (int64, error)
 	label := fetchLabel(b.run.Opts, fetchSmall) + ": filling the topic"
 	b.run.Progress.Step(label, fetchFill(b.run.Opts)+2*time.Second)
 	fill, err := checker.Run(ctx, checker.Config{
-		Direct: true, Topic: topic, Brokers: b.k.Brokers, Partitions: partitions,
+		Direct: true, Topic: topic, Brokers: b.k.Brokers, Kafka: b.k.Security, Partitions: partitions,
 		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: fetchFill(b.run.Opts),
 	}, nil)
 	if err != nil {

@@ -231,7 +231,7 @@ func (b *bench) topic() string {
 // onKafka is a gateway in front of k with the gateway's defaults, its
 // shared producer's linger set as the Spec declares it.
 func onKafka(k *lab.Kafka) gateway.Options {
-	return gateway.Options{Config: gateway.Config{Brokers: k.Brokers, AggregationLinger: aggregationLinger}}
+	return gateway.Options{Config: gateway.Config{Brokers: k.Brokers, AggregationLinger: aggregationLinger}, Kafka: k.Security}
 }
 
 // thousands formats n with thousands separators.

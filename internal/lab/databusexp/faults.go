@@ -114,7 +114,7 @@ func (b *bench) faultRow(ctx context.Context, topic string, f faultRow) (*labres
 	}
 	defer g.Stop()
 	cfg := f.cfg
-	cfg.Target, cfg.Topic, cfg.Brokers, cfg.Partitions = g.GRPC, topic, k.Brokers, partitions
+	cfg.Target, cfg.Topic, cfg.Brokers, cfg.Partitions, cfg.Kafka = g.GRPC, topic, k.Brokers, partitions, k.Security
 	if f.inject != nil {
 		cfg.Inject = func(ctx context.Context) error { return f.inject(ctx, g) }
 	}

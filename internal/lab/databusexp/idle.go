@@ -43,7 +43,7 @@ func (b *bench) idleRow(ctx context.Context, g *lab.Gateway, s idleShape) (*labr
 	key, settle := idleKey(s), b.t.settle
 	b.run.Progress.Step(b.run.Label(key), settle+time.Duration(s.streams/1000)*time.Second)
 	cfg := checker.Config{
-		Target: g.GRPC, Topic: b.topic(), Brokers: b.k.Brokers, Partitions: partitions,
+		Target: g.GRPC, Topic: b.topic(), Brokers: b.k.Brokers, Kafka: b.k.Security, Partitions: partitions,
 		Scenario: checker.Ticker, Streams: s.streams, Connections: s.conns, Aggregation: true,
 		Interval: time.Hour, Warmup: -1, Duration: 100 * time.Millisecond,
 		GatewayMetrics: g.URL("/metrics"), Settle: settle,

@@ -24,7 +24,9 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -103,7 +105,7 @@ func (b *bench) publishCost(ctx context.Context) error {
 		return err
 	}
 	directM := lab.Measurement{Key: costDirect, Duration: b.t.pubRun, Steady: b.k.JVM,
-		Driver: &directProducer{run: b.run, brokers: b.k.Brokers, topic: tp}}
+		Driver: &directProducer{run: b.run, brokers: b.k.Brokers, sec: b.k.Security, topic: tp}}
 	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{gwM, directM}, MinRounds: costRounds, MaxRounds: costRounds})
 	if err != nil {
 		return err
@@ -165,6 +167,7 @@ func (w withOwnCPU) Drive(ctx context.Context, d time.Duration, window func(bool
 type directProducer struct {
 	run     *lab.Run
 	brokers []string
+	sec     kafkasec.Config // passed on as its flags: file paths
 	topic   string
 }
 
@@ -172,6 +175,7 @@ func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func
 	args := []string{"databus-checker", "--direct", "--brokers", strings.Join(p.brokers, ","), "--topic", p.topic,
 		"--partitions", strconv.Itoa(partitions), "--scenario", string(checker.Throughput), "--streams", strconv.Itoa(pubClients),
 		"--size", strconv.Itoa(recordBytes), "--warmup", "500ms", "--duration", d.String(), "--json"}
+	args = append(args, cliflag.Args(p.sec)...)
 	var (
 		stdout lines
 		meter  *sandbox.Meter

@@ -21,6 +21,7 @@ import (
 // fresh topic, the gateway's CPU per message measured in each run.
 func (b *bench) publish(key labresult.Key, cfg checker.Config) lab.Measurement {
 	cfg.Target, cfg.Topic, cfg.Brokers, cfg.Partitions = b.gw.GRPC, b.topic(), b.k.Brokers, partitions
+	cfg.Kafka = b.k.Security
 	return lab.Measurement{Key: key, Procs: []*sandbox.Process{b.gw.Proc}, Duration: b.t.pubRun, Steady: b.k.JVM,
 		Driver: Checker{Config: cfg, Metrics: b.gw.URL("/metrics"), Gateway: b.gw.Proc}}
 }

@@ -342,5 +342,7 @@ func (*Experiment) Spec(o lab.Options) lab.Spec {
 		Figures: figures(o),
 		Setup:   setup(o),
 		Needs:   []string{lab.DepKafka},
+		// The gateway and the checker take the Kafka's security.
+		SecuredKafka: true,
 	}
 }

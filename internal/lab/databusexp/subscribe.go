@@ -44,7 +44,7 @@ func (b *bench) subscribe(ctx context.Context) error {
 	topic := b.topic()
 	b.run.Progress.Step(subscribeLabel+": filling the topic", subFill(b.t))
 	fill, err := checker.Run(ctx, checker.Config{
-		Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Partitions: partitions,
+		Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Kafka: b.k.Security, Partitions: partitions,
 		Scenario: checker.Throughput, Streams: pubClients, Warmup: -1, Duration: subFill(b.t),
 	}, nil)
 	if err != nil {
@@ -52,7 +52,7 @@ func (b *bench) subscribe(ctx context.Context) error {
 	}
 	m := lab.Measurement{Key: subscribeKey, Procs: []*sandbox.Process{b.gw.Proc}, Steady: b.k.JVM,
 		Driver: Checker{Config: checker.Config{
-			Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Consume: checker.Only,
+			Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Kafka: b.k.Security, Consume: checker.Only,
 			Groups: 1, Members: subMembers, SubBatch: subBatch,
 			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost
 		}}}

@@ -104,7 +104,7 @@ func idleRounds(o lab.Options) int {
 // verified has every message of a ticker run verified by a consumer
 // group that reads once publishing ended.
 func (b *bench) verified(c checker.Config) checker.Config {
-	c.Brokers, c.Partitions = b.k.Brokers, partitions
+	c.Brokers, c.Partitions, c.Kafka = b.k.Brokers, partitions, b.k.Security
 	c.Groups, c.Members, c.Consume, c.SubBatch, c.DrainTimeout = 1, 2, checker.After, 100, time.Minute
 	return c
 }
