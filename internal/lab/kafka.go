@@ -115,9 +115,9 @@ func (r *Run) startKafka(ctx context.Context, partitions int, restartable bool) 
 
 // Outage takes the broker down for d, then brings it back on the same
 // addresses, also when ctx is cancelled meanwhile, and waits until it
-// answers. The real broker is stopped with SIGTERM, as a broker restart
-// does (deps.Kafka.Outage); kfake started by StartRestartableKafka is
-// SIGKILLed, as a crash would, and comes back from its log. kfake in
+// answers. The real broker is SIGKILLed, as a crash would, and recovers
+// its log (deps.Kafka.Outage); kfake started by StartRestartableKafka is
+// SIGKILLed too, and comes back from its log. kfake in
 // memory keeps its records in its process, and external brokers are not
 // the lab's: Outage refuses both.
 func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
@@ -165,7 +165,8 @@ func (k *Kafka) admin(fn func(*kadm.Client) error) error {
 	return fn(kadm.NewClient(cl))
 }
 
-// CreateTopic creates topic with partitions partitions (replication 1).
+// CreateTopic creates topic with partitions partitions and the
+// brokers' default replication factor.
 func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
