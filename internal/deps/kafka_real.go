@@ -86,8 +86,8 @@ type kafkaPropsData struct {
 	Broker, Controller  bool
 	Brokers             int // the cluster's broker count
 	NodeID              int
-	Port                int // the broker's client port
-	ControllerPort      int // the controller's, when the node is one
+	Port                int    // the broker's client port
+	ControllerPort      int    // the controller's, when the node is one
 	Voters              string // controller.quorum.voters: id@127.0.0.1:port
 	Dir                 string
 	Partitions          int
