@@ -23,6 +23,7 @@ func TestParse(t *testing.T) {
 		{"kafka", "kfake", "", true},
 		{"kafka-real", "kafka-real", "", true},
 		{"kafka@4.3.1", "kafka-real", "4.3.1", true},
+		{"kafka-cluster", "kafka-cluster", "", true},
 		{"kafka@0.1", "", "", false},
 		{"kafka@", "", "", false},
 		{"cassandra", "cassandra", "", true},

@@ -133,17 +133,23 @@ func startDep(ctx context.Context, sb *sandbox.Sandbox, d Dep, dir string, port 
 			return nil, err
 		}
 		return &running{p.Kind, p.DSN("postgres"), p.Addr, p.Proc, p.Stop}, nil
-	case "kfake", "kafka-real":
+	case "kfake", "kafka-real", "kafka-cluster":
 		cfg := deps.KafkaConfig{Kind: deps.KafkaFake, Port: port}
-		if d.kind == "kafka-real" {
+		if d.kind != "kfake" {
 			cfg = deps.KafkaConfig{Kind: deps.KafkaReal, Version: d.kafkaVersion, Dir: data, Keep: true, Port: port, JVMConfig: jvm}
+		}
+		if d.kind == "kafka-cluster" {
+			cfg.Nodes = deps.ClusterNodes
 		}
 		k, err := deps.StartKafka(ctx, sb, cfg)
 		if err != nil {
 			return nil, err
 		}
 		r := &running{k.Kind, strings.Join(k.Brokers, ","), k.Brokers[0], k.Proc, k.Stop}
-		if k.Embedded {
+		if k.Embedded || len(k.Nodes()) > 1 {
+			// kfake runs in this process; a cluster's brokers may crash
+			// one by one (a user's fault experiment) without the rest
+			// going down: the supervisor watches none of them.
 			r.proc = nil
 		}
 		return r, nil
