@@ -236,8 +236,9 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 	formatted := false
 	clusterID := kafkaUUID() // every node's storage names the same cluster
 	// The brokers' client ports (the first one fixed by cfg.Port), then
-	// the controller's.
-	err = onPorts(ctx, cfg.Port, n+1, func(ports []int) error {
+	// the controller's. A kept cluster comes back on the ports it had,
+	// so that its broker list stays the same string.
+	start := func(ports []int) error {
 		layout := kafkaLayout{brokers: ports[:n], controllerPort: ports[n]}
 		for _, r := range nodes {
 			props, err := layout.render(version, r.id, r.dir, cfg.Partitions)
@@ -271,7 +272,12 @@ func startReal(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig) (*Kafk
 			}
 		}
 		return err
-	})
+	}
+	if kept := keptPorts(nodes); n > 1 && cfg.Keep && kept != nil {
+		err = start(kept)
+	} else {
+		err = onPorts(ctx, cfg.Port, n+1, start)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -352,6 +358,31 @@ func newRealBroker(ctx context.Context, sb *sandbox.Sandbox, cfg KafkaConfig, id
 }
 
 func (r *realBroker) propsPath() string { return filepath.Join(r.dir, "server.properties") }
+
+// keptPorts returns the ports the nodes listened on in a previous run,
+// as their server.properties say (the brokers', then the controller's),
+// or nil when a node has none.
+func keptPorts(nodes []*realBroker) []int {
+	var ports []int
+	for _, r := range nodes {
+		b, err := os.ReadFile(r.propsPath())
+		if err != nil {
+			return nil
+		}
+		port := 0
+		for _, l := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(l, "listeners="); ok {
+				_, after, _ := strings.Cut(strings.Split(rest, ",")[0], "127.0.0.1:")
+				port, _ = strconv.Atoi(after)
+			}
+		}
+		if port == 0 {
+			return nil
+		}
+		ports = append(ports, port)
+	}
+	return ports
+}
 
 // formatted reports whether the node's storage holds a cluster already.
 func (r *realBroker) formatted() bool {

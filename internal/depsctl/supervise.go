@@ -92,6 +92,11 @@ func Supervise(ctx context.Context, name, dir string, upstreams []string, log io
 		p := r.proc()
 		s.DepPID, exited = p.PID(), p.Done()
 	}
+	if d.kind == "kafka-cluster" {
+		// A broker of a cluster may crash (a user's fault experiment)
+		// while the others serve: its end does not end the supervisor.
+		exited = nil
+	}
 	if err := writeState(dir, s); err != nil {
 		r.stop()
 		return err
@@ -146,10 +151,7 @@ func startDep(ctx context.Context, sb *sandbox.Sandbox, d Dep, dir string, port 
 			return nil, err
 		}
 		r := &running{k.Kind, strings.Join(k.Brokers, ","), k.Brokers[0], k.Proc, k.Stop}
-		if k.Embedded || len(k.Nodes()) > 1 {
-			// kfake runs in this process; a cluster's brokers may crash
-			// one by one (a user's fault experiment) without the rest
-			// going down: the supervisor watches none of them.
+		if k.Embedded {
 			r.proc = nil
 		}
 		return r, nil
