@@ -148,48 +148,49 @@ func TestKafkaFakeSeedsTopics(t *testing.T) {
 
 func TestRenderKafkaClusterNode(t *testing.T) {
 	layout := kafkaLayout{brokers: []int{9092, 9094, 9096}, controllerPort: 9093}
-	b, err := layout.render("", 2, "/k/node-2", 6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	props := string(b)
-	for _, w := range []string{
-		"# Written by hlab: broker 2 of a 3-broker KRaft Kafka " + DefaultKafkaVersion + ".",
-		"process.roles=broker", "node.id=2",
-		"controller.quorum.voters=4@127.0.0.1:9093",
-		"listeners=PLAINTEXT://127.0.0.1:9094",
-		"advertised.listeners=PLAINTEXT://127.0.0.1:9094",
-		"log.dirs=/k/node-2/data",
-		"default.replication.factor=3", "min.insync.replicas=2", "unclean.leader.election.enable=false",
-		"offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3",
-		"transaction.state.log.min.isr=2", "broker.session.timeout.ms=3000",
-	} {
-		if !strings.Contains(props, w+"\n") {
-			t.Errorf("server.properties lacks %q:\n%s", w, props)
+	single := kafkaLayout{brokers: []int{9092}, controllerPort: 9093}
+	for _, tc := range []struct {
+		what      string
+		layout    kafkaLayout
+		id        int
+		want, not []string
+	}{{
+		what: "a cluster's broker", layout: layout, id: 2,
+		want: []string{
+			"# Written by hlab: broker 2 of a 3-broker KRaft Kafka " + DefaultKafkaVersion + ".",
+			"process.roles=broker", "node.id=2",
+			"controller.quorum.voters=4@127.0.0.1:9093",
+			"listeners=PLAINTEXT://127.0.0.1:9094",
+			"advertised.listeners=PLAINTEXT://127.0.0.1:9094",
+			"log.dirs=/k/data",
+			"default.replication.factor=3", "min.insync.replicas=2", "unclean.leader.election.enable=false",
+			"offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3",
+			"transaction.state.log.min.isr=2", "broker.session.timeout.ms=3000",
+		},
+	}, {
+		what: "a cluster's controller", layout: layout, id: 4,
+		want: []string{"process.roles=controller", "node.id=4", "listeners=CONTROLLER://127.0.0.1:9093"},
+		not:  []string{"advertised.listeners"},
+	}, {
+		what: "a single node", layout: single, id: 1,
+		want: []string{"default.replication.factor=1", "min.insync.replicas=1", "unclean.leader.election.enable=false"},
+		// No peers to notice it gone.
+		not: []string{"broker.session.timeout.ms"},
+	}} {
+		b, err := tc.layout.render("", tc.id, "/k", 6)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	c, err := layout.render("", 4, "/k/node-4", 6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []string{"process.roles=controller", "node.id=4", "listeners=CONTROLLER://127.0.0.1:9093"} {
-		if !strings.Contains(string(c), w+"\n") {
-			t.Errorf("the controller's server.properties lacks %q:\n%s", w, c)
+		props := string(b)
+		for _, w := range tc.want {
+			if !strings.Contains(props, w+"\n") {
+				t.Errorf("%s: server.properties lacks %q:\n%s", tc.what, w, props)
+			}
 		}
-	}
-	if strings.Contains(string(c), "advertised.listeners") {
-		t.Errorf("the controller advertises a broker listener:\n%s", c)
-	}
-	single, err := RenderKafkaProps("", 9092, 9093, "/k", 6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []string{"default.replication.factor=1", "min.insync.replicas=1", "unclean.leader.election.enable=false"} {
-		if !strings.Contains(string(single), w+"\n") {
-			t.Errorf("a single node's server.properties lacks %q:\n%s", w, single)
+		for _, n := range tc.not {
+			if strings.Contains(props, n) {
+				t.Errorf("%s: server.properties has %q:\n%s", tc.what, n, props)
+			}
 		}
-	}
-	if strings.Contains(string(single), "broker.session.timeout.ms") {
-		t.Errorf("a single node has no peers to notice it gone, yet sets broker.session.timeout.ms:\n%s", single)
 	}
 }
