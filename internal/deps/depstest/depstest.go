@@ -18,6 +18,9 @@
 //		}
 //	}
 //
+// KafkaCluster shares a real cluster of three brokers the same way, for
+// tests that crash brokers one at a time (KillNode, StartNode).
+//
 // The shared instances outlive each test, so tests that share one use
 // their own topics and consumer groups (Topic and Group make unique names).
 // A fault test that takes the broker down (StopBroker, Outage) must not run
