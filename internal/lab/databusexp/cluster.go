@@ -94,17 +94,18 @@ func clusterRows(c *deps.Kafka) []faultRow {
 		},
 		cfg: with(pub, func(c *checker.Config) { c.KillEvery, c.MaxFaults = 3*time.Second, 1 }),
 	}, {
-		// Throughput-optimized publishers fill the topic for 3 s, so
-		// that the drain (batches of 10 taking 5 ms each) outlasts the
-		// kill 1 s into it and the failover: latency-optimized ones
-		// write too little on a replicated cluster.
+		// Throughput-optimized publishers fill the topic for 1 s (some
+		// 50,000 messages), so that the drain (batches of 10 taking 5 ms
+		// each) outlasts the kill 1 s into it and the failover:
+		// latency-optimized ones write too little on a replicated
+		// cluster.
 		key: faultLeaderSubscribe, what: "the broker leading partition 0 SIGKILLed while members receive and ack, and left down",
 		inject: func(ctx context.Context, _ *lab.Gateway, topic string) error {
 			_, err := killLeader(ctx, topic)
 			return err
 		},
 		cfg: with(pub, func(c *checker.Config) {
-			c.Scenario, c.Duration, c.FaultPhase = checker.Throughput, 3*time.Second, checker.ConsumePhase
+			c.Scenario, c.Duration, c.FaultPhase = checker.Throughput, time.Second, checker.ConsumePhase
 			c.SubBatch, c.ProcessDelay, c.KillEvery, c.MaxFaults = 10, 5*time.Millisecond, time.Second, 1
 		}),
 	}, {
@@ -127,8 +128,10 @@ func clusterRows(c *deps.Kafka) []faultRow {
 			}
 			return heal(ctx, c)
 		},
+		// A cycle takes 7-15 s on 2 busy cores: every crash falls
+		// while publishers run.
 		cfg: with(pub, func(c *checker.Config) {
-			c.Duration, c.KillEvery, c.MaxFaults = 36*time.Second, 10*time.Second, 3
+			c.Duration, c.KillEvery, c.MaxFaults = 50*time.Second, 15*time.Second, 3
 			c.DrainTimeout = 3 * time.Minute
 		}),
 	}, {

@@ -130,8 +130,8 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Mode == lab.Full && o.Kafka == lab.KafkaReal {
 		faults += 90 * time.Second
 	}
-	if clusterFault(o) { // the cluster's start, then rows and drains
-		faults += 20*time.Second + 150*time.Second
+	if clusterFault(o) { // the cluster's start, then rows, drains and heals
+		faults += 20*time.Second + 200*time.Second
 	}
 	start := 4 * time.Second // gateways and Kafka
 	if o.Kafka == lab.KafkaReal {
