@@ -42,10 +42,14 @@ type replicaCheck struct {
 	err    error
 }
 
+// replicaCheckTimeout bounds a look: it runs on franz-go's promise
+// goroutine, and with every broker down it can only time out.
+const replicaCheckTimeout = 2 * time.Second
+
 // explainTimeout returns why records to partition of topic may have timed
 // out as the cluster's metadata shows it now, "" when it shows nothing
 // wrong. It asks Kafka at most once per replicaCheckTTL per topic, each
-// time bounded by KafkaTimeout.
+// time bounded by replicaCheckTimeout (or KafkaTimeout when shorter).
 func (g *Gateway) explainTimeout(topic string, partition int32) string {
 	g.replicas.mu.Lock()
 	if g.replicas.topics == nil {
@@ -85,7 +89,7 @@ func (g *Gateway) lookAtReplicas(topic string) (kadm.TopicDetail, int, error) {
 	if err != nil {
 		return kadm.TopicDetail{}, 0, err
 	}
-	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.KafkaTimeout)
+	ctx, cancel := context.WithTimeout(g.ctx, min(g.cfg.KafkaTimeout, replicaCheckTimeout))
 	defer cancel()
 	adm := kadm.NewClient(cl)
 	details, err := adm.ListTopics(ctx, topic)
