@@ -25,7 +25,7 @@ func runDeps(args []string, st *State) int {
 	stateDir := fs.String("state-dir", "", "the dependency's state directory: its data, state.json, supervisor.log (default $XDG_STATE_HOME/hlab/deps/NAME, else ~/.local/state/hlab/deps/NAME; for ps, the directory of state directories)")
 	upstreams := fs.String("upstream", "", "up nginx: HOST:PORT,... to balance over, round robin (default none: nginx answers 200 itself)")
 	timeout := fs.Duration("timeout", 5*time.Minute, "up: how long to wait for the dependency to answer (a first start that downloads jars included)")
-	topics := fs.String("topics", "", "up kafka, kafka-real, kafka-secure: topics to create if missing, comma-separated (neither creates a topic on first use)")
+	topics := fs.String("topics", "", "up kafka, kafka-real, kafka-secure, kafka-cluster: topics to create if missing, comma-separated (none creates a topic on first use; kafka-cluster replicates them 3 times)")
 	partitions := fs.Int("partitions", 0, "up --topics: partitions of each topic created (default: the broker's, 10)")
 	purge := fs.Bool("purge", false, "down: also remove the state directory, data included")
 	jsonOut := fs.Bool("json", false, "ps: print the states as a JSON array")
@@ -68,7 +68,7 @@ func runDeps(args []string, st *State) int {
 		case "up":
 			for _, n := range names {
 				if d, _ := depsctl.Parse(n); topicList != nil && !d.Kafka() {
-					return fail(st, "deps", 2, fmt.Errorf("--topics is for kafka, kafka-real and kafka-secure, not %s", n))
+					return fail(st, "deps", 2, fmt.Errorf("--topics is for kafka, kafka-real, kafka-secure and kafka-cluster, not %s", n))
 				}
 			}
 			for _, n := range names {
@@ -125,9 +125,9 @@ func depsAbout() string {
 NAME for up and down:
 `)
 	for _, d := range depsctl.Deps {
-		fmt.Fprintf(&b, "  %-11s %s\n  %-11s   prints %s\n", d.Name, d.What, "", d.Prints)
+		fmt.Fprintf(&b, "  %-13s %s\n  %-13s   prints %s\n", d.Name, d.What, "", d.Prints)
 	}
-	b.WriteString(`  kafka@VERSION the real broker of that version (` + strings.Join(deps.KafkaVersions(), ", ") + `)
+	b.WriteString(`  kafka@VERSION   the real broker of that version (` + strings.Join(deps.KafkaVersions(), ", ") + `)
 
 Nginx with upstreams is ready once GET /healthz through it answers 200 (as
 every hlab serve service does): start the upstreams first. Each

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/highload-lab/hlab/internal/defaults"
 	"github.com/highload-lab/hlab/internal/kafkatopic"
@@ -30,8 +32,9 @@ const (
 	// "kfake (embedded)" wherever a run records its environment.
 	KafkaFake KafkaKind = "kfake"
 	// KafkaReal is Apache Kafka itself: a single-node KRaft broker
-	// (combined broker and controller) run on the JVM from Maven Central's
-	// jars, which FetchKafka downloads once into the cache.
+	// (combined broker and controller), or a cluster of such nodes
+	// (KafkaConfig.Nodes), run on the JVM from Maven Central's jars, which
+	// FetchKafka downloads once into the cache.
 	KafkaReal KafkaKind = "real"
 )
 
@@ -79,8 +82,19 @@ type KafkaConfig struct {
 	// fetching from an unknown topic fails with UNKNOWN_TOPIC_OR_PARTITION.
 	Topics []string
 	// Port is the broker's port (for kfake too); 0 = a free one. The real
-	// broker's controller port is a free one either way.
+	// broker's controller port is a free one either way. In a cluster it
+	// is the first node's; the others' are free ones.
 	Port int
+	// Nodes is the real Kafka's broker count: 0 or 1 is a single node,
+	// broker and controller in one. More make a cluster on 127.0.0.1 of
+	// that many brokers (node.id 1..Nodes) and a KRaft controller of its
+	// own (node.id Nodes+1), which the brokers' crashes leave running:
+	// topics, the internal ones included, are replicated min(Nodes, 3)
+	// times with min.insync.replicas one less, and no out-of-sync replica
+	// is ever elected leader. ClusterNodes (3) is the cluster that takes
+	// writes through one broker's crash and refuses them, rather than
+	// lose them, through two.
+	Nodes int
 
 	// The fields below apply to the real broker only.
 
@@ -113,7 +127,8 @@ type Kafka struct {
 	Version  string   // the real broker's Kafka version; "" for kfake
 	Brokers  []string // bootstrap addresses, host:port on 127.0.0.1
 	// Dir is the real broker's directory (server.properties, server.log,
-	// data/); "" for kfake.
+	// data/), a cluster's the one that holds a node-ID directory per node;
+	// "" for kfake.
 	Dir string
 	// Secure describes the secured listeners of a broker started with
 	// KafkaConfig.Secure; nil otherwise.
@@ -125,9 +140,25 @@ type Kafka struct {
 	fake   *kfake.Cluster
 	fakeLn *switchListener
 
-	// real
-	real *realBroker
+	// real: its brokers, node.id i+1 at i; a cluster's controller;
+	// ownDir: a cluster's temporary Dir, removed by Stop
+	nodes      []*realBroker
+	controller *realBroker
+	ownDir     bool
 }
+
+// all returns every process of the real Kafka: its brokers and a
+// cluster's controller.
+func (k *Kafka) all() []*realBroker {
+	if k.controller == nil {
+		return k.nodes
+	}
+	return append(slices.Clip(k.nodes), k.controller)
+}
+
+// ClusterNodes is the broker count of a replicated cluster
+// (KafkaConfig.Nodes): replication 3, min.insync.replicas 2.
+const ClusterNodes = 3
 
 // StartKafka starts a Kafka of cfg.Kind and returns once it is ready (the
 // real broker: once it answers a metadata request) and cfg.Topics exist.
@@ -198,39 +229,66 @@ func startFake(cfg KafkaConfig) (*Kafka, error) {
 }
 
 // Proc returns the real broker's current process (a new one after each
-// StartBroker), or nil for kfake and while the broker is stopped.
+// StartBroker; a cluster's first node's), or nil for kfake and while the
+// broker is stopped.
 func (k *Kafka) Proc() *sandbox.Process {
-	if k.real == nil {
+	if len(k.nodes) == 0 {
 		return nil
 	}
-	return k.real.process()
+	return k.nodes[0].process()
 }
 
 // Stop stops the broker for good: kfake closes; the real broker gets
 // SIGTERM (a controlled shutdown), SIGKILL after 15 s, and its data is
-// removed. Stop is idempotent.
+// removed. Every node of a cluster stops at once. Stop is idempotent.
 func (k *Kafka) Stop() error {
 	if k.fake != nil {
 		k.fake.Close()
 		return nil
 	}
-	return k.real.stop()
+	// The brokers first: a controlled shutdown asks the controller.
+	err := eachNode(k.nodes, (*realBroker).stop)
+	if k.controller != nil {
+		err = errors.Join(err, k.controller.stop())
+	}
+	if k.ownDir {
+		os.RemoveAll(k.Dir)
+	}
+	return err
 }
 
 // StopBroker takes the broker down until StartBroker, keeping its topics,
-// records, committed offsets and addresses: for fault tests ("the broker is
-// gone for 10 s under load"). The real broker shuts down (SIGTERM, SIGKILL
-// after 15 s); kfake closes its listening socket and every connection,
-// while its state stays in memory. Either way clients see their
-// connections drop and new ones refused.
+// records, committed offsets and addresses: for fault tests that need a
+// controlled shutdown. The real broker shuts down (SIGTERM, SIGKILL after
+// 15 s; every node of a cluster); kfake closes its listening socket and
+// every connection, while its state stays in memory. Either way clients
+// see their connections drop and new ones refused. KillBroker is the crash.
 func (k *Kafka) StopBroker() error {
 	if k.fake != nil {
 		return k.fakeLn.down()
 	}
-	return k.real.stopBroker()
+	err := eachNode(k.nodes, (*realBroker).stopServer)
+	if k.controller != nil {
+		err = errors.Join(err, k.controller.stopServer())
+	}
+	return err
 }
 
-// StartBroker brings back a broker taken down by StopBroker, on the same
+// KillBroker crashes the broker until StartBroker: the real broker's JVM
+// (every node of a cluster) gets SIGKILL, as from a power cut or the OOM
+// killer, with no controlled shutdown, so that it recovers its logs when
+// it starts again; what it acknowledged (flushed to the page cache, which
+// survives the process) stays. kfake goes down as StopBroker takes it,
+// which is a crash already: its connections drop without a goodbye.
+func (k *Kafka) KillBroker() error {
+	if k.fake != nil {
+		return k.fakeLn.down()
+	}
+	return eachNode(k.all(), (*realBroker).killServer)
+}
+
+// StartBroker brings back a broker taken down by StopBroker or
+// KillBroker (every node of a cluster that is down), on the same
 // addresses, and returns once it answers a metadata request again (the
 // real broker takes a few seconds: it starts a new JVM and recovers its
 // logs). ctx bounds that wait only. Calling it on a running broker does
@@ -239,15 +297,15 @@ func (k *Kafka) StartBroker(ctx context.Context) error {
 	if k.fake != nil {
 		return k.fakeLn.up()
 	}
-	return k.real.startBroker(ctx)
+	return eachNode(k.all(), func(r *realBroker) error { return r.startServer(ctx) })
 }
 
-// Outage takes the broker down (StopBroker) for d, or until ctx ends,
-// then brings it back on the same addresses (StartBroker) and returns once
-// it answers again: "the broker is gone for 10 s under load". Run it in a
+// Outage crashes the broker (KillBroker) for d, or until ctx ends, then
+// brings it back on the same addresses (StartBroker) and returns once it
+// answers again: "the broker is gone for 10 s under load". Run it in a
 // goroutine beside the load, or inline between phases.
 func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
-	if err := k.StopBroker(); err != nil {
+	if err := k.KillBroker(); err != nil {
 		return err
 	}
 	select {
@@ -271,7 +329,8 @@ func (k *Kafka) NewClient(opts ...kgo.Opt) (*kgo.Client, error) {
 }
 
 // CreateTopics creates topics with partitions partitions each (0 = the
-// broker's default, KafkaConfig.Partitions) and replication factor 1. A
+// broker's default, KafkaConfig.Partitions) and the broker's default
+// replication factor (1 on a single node, 3 in a cluster). A
 // topic that exists already is an error wrapping
 // kerr.TopicAlreadyExists.
 func (k *Kafka) CreateTopics(ctx context.Context, partitions int, topics ...string) error {
@@ -309,26 +368,55 @@ func (k *Kafka) admin(fn func(*kadm.Client) error) error {
 	return fn(kadm.NewClient(cl))
 }
 
-// awaitKafka asks brokers for metadata until one answers with at least one
-// registered broker (a KRaft broker lists itself only once it is unfenced,
-// i.e. ready for topics), ctx ends, or timeout passes. exited, when
-// non-nil, aborts the wait: a process that died will never answer.
-func awaitKafka(ctx context.Context, brokers []string, timeout time.Duration, exited <-chan struct{}) error {
+// awaitKafka asks brokers for metadata until one answers with node self
+// among the registered brokers (a KRaft broker is listed only once it is
+// unfenced, i.e. ready for topics; a node of a cluster, once a majority
+// of the controller quorum runs), ctx ends, or timeout passes. exited,
+// when non-nil, aborts the wait: a process that died will never answer.
+func awaitKafka(ctx context.Context, brokers []string, self int32, timeout time.Duration, exited <-chan struct{}) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DialTimeout(time.Second), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
 		return fmt.Errorf("deps: kafka client: %w", err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
 	return awaitReady(ctx, fmt.Sprintf("kafka at %v", brokers), "did not answer a metadata request", timeout, 100*time.Millisecond, exited, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		m, err := adm.BrokerMetadata(ctx)
-		if err == nil && len(m.Brokers) == 0 {
-			err = errors.New("no broker registered yet")
+		m, err := freshMetadata(ctx, cl)
+		if err != nil {
+			return err
+		}
+		for _, b := range m.Brokers {
+			if b.NodeID == self {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %d not registered yet", self)
+	})
+}
+
+// awaitListening waits until addr accepts TCP connections: a KRaft
+// controller answers its brokers only.
+func awaitListening(ctx context.Context, addr string, timeout time.Duration, exited <-chan struct{}) error {
+	var d net.Dialer
+	return awaitReady(ctx, "kafka controller at "+addr, "did not listen", timeout, 100*time.Millisecond, exited, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
 		}
 		return err
 	})
+}
+
+// freshMetadata asks a broker which brokers the cluster has now.
+// kadm's BrokerMetadata answers from the client's cache (brokers as of
+// its last refresh), which cannot see a node come back.
+func freshMetadata(ctx context.Context, cl *kgo.Client) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // none: only the brokers
+	return req.RequestWith(ctx, cl)
 }
 
 // fileExists reports whether path exists.

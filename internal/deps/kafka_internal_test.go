@@ -145,3 +145,52 @@ func TestKafkaFakeSeedsTopics(t *testing.T) {
 		t.Errorf("StartBroker after Stop = %v, want ErrKafkaStopped", err)
 	}
 }
+
+func TestRenderKafkaClusterNode(t *testing.T) {
+	layout := kafkaLayout{brokers: []int{9092, 9094, 9096}, controllerPort: 9093}
+	single := kafkaLayout{brokers: []int{9092}, controllerPort: 9093}
+	for _, tc := range []struct {
+		what      string
+		layout    kafkaLayout
+		id        int
+		want, not []string
+	}{{
+		what: "a cluster's broker", layout: layout, id: 2,
+		want: []string{
+			"# Written by hlab: broker 2 of a 3-broker KRaft Kafka " + DefaultKafkaVersion + ".",
+			"process.roles=broker", "node.id=2",
+			"controller.quorum.voters=4@127.0.0.1:9093",
+			"listeners=PLAINTEXT://127.0.0.1:9094",
+			"advertised.listeners=PLAINTEXT://127.0.0.1:9094",
+			"log.dirs=/k/data",
+			"default.replication.factor=3", "min.insync.replicas=2", "unclean.leader.election.enable=false",
+			"offsets.topic.replication.factor=3", "transaction.state.log.replication.factor=3",
+			"transaction.state.log.min.isr=2", "broker.session.timeout.ms=3000",
+		},
+	}, {
+		what: "a cluster's controller", layout: layout, id: 4,
+		want: []string{"process.roles=controller", "node.id=4", "listeners=CONTROLLER://127.0.0.1:9093"},
+		not:  []string{"advertised.listeners"},
+	}, {
+		what: "a single node", layout: single, id: 1,
+		want: []string{"default.replication.factor=1", "min.insync.replicas=1", "unclean.leader.election.enable=false"},
+		// No peers to notice it gone.
+		not: []string{"broker.session.timeout.ms"},
+	}} {
+		b, err := tc.layout.render("", tc.id, "/k", 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		props := string(b)
+		for _, w := range tc.want {
+			if !strings.Contains(props, w+"\n") {
+				t.Errorf("%s: server.properties lacks %q:\n%s", tc.what, w, props)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(props, n) {
+				t.Errorf("%s: server.properties has %q:\n%s", tc.what, n, props)
+			}
+		}
+	}
+}

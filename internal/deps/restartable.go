@@ -75,6 +75,22 @@ func (r *restartable) stopProc() error {
 	return nil
 }
 
+// killServer SIGKILLs the process, as a crash would, keeping its data
+// and ports for startServer.
+func (r *restartable) killServer() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc == nil {
+		return nil
+	}
+	p := r.proc
+	r.proc = nil
+	if err := p.Kill(); err != nil {
+		return fmt.Errorf("deps: kill %s: %w", r.what, err)
+	}
+	return nil
+}
+
 // stop stops the process for good, then runs cleanup (which removes its
 // files). It is idempotent.
 func (r *restartable) stop(cleanup func()) error {

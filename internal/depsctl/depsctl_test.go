@@ -24,6 +24,7 @@ func TestParse(t *testing.T) {
 		{"kafka-real", "kafka-real", "", true},
 		{"kafka@4.3.1", "kafka-real", "4.3.1", true},
 		{"kafka-secure", "kafka-secure", "", true},
+		{"kafka-cluster", "kafka-cluster", "", true},
 		{"kafka@0.1", "", "", false},
 		{"kafka@", "", "", false},
 		{"cassandra", "cassandra", "", true},

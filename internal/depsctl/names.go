@@ -19,7 +19,7 @@ type Dep struct {
 	// stand-in; nginx has none).
 	Keeps bool
 
-	kind         string // postgres, kfake, kafka-real, cassandra, redis, mongo, nginx
+	kind         string // postgres, kfake, kafka-real, kafka-cluster, cassandra, redis, mongo, nginx
 	kafkaVersion string // kafka-real: "" = deps.DefaultKafkaVersion
 }
 
@@ -29,6 +29,7 @@ var Deps = []Dep{
 	{Name: "kafka", kind: "kfake", What: "kfake, franz-go's embedded fake Kafka (in memory: down loses the topics)", Prints: "127.0.0.1:PORT (the broker list)"},
 	{Keeps: true, Name: "kafka-real", kind: "kafka-real", What: "Apache Kafka " + deps.DefaultKafkaVersion + ", a single KRaft node on Java, data kept", Prints: "127.0.0.1:PORT (the broker list)"},
 	{Keeps: true, Name: "kafka-secure", kind: "kafka-secure", What: "kafka-real with SASL_SSL, SASL_PLAINTEXT, SSL and mutual-TLS listeners beside its PLAINTEXT one; a CA, a SCRAM/PLAIN user, an OAUTHBEARER test token", Prints: "127.0.0.1:PORT (the PLAINTEXT listener, for admin tools); the secured ones and the files: STATE_DIR/" + SecureEnvFile},
+	{Keeps: true, Name: "kafka-cluster", kind: "kafka-cluster", What: fmt.Sprintf("Apache Kafka %s, %d brokers (replication 3, min.insync.replicas 2) and a KRaft controller on Java, data kept", deps.DefaultKafkaVersion, deps.ClusterNodes), Prints: "127.0.0.1:PORT,127.0.0.1:PORT,127.0.0.1:PORT (the broker list)"},
 	{Keeps: true, Name: "cassandra", kind: "cassandra", What: deps.CassandraKind + ", a single node on Java, data kept", Prints: "127.0.0.1:PORT (CQL)"},
 	{Name: "redis", kind: "redis", What: "redis-server, no persistence (a cache, as the reports ran it)", Prints: "redis://127.0.0.1:PORT"},
 	{Name: "mongo", kind: "mongo", What: "a stand-in, not MongoDB: mongo-java-server " + deps.MongoStandInVersion + ", in memory", Prints: "mongodb://127.0.0.1:PORT/?directConnection=true"},
@@ -67,5 +68,5 @@ func Names() []string {
 // Kafka reports whether d is a Kafka (kfake or the real broker), whose
 // topics up --topics creates.
 func (d Dep) Kafka() bool {
-	return d.kind == "kfake" || d.kind == "kafka-real" || d.kind == "kafka-secure"
+	return d.kind == "kfake" || d.kind == "kafka-real" || d.kind == "kafka-secure" || d.kind == "kafka-cluster"
 }

@@ -20,8 +20,8 @@ type State struct {
 	Name string `json:"name"` // as given to Up: "postgres", "kafka@4.3.1"
 	Kind string `json:"kind"` // what runs: "postgres 15.18", "kfake (embedded)"
 	// PID is the supervisor's; DepPID the dependency's main process
-	// (also its process group), 0 for kfake, which runs inside the
-	// supervisor.
+	// (also its process group; a cluster's first broker), 0 for kfake,
+	// which runs inside the supervisor.
 	PID    int `json:"pid"`
 	DepPID int `json:"dep_pid"`
 	// Conn is the connection string Up prints.

@@ -92,6 +92,11 @@ func Supervise(ctx context.Context, name, dir string, upstreams []string, log io
 		p := r.proc()
 		s.DepPID, exited = p.PID(), p.Done()
 	}
+	if d.kind == "kafka-cluster" {
+		// A broker of a cluster may crash (a user's fault experiment)
+		// while the others serve: its end does not end the supervisor.
+		exited = nil
+	}
 	if err := writeState(dir, s); err != nil {
 		r.stop()
 		return err
@@ -133,10 +138,13 @@ func startDep(ctx context.Context, sb *sandbox.Sandbox, d Dep, dir string, port 
 			return nil, err
 		}
 		return &running{p.Kind, p.DSN("postgres"), p.Addr, p.Proc, p.Stop}, nil
-	case "kfake", "kafka-real", "kafka-secure":
+	case "kfake", "kafka-real", "kafka-secure", "kafka-cluster":
 		cfg := deps.KafkaConfig{Kind: deps.KafkaFake, Port: port}
 		if d.kind != "kfake" {
 			cfg = deps.KafkaConfig{Kind: deps.KafkaReal, Version: d.kafkaVersion, Dir: data, Keep: true, Port: port, JVMConfig: jvm, Secure: d.kind == "kafka-secure"}
+		}
+		if d.kind == "kafka-cluster" {
+			cfg.Nodes = deps.ClusterNodes
 		}
 		k, err := deps.StartKafka(ctx, sb, cfg)
 		if err != nil {

@@ -15,7 +15,8 @@ import (
 
 // EnsureTopics creates those of topics that do not exist on the Kafka
 // at brokers (host:port,...), with partitions partitions each (0: the
-// broker's default) and replication 1, and waits until all are in its
+// broker's default) and the broker's default replication factor (3 on
+// kafka-cluster), and waits until all are in its
 // metadata. Topics that exist are left as they are, so a second "up
 // --topics" changes nothing. Neither kfake nor the real broker creates a
 // topic on first use.

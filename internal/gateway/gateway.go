@@ -229,6 +229,7 @@ type Gateway struct {
 
 	topicsMu sync.Mutex
 	topics   map[string]time.Time // topic -> when it was last seen to exist
+	replicas replicaChecks        // why produces time out (replicas.go)
 
 	open    atomic.Int64 // streams open (MaxStreams)
 	clients atomic.Int64 // Kafka clients open or reserved (MaxKafkaClients)

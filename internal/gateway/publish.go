@@ -332,7 +332,7 @@ type batch struct {
 // promise is Kafka's answer for one of b's records.
 func (b *batch) promise(r *kgo.Record, err error) {
 	if err != nil {
-		b.fail(b.index(r), codeFor(err), "Kafka did not store the message: %v", err)
+		b.fail(b.index(r), codeFor(err), "Kafka did not store the message: %s", b.p.g.produceFailure(r, err))
 		return
 	}
 	bytes := len(r.Key) + len(r.Value)

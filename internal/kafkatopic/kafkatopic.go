@@ -17,12 +17,15 @@ import (
 // pollEvery is how often Await asks the broker again.
 const pollEvery = 50 * time.Millisecond
 
-// Create creates topics with partitions partitions and replication 1, then
-// waits (Await) until each is visible with a leader for every partition.
+// Create creates topics with partitions partitions and the broker's
+// default replication factor, then waits (Await) until each is visible
+// with a leader for every partition.
 // A topic that already exists is an error wrapping
 // kerr.TopicAlreadyExists; callers that accept it call Await themselves.
 func Create(ctx context.Context, adm *kadm.Client, partitions int, topics ...string) error {
-	rs, err := adm.CreateTopics(ctx, int32(partitions), 1, nil, topics...)
+	// -1: the broker's default.replication.factor (KIP-464): 1 on a
+	// single node, what the operator chose on a cluster.
+	rs, err := adm.CreateTopics(ctx, int32(partitions), -1, nil, topics...)
 	if err == nil {
 		err = rs.Error()
 	}

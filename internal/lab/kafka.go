@@ -61,6 +61,34 @@ func (r *Run) StartKafka(ctx context.Context, partitions int) (*Kafka, error) {
 	return r.startKafka(ctx, partitions, false)
 }
 
+// StartKafkaCluster starts a real Kafka of deps.ClusterNodes brokers and
+// a KRaft controller of their own (replication 3, min.insync.replicas 2),
+// unconstrained, for fault rows whose brokers crash one at a time
+// (Kafka.Cluster). It needs the real broker's Java and jars, as
+// --kafka real does; external brokers are not the lab's to crash. The
+// caller stops it.
+func (r *Run) StartKafkaCluster(ctx context.Context, partitions int) (*Kafka, error) {
+	if len(r.Opts.External.KafkaBrokers) > 0 {
+		return nil, fmt.Errorf("lab: a Kafka cluster to crash brokers of needs one the lab starts: %s", ExternalReason)
+	}
+	r.Progress.Logf("starting a real Kafka cluster (%d brokers and a KRaft controller, on the JVM)", deps.ClusterNodes)
+	k, err := deps.StartKafka(ctx, r.Sandbox, deps.KafkaConfig{Kind: deps.KafkaReal, Nodes: deps.ClusterNodes, Partitions: partitions})
+	if err != nil {
+		return nil, err
+	}
+	return &Kafka{Kind: k.Kind + ", unconstrained", Brokers: k.Brokers, JVM: true, stop: func() { k.Stop() }, real: k, prefix: r.prefix}, nil
+}
+
+// Cluster returns the cluster under k, whose brokers fault rows crash
+// one at a time (deps.Kafka.KillNode, Leader, AwaitInSync), or nil when
+// k is not one (StartKafkaCluster).
+func (k *Kafka) Cluster() *deps.Kafka {
+	if k.real == nil || len(k.real.Nodes()) < 2 {
+		return nil
+	}
+	return k.real
+}
+
 // StartRestartableKafka is StartKafka for fault rows, whose broker goes
 // down and comes back (Kafka.Outage): kfake keeps its log in a directory
 // of the run's (hlab serve kfake --data-dir), written through the page
@@ -130,9 +158,9 @@ func (r *Run) startKafka(ctx context.Context, partitions int, restartable bool) 
 
 // Outage takes the broker down for d, then brings it back on the same
 // addresses, also when ctx is cancelled meanwhile, and waits until it
-// answers. The real broker is stopped with SIGTERM, as a broker restart
-// does (deps.Kafka.Outage); kfake started by StartRestartableKafka is
-// SIGKILLed, as a crash would, and comes back from its log. kfake in
+// answers. The real broker is SIGKILLed, as a crash would, and recovers
+// its log (deps.Kafka.Outage); kfake started by StartRestartableKafka is
+// SIGKILLed too, and comes back from its log. kfake in
 // memory keeps its records in its process, and external brokers are not
 // the lab's: Outage refuses both.
 func (k *Kafka) Outage(ctx context.Context, d time.Duration) error {
@@ -180,7 +208,8 @@ func (k *Kafka) admin(fn func(*kadm.Client) error) error {
 	return fn(kadm.NewClient(cl))
 }
 
-// CreateTopic creates topic with partitions partitions (replication 1).
+// CreateTopic creates topic with partitions partitions and the
+// brokers' default replication factor.
 func (k *Kafka) CreateTopic(ctx context.Context, topic string, partitions int) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

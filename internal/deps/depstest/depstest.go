@@ -18,6 +18,9 @@
 //		}
 //	}
 //
+// KafkaCluster shares a real cluster of three brokers the same way, for
+// tests that crash brokers one at a time (KillNode, StartNode).
+//
 // The shared instances outlive each test, so tests that share one use
 // their own topics and consumer groups (Topic and Group make unique names).
 // A fault test that takes the broker down (StopBroker, Outage) must not run
@@ -60,6 +63,7 @@ var (
 	sb      *sandbox.Sandbox
 	sbErr   error
 	kafkas  = map[deps.KafkaKind]*sharedKafka{}
+	cluster sharedKafka
 	seq     atomic.Int64
 
 	cassandra sharedCassandra
@@ -104,6 +108,11 @@ func Run(m *testing.M) int {
 	if secure.k != nil {
 		if err := secure.k.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "depstest: stop shared secured kafka: %v\n", err)
+		}
+	}
+	if cluster.k != nil {
+		if err := cluster.k.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "depstest: stop the shared kafka cluster: %v\n", err)
 		}
 	}
 	if cassandra.c != nil {
@@ -177,6 +186,75 @@ func Kafka(t testing.TB, kind deps.KafkaKind) *deps.Kafka {
 		t.Fatalf("depstest: restart the shared %s after an earlier test stopped it: %v", s.k.Kind, err)
 	}
 	return s.k
+}
+
+// KafkaCluster returns the test binary's shared real Kafka cluster of
+// deps.ClusterNodes brokers and a KRaft controller (replication 3,
+// min.insync.replicas 2), starting it on first use (some 10-20 s: four
+// JVMs at once). It skips like Kafka(t, deps.KafkaReal). Every node that
+// a previous test left down is started again, and every partition's
+// replicas are in sync when it returns: each test starts on a healthy
+// cluster.
+//
+// A cluster costs three JVMs: keep the tests that need one in one
+// package, so that a run of every package starts one cluster. Tests that
+// kill nodes must not run in parallel with others on the cluster; each
+// uses topics of its own (Topic), and AwaitInSync before its next crash.
+func KafkaCluster(t testing.TB) *deps.Kafka {
+	t.Helper()
+	skipUnwanted(t, deps.KafkaReal)
+	box := Sandbox(t)
+	cluster.once.Do(func() {
+		start := time.Now()
+		cluster.k, cluster.err = deps.StartKafka(context.Background(), box, deps.KafkaConfig{
+			Kind: deps.KafkaReal, Nodes: deps.ClusterNodes, Version: os.Getenv("HLAB_TEST_KAFKA_VERSION"),
+			// Three heaps on a test machine: 256 MB each is plenty for
+			// the tests' few megabytes of records.
+			JVMConfig: deps.JVMConfig{HeapMB: 256},
+		})
+		if cluster.err == nil {
+			t.Logf("depstest: started the shared %s at %v in %s", cluster.k.Kind, cluster.k.Brokers, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if cluster.err != nil {
+		t.Fatalf("depstest: the shared kafka cluster did not start (later tests get the same error): %v", cluster.err)
+	}
+	if err := cluster.k.StartBroker(context.Background()); err != nil {
+		t.Fatalf("depstest: restart the shared kafka cluster's nodes after an earlier test killed them: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cluster.k.AwaitInSync(ctx); err != nil {
+		t.Fatalf("depstest: the shared kafka cluster did not heal after an earlier test's faults: %v", err)
+	}
+	return cluster.k
+}
+
+// KillNode SIGKILLs node id of a cluster (deps.Kafka.KillNode) and makes
+// sure it runs again when t ends, even when t fails before starting it.
+func KillNode(t testing.TB, k *deps.Kafka, id int32) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := k.StartNode(context.Background(), id); err != nil && !errors.Is(err, deps.ErrKafkaStopped) {
+			t.Errorf("depstest: start kafka node %d again: %v", id, err)
+		}
+	})
+	start := time.Now()
+	if err := k.KillNode(id); err != nil {
+		t.Fatalf("depstest: kill kafka node %d: %v", id, err)
+	}
+	t.Logf("depstest: kafka node %d killed (SIGKILL) in %s", id, time.Since(start).Round(time.Millisecond))
+}
+
+// StartNode starts node id of a cluster again and waits until the
+// cluster lists it.
+func StartNode(t testing.TB, k *deps.Kafka, id int32) {
+	t.Helper()
+	start := time.Now()
+	if err := k.StartNode(context.Background(), id); err != nil {
+		t.Fatalf("depstest: start kafka node %d again: %v", id, err)
+	}
+	t.Logf("depstest: kafka node %d back in %s", id, time.Since(start).Round(time.Millisecond))
 }
 
 // NewKafka starts a Kafka of cfg.Kind for t alone and stops it when t
@@ -301,8 +379,8 @@ func StartBroker(t testing.TB, k *deps.Kafka) {
 	broker(k).up(t)
 }
 
-// Outage takes k's broker down for d and brings it back, returning once it
-// answers again (deps.Kafka.Outage): run it in a goroutine beside the
+// Outage crashes k's broker (SIGKILL) for d and brings it back, returning
+// once it answers again (deps.Kafka.Outage): run it in a goroutine beside the
 // load, or inline between phases ("the broker is gone for 10 s under
 // load"). The broker is back when t ends, even when t fails meanwhile.
 func Outage(t testing.TB, k *deps.Kafka, d time.Duration) {

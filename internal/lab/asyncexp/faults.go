@@ -138,7 +138,7 @@ func (b *bench) brokerDown(ctx context.Context) error {
 // brokerKill says how a broker of k's kind was taken down.
 func brokerKill(k *lab.Kafka) string {
 	if k.JVM {
-		return "stopped with SIGTERM, a broker's restart"
+		return "its JVM SIGKILLed, as a crash would, and started again, recovering its log"
 	}
 	return "its process SIGKILLed, as a crash would, and started again from its log"
 }

@@ -126,7 +126,7 @@ func setupItems(o lab.Options) []labresult.Setup {
 	}, {
 		Item:   "the fault rows' outage",
 		Report: "not measured: \"one more point of failure, the bus, which has to be maintained\"",
-		Ours:   fmt.Sprintf("open model at %d req/s; the broker (kfake SIGKILLed, the real broker stopped with SIGTERM) or, for the sync app, which has no broker, the event log (SIGKILLed) taken down %v into the load, started again %v later, the load going on %v more", faultRate, before, outage, after),
+		Ours:   fmt.Sprintf("open model at %d req/s; the broker (SIGKILLed: kfake, or the real broker) or, for the sync app, which has no broker, the event log (SIGKILLed) taken down %v into the load, started again %v later, the load going on %v more", faultRate, before, outage, after),
 		Why:    "the report states the con; the rows measure it",
 	}}
 }

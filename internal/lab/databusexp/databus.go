@@ -134,6 +134,9 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Mode == lab.Full && o.Kafka == lab.KafkaReal {
 		faults += 90 * time.Second
 	}
+	if clusterFault(o) { // the cluster's start, then rows, drains and heals
+		faults += 20*time.Second + 200*time.Second
+	}
 	start := 4 * time.Second // gateways and Kafka
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
@@ -151,7 +154,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		b.startKafka, b.claimRows, b.pipelined, b.publishCost, b.throughput, b.subscribe,
 		b.compression, b.manyTopics,
 		b.stopGateway, // the phases below start gateways of their own
-		b.fetchMemory, b.ticker, b.faults, b.idle,
+		b.fetchMemory, b.ticker, b.faults, b.clusterFaults, b.idle,
 	} {
 		if err := phase(ctx); err != nil {
 			return err

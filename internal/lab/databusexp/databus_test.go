@@ -2,6 +2,7 @@ package databusexp
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/deps/depstest"
@@ -170,4 +171,37 @@ func target(t *testing.T, o lab.Options, key labresult.Key) labresult.Target {
 	}
 	t.Fatalf("no target %q", key)
 	return labresult.Target{}
+}
+
+// TestClusterRowsOnlyWithRealKafka: the cluster fault rows and their
+// targets are declared with --kafka real only, so the default quick run
+// starts no cluster.
+func TestClusterRowsOnlyWithRealKafka(t *testing.T) {
+	for _, tc := range []struct {
+		o    lab.Options
+		want bool
+	}{{lab.Options{}, false}, {lab.Options{Kafka: lab.KafkaReal}, true}, {lab.Options{Kafka: lab.KafkaExternal}, false}} {
+		spec := New().Spec(tc.o)
+		rows, targets := 0, 0
+		for _, r := range spec.Rows {
+			if strings.HasPrefix(string(r.Key), "fault/cluster/") {
+				rows++
+			}
+		}
+		for _, tg := range spec.Targets {
+			if strings.HasPrefix(string(tg.Row), "fault/cluster/") && tg.Metric == labresult.Lost.Name {
+				targets++
+			}
+		}
+		if want := btoi(tc.want) * 4; rows != want || targets != want {
+			t.Errorf("kafka %q: %d cluster rows, %d lost targets; want %d of each", tc.o.Kafka, rows, targets, want)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -34,16 +34,16 @@ const brokerOutage = 10 * time.Second
 type faultRow struct {
 	key labresult.Key
 	cfg checker.Config
-	// inject is the fault, given the row's gateway; nil when the checker
-	// injects it (DropMember).
-	inject func(ctx context.Context, g *lab.Gateway) error
+	// inject is the fault, given the row's gateway and topic; nil when
+	// the checker injects it (DropMember).
+	inject func(ctx context.Context, g *lab.Gateway, topic string) error
 	what   string // the fault, for the row's note
 }
 
 // faults runs the fault rows, each on a fresh gateway and topic.
 func (b *bench) faults(ctx context.Context) error {
 	for _, f := range b.faultRows() {
-		row, err := b.faultRow(ctx, b.topic(), f)
+		row, err := b.faultRow(ctx, b.k, b.topic(), f)
 		if err != nil {
 			return fmt.Errorf("%s: %w", b.run.Label(f.key), err)
 		}
@@ -55,7 +55,7 @@ func (b *bench) faults(ctx context.Context) error {
 // faultRows are the fault rows of the run's mode and Kafka.
 func (b *bench) faultRows() []faultRow {
 	run, k := b.run, b.k
-	kill := func(ctx context.Context, g *lab.Gateway) error {
+	kill := func(ctx context.Context, g *lab.Gateway, _ string) error {
 		if err := g.Kill(); err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (b *bench) faultRows() []faultRow {
 	if brokerFault(run.Opts) {
 		rows = append(rows, faultRow{
 			key: faultBroker, what: fmt.Sprintf("the Kafka broker stopped for %v and started again", brokerOutage),
-			inject: func(ctx context.Context, _ *lab.Gateway) error { return k.Outage(ctx, brokerOutage) },
+			inject: func(ctx context.Context, _ *lab.Gateway, _ string) error { return k.Outage(ctx, brokerOutage) },
 			cfg: with(pub, func(c *checker.Config) {
 				c.Duration, c.Consume, c.KillEvery, c.MaxFaults = 30*time.Second, checker.After, 5*time.Second, 1
 				c.DrainTimeout = 3 * time.Minute
@@ -105,9 +105,9 @@ func with(c checker.Config, f func(*checker.Config)) checker.Config {
 	return c
 }
 
-// faultRow runs one fault row on a gateway of its own.
-func (b *bench) faultRow(ctx context.Context, topic string, f faultRow) (*labresult.Row, error) {
-	run, k := b.run, b.k
+// faultRow runs one fault row on a gateway of its own, in front of k.
+func (b *bench) faultRow(ctx context.Context, k *lab.Kafka, topic string, f faultRow) (*labresult.Row, error) {
+	run := b.run
 	g, err := run.StartGateway(ctx, gatewayCPU, gatewayMemMB, faultGateway(k))
 	if err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func (b *bench) faultRow(ctx context.Context, topic string, f faultRow) (*labres
 	cfg := f.cfg
 	cfg.Target, cfg.Topic, cfg.Brokers, cfg.Partitions, cfg.Kafka = g.GRPC, topic, k.Brokers, partitions, k.Security
 	if f.inject != nil {
-		cfg.Inject = func(ctx context.Context) error { return f.inject(ctx, g) }
+		cfg.Inject = func(ctx context.Context) error { return f.inject(ctx, g, topic) }
 	}
 	run.Progress.Step(run.Label(f.key), cfg.Duration+15*time.Second)
 	res, err := checker.Run(ctx, cfg, run.Progress.Logf)
@@ -144,6 +144,10 @@ func (b *bench) faultRow(ctx context.Context, topic string, f faultRow) (*labres
 		row.Errors[kind] += n
 	}
 	row.Set(duplicates, float64(del.Duplicates))
+	if k.Cluster() != nil { // the failover's cost to publishers
+		l := res.PublishLatency
+		row.P99MS, row.MaxMS = labresult.F(l.P99), labresult.F(l.Max)
+	}
 	row.Set(faultsInjected, float64(len(res.Faults)))
 	row.Set(drainS, del.DrainS)
 	row.AddNote("%s (at %s); %d messages acked, %d lost, %d duplicates, every group drained %.1f s after publishing",

@@ -2,6 +2,7 @@ package databusexp
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/gateway"
@@ -161,6 +162,25 @@ const (
 	faultMemberLabel    = "fault: member's connection reset holding unacked messages"
 )
 
+// The cluster fault rows (cluster.go).
+const (
+	faultLeaderPublish   labresult.Key = "fault/cluster/leader-kill-publish"
+	faultLeaderSubscribe labresult.Key = "fault/cluster/leader-kill-subscribe"
+	faultKillRestart     labresult.Key = "fault/cluster/kill-restart-x3"
+	faultTwoDown         labresult.Key = "fault/cluster/two-of-three-down"
+)
+
+// clusterLabels are the cluster rows' labels, in their order.
+var clusterLabels = []struct {
+	key   labresult.Key
+	label string
+}{
+	{faultLeaderPublish, "fault: 3-broker cluster, the partition leader's broker SIGKILLed during publish"},
+	{faultLeaderSubscribe, "fault: 3-broker cluster, the partition leader's broker SIGKILLed during subscribe"},
+	{faultKillRestart, "fault: 3-broker cluster, a broker SIGKILLed and restarted 3 times in a row during publish"},
+	{faultTwoDown, fmt.Sprintf("fault: 3-broker cluster, 2 brokers SIGKILLed for %.0f s during publish (below min.insync.replicas)", twoDownFor.Seconds())},
+}
+
 // faultBrokerLabel names the outage by its length, so the two cannot drift.
 var faultBrokerLabel = fmt.Sprintf("fault: Kafka broker down for %.0f s during publish", brokerOutage.Seconds())
 
@@ -229,6 +249,11 @@ func rows(o lab.Options) []lab.RowSpec {
 		lab.Row(faultPublish, faultPublishLabel), lab.Row(faultSubscribe, faultSubscribeLabel), lab.Row(faultMember, faultMemberLabel))
 	if brokerFault(o) {
 		out = append(out, lab.Row(faultBroker, faultBrokerLabel))
+	}
+	if clusterFault(o) {
+		for _, c := range clusterLabels {
+			out = append(out, lab.Row(c.key, c.label))
+		}
 	}
 	for _, s := range idleShapes {
 		out = append(out, lab.Row(idleKey(s), idleLabel(s)))
@@ -302,6 +327,9 @@ func targets(o lab.Options) []labresult.Target {
 	t = append(t, costTargets(o)...)
 	t = append(t, compressionRatios(o)...)
 	t = append(t, topicsRatio())
+	if clusterFault(o) {
+		t = append(t, clusterTargets()...)
+	}
 	if throughputJudged(o) {
 		t = append(t, labresult.Target{
 			Key:    "publish-throughput",
@@ -328,6 +356,22 @@ func targets(o lab.Options) []labresult.Target {
 		Metric: rssKBPerStream.Name, Unit: rssKBPerStream.Unit,
 		Bound: labresult.AtMost(targetIdleSharedKB),
 	})
+}
+
+// clusterTargets bound the cluster rows: a broker's crash, or two,
+// costs time and refused writes, never an acknowledged message.
+func clusterTargets() []labresult.Target {
+	var t []labresult.Target
+	for _, c := range clusterLabels {
+		t = append(t, labresult.Target{
+			Key:    labresult.Key("cluster-" + strings.TrimPrefix(string(c.key), "fault/cluster/") + "-lost"),
+			Text:   fmt.Sprintf("%s: 0 acknowledged messages lost (replication 3 and acks=all: an acknowledged write is on two brokers at least)", strings.TrimPrefix(c.label, "fault: ")),
+			Row:    c.key,
+			Metric: labresult.Lost.Name,
+			Bound:  labresult.AtMost(0),
+		})
+	}
+	return t
 }
 
 // Spec declares the experiment with o.
