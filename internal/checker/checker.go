@@ -202,14 +202,31 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	return res, nil
 }
 
-// drainGroups waits until every group has every acked message or
-// DrainTimeout after from ends, with the consume phase's faults (into
-// res.Faults), and returns when it stopped waiting.
+// drainGroups waits until every group has every acked message, or until
+// DrainTimeout after from ends while the groups receive nothing more,
+// with the consume phase's faults (into res.Faults), and returns when it
+// stopped waiting.
+//
+// Past DrainTimeout the wait goes on while messages still arrive, for at
+// most drainProgressFactor times DrainTimeout in all: publishers that
+// fill a topic faster than its groups read it (throughput-optimized ones,
+// a million messages a second) leave more than DrainTimeout of reading,
+// and a message on its way is not lost. A group that has stopped
+// receiving ends the wait at DrainTimeout, as before.
 func drainGroups(ctx context.Context, cfg *Config, gw *gatewayProc, cons *consumers, led *ledger, res *Result, from time.Time, progress Progress, fail context.CancelCauseFunc) time.Time {
-	progress("waiting up to %v for every group to receive every acked message", cfg.DrainTimeout)
+	progress("waiting up to %v for every group to receive every acked message (longer while messages still arrive, up to %v)", cfg.DrainTimeout, drainProgressFactor*cfg.DrainTimeout)
 	deadline := from.Add(cfg.DrainTimeout)
+	limit := from.Add(drainProgressFactor * cfg.DrainTimeout)
 	inj := startInjector(ctx, cfg, ConsumePhase, gw, cons, from, deadline, progress, fail)
-	for !led.complete() && time.Now().Before(deadline) && ctx.Err() == nil {
+	seen, lastArrival := cons.arrived(), time.Now()
+	for !led.complete() && ctx.Err() == nil {
+		now := time.Now()
+		if n := cons.arrived(); n != seen {
+			seen, lastArrival = n, now
+		}
+		if now.After(limit) || now.After(deadline) && now.Sub(lastArrival) > drainIdle {
+			break
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	drained := time.Now()
@@ -218,6 +235,13 @@ func drainGroups(ctx context.Context, cfg *Config, gw *gatewayProc, cons *consum
 	}
 	return drained
 }
+
+// drainProgressFactor bounds the drain that goes on past DrainTimeout
+// while messages still arrive; drainIdle is how long without one ends it.
+const (
+	drainProgressFactor = 4
+	drainIdle           = 2 * time.Second
+)
 
 func connsOr(c, streams int) int {
 	if c == 0 {

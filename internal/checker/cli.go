@@ -125,7 +125,7 @@ Flags:
 	fs.IntVar(&c.MaxUnacked, "max-unacked", 0, "delivered but unacked messages per member (gateway default 1000)")
 	fs.DurationVar(&c.ProcessDelay, "delay", 0, "processing time per received batch, before its ack")
 	fs.StringVar(&consume, "consume", "concurrent", "concurrent (while publishing: end-to-end latency), after (once publishing ended) or only (publish nothing: drain what --topic holds; needs --brokers)")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "after publishing, how long groups may take to receive everything; what is missing then is lost")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "after publishing, how long groups may take to receive everything, and longer while messages still arrive (up to 4 times as long: a topic filled faster than it drains); what is missing then is lost")
 	fs.StringVar(&c.GatewayMetrics, "gateway-metrics", "", "the gateway's /metrics URL: report its RSS per open idle stream")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "with --gateway-metrics: idle time before reading the RSS")
 	fs.DurationVar(&c.KillEvery, "kill-every", 0, "inject a fault every D (see --fault-phase): SIGKILL the gateway of --gateway-cmd (and start it again), run --fault-cmd, or --drop-member")

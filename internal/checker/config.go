@@ -165,7 +165,9 @@ type Config struct {
 	// publishers, and the publishing fields above do not apply.
 	Consume ConsumeMode
 	// DrainTimeout bounds the wait, after publishing, for every group to
-	// receive every acked message (30s). What is still missing then is lost.
+	// receive every acked message (30s); past it, the wait goes on while
+	// messages still arrive, up to four times as long in all. What is
+	// still missing then is lost.
 	DrainTimeout time.Duration
 
 	// GatewayMetrics is the gateway's Prometheus /metrics URL. When set,

@@ -59,6 +59,10 @@ func (c *consumers) group(g int) string {
 	return GroupName(c.cfg.Topics[0], g)
 }
 
+// arrived counts the messages the groups have received, of this run and
+// older ones, duplicates included: it grows while they still read.
+func (c *consumers) arrived() int64 { return c.received.Load() + c.others.Load() }
+
 func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *consumers {
 	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups*len(cfg.Topics)), dropReq: make(chan chan int)}
 }
