@@ -63,7 +63,7 @@ var (
 	sb      *sandbox.Sandbox
 	sbErr   error
 	kafkas  = map[deps.KafkaKind]*sharedKafka{}
-	cluster sharedKafka
+	cluster = sharedKafka{what: "kafka cluster"}
 	seq     atomic.Int64
 
 	cassandra sharedCassandra
@@ -84,8 +84,38 @@ type sharedCassandra struct {
 
 type sharedKafka struct {
 	once sync.Once
+	what string // how logs and errors name it: "kfake", "secured kafka", ...
 	k    *deps.Kafka
 	err  error
+}
+
+// get returns the shared Kafka, started from cfg (its Version taken from
+// $HLAB_TEST_KAFKA_VERSION) by the first test that asks; t fails when it
+// did not start, and so does every later test.
+func (s *sharedKafka) get(t testing.TB, box *sandbox.Sandbox, cfg deps.KafkaConfig) *deps.Kafka {
+	t.Helper()
+	s.once.Do(func() {
+		start := time.Now()
+		cfg.Version = os.Getenv("HLAB_TEST_KAFKA_VERSION")
+		s.k, s.err = deps.StartKafka(context.Background(), box, cfg)
+		if s.err == nil {
+			t.Logf("depstest: started the shared %s (%s) at %v in %s", s.what, s.k.Kind, s.k.Brokers, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	if s.err != nil {
+		t.Fatalf("depstest: the shared %s did not start (later tests get the same error): %v", s.what, s.err)
+	}
+	return s.k
+}
+
+// stop stops the shared Kafka if a test started it.
+func (s *sharedKafka) stop() {
+	if s.k == nil {
+		return
+	}
+	if err := s.k.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "depstest: stop the shared %s: %v\n", s.what, err)
+	}
 }
 
 // Run runs the package's tests, then stops every shared dependency they
@@ -98,23 +128,11 @@ func Run(m *testing.M) int {
 	code := m.Run()
 	mu.Lock()
 	defer mu.Unlock()
-	for kind, s := range kafkas {
-		if s.k != nil {
-			if err := s.k.Stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "depstest: stop shared %s: %v\n", kind, err)
-			}
-		}
+	for _, s := range kafkas {
+		s.stop()
 	}
-	if secure.k != nil {
-		if err := secure.k.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "depstest: stop shared secured kafka: %v\n", err)
-		}
-	}
-	if cluster.k != nil {
-		if err := cluster.k.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "depstest: stop the shared kafka cluster: %v\n", err)
-		}
-	}
+	secure.stop()
+	cluster.stop()
 	if cassandra.c != nil {
 		if err := cassandra.c.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "depstest: stop shared cassandra: %v\n", err)
@@ -168,20 +186,11 @@ func Kafka(t testing.TB, kind deps.KafkaKind) *deps.Kafka {
 	mu.Lock()
 	s := kafkas[kind]
 	if s == nil {
-		s = new(sharedKafka)
+		s = &sharedKafka{what: string(kind) + " kafka"}
 		kafkas[kind] = s
 	}
 	mu.Unlock()
-	s.once.Do(func() {
-		start := time.Now()
-		s.k, s.err = deps.StartKafka(context.Background(), box, deps.KafkaConfig{Kind: kind, Version: os.Getenv("HLAB_TEST_KAFKA_VERSION")})
-		if s.err == nil {
-			t.Logf("depstest: started the shared %s at %v in %s", s.k.Kind, s.k.Brokers, time.Since(start).Round(time.Millisecond))
-		}
-	})
-	if s.err != nil {
-		t.Fatalf("depstest: the shared %s kafka did not start (later tests get the same error): %v", kind, s.err)
-	}
+	s.get(t, box, deps.KafkaConfig{Kind: kind})
 	if err := s.k.StartBroker(context.Background()); err != nil {
 		t.Fatalf("depstest: restart the shared %s after an earlier test stopped it: %v", s.k.Kind, err)
 	}
@@ -204,21 +213,12 @@ func KafkaCluster(t testing.TB) *deps.Kafka {
 	t.Helper()
 	skipUnwanted(t, deps.KafkaReal)
 	box := Sandbox(t)
-	cluster.once.Do(func() {
-		start := time.Now()
-		cluster.k, cluster.err = deps.StartKafka(context.Background(), box, deps.KafkaConfig{
-			Kind: deps.KafkaReal, Nodes: deps.ClusterNodes, Version: os.Getenv("HLAB_TEST_KAFKA_VERSION"),
-			// Three heaps on a test machine: 256 MB each is plenty for
-			// the tests' few megabytes of records.
-			JVMConfig: deps.JVMConfig{HeapMB: 256},
-		})
-		if cluster.err == nil {
-			t.Logf("depstest: started the shared %s at %v in %s", cluster.k.Kind, cluster.k.Brokers, time.Since(start).Round(time.Millisecond))
-		}
+	cluster.get(t, box, deps.KafkaConfig{
+		Kind: deps.KafkaReal, Nodes: deps.ClusterNodes,
+		// Three heaps on a test machine: 256 MB each is plenty for
+		// the tests' few megabytes of records.
+		JVMConfig: deps.JVMConfig{HeapMB: 256},
 	})
-	if cluster.err != nil {
-		t.Fatalf("depstest: the shared kafka cluster did not start (later tests get the same error): %v", cluster.err)
-	}
 	if err := cluster.k.StartBroker(context.Background()); err != nil {
 		t.Fatalf("depstest: restart the shared kafka cluster's nodes after an earlier test killed them: %v", err)
 	}

@@ -1,15 +1,12 @@
 package depstest
 
 import (
-	"context"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/highload-lab/hlab/internal/deps"
 )
 
-var secure sharedKafka
+var secure = sharedKafka{what: "secured kafka"}
 
 // SecureKafka returns the test binary's shared secured broker: a real
 // Kafka with SASL_SSL, SASL_PLAINTEXT, SSL and mutual-TLS listeners
@@ -19,18 +16,5 @@ var secure sharedKafka
 func SecureKafka(t testing.TB) *deps.Kafka {
 	t.Helper()
 	skipUnwanted(t, deps.KafkaReal)
-	box := Sandbox(t)
-	secure.once.Do(func() {
-		start := time.Now()
-		secure.k, secure.err = deps.StartKafka(context.Background(), box, deps.KafkaConfig{
-			Kind: deps.KafkaReal, Secure: true, Version: os.Getenv("HLAB_TEST_KAFKA_VERSION"),
-		})
-		if secure.err == nil {
-			t.Logf("depstest: started the shared secured %s in %s: %+v", secure.k.Kind, time.Since(start).Round(time.Millisecond), *secure.k.Secure)
-		}
-	})
-	if secure.err != nil {
-		t.Fatalf("depstest: the shared secured kafka did not start (later tests get the same error): %v", secure.err)
-	}
-	return secure.k
+	return secure.get(t, Sandbox(t), deps.KafkaConfig{Kind: deps.KafkaReal, Secure: true})
 }
