@@ -7,12 +7,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/highload-lab/hlab/internal/procfs"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
-
-// userHZ is the unit of /proc/stat's counters on every Linux the lab
-// supports (USER_HZ, fixed at 100 for user space).
-const userHZ = 100
 
 // noiseProbe reads, at one moment, how much CPU the whole machine, the
 // lab's own process (the load generator, the checker) and the processes
@@ -82,7 +79,7 @@ func machineBusy() (float64, bool) {
 		}
 		sum += v
 	}
-	return sum / userHZ, true
+	return sum / procfs.ClockTicks, true // USER_HZ, the unit of /proc/stat too
 }
 
 // loadAverage returns the 1-minute load average, nil where unknown.
