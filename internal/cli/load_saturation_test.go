@@ -42,12 +42,38 @@ func TestLoadSaturatedUnderQuota(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("hi")) }))
 	defer srv.Close()
 
-	out, err := os.Create(filepath.Join(t.TempDir(), "out.json"))
+	// A machine busy with other work may not give the generator even its
+	// tenth: it then used less than its quota, and rightly does not call
+	// itself saturated by it. That says nothing of the quota, so such a
+	// run is tried again, three times at most.
+	var g generatorJSON
+	for try := 1; try <= 3; try++ {
+		g = loadUnderQuota(t, sb, bin, srv.URL)
+		t.Logf("try %d under a 0.1 CPU quota: %+v", try, g)
+		if g.CPU >= 0.08 || g.Saturated {
+			break
+		}
+	}
+	if !g.Saturated || g.CPUsAvailable != 0.1 || g.CPU < 0.08 || g.CPU > 0.15 {
+		t.Errorf("under a 0.1 CPU quota: generator_cpu %v of generator_cpus_available %v, saturated %v;"+
+			" want about 0.1 of 0.1, saturated", g.CPU, g.CPUsAvailable, g.Saturated)
+	}
+	if g.Requests == 0 || g.SuccessRatio != 1 {
+		t.Errorf("requests %d, success ratio %v", g.Requests, g.SuccessRatio)
+	}
+}
+
+// loadUnderQuota runs hlab load for 3 s in sb under a 0.1 CPU quota
+// against url, and returns its --json output.
+func loadUnderQuota(t *testing.T, sb *sandbox.Sandbox, bin, url string) generatorJSON {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "out.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	errf, err := os.Create(filepath.Join(t.TempDir(), "err.txt"))
+	errf, err := os.Create(filepath.Join(dir, "err.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +82,7 @@ func TestLoadSaturatedUnderQuota(t *testing.T) {
 	defer cancel()
 	p, err := sb.Start(ctx, sandbox.Spec{
 		Name: "load", Path: bin, CPU: 0.1, Stdout: out, Stderr: errf,
-		Args: []string{"load", "--connections", "10", "--duration", "3s", "--json", srv.URL},
+		Args: []string{"load", "--connections", "10", "--duration", "3s", "--json", url},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -73,15 +99,7 @@ func TestLoadSaturatedUnderQuota(t *testing.T) {
 		stderr, _ := os.ReadFile(errf.Name())
 		t.Fatalf("hlab load: %v\n%s", err, stderr)
 	}
-	g := readGeneratorJSON(t, out.Name())
-	t.Logf("under a 0.1 CPU quota: %+v", g)
-	if !g.Saturated || g.CPUsAvailable != 0.1 || g.CPU < 0.08 || g.CPU > 0.15 {
-		t.Errorf("under a 0.1 CPU quota: generator_cpu %v of generator_cpus_available %v, saturated %v;"+
-			" want about 0.1 of 0.1, saturated", g.CPU, g.CPUsAvailable, g.Saturated)
-	}
-	if g.Requests == 0 || g.SuccessRatio != 1 {
-		t.Errorf("requests %d, success ratio %v", g.Requests, g.SuccessRatio)
-	}
+	return readGeneratorJSON(t, out.Name())
 }
 
 // TestLoadNotSaturatedAgainstSlowServer: against a server that takes 50 ms
