@@ -82,6 +82,7 @@ type pgConfig struct {
 	catalogCheck      time.Duration
 	minBackoff        time.Duration
 	maxBackoff        time.Duration
+	maxStaleness      time.Duration
 	logger            *slog.Logger
 }
 
@@ -148,6 +149,9 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 			return nil, fmt.Errorf("replica: table %s is bound twice", name)
 		}
 		s.bindings[name] = b
+	}
+	if err := boundStaleness(bindings, c.maxStaleness, c.statusInterval, "PostgresMaxStaleness", "PostgresStatusInterval"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -578,7 +582,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 	nextStatus := time.Now().Add(s.cfg.statusInterval)
 	for {
 		if time.Now().After(nextStatus) {
-			if err := s.sendStatus(ctx, repl, false); err != nil {
+			// The server's reply says whether anything is pending: while
+			// nothing changes, it is what keeps the tables fresh.
+			if err := s.sendStatus(ctx, repl, true); err != nil {
 				return err
 			}
 			nextStatus = time.Now().Add(s.cfg.statusInterval)
@@ -599,6 +605,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		if !ok || len(cd.Data) == 0 {
 			continue
 		}
+		nothingPending := false
 		switch cd.Data[0] {
 		case pglogrepl.PrimaryKeepaliveMessageByteID:
 			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
@@ -610,6 +617,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				// The server sent everything before ServerWALEnd and we are
 				// between transactions: it may recycle up to there.
 				s.confirm(k.ServerWALEnd)
+				nothingPending = true
 			}
 			if k.ReplyRequested {
 				nextStatus = time.Time{}
@@ -643,6 +651,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				}
 				clear(touched)
 				inTx, skipTx = false, false
+				nothingPending = true
 			default:
 				if !skipTx {
 					if err := s.change(msg, touched); err != nil {
@@ -654,6 +663,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		if !ready && received >= caughtUp && !inTx {
 			ready = true
 			s.setErr(nil)
+		}
+		if ready && nothingPending {
+			confirmFresh(maps.Values(s.bindings), time.Now())
 		}
 	}
 }
