@@ -1,12 +1,14 @@
 package replica_test
 
 import (
+	"context"
 	"errors"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
@@ -25,27 +27,31 @@ func throughProxy(t *testing.T, dsn string) (string, *testkit.Proxy) {
 }
 
 // TestStaleWhileStreamIsDown bounds staleness for real: the source's
-// connections go through a proxy that resets them and refuses new ones.
-// An idle replica stays fresh for several times the bound; once the
-// stream is lost, Fresh fails with ErrStale after the bound (counted from
-// the last confirmation, not before), and a replica that is fresh again
-// holds what was written while it was cut off.
+// connections go through a proxy that resets them and refuses new ones
+// (see staleWhileCutOff).
 func TestStaleWhileStreamIsDown(t *testing.T) {
-	const (
-		bound  = 2 * time.Second
-		status = 100 * time.Millisecond // run's PostgresStatusInterval
-	)
+	const bound = 2 * time.Second
 	direct, db := setup(t, 100)
 	dsn, proxy := throughProxy(t, direct)
 	tb, _ := start(t, dsn, replica.PostgresSlot("stale"), replica.PostgresMaxStaleness(bound))
+	staleWhileCutOff(t, tb, bound, proxy.SetDown, func() { exec(t, db, `UPDATE items SET qty = -1 WHERE id = 1`) })
+}
+
+// staleWhileCutOff checks tb, whose source's connections setDown cuts
+// and refuses, against its staleness bound: fresh while idle for three
+// times the bound; stale once cut off, not before the bound has passed
+// since the last confirmation; fresh again once back and caught up, with
+// what write (setting item 1's qty to -1) did while it was cut off.
+func staleWhileCutOff(t *testing.T, tb *replica.Table[int32, item], bound time.Duration, setDown func(bool), write func()) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	if err := replica.RegisterMetrics(reg, tb); err != nil {
 		t.Fatal(err)
 	}
 	testkit.EventuallyNil(t, 15*time.Second, "fresh once loaded", tb.Fresh)
 
-	// Idle: no writes for three times the bound. The source's own status
-	// requests keep it fresh.
+	// Idle: no writes for three times the bound. The source's own
+	// requests to the server keep it fresh.
 	var oldest time.Duration
 	for until := time.Now().Add(3 * bound); time.Now().Before(until); time.Sleep(20 * time.Millisecond) {
 		if err := tb.Fresh(); err != nil {
@@ -57,9 +63,9 @@ func TestStaleWhileStreamIsDown(t *testing.T) {
 
 	// The stream lost: every connection reset, new ones refused.
 	lastConfirmed := time.Now().Add(-tb.Age())
-	proxy.SetDown(true)
+	setDown(true)
 	lost := time.Now()
-	exec(t, db, `UPDATE items SET qty = -1 WHERE id = 1`) // the replica cannot see it
+	write() // the replica cannot see it
 	var stale *replica.StaleError
 	testkit.Eventually(t, 30*time.Second, "ErrStale after the stream is lost", func() bool {
 		err := tb.Fresh()
@@ -75,15 +81,15 @@ func TestStaleWhileStreamIsDown(t *testing.T) {
 	if got := testkit.MetricSum(t, reg, "replica_staleness_seconds", map[string]string{"table": "items"}); got < bound.Seconds() {
 		t.Errorf("replica_staleness_seconds = %v while stale, want at least %v", got, bound.Seconds())
 	}
-	t.Logf("stream lost -> ErrStale: %s (bound %s, status interval %s; last confirmation %s before the loss)",
-		staleAt.Sub(lost).Round(time.Millisecond), bound, status, lost.Sub(lastConfirmed).Round(time.Millisecond))
+	t.Logf("stream lost -> ErrStale: %s (bound %s; last confirmation %s before the loss)",
+		staleAt.Sub(lost).Round(time.Millisecond), bound, lost.Sub(lastConfirmed).Round(time.Millisecond))
 	if v, ok := tb.Get(1); !ok || v.Qty == -1 {
 		t.Fatalf("cut off, the replica has item 1 = %+v, %v", v, ok)
 	}
 
 	// Back: fresh again only once caught up, so the write made while it
-	// was down is there the moment Fresh says so.
-	proxy.SetDown(false)
+	// was cut off is there the moment Fresh says so.
+	setDown(false)
 	testkit.EventuallyNil(t, 30*time.Second, "fresh again once the stream is back", tb.Fresh)
 	if v, _ := tb.Get(1); v.Qty != -1 {
 		t.Fatalf("fresh again, yet item 1 = %+v: the write made while it was cut off is missing", v)
@@ -112,4 +118,20 @@ func TestMaxStalenessValidated(t *testing.T) {
 	if err := tb.Fresh(); !errors.Is(err, replica.ErrStale) {
 		t.Errorf("never loaded, with a bound: Fresh = %v, want ErrStale", err)
 	}
+}
+
+// TestMongoStaleWhileStreamIsDown: the same for a MongoSource, whose idle
+// stream confirms it is current at every empty batch.
+func TestMongoStaleWhileStreamIsDown(t *testing.T) {
+	const bound = time.Second // MongoMaxAwait 200ms in startMongoSource
+	m := startStandIn(t)
+	db, coll := mongoItems(t, m, 100)
+	proxy := newWireProxy(t, m.Addr)
+	tb, _ := startMongoSource(t, proxy.URI(), db, replica.MongoMaxStaleness(bound))
+	staleWhileCutOff(t, tb, bound, proxy.setDown, func() {
+		if _, err := coll.UpdateOne(context.Background(), bson.D{{Key: "_id", Value: int32(1)}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "qty", Value: int32(-1)}}}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
