@@ -3,7 +3,6 @@ package replica_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"testing"
 	"time"
 
@@ -14,25 +13,13 @@ import (
 	"github.com/highload-lab/hlab/replica"
 )
 
-// throughProxy returns dsn with its host replaced by a proxy to it.
-func throughProxy(t *testing.T, dsn string) (string, *testkit.Proxy) {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testkit.NewProxy(t, u.Host)
-	u.Host = p.Addr()
-	return u.String(), p
-}
-
 // TestStaleWhileStreamIsDown bounds staleness for real: the source's
 // connections go through a proxy that resets them and refuses new ones
 // (see staleWhileCutOff).
 func TestStaleWhileStreamIsDown(t *testing.T) {
 	const bound = 2 * time.Second
 	direct, db := setup(t, 100)
-	dsn, proxy := throughProxy(t, direct)
+	dsn, proxy := testkit.ProxyURL(t, direct)
 	tb, _ := start(t, dsn, replica.PostgresSlot("stale"), replica.PostgresMaxStaleness(bound))
 	staleWhileCutOff(t, tb, bound, proxy.SetDown, func() { exec(t, db, `UPDATE items SET qty = -1 WHERE id = 1`) })
 }

@@ -3,6 +3,7 @@ package testkit
 import (
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 )
@@ -92,4 +93,17 @@ func (p *Proxy) SetUpstream(addr string) {
 	p.mu.Lock()
 	p.upstream = addr
 	p.mu.Unlock()
+}
+
+// ProxyURL starts a Proxy to rawURL's host (a DSN or URI in URL form)
+// and returns rawURL with its host replaced by the proxy's.
+func ProxyURL(t testing.TB, rawURL string) (string, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProxy(t, u.Host)
+	u.Host = p.Addr()
+	return u.String(), p
 }
