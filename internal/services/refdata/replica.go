@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,8 +35,10 @@ type source interface {
 }
 
 // NewReplica binds set to a Postgres source on db (DSN, Slot, Publication)
-// and registers its metrics with reg.
-func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) (*Replica, error) {
+// and registers its metrics with reg. maxStaleness bounds the age of
+// the tables' data before Fresh fails (replica.PostgresMaxStaleness; 0:
+// no bound).
+func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger, maxStaleness time.Duration) (*Replica, error) {
 	if db.DSN == "" {
 		return nil, ErrNoDSN
 	}
@@ -43,7 +46,8 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	return newReplica(set, reg, "postgres", func(t table) replica.Binding { return t.binding },
 		func(bindings []replica.Binding) (source, error) {
 			return replica.NewPostgresSource(db.DSN, bindings,
-				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
+				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger),
+				replica.PostgresMaxStaleness(maxStaleness))
 		})
 }
 
