@@ -100,7 +100,9 @@ func PostgresPublication(name string) PostgresOption {
 	return func(c *pgConfig) { c.publication = name }
 }
 
-// PostgresStatusInterval is how often applied positions are confirmed (default 1s).
+// PostgresStatusInterval is how often applied positions are confirmed
+// (default 1s), each time asking the server to reply: its keepalive is
+// what keeps an idle replica fresh (PostgresMaxStaleness).
 func PostgresStatusInterval(d time.Duration) PostgresOption {
 	return func(c *pgConfig) { c.statusInterval = d }
 }
