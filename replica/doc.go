@@ -89,8 +89,11 @@
 // everything committed up to at most d ago, plus the time one
 // confirmation takes to arrive (a keepalive's trip from the server).
 // What it does not: the commit-to-visible lag of a busy stream
-// (replica_lag_seconds), or a server that has itself fallen behind
-// (freshness is the server's word on what it has decoded and sent).
+// (replica_lag_seconds), a server that has itself fallen behind
+// (freshness is the server's word on what it has decoded and sent), or
+// a commit not yet flushed: the server decodes WAL once it is flushed,
+// so with synchronous_commit=off a commit may be visible in Postgres up
+// to 3 x wal_writer_delay before the stream can carry it.
 // Once the stream is back, the table is fresh again only when the
 // source has caught up. d must be longer than the interval at which an
 // idle source confirms (the constructor refuses less); a few times it

@@ -582,6 +582,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		return err
 	}
 	nextStatus := time.Now().Add(s.cfg.statusInterval)
+	heard := time.Now()
 	for {
 		if time.Now().After(nextStatus) {
 			// The server's reply says whether anything is pending: while
@@ -596,10 +597,14 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		cancel()
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
+				if err := s.cfg.checkHeard(heard); err != nil {
+					return err
+				}
 				continue
 			}
 			return fmt.Errorf("replication stream: %w", err)
 		}
+		heard = time.Now()
 		if e, ok := raw.(*pgproto3.ErrorResponse); ok {
 			return fmt.Errorf("replication stream: %s (%s)", e.Message, e.Code)
 		}

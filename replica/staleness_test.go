@@ -122,3 +122,32 @@ func TestMongoStaleWhileStreamIsDown(t *testing.T) {
 		}
 	})
 }
+
+// TestBlackHoledStreamReconnects: the network drops every byte of the
+// replication connection without closing it (no read or write fails).
+// The replica goes stale after its bound, and the source, hearing
+// nothing although it asks the server to reply, takes the connection for
+// dead and reconnects, instead of waiting for TCP to give up (minutes).
+func TestBlackHoledStreamReconnects(t *testing.T) {
+	const bound = 2 * time.Second
+	direct, db := setup(t, 50)
+	dsn, proxy := testkit.ProxyURL(t, direct)
+	tb, _ := start(t, dsn, replica.PostgresSlot("black_hole"), replica.PostgresMaxStaleness(bound))
+	testkit.EventuallyNil(t, 15*time.Second, "fresh once loaded", tb.Fresh)
+
+	proxy.SetBlackHole(true)
+	holed := time.Now()
+	// Long before the network is back: this Postgres runs with
+	// synchronous_commit off, and the server streams a commit only once
+	// it is flushed.
+	exec(t, db, `UPDATE items SET qty = -1 WHERE id = 1`)
+	testkit.Eventually(t, 30*time.Second, "ErrStale while black-holed", func() bool { return errors.Is(tb.Fresh(), replica.ErrStale) })
+	testkit.Eventually(t, 30*time.Second, "the source takes the silent connection for dead", func() bool { return !tb.Ready() && tb.Err() != nil })
+	t.Logf("black-holed -> not ready after %s: %v", time.Since(holed).Round(time.Millisecond), tb.Err())
+
+	proxy.SetBlackHole(false)
+	testkit.EventuallyNil(t, 30*time.Second, "fresh again once the network is back", tb.Fresh)
+	if v, _ := tb.Get(1); v.Qty != -1 {
+		t.Fatalf("fresh again, yet item 1 = %+v: the write made while black-holed is missing", v)
+	}
+}

@@ -1,24 +1,27 @@
 package testkit
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // Proxy forwards TCP connections to an upstream and makes the network
 // faults a test needs, for real: Cut resets every connection through it
 // (RST, as when a host dies or a middlebox drops its state), SetDown
-// also refuses new ones until it is lifted (a partition), and
-// SetUpstream points new connections elsewhere (a restarted server).
+// also refuses new ones until it is lifted (a partition), SetBlackHole
+// drops every byte both ways while connections stay open (a partition
+// no one is told of: nothing fails, nothing arrives), and SetUpstream
+// points new connections elsewhere (a restarted server).
 type Proxy struct {
-	ln       net.Listener
-	mu       sync.Mutex
-	upstream string
-	down     bool
-	conns    map[net.Conn]struct{}
+	ln        net.Listener
+	mu        sync.Mutex
+	upstream  string
+	down      bool
+	blackHole atomic.Bool
+	conns     map[net.Conn]struct{}
 }
 
 // NewProxy listens on a free loopback port and forwards to upstream
@@ -54,8 +57,36 @@ func (p *Proxy) serve() {
 		}
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.mu.Unlock()
-		go func() { io.Copy(up, c); abort(up); abort(c) }()
-		go func() { io.Copy(c, up); abort(c); abort(up) }()
+		go func() { p.pipe(up, c); abort(up); abort(c) }()
+		go func() { p.pipe(c, up); abort(c); abort(up) }()
+	}
+}
+
+// pipe copies from src to dst until either fails, dropping what it
+// reads while the proxy is a black hole.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.blackHole.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// SetBlackHole drops every byte through the proxy from now on, both
+// ways, without closing anything (on), or forwards them again (off). The
+// connections that lost bytes are reset when it is lifted, as a
+// middlebox that lost their state would when they speak again.
+func (p *Proxy) SetBlackHole(on bool) {
+	p.blackHole.Store(on)
+	if !on {
+		p.Cut()
 	}
 }
 
