@@ -39,13 +39,18 @@ type Config struct {
 // or a long transaction on the wire does not take an instance out.
 const DefaultMaxStaleness = 5 * time.Second
 
+// MinMaxStaleness is the least Config.MaxStaleness taken: twice the
+// interval at which an idle replica confirms it is current (1 s for
+// Postgres; MongoDB's await, 1 s, plus its poll).
+const MinMaxStaleness = 2 * time.Second
+
 // RegisterFlags adds --source, described by sourceHelp, and the database
 // flags of service to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet, service, sourceHelp string) {
 	fs.Var(&c.Source, "source", sourceHelp)
 	c.DB.RegisterFlags(fs, service)
 	c.Mongo.RegisterFlags(fs)
-	fs.DurationVar(&c.MaxStaleness, "max-staleness", DefaultMaxStaleness, "how old the replica's data may be before requests answer 503 (with Retry-After and its age) and /readyz fails: the time since it last confirmed it had everything the database committed. It confirms at least once a second while idle, so give more than 1s; a few seconds ride out a slow round trip. Every answer carries the age in X-Replica-Age")
+	fs.DurationVar(&c.MaxStaleness, "max-staleness", DefaultMaxStaleness, "how old the replica's data may be before requests answer 503 (with Retry-After and its age) and /readyz fails: the time since it last confirmed it had everything the database committed. It confirms at least once a second while idle, so give at least 2s; a few seconds ride out a slow round trip. Every answer carries the age in X-Replica-Age")
 }
 
 // SetDefaults fills c's zero fields with the defaults for service, or
@@ -64,10 +69,10 @@ func (c *Config) SetDefaults(service string) error {
 	}
 	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
 	c.Logger = cmp.Or(c.Logger, slog.Default())
-	if c.MaxStaleness < 0 {
-		return fmt.Errorf("max staleness %s: give a positive duration (default %s)", c.MaxStaleness, DefaultMaxStaleness)
-	}
 	c.MaxStaleness = cmp.Or(c.MaxStaleness, DefaultMaxStaleness)
+	if c.MaxStaleness < MinMaxStaleness {
+		return fmt.Errorf("--max-staleness %s: give at least %s (default %s): an idle replica confirms it is current about once a second", c.MaxStaleness, MinMaxStaleness, DefaultMaxStaleness)
+	}
 	c.DB.SetDefaults(service)
 	return nil
 }
