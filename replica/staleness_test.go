@@ -21,7 +21,14 @@ func TestStaleWhileStreamIsDown(t *testing.T) {
 	direct, db := setup(t, 100)
 	dsn, proxy := testkit.ProxyURL(t, direct)
 	tb, _ := start(t, dsn, replica.PostgresSlot("stale"), replica.PostgresMaxStaleness(bound))
-	staleWhileCutOff(t, tb, bound, proxy.SetDown, func() { exec(t, db, `UPDATE items SET qty = -1 WHERE id = 1`) })
+	staleWhileCutOff(t, tb, bound, proxy.SetDown, func() {
+		// A backlog of transactions before the one checked: fresh again
+		// must mean caught up, not merely streaming.
+		for range 1000 {
+			exec(t, db, `UPDATE items SET qty = qty + 1 WHERE id = 2`)
+		}
+		exec(t, db, `UPDATE items SET qty = -1 WHERE id = 1`)
+	})
 }
 
 // staleWhileCutOff checks tb, whose source's connections setDown cuts
@@ -52,7 +59,6 @@ func staleWhileCutOff(t *testing.T, tb *replica.Table[int32, item], bound time.D
 	lastConfirmed := time.Now().Add(-tb.Age())
 	setDown(true)
 	lost := time.Now()
-	write() // the replica cannot see it
 	var stale *replica.StaleError
 	testkit.Eventually(t, 30*time.Second, "ErrStale after the stream is lost", func() bool {
 		err := tb.Fresh()
@@ -70,6 +76,7 @@ func staleWhileCutOff(t *testing.T, tb *replica.Table[int32, item], bound time.D
 	}
 	t.Logf("stream lost -> ErrStale: %s (bound %s; last confirmation %s before the loss)",
 		staleAt.Sub(lost).Round(time.Millisecond), bound, lost.Sub(lastConfirmed).Round(time.Millisecond))
+	write() // the replica cannot see it
 	if v, ok := tb.Get(1); !ok || v.Qty == -1 {
 		t.Fatalf("cut off, the replica has item 1 = %+v, %v", v, ok)
 	}
