@@ -27,7 +27,10 @@ func TestStaleWhileStreamIsDown(t *testing.T) {
 		for range 1000 {
 			exec(t, db, `UPDATE items SET qty = qty + 1 WHERE id = 2`)
 		}
-		exec(t, db, `UPDATE items SET qty = -1 WHERE id = 1`)
+		// Flushed when it returns, with everything before it: this
+		// Postgres runs synchronous_commit off, and the server streams a
+		// commit only once it is flushed (see the package doc).
+		exec(t, db, `BEGIN; SET LOCAL synchronous_commit = on; UPDATE items SET qty = -1 WHERE id = 1; COMMIT`)
 	})
 }
 
