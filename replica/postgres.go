@@ -612,7 +612,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		if !ok || len(cd.Data) == 0 {
 			continue
 		}
-		nothingPending := false
+		// whole: a transaction applied, or a keepalive between
+		// transactions: the tables hold everything the server had sent.
+		whole := false
 		switch cd.Data[0] {
 		case pglogrepl.PrimaryKeepaliveMessageByteID:
 			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
@@ -624,7 +626,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				// The server sent everything before ServerWALEnd and we are
 				// between transactions: it may recycle up to there.
 				s.confirm(k.ServerWALEnd)
-				nothingPending = true
+				whole = true
 			}
 			if k.ReplyRequested {
 				nextStatus = time.Time{}
@@ -658,7 +660,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				}
 				clear(touched)
 				inTx, skipTx = false, false
-				nothingPending = true
+				whole = true
 			default:
 				if !skipTx {
 					if err := s.change(msg, touched); err != nil {
@@ -671,7 +673,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			ready = true
 			s.setErr(nil)
 		}
-		if ready && nothingPending {
+		// Fresh only once caught up with where the server was when this
+		// connection began: before, the tables lag what it has.
+		if ready && whole {
 			confirmFresh(maps.Values(s.bindings), time.Now())
 		}
 	}
