@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,71 +61,6 @@ func (w *gw) kill() {
 	w.srv.Stop()
 	w.g.Close()
 	w.stop()
-}
-
-// proxy forwards TCP connections to a gateway and can cut them all
-// abruptly (RST, as when a gateway's host dies), or point new
-// connections at another gateway (a restarted one).
-type proxy struct {
-	ln       net.Listener
-	mu       sync.Mutex
-	upstream string
-	conns    map[net.Conn]struct{}
-}
-
-func newProxy(t *testing.T, upstream string) *proxy {
-	t.Helper()
-	ln := testkit.Listen(t)
-	p := &proxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		up, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			p.mu.Unlock()
-			abort(c)
-			continue
-		}
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		go func() { io.Copy(up, c); abort(up); abort(c) }()
-		go func() { io.Copy(c, up); abort(c); abort(up) }()
-	}
-}
-
-// abort closes c with a TCP RST instead of a FIN.
-func abort(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	c.Close()
-}
-
-// cut resets every connection through the proxy.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		abort(c)
-		delete(p.conns, c)
-	}
-}
-
-func (p *proxy) setUpstream(addr string) {
-	p.mu.Lock()
-	p.upstream = addr
-	p.mu.Unlock()
 }
 
 func dial(t *testing.T, addr string) *databus.Client {

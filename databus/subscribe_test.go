@@ -91,10 +91,10 @@ func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
 		topic := depstest.Topic(t, k, 2)
 		cfg := gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond}
 		old := startGateway(t, cfg)
-		px := newProxy(t, old.addr)
+		px := testkit.NewProxy(t, old.addr)
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		pub, err := dial(t, px.addr()).NewPublisher(ctx, topic)
+		pub, err := dial(t, px.Addr()).NewPublisher(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
 
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
-		s := subscribeHolding(sctx, t, px.addr(), topic, depstest.Group(t))
+		s := subscribeHolding(sctx, t, px.Addr(), topic, depstest.Group(t))
 		select {
 		case <-s.holding:
 		case err := <-s.ended:
@@ -117,8 +117,8 @@ func TestSubscribeSurvivesAGatewayRestart(t *testing.T) {
 		// The restart: connections reset, the old gateway gone, a new
 		// one behind the same address.
 		restarted := startGateway(t, cfg)
-		px.setUpstream(restarted.addr)
-		px.cut()
+		px.SetUpstream(restarted.addr)
+		px.Cut()
 		old.kill()
 		close(s.release)
 
@@ -154,7 +154,7 @@ func TestSubscribeWithoutReconnect(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
 	topic := depstest.Topic(t, k, 1)
 	w := startGateway(t, gateway.Config{Brokers: k.Brokers})
-	px := newProxy(t, w.addr)
+	px := testkit.NewProxy(t, w.addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pub, err := dial(t, w.addr).NewPublisher(ctx, topic)
@@ -165,9 +165,9 @@ func TestSubscribeWithoutReconnect(t *testing.T) {
 	if err := pub.Publish(ctx, msgs(0, 10)...); err != nil {
 		t.Fatal(err)
 	}
-	s := subscribeHolding(ctx, t, px.addr(), topic, depstest.Group(t), databus.Reconnect(false))
+	s := subscribeHolding(ctx, t, px.Addr(), topic, depstest.Group(t), databus.Reconnect(false))
 	<-s.holding
-	px.cut()
+	px.Cut()
 	close(s.release)
 	select {
 	case err := <-s.ended:

@@ -26,6 +26,7 @@ type Binding interface {
 	flush(commit time.Time)
 	reset()
 	setReady(error)
+	freshness() *freshness
 }
 
 // rowShape is what a source tells a binding, when it loads a table, about
@@ -328,3 +329,5 @@ func (b *binding[K, V]) reset() {
 }
 
 func (b *binding[K, V]) setReady(err error) { b.t.setReady(err) }
+
+func (b *binding[K, V]) freshness() *freshness { return &b.t.freshness }

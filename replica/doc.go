@@ -61,6 +61,44 @@
 //     Run with what to change (ErrUnsupportedTable). The replica is
 //     exact, or it says it is not: it never serves frozen data as Ready.
 //
+// # Bounded staleness
+//
+// A table's freshness is the last time its source knew the table held
+// everything the database had committed: when it applied a transaction,
+// or, while nothing changes, when the server answered that nothing was
+// pending (PostgresSource: a keepalive between transactions, which it
+// asks for every PostgresStatusInterval; MongoSource: an empty batch,
+// every MongoMaxAwait). A source that is reconnecting, resyncing or
+// catching up confirms nothing. Table.Age is the time since then
+// (replica_staleness_seconds{table}), read without a lock.
+//
+// With PostgresMaxStaleness(d) or MongoMaxStaleness(d), Table.Fresh
+// returns a *StaleError, matching ErrStale and carrying the age, once
+// Age passes d: a handler asks it once per request and answers 503
+// instead of data the replica cannot vouch for. Get itself never fails
+// and stays lock-free; Fresh is the check.
+//
+//	if err := products.Fresh(); err != nil { // *replica.StaleError
+//		w.Header().Set("Retry-After", "1")
+//		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+//		return
+//	}
+//	p, ok := products.Get(42)
+//
+// What d bounds: a read that passed Fresh returns data that held
+// everything committed up to at most d ago, plus the time one
+// confirmation takes to arrive (a keepalive's trip from the server).
+// What it does not: the commit-to-visible lag of a busy stream
+// (replica_lag_seconds), a server that has itself fallen behind
+// (freshness is the server's word on what it has decoded and sent), or
+// a commit not yet flushed: the server decodes WAL once it is flushed,
+// so with synchronous_commit=off a commit may be visible in Postgres up
+// to 3 x wal_writer_delay before the stream can carry it.
+// Once the stream is back, the table is fresh again only when the
+// source has caught up. d must be longer than the interval at which an
+// idle source confirms (the constructor refuses less); a few times it
+// rides out a slow round trip without flapping.
+//
 // # Tables
 //
 // PostgresSource follows tables and partitioned tables. Before its first

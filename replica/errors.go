@@ -22,3 +22,10 @@ var ErrSlotInUse = errors.New("replica: the replication slot is used by another 
 // After the first load the same causes make the tables not Ready, with
 // the error in Err, and the source retries.
 var ErrUnsupportedTable = errors.New("replica: a bound table cannot be followed as it is")
+
+// ErrStale is matched (errors.Is) by the *StaleError that Table.Fresh
+// returns once a table's source has not confirmed it current for longer
+// than its bound (PostgresMaxStaleness, MongoMaxStaleness): the stream is
+// down, or behind. The table still serves its last data through Get; a
+// handler that must not answer with data that old answers 503 instead.
+var ErrStale = errors.New("replica: the table is older than its staleness bound")

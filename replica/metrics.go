@@ -23,7 +23,8 @@ func (t *Table[K, V]) observeLag(f func(time.Duration)) {
 }
 
 // RegisterMetrics exports the tables' state to reg: rows, readiness,
-// applied changes, and the lag from a change's commit in the source to
+// applied changes, their age (replica_staleness_seconds: Table.Age), and
+// the lag from a change's commit in the source to
 // its being visible here (a histogram). Sources with decode errors can be
 // added with RegisterSource.
 func RegisterMetrics(reg prometheus.Registerer, tables ...Observable) error {
@@ -46,6 +47,7 @@ var (
 	rowsDesc    = prometheus.NewDesc("replica_rows", "Rows in the replica.", []string{"table"}, nil)
 	readyDesc   = prometheus.NewDesc("replica_ready", "1 while the replica holds current data.", []string{"table"}, nil)
 	appliedDesc = prometheus.NewDesc("replica_applied_changes_total", "Changes applied from the source.", []string{"table"}, nil)
+	ageDesc     = prometheus.NewDesc("replica_staleness_seconds", "Time since the source last confirmed the replica held everything the database had committed (an applied transaction, or a keepalive showing nothing pending).", []string{"table"}, nil)
 )
 
 type collector struct{ tables []Observable }
@@ -54,6 +56,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rowsDesc
 	ch <- readyDesc
 	ch <- appliedDesc
+	ch <- ageDesc
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -66,6 +69,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(s.Rows), t.Name())
 		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready, t.Name())
 		ch <- prometheus.MustNewConstMetric(appliedDesc, prometheus.CounterValue, float64(s.Applied), t.Name())
+		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, s.Age.Seconds(), t.Name())
 	}
 }
 

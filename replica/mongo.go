@@ -136,6 +136,7 @@ type mongoColl struct {
 type mongoConfig struct {
 	minBackoff, maxBackoff time.Duration
 	maxAwait, pollInterval time.Duration
+	maxStaleness           time.Duration
 	logger                 *slog.Logger
 }
 
@@ -195,6 +196,9 @@ func NewMongoSource(uri, db string, bindings []Binding, opts ...MongoOption) (*M
 		}
 		seen[name] = true
 		s.colls = append(s.colls, &mongoColl{name: name, b: b})
+	}
+	if err := boundStaleness(bindings, c.maxStaleness, c.maxAwait+c.pollInterval, "MongoMaxStaleness", "MongoMaxAwait + MongoPollInterval"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -536,6 +540,7 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs changeCursor,
 			}
 			h.mu.Unlock()
 		}
+		confirmMongoFresh(c, h, txn)
 	}
 	// What is still pending when the stream ends is an unfinished
 	// transaction: it comes again whole from the resume token.

@@ -65,12 +65,12 @@ func bindMongoItems(t *replica.Table[int32, item]) replica.Binding {
 
 // startMongoSource runs a source for db.items at uri and waits until the
 // table is ready.
-func startMongoSource(t *testing.T, uri, db string) (*replica.Table[int32, item], *replica.MongoSource) {
+func startMongoSource(t *testing.T, uri, db string, opts ...replica.MongoOption) (*replica.Table[int32, item], *replica.MongoSource) {
 	t.Helper()
 	tb := replica.NewTable[int32, item]("items")
-	src, err := replica.NewMongoSource(uri, db, []replica.Binding{bindMongoItems(tb)},
-		replica.MongoBackoff(20*time.Millisecond, 200*time.Millisecond),
-		replica.MongoMaxAwait(200*time.Millisecond), replica.MongoPollInterval(5*time.Millisecond))
+	opts = append([]replica.MongoOption{replica.MongoBackoff(20*time.Millisecond, 200*time.Millisecond),
+		replica.MongoMaxAwait(200 * time.Millisecond), replica.MongoPollInterval(5 * time.Millisecond)}, opts...)
+	src, err := replica.NewMongoSource(uri, db, []replica.Binding{bindMongoItems(tb)}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,7 @@ type pgConfig struct {
 	catalogCheck      time.Duration
 	minBackoff        time.Duration
 	maxBackoff        time.Duration
+	maxStaleness      time.Duration
 	logger            *slog.Logger
 }
 
@@ -99,7 +100,9 @@ func PostgresPublication(name string) PostgresOption {
 	return func(c *pgConfig) { c.publication = name }
 }
 
-// PostgresStatusInterval is how often applied positions are confirmed (default 1s).
+// PostgresStatusInterval is how often applied positions are confirmed
+// (default 1s), each time asking the server to reply: its keepalive is
+// what keeps an idle replica fresh (PostgresMaxStaleness).
 func PostgresStatusInterval(d time.Duration) PostgresOption {
 	return func(c *pgConfig) { c.statusInterval = d }
 }
@@ -148,6 +151,9 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 			return nil, fmt.Errorf("replica: table %s is bound twice", name)
 		}
 		s.bindings[name] = b
+	}
+	if err := boundStaleness(bindings, c.maxStaleness, c.statusInterval, "PostgresMaxStaleness", "PostgresStatusInterval"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -576,9 +582,12 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		return err
 	}
 	nextStatus := time.Now().Add(s.cfg.statusInterval)
+	heard := time.Now()
 	for {
 		if time.Now().After(nextStatus) {
-			if err := s.sendStatus(ctx, repl, false); err != nil {
+			// The server's reply says whether anything is pending: while
+			// nothing changes, it is what keeps the tables fresh.
+			if err := s.sendStatus(ctx, repl, true); err != nil {
 				return err
 			}
 			nextStatus = time.Now().Add(s.cfg.statusInterval)
@@ -588,10 +597,14 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		cancel()
 		if err != nil {
 			if pgconn.Timeout(err) && ctx.Err() == nil {
+				if err := s.cfg.checkHeard(heard); err != nil {
+					return err
+				}
 				continue
 			}
 			return fmt.Errorf("replication stream: %w", err)
 		}
+		heard = time.Now()
 		if e, ok := raw.(*pgproto3.ErrorResponse); ok {
 			return fmt.Errorf("replication stream: %s (%s)", e.Message, e.Code)
 		}
@@ -599,6 +612,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		if !ok || len(cd.Data) == 0 {
 			continue
 		}
+		// whole: a transaction applied, or a keepalive between
+		// transactions: the tables hold everything the server had sent.
+		whole := false
 		switch cd.Data[0] {
 		case pglogrepl.PrimaryKeepaliveMessageByteID:
 			k, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
@@ -610,6 +626,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				// The server sent everything before ServerWALEnd and we are
 				// between transactions: it may recycle up to there.
 				s.confirm(k.ServerWALEnd)
+				whole = true
 			}
 			if k.ReplyRequested {
 				nextStatus = time.Time{}
@@ -643,6 +660,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				}
 				clear(touched)
 				inTx, skipTx = false, false
+				whole = true
 			default:
 				if !skipTx {
 					if err := s.change(msg, touched); err != nil {
@@ -654,6 +672,11 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		if !ready && received >= caughtUp && !inTx {
 			ready = true
 			s.setErr(nil)
+		}
+		// Fresh only once caught up with where the server was when this
+		// connection began: before, the tables lag what it has.
+		if ready && whole {
+			confirmFresh(maps.Values(s.bindings), time.Now())
 		}
 	}
 }

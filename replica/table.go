@@ -25,9 +25,10 @@ type Table[K comparable, V any] struct {
 	hooks   []func(Change[K, V])
 
 	state
-	applied  atomic.Int64 // changes applied since the start
-	lastLag  atomic.Int64 // nanoseconds, commit -> visible, of the last batch
-	lastTime atomic.Int64 // unix nanos of the last applied commit
+	freshness freshness
+	applied   atomic.Int64 // changes applied since the start
+	lastLag   atomic.Int64 // nanoseconds, commit -> visible, of the last batch
+	lastTime  atomic.Int64 // unix nanos of the last applied commit
 }
 
 // version is one immutable state of a table: a base map plus a small delta
@@ -50,6 +51,7 @@ type entry[V any] struct {
 func NewTable[K comparable, V any](name string) *Table[K, V] {
 	t := &Table[K, V]{name: name}
 	t.state.init()
+	t.freshness.made = time.Now()
 	t.cur.Store(&version[K, V]{base: map[K]V{}, delta: map[K]entry[V]{}})
 	return t
 }
@@ -129,6 +131,7 @@ type Stats struct {
 	Applied    int64         // changes applied since the start
 	LastCommit time.Time     // commit time of the last applied change
 	LastLag    time.Duration // its commit -> visible delay
+	Age        time.Duration // since the source last confirmed it current (Table.Age)
 	Ready      bool
 	Err        error
 }
@@ -141,7 +144,7 @@ func (t *Table[K, V]) Stats() Stats {
 	}
 	return Stats{
 		Rows: t.Len(), Applied: t.applied.Load(), LastCommit: last,
-		LastLag: time.Duration(t.lastLag.Load()), Ready: t.Ready(), Err: t.Err(),
+		LastLag: time.Duration(t.lastLag.Load()), Age: t.Age(), Ready: t.Ready(), Err: t.Err(),
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package server runs an hlab service's HTTP handler with what every service
-// shares: GET /healthz, Prometheus GET /metrics, per-route request metrics,
-// bounded timeouts, and a graceful shutdown when the context ends (SIGTERM).
+// shares: GET /healthz and GET /readyz (see Config.Ready and Config.Fresh),
+// Prometheus GET /metrics, per-route request metrics, bounded timeouts, and
+// a graceful shutdown when the context ends (SIGTERM).
 package server
 
 import (
@@ -82,6 +83,13 @@ type Config struct {
 	// The error's text goes to the log, not to the caller: it may name a
 	// database's user and host, or brokers.
 	Ready func() error
+	// Fresh reports whether the service's data is recent enough to
+	// answer from (a replica within its staleness bound). /readyz answers
+	// 503 while Ready or Fresh returns non-nil; /healthz reads Ready
+	// only, so a Kubernetes liveness probe on it does not restart an
+	// instance whose data is merely old, while a readiness probe on
+	// /readyz stops routing to it (default: always fresh).
+	Fresh func() error
 }
 
 // Defaults of Config's timeouts.
@@ -227,8 +235,8 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Handler wraps h with /healthz, /metrics (unless MetricsOnAdmin) and
-// request metrics. Run uses it; it is exported for tests that serve
+// Handler wraps h with /healthz, /readyz, /metrics (unless
+// MetricsOnAdmin) and request metrics. Run uses it; it is exported for tests that serve
 // through httptest.
 func Handler(cfg Config, h http.Handler) http.Handler {
 	cfg.setDefaults()
@@ -250,6 +258,22 @@ func Handler(cfg Config, h http.Handler) http.Handler {
 			if err := cfg.Ready(); err != nil {
 				notReady.note(err)
 				http.Error(w, "not ready", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		for _, check := range []struct {
+			f    func() error
+			what string
+		}{{cfg.Ready, "not ready"}, {cfg.Fresh, "stale"}} {
+			if check.f == nil {
+				continue
+			}
+			if err := check.f(); err != nil {
+				notReady.note(err)
+				http.Error(w, check.what, http.StatusServiceUnavailable)
 				return
 			}
 		}

@@ -268,3 +268,30 @@ func TestRegisterFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyz: /readyz fails while the service is not ready or its data
+// is stale, /healthz only while it is not ready, so a liveness probe on
+// /healthz does not restart an instance whose data is merely old.
+func TestReadyz(t *testing.T) {
+	var ready, fresh error
+	h := Handler(Config{Name: "t", Ready: func() error { return ready }, Fresh: func() error { return fresh }}, http.NotFoundHandler())
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, c := range []struct {
+		ready, fresh    error
+		healthz, readyz int
+		body            string
+	}{
+		{nil, nil, 200, 200, "ok\n"},
+		{nil, errors.New("replica: 7s old"), 200, 503, "stale\n"},
+		{errors.New("stream down"), errors.New("replica: 7s old"), 503, 503, "not ready\n"},
+	} {
+		ready, fresh = c.ready, c.fresh
+		hz, _ := testkit.Get(t, srv.URL+"/healthz")
+		rz, body := testkit.Get(t, srv.URL+"/readyz")
+		if hz.StatusCode != c.healthz || rz.StatusCode != c.readyz || body != c.body {
+			t.Errorf("ready %v, fresh %v: /healthz %d, /readyz %d %q; want %d, %d %q",
+				c.ready, c.fresh, hz.StatusCode, rz.StatusCode, body, c.healthz, c.readyz, c.body)
+		}
+	}
+}

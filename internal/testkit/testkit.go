@@ -12,6 +12,7 @@
 //     process; HlabBinary skips in -short mode), StartSelf (the test
 //     binary as a helper child), WaitExit (a process's exit, within a
 //     bound), SyncBuffer (output read while it is written);
+//   - network faults: Proxy (connections reset, refused, redirected);
 //   - golden files: Golden (got against testdata, rewritten with -update).
 //
 // It imports no other hlab package but promtext (which imports none, and

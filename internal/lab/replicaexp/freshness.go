@@ -144,7 +144,7 @@ func (b *bench) startLabReplica(ctx context.Context) (*labReplica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("freshness: replica log: %w", err)
 	}
-	rep, err := refdata.NewReplica(db, lr.cust, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(logf, nil)))
+	rep, err := refdata.NewReplica(db, lr.cust, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(logf, nil)), 0)
 	if err != nil {
 		logf.Close()
 		return nil, err

@@ -27,7 +27,7 @@ func TestWriteLoadIsSeen(t *testing.T) {
 	cust := refdata.NewCustomers()
 	db := refdata.DB{DSN: dsn}
 	db.SetDefaults("fresh")
-	rep, err := refdata.NewReplica(db, cust, prometheus.NewRegistry(), nil)
+	rep, err := refdata.NewReplica(db, cust, prometheus.NewRegistry(), nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

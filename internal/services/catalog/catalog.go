@@ -78,7 +78,7 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /customers/{id}", s.get)
 	mux.HandleFunc("GET /customers", s.list)
-	return mux
+	return s.WithReplicaAge(mux)
 }
 
 func fail(w http.ResponseWriter, err error) { errs.Fail(w, err) }

@@ -26,8 +26,8 @@ type replicaStore struct {
 }
 
 func (s replicaStore) get(_ context.Context, id int32) (refdata.Customer, error) {
-	if !s.rep.Loaded() {
-		return refdata.Customer{}, ErrNotLoaded
+	if err := s.rep.Check(errs); err != nil {
+		return refdata.Customer{}, err
 	}
 	c, ok := s.c.Table.Get(id)
 	if !ok {
@@ -37,8 +37,8 @@ func (s replicaStore) get(_ context.Context, id int32) (refdata.Customer, error)
 }
 
 func (s replicaStore) list(_ context.Context, region string, limit int, out []refdata.Customer) ([]refdata.Customer, error) {
-	if !s.rep.Loaded() {
-		return out, ErrNotLoaded
+	if err := s.rep.Check(errs); err != nil {
+		return out, err
 	}
 	// The pivot sorts before every customer of the region (ids are >= 1).
 	s.c.Index.AscendFrom(refdata.Customer{Region: region}, func(c refdata.Customer) bool {

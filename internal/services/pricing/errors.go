@@ -16,6 +16,9 @@ var (
 	ErrStale = errs.Stale
 	// ErrNotLoaded: the replica has not loaded its first snapshot (503).
 	ErrNotLoaded = errs.NotLoaded
+	// ErrTooOld: the replica has not confirmed it is current for longer
+	// than --max-staleness (503, Retry-After); the message names the age.
+	ErrTooOld = errs.TooOld
 	// ErrDatabase: Postgres failed or timed out (503, or 504 on the deadline).
 	ErrDatabase = errs.Database
 	// ErrConfig is returned by New for an invalid Config.

@@ -78,7 +78,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /price", s.price)
-	return mux
+	return s.WithReplicaAge(mux)
 }
 
 // parseID reads a required positive 32-bit id from the query string.

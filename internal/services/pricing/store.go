@@ -92,8 +92,8 @@ type replicaStore struct {
 }
 
 func (s replicaStore) inputs(ctx context.Context, product, city int32) (in Inputs, err error) {
-	if !s.rep.Loaded() {
-		return in, ErrNotLoaded
+	if err := s.rep.Check(errs); err != nil {
+		return in, err
 	}
 	var ok bool
 	if in.City, ok = s.ref.Cities.Get(city); !ok {

@@ -33,7 +33,7 @@ func OpenBackend(ctx context.Context, service string, cfg Config, set Set, errs 
 	queries := NewQueryCounter(cfg.Registry)
 	if cfg.Source == FromMongo && db.DSN == "" {
 		// Everything comes from MongoDB: no Postgres to open.
-		rep, err := NewMongoReplica(cfg.Mongo, set, cfg.Registry, cfg.Logger)
+		rep, err := NewMongoReplica(cfg.Mongo, set, cfg.Registry, cfg.Logger, cfg.MaxStaleness)
 		if err != nil {
 			return nil, err
 		}
@@ -57,9 +57,9 @@ func OpenBackend(ctx context.Context, service string, cfg Config, set Set, errs 
 		return b, nil
 	}
 	if cfg.Source == FromMongo {
-		b.Rep, err = NewMongoReplica(cfg.Mongo, set, cfg.Registry, cfg.Logger)
+		b.Rep, err = NewMongoReplica(cfg.Mongo, set, cfg.Registry, cfg.Logger, cfg.MaxStaleness)
 	} else {
-		b.Rep, err = NewReplica(db, set, cfg.Registry, cfg.Logger)
+		b.Rep, err = NewReplica(db, set, cfg.Registry, cfg.Logger, cfg.MaxStaleness)
 	}
 	if err != nil {
 		pool.Close()

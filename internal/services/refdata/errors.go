@@ -31,6 +31,10 @@ type Errors struct {
 	Stale error
 	// NotLoaded: the replica has not loaded its first snapshot (503).
 	NotLoaded error
+	// TooOld: the replica has not confirmed it is current for longer
+	// than Config.MaxStaleness (503 with Retry-After); it wraps the
+	// *replica.StaleError, whose message names the age.
+	TooOld error
 	// Database: Postgres failed or timed out (503, or 504 on the deadline).
 	Database error
 	// Config: the service was given an invalid Config (OpenBackend).
@@ -44,6 +48,7 @@ func NewErrors(service string) Errors {
 		NotFound:   errors.New(service + ": not found"),
 		Stale:      errors.New(service + ": reference data not in the replica yet"),
 		NotLoaded:  errors.New(service + ": the replica is still loading"),
+		TooOld:     errors.New(service + ": the replica's data is too old to answer from; try again, or another instance"),
 		Database:   errors.New(service + ": database"),
 		Config:     errors.New(service + ": bad config"),
 	}
@@ -59,11 +64,18 @@ func (e Errors) Status(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
-	case errors.Is(err, e.Stale), errors.Is(err, e.NotLoaded), errors.Is(err, e.Database):
+	case errors.Is(err, e.Stale), errors.Is(err, e.NotLoaded), errors.Is(err, e.TooOld), errors.Is(err, e.Database):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
 
-// Fail answers err as plain text with its status.
-func (e Errors) Fail(w http.ResponseWriter, err error) { http.Error(w, err.Error(), e.Status(err)) }
+// Fail answers err as plain text with its status, and, for a replica
+// too old to answer from, a Retry-After of a second: the replica
+// confirms it is current about that often once its stream is back.
+func (e Errors) Fail(w http.ResponseWriter, err error) {
+	if errors.Is(err, e.TooOld) {
+		w.Header().Set("Retry-After", "1")
+	}
+	http.Error(w, err.Error(), e.Status(err))
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -44,15 +45,16 @@ func (m *Mongo) RegisterFlags(fs *flag.FlagSet) {
 // m, one collection per table, and registers its metrics with reg as
 // NewReplica does (source label "mongo"). A commit time in
 // replica_lag_seconds is the change event's wallTime (MongoDB 6.0+), else
-// its clusterTime, which counts whole seconds only.
-func NewMongoReplica(m Mongo, set Set, reg prometheus.Registerer, logger *slog.Logger) (*Replica, error) {
+// its clusterTime, which counts whole seconds only. maxStaleness is as
+// for NewReplica (replica.MongoMaxStaleness).
+func NewMongoReplica(m Mongo, set Set, reg prometheus.Registerer, logger *slog.Logger, maxStaleness time.Duration) (*Replica, error) {
 	if m.URI == "" {
 		return nil, ErrNoMongoURI
 	}
 	logger = cmp.Or(logger, slog.Default())
 	return newReplica(set, reg, "mongo", func(t table) replica.Binding { return t.doc },
 		func(bindings []replica.Binding) (source, error) {
-			return replica.NewMongoSource(m.URI, m.DB, bindings, replica.MongoLogger(logger))
+			return replica.NewMongoSource(m.URI, m.DB, bindings, replica.MongoLogger(logger), replica.MongoMaxStaleness(maxStaleness))
 		})
 }
 

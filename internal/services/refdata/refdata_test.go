@@ -113,7 +113,7 @@ func TestReplicaFollowsAndSkipsBadRows(t *testing.T) {
 	start := func(set refdata.Set, slot string, reg prometheus.Registerer) *refdata.Replica {
 		db := refdata.DB{DSN: dsn}
 		db.SetDefaults(slot)
-		r, err := refdata.NewReplica(db, set, reg, nil)
+		r, err := refdata.NewReplica(db, set, reg, nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

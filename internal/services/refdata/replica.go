@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,9 +14,9 @@ import (
 
 // Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource,
 // NewReplica) or MongoDB (replica.MongoSource, NewMongoReplica) and exports the library's metrics on the service's registry:
-// replica_rows, replica_ready, replica_applied_changes_total and
-// replica_lag_seconds (commit in Postgres to visible here, per change) by
-// table; replica_decode_errors_total, replica_resyncs_total (by reason)
+// replica_rows, replica_ready, replica_applied_changes_total,
+// replica_staleness_seconds (its age: see Fresh) and replica_lag_seconds
+// (commit in Postgres to visible here, per change) by table; replica_decode_errors_total, replica_resyncs_total (by reason)
 // and replica_applied_lsn of the source. replica_ready and
 // replica_applied_lsn tell when it has caught up after a fault (see the
 // replica package's doc). Its replication slot lives while Run runs.
@@ -34,8 +35,10 @@ type source interface {
 }
 
 // NewReplica binds set to a Postgres source on db (DSN, Slot, Publication)
-// and registers its metrics with reg.
-func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) (*Replica, error) {
+// and registers its metrics with reg. maxStaleness bounds the age of
+// the tables' data before Fresh fails (replica.PostgresMaxStaleness; 0:
+// no bound).
+func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger, maxStaleness time.Duration) (*Replica, error) {
 	if db.DSN == "" {
 		return nil, ErrNoDSN
 	}
@@ -43,7 +46,8 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	return newReplica(set, reg, "postgres", func(t table) replica.Binding { return t.binding },
 		func(bindings []replica.Binding) (source, error) {
 			return replica.NewPostgresSource(db.DSN, bindings,
-				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
+				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger),
+				replica.PostgresMaxStaleness(maxStaleness))
 		})
 }
 

@@ -19,6 +19,7 @@ type stubService struct{}
 
 func (stubService) Run(ctx context.Context) { <-ctx.Done() }
 func (stubService) Ready() error            { return nil }
+func (stubService) Fresh() error            { return nil }
 func (stubService) Close()                  {}
 func (stubService) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })

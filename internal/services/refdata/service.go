@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,7 +28,21 @@ type Config struct {
 	Registry prometheus.Registerer
 	// Logger receives the replica's events (default slog.Default()).
 	Logger *slog.Logger
+	// MaxStaleness is how long the replica may go without confirming it
+	// has everything the database committed before requests answer 503
+	// and /readyz fails (default DefaultMaxStaleness).
+	MaxStaleness time.Duration
 }
+
+// DefaultMaxStaleness is Config.MaxStaleness's default: five of the
+// replica's one-second confirmations while idle, so a slow round trip
+// or a long transaction on the wire does not take an instance out.
+const DefaultMaxStaleness = 5 * time.Second
+
+// MinMaxStaleness is the least Config.MaxStaleness taken: twice the
+// interval at which an idle replica confirms it is current (1 s for
+// Postgres; MongoDB's await, 1 s, plus its poll).
+const MinMaxStaleness = 2 * time.Second
 
 // RegisterFlags adds --source, described by sourceHelp, and the database
 // flags of service to fs.
@@ -35,6 +50,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet, service, sourceHelp string) {
 	fs.Var(&c.Source, "source", sourceHelp)
 	c.DB.RegisterFlags(fs, service)
 	c.Mongo.RegisterFlags(fs)
+	fs.DurationVar(&c.MaxStaleness, "max-staleness", DefaultMaxStaleness, "how old the replica's data may be before requests answer 503 (with Retry-After and its age) and /readyz fails: the time since it last confirmed it had everything the database committed. It confirms at least once a second while idle, so give at least 2s; a few seconds ride out a slow round trip. Every answer carries the age in X-Replica-Age")
 }
 
 // SetDefaults fills c's zero fields with the defaults for service, or
@@ -53,6 +69,10 @@ func (c *Config) SetDefaults(service string) error {
 	}
 	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.MaxStaleness = cmp.Or(c.MaxStaleness, DefaultMaxStaleness)
+	if c.MaxStaleness < MinMaxStaleness {
+		return fmt.Errorf("--max-staleness %s: give at least %s (default %s): an idle replica confirms it is current about once a second", c.MaxStaleness, MinMaxStaleness, DefaultMaxStaleness)
+	}
 	c.DB.SetDefaults(service)
 	return nil
 }
@@ -61,6 +81,7 @@ func (c *Config) SetDefaults(service string) error {
 type Service interface {
 	Run(ctx context.Context)
 	Ready() error
+	Fresh() error
 	Close()
 	Handler() http.Handler
 }
@@ -83,6 +104,6 @@ func Serve(ctx context.Context, srv server.Config, cfg Config, newService func(c
 	done := make(chan struct{})
 	go func() { s.Run(rctx); close(done) }()
 	defer func() { stop(); <-done }()
-	srv.Registry, srv.Logger, srv.Ready = reg, cfg.Logger, s.Ready
+	srv.Registry, srv.Logger, srv.Ready, srv.Fresh = reg, cfg.Logger, s.Ready, s.Fresh
 	return server.Run(ctx, srv, s.Handler())
 }

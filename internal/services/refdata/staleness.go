@@ -1,0 +1,71 @@
+package refdata
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// AgeHeader is the header every answer of a replica-backed service
+// carries: the replica's age (Replica.Age) in seconds, to the
+// millisecond.
+const AgeHeader = "X-Replica-Age"
+
+// Fresh is nil while every table's data is within the replica's
+// staleness bound; else the first table's *replica.StaleError
+// (errors.Is(err, replica.ErrStale)).
+func (r *Replica) Fresh() error {
+	for _, t := range r.tables {
+		if err := t.fresh(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Age is the oldest of the tables' ages: how long since the source last
+// confirmed they held everything the database had committed.
+func (r *Replica) Age() time.Duration {
+	var age time.Duration
+	for _, t := range r.tables {
+		age = max(age, t.age())
+	}
+	return age
+}
+
+// Check is what a request handler asks before it reads the replica:
+// errs.NotLoaded before the first load, errs.TooOld (wrapping the
+// *replica.StaleError, which names the age) once its data is older than
+// its bound, else nil.
+func (r *Replica) Check(errs Errors) error {
+	if !r.Loaded() {
+		return errs.NotLoaded
+	}
+	if err := r.Fresh(); err != nil {
+		return fmt.Errorf("%w: %w", errs.TooOld, err)
+	}
+	return nil
+}
+
+// Fresh is nil when the service may take traffic as far as its data's
+// age goes: always without a replica (it reads Postgres, whose health
+// Ready tells), else Replica.Fresh. /readyz reads it.
+func (b *Backend) Fresh() error {
+	if b.Rep == nil {
+		return nil
+	}
+	return b.Rep.Fresh()
+}
+
+// WithReplicaAge sets AgeHeader on every answer of h (nothing without a
+// replica), so a client or a proxy can tell how old what it got may be.
+func (b *Backend) WithReplicaAge(h http.Handler) http.Handler {
+	if b.Rep == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(AgeHeader, strconv.FormatFloat(b.Rep.Age().Seconds(), 'f', 3, 64))
+		h.ServeHTTP(w, r)
+	})
+}
