@@ -74,6 +74,13 @@ type PostgresSource struct {
 	resyncs      *resyncCounter
 	mu           sync.Mutex
 	err          error
+	// current is whether the tables are Ready (set with err); progress
+	// wakes WaitFor when it or the position changes; stopped is closed
+	// when Run returns, with runErr.
+	current  atomic.Bool
+	progress progress
+	stopped  chan struct{}
+	runErr   error
 }
 
 type pgConfig struct {
@@ -139,7 +146,7 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 	if _, err := pgconn.ParseConfig(dsn); err != nil {
 		return nil, fmt.Errorf("replica: bad Postgres DSN: %w", err)
 	}
-	s := &PostgresSource{dsn: dsn, bindings: map[string]Binding{}, cfg: c, typeMap: pgtype.NewMap(),
+	s := &PostgresSource{dsn: dsn, bindings: map[string]Binding{}, cfg: c, typeMap: pgtype.NewMap(), stopped: make(chan struct{}),
 		resyncs: newResyncCounter(ResyncSlotDropped, ResyncSlotInvalidated, ResyncPublicationChanged, ResyncSchemaChanged,
 			ResyncPartitionTruncated, ResyncUnchangedMissing)}
 	for _, b := range bindings {
@@ -199,6 +206,7 @@ func (s *PostgresSource) confirm(lsn pglogrepl.LSN) {
 	if lsn > s.confirmed {
 		s.confirmed = lsn
 		s.position.Store(uint64(lsn))
+		s.progress.changed()
 	}
 }
 
@@ -216,6 +224,8 @@ func (s *PostgresSource) setErr(err error) {
 	for _, b := range s.bindings {
 		b.setReady(err)
 	}
+	s.current.Store(err == nil)
+	s.progress.changed()
 }
 
 // Run loads the tables and keeps them fresh until ctx ends; then it drops
@@ -225,7 +235,8 @@ func (s *PostgresSource) setErr(err error) {
 // errors, and that one after the first load, do not end it: it reports
 // them through the tables' Err and readiness, reconnects with backoff,
 // and resyncs when it must.
-func (s *PostgresSource) Run(ctx context.Context) error {
+func (s *PostgresSource) Run(ctx context.Context) (err error) {
+	defer func() { s.runErr = err; close(s.stopped) }()
 	defer s.dropSlot(ctx)
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx)
@@ -583,11 +594,20 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			}
 			nextStatus = time.Now().Add(s.cfg.statusInterval)
 		}
+		if s.progress.asked() {
+			// A WaitFor is behind: the keepalive says how far the server is.
+			if err := s.sendStatus(ctx, repl, true); err != nil {
+				return err
+			}
+		}
 		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		s.progress.receiving(cancel)
 		raw, err := repl.ReceiveMessage(rctx)
+		s.progress.receiving(nil)
 		cancel()
 		if err != nil {
-			if pgconn.Timeout(err) && ctx.Err() == nil {
+			// A deadline, or a WaitFor's interrupt: the connection is fine.
+			if (pgconn.Timeout(err) || errors.Is(err, context.Canceled)) && ctx.Err() == nil {
 				continue
 			}
 			return fmt.Errorf("replication stream: %w", err)
