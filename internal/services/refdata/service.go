@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +28,9 @@ type Config struct {
 	Registry prometheus.Registerer
 	// Logger receives the replica's events (default slog.Default()).
 	Logger *slog.Logger
+	// PositionWait bounds a request's wait for the position of its
+	// MinPositionHeader (default DefaultPositionWait).
+	PositionWait time.Duration
 }
 
 // RegisterFlags adds --source, described by sourceHelp, and the database
@@ -53,6 +57,7 @@ func (c *Config) SetDefaults(service string) error {
 	}
 	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
 	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.PositionWait = cmp.Or(c.PositionWait, DefaultPositionWait)
 	c.DB.SetDefaults(service)
 	return nil
 }
