@@ -22,3 +22,10 @@ var ErrSlotInUse = errors.New("replica: the replication slot is used by another 
 // After the first load the same causes make the tables not Ready, with
 // the error in Err, and the source retries.
 var ErrUnsupportedTable = errors.New("replica: a bound table cannot be followed as it is")
+
+// ErrMemoryBudget is wrapped by the error that ends a source's Run when
+// a table would pass its memory budget (MaxBytes) with a load or a
+// transaction, which is then not applied. The error names the table, its
+// rows, the estimated bytes and the budget. The tables are left as they
+// were and not Ready.
+var ErrMemoryBudget = errors.New("replica: a table would pass its memory budget")

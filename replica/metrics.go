@@ -23,7 +23,8 @@ func (t *Table[K, V]) observeLag(f func(time.Duration)) {
 }
 
 // RegisterMetrics exports the tables' state to reg: rows, readiness,
-// applied changes, and the lag from a change's commit in the source to
+// applied changes, estimated bytes (replica_table_bytes and
+// replica_table_bytes_per_row), and the lag from a change's commit in the source to
 // its being visible here (a histogram). Sources with decode errors can be
 // added with RegisterSource.
 func RegisterMetrics(reg prometheus.Registerer, tables ...Observable) error {
@@ -46,6 +47,8 @@ var (
 	rowsDesc    = prometheus.NewDesc("replica_rows", "Rows in the replica.", []string{"table"}, nil)
 	readyDesc   = prometheus.NewDesc("replica_ready", "1 while the replica holds current data.", []string{"table"}, nil)
 	appliedDesc = prometheus.NewDesc("replica_applied_changes_total", "Changes applied from the source.", []string{"table"}, nil)
+	bytesDesc   = prometheus.NewDesc("replica_table_bytes", "Estimated memory the table holds (Stats.Bytes: renewed at each load and merge, see the package doc's Memory).", []string{"table"}, nil)
+	perRowDesc  = prometheus.NewDesc("replica_table_bytes_per_row", "Estimated memory the table holds per row.", []string{"table"}, nil)
 )
 
 type collector struct{ tables []Observable }
@@ -54,6 +57,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- rowsDesc
 	ch <- readyDesc
 	ch <- appliedDesc
+	ch <- bytesDesc
+	ch <- perRowDesc
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -66,6 +71,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(rowsDesc, prometheus.GaugeValue, float64(s.Rows), t.Name())
 		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready, t.Name())
 		ch <- prometheus.MustNewConstMetric(appliedDesc, prometheus.CounterValue, float64(s.Applied), t.Name())
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(s.Bytes), t.Name())
+		ch <- prometheus.MustNewConstMetric(perRowDesc, prometheus.GaugeValue, s.BytesPerRow, t.Name())
 	}
 }
 

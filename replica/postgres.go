@@ -248,6 +248,11 @@ func (s *PostgresSource) Run(ctx context.Context) (err error) {
 			s.cfg.logger.Error("replica: cannot follow the tables bound", "err", err)
 			return err
 		}
+		if errors.Is(err, ErrMemoryBudget) {
+			s.setErr(err)
+			s.cfg.logger.Error("replica: stopped: a table would pass its memory budget", "err", err)
+			return err
+		}
 		if streamed {
 			attempt = 0
 		}
@@ -525,6 +530,9 @@ func (s *PostgresSource) copyTable(ctx context.Context, tx pgx.Tx, t *pgTable, b
 		if errors.Is(err, errKeyNotFromIdentity) {
 			return fmt.Errorf("%w: table %s: %w", ErrUnsupportedTable, t.name, err)
 		}
+		if errors.Is(err, ErrMemoryBudget) {
+			return err
+		}
 		if err != nil {
 			s.decodeFailed(t.name, err)
 		}
@@ -655,6 +663,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				skipTx = m.FinalLSN < s.applied
 			case *pglogrepl.CommitMessage:
 				if !skipTx {
+					if err := overBudget(touched); err != nil {
+						return err
+					}
 					for b := range touched {
 						b.flush(m.CommitTime)
 					}
