@@ -75,3 +75,53 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestMongoMemoryBudget: the same for a MongoSource: a load past the
+// budget ends Run; so does a growth, which is not applied.
+func TestMongoMemoryBudget(t *testing.T) {
+	m := startStandIn(t)
+	run := func(tb *replica.Table[int32, item], db string, during func()) error {
+		t.Helper()
+		src, err := replica.NewMongoSource(m.URI, db, []replica.Binding{bindMongoItems(tb)},
+			replica.MongoMaxAwait(200*time.Millisecond), replica.MongoPollInterval(5*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ran := make(chan error, 1)
+		go func() { ran <- src.Run(ctx) }()
+		if during != nil {
+			during()
+		}
+		err = <-ran
+		if ctx.Err() != nil {
+			t.Fatal("Run did not end within a minute")
+		}
+		return err
+	}
+	db, _ := mongoItems(t, m, 3000)
+	tb := replica.NewTable[int32, item]("items", replica.MaxBytes(50_000))
+	if err := run(tb, db, nil); !errors.Is(err, replica.ErrMemoryBudget) || !containsAll(err.Error(), "table items", "budget of 50000") {
+		t.Fatalf("load past the budget: Run: %v, want ErrMemoryBudget", err)
+	}
+	db, coll := mongoItems(t, m, 100)
+	tb = replica.NewTable[int32, item]("items", replica.MaxBytes(50_000))
+	err := run(tb, db, func() {
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := tb.WaitReady(wctx); err != nil {
+			t.Fatalf("not ready: %v", err)
+		}
+		docs := make([]any, 0, 1000)
+		for i := range 1000 {
+			docs = append(docs, itemDoc(int32(1000+i), "new", 1))
+		}
+		if _, err := coll.InsertMany(wctx, docs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if st := tb.Stats(); !errors.Is(err, replica.ErrMemoryBudget) || st.Bytes > 50_000 || st.Ready {
+		t.Fatalf("growth past the budget: Run: %v, %d rows in %d bytes, ready %v; want ErrMemoryBudget, the rows within it, not ready", err, st.Rows, st.Bytes, st.Ready)
+	}
+}
