@@ -231,10 +231,12 @@ func (s *PostgresSource) setErr(err error) {
 // Run loads the tables and keeps them fresh until ctx ends; then it drops
 // its replication slot (waiting up to 5 s for the server) and returns nil.
 // A bound table it cannot follow ends it before the first load, with an
-// error that wraps ErrUnsupportedTable and says what to change. Other
-// errors, and that one after the first load, do not end it: it reports
-// them through the tables' Err and readiness, reconnects with backoff,
-// and resyncs when it must.
+// error that wraps ErrUnsupportedTable and says what to change; a table
+// that would pass its memory budget (MaxBytes) ends it at any time, with
+// one that wraps ErrMemoryBudget. Other errors, and ErrUnsupportedTable
+// after the first load, do not end it: it reports them through the
+// tables' Err and readiness, reconnects with backoff, and resyncs when it
+// must.
 func (s *PostgresSource) Run(ctx context.Context) (err error) {
 	defer func() { s.runErr = err; close(s.stopped) }()
 	defer s.dropSlot(ctx)
