@@ -26,9 +26,28 @@ type tableMemory struct {
 	// stored out of line.
 	perRow atomic.Uint64
 	held   atomic.Int64
+	// The applier's (under the table's writeMu): the rows at the last
+	// estimate and the changes applied since.
+	rows, changes int
 }
 
-func (m *tableMemory) setRowBytes(b float64) { m.perRow.Store(math.Float64bits(b)) }
+// estimated records an estimate of perRow bytes a row over rows rows.
+func (m *tableMemory) estimated(rows int, perRow float64) {
+	m.perRow.Store(math.Float64bits(perRow))
+	m.rows, m.changes = rows, 0
+}
+
+// dueAtMerge says whether a merge that leaves rows rows renews the
+// estimate: once the rows moved by an eighth, or as many changes as rows
+// went by (values may have grown in place). An estimate walks 256 rows by
+// reflection (some 100 µs), which a small table's merge every 64 changes
+// would pay each time; this way it costs a few hundred nanoseconds a
+// change at most.
+func (m *tableMemory) dueAtMerge(rows int) bool {
+	return m.changes >= m.rows || 8*abs(rows-m.rows) >= m.rows
+}
+
+func abs(n int) int { return max(n, -n) }
 func (m *tableMemory) rowBytes() float64     { return math.Float64frombits(m.perRow.Load()) }
 
 // bytes is the estimate for a table of rows rows.

@@ -236,10 +236,13 @@ func (t *Table[K, V]) apply(changes []Change[K, V]) {
 			}
 		}
 		next.base, next.delta = base, map[K]entry[V]{}
-		t.memory.setRowBytes(rowBytes(base, len(t.indexes)))
+		if t.memory.dueAtMerge(len(base)) {
+			t.memory.estimated(len(base), rowBytes(base, len(t.indexes)))
+		}
 	}
 	next.indexes = t.freezeIndexes()
 	t.cur.Store(next)
+	t.memory.changes += len(changes)
 	t.applied.Add(int64(len(changes)))
 	last := changes[len(changes)-1].Commit
 	if !last.IsZero() {
@@ -286,7 +289,7 @@ func (t *Table[K, V]) swap(rows map[K]V, commit time.Time, changes []Change[K, V
 		}
 	}
 	t.cur.Store(&version[K, V]{base: rows, delta: map[K]entry[V]{}, n: len(rows), indexes: t.freezeIndexes()})
-	t.memory.setRowBytes(rowBytes(rows, len(t.indexes)))
+	t.memory.estimated(len(rows), rowBytes(rows, len(t.indexes)))
 	if !commit.IsZero() {
 		t.lastTime.Store(commit.UnixNano())
 	}
