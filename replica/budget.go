@@ -47,8 +47,8 @@ func (m *tableMemory) dueAtMerge(rows int) bool {
 	return m.changes >= m.rows || 8*abs(rows-m.rows) >= m.rows
 }
 
-func abs(n int) int { return max(n, -n) }
-func (m *tableMemory) rowBytes() float64     { return math.Float64frombits(m.perRow.Load()) }
+func abs(n int) int                      { return max(n, -n) }
+func (m *tableMemory) rowBytes() float64 { return math.Float64frombits(m.perRow.Load()) }
 
 // bytes is the estimate for a table of rows rows.
 func (m *tableMemory) bytes(rows int) int64 {

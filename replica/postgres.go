@@ -590,6 +590,8 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		touched  = map[Binding]bool{}
 		received = s.applied
 		ready    = s.applied >= caughtUp
+		// replyPending: a keepalive was asked for and has not come.
+		replyPending bool
 	)
 	// Ask for an immediate keepalive: it tells how far the server is, so
 	// readiness does not wait for the next idle keepalive (30 s).
@@ -604,11 +606,13 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			}
 			nextStatus = time.Now().Add(s.cfg.statusInterval)
 		}
-		if s.progress.asked() {
-			// A WaitFor is behind: the keepalive says how far the server is.
+		if s.progress.asked() && !replyPending {
+			// A WaitFor is behind: the keepalive says how far the server
+			// is. One request at a time: its reply serves every waiter.
 			if err := s.sendStatus(ctx, repl, true); err != nil {
 				return err
 			}
+			replyPending = true
 		}
 		rctx, cancel := context.WithDeadline(ctx, nextStatus)
 		s.progress.receiving(cancel)
@@ -635,7 +639,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			if err != nil {
 				return fmt.Errorf("keepalive: %w", err)
 			}
-			received = max(received, k.ServerWALEnd)
+			received, replyPending = max(received, k.ServerWALEnd), false
 			if !inTx {
 				// The server sent everything before ServerWALEnd and we are
 				// between transactions: it may recycle up to there.

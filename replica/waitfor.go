@@ -156,9 +156,13 @@ func (p *progress) next() <-chan struct{} {
 	}
 }
 
-// askServer has the stream ask the server for a keepalive.
+// askServer has the stream ask the server for a keepalive. Requests
+// made before the stream takes one are one request: a thousand waiters
+// arriving at once interrupt the stream once.
 func (p *progress) askServer() {
-	p.ask.Store(true)
+	if p.ask.Swap(true) {
+		return
+	}
 	p.mu.Lock()
 	if p.interrupt != nil {
 		p.interrupt()

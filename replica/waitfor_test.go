@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,35 @@ func TestWaitForReadsOwnWrites(t *testing.T) {
 			t.Fatalf("write %d: after WaitFor(%s) the replica has qty %d, want %d", i, pos, got.Qty, 1000+i)
 		}
 	}
+}
+
+// TestWaitForConcurrentWriters: eight clients write and read their own
+// rows at once; their requests for a keepalive are coalesced, and every
+// one reads its write.
+func TestWaitForConcurrentWriters(t *testing.T) {
+	dsn, db := setup(t, 100)
+	tb, src := start(t, dsn, replica.PostgresStatusInterval(time.Minute))
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				id := int32(1 + w*10 + i%10)
+				pos := writeFlushed(t, db, `UPDATE items SET qty = $2 WHERE id = $1`, id, 2000+i)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := src.WaitFor(ctx, pos)
+				cancel()
+				if err != nil {
+					t.Errorf("writer %d, write %d: %v", w, i, err)
+					return
+				}
+				if got, _ := tb.Get(id); got.Qty != int32(2000+i) {
+					t.Errorf("writer %d, write %d: after WaitFor(%s) qty %d, want %d", w, i, pos, got.Qty, 2000+i)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // TestWaitForIdleTables waits for a position that no change to the
@@ -95,11 +125,12 @@ func writeFlushed(t *testing.T, db *pgxpool.Pool, sql string, args ...any) pglog
 		return err
 	})
 	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
+		t.Errorf("%s: %v", sql, err)
+		return 0
 	}
 	pos, err := replica.PostgresWritePosition(ctx, db)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 	return pos
 }
