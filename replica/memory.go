@@ -1,8 +1,10 @@
 package replica
 
 import (
+	"math"
 	"reflect"
 	"slices"
+	"sync/atomic"
 )
 
 // A table's memory is estimated, not measured: the heap is shared by the
@@ -11,6 +13,43 @@ import (
 // reflection when a table is loaded and each time its delta is merged
 // (never on a read), and adds what the table's structures cost per row.
 // See "Memory" in the package doc for what it counts and its error.
+
+// tableMemory is a table's memory estimate and budget.
+type tableMemory struct {
+	max int64
+	// perRow is the estimated bytes per row of the table's own
+	// structures (float64 bits); held, of the binding's copies of values
+	// stored out of line (all rows).
+	perRow atomic.Uint64
+	held   atomic.Int64
+	// The applier's (under the table's writeMu): the rows at the last
+	// estimate and the changes applied since.
+	rows, changes int
+}
+
+// estimated records an estimate of perRow bytes a row over rows rows.
+func (m *tableMemory) estimated(rows int, perRow float64) {
+	m.perRow.Store(math.Float64bits(perRow))
+	m.rows, m.changes = rows, 0
+}
+
+// dueAtMerge says whether a merge that leaves rows rows renews the
+// estimate: once the rows moved by an eighth, or as many changes as rows
+// went by (values may have grown in place). An estimate walks 256 rows by
+// reflection (some 100 µs), which a small table's merge every 64 changes
+// would pay each time; this way it costs a few hundred nanoseconds a
+// change at most.
+func (m *tableMemory) dueAtMerge(rows int) bool {
+	return m.changes >= m.rows || 8*abs(rows-m.rows) >= m.rows
+}
+
+func abs(n int) int                      { return max(n, -n) }
+func (m *tableMemory) rowBytes() float64 { return math.Float64frombits(m.perRow.Load()) }
+
+// bytes is the estimate for a table of rows rows.
+func (m *tableMemory) bytes(rows int) int64 {
+	return int64(m.rowBytes()*float64(rows)) + m.held.Load()
+}
 
 // memorySample is how many rows an estimate walks.
 const memorySample = 256
