@@ -10,14 +10,11 @@ import (
 	"github.com/highload-lab/hlab/replica"
 )
 
-// runUntilEnd runs a source for tb and returns Run's error, failing the
-// test if Run does not end within a minute.
-func runUntilEnd(t *testing.T, dsn string, tb *replica.Table[int32, item], during func()) error {
+// runUntilEnd runs src and returns Run's error, after calling during
+// (if not nil) while it runs; it fails the test if Run does not end
+// within a minute.
+func runUntilEnd(t *testing.T, src interface{ Run(context.Context) error }, during func()) error {
 	t.Helper()
-	src, err := replica.NewPostgresSource(dsn, []replica.Binding{bindItems(tb)}, replica.PostgresStatusInterval(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ran := make(chan error, 1)
@@ -25,11 +22,21 @@ func runUntilEnd(t *testing.T, dsn string, tb *replica.Table[int32, item], durin
 	if during != nil {
 		during()
 	}
-	err = <-ran
+	err := <-ran
 	if ctx.Err() != nil {
 		t.Fatal("Run did not end within a minute")
 	}
 	return err
+}
+
+// pgSource is a source for tb on dsn.
+func pgSource(t *testing.T, dsn string, tb *replica.Table[int32, item]) *replica.PostgresSource {
+	t.Helper()
+	src, err := replica.NewPostgresSource(dsn, []replica.Binding{bindItems(tb)}, replica.PostgresStatusInterval(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
 }
 
 // TestMemoryBudgetFailsLoad: a table whose load passes its budget ends
@@ -38,7 +45,7 @@ func runUntilEnd(t *testing.T, dsn string, tb *replica.Table[int32, item], durin
 func TestMemoryBudgetFailsLoad(t *testing.T) {
 	dsn, _ := setup(t, 20_000)
 	tb := replica.NewTable[int32, item]("items", replica.MaxBytes(200_000))
-	err := runUntilEnd(t, dsn, tb, nil)
+	err := runUntilEnd(t, pgSource(t, dsn, tb), nil)
 	if !errors.Is(err, replica.ErrMemoryBudget) || !containsAll(err.Error(), "table items", "rows", "budget of 200000", "replica.MaxBytes") {
 		t.Fatalf("Run: %v, want ErrMemoryBudget naming the table, rows and budget", err)
 	}
@@ -52,7 +59,7 @@ func TestMemoryBudgetFailsLoad(t *testing.T) {
 func TestMemoryBudgetFailsGrowth(t *testing.T) {
 	dsn, db := setup(t, 100)
 	tb := replica.NewTable[int32, item]("items", replica.MaxBytes(40_000))
-	err := runUntilEnd(t, dsn, tb, func() {
+	err := runUntilEnd(t, pgSource(t, dsn, tb), func() {
 		waitReady(t, tb)
 		if st := tb.Stats(); st.Bytes <= 0 || st.Bytes > 40_000 {
 			t.Errorf("loaded: %d bytes (%.0f a row), want within the budget", st.Bytes, st.BytesPerRow)
@@ -87,18 +94,7 @@ func TestMongoMemoryBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		ran := make(chan error, 1)
-		go func() { ran <- src.Run(ctx) }()
-		if during != nil {
-			during()
-		}
-		err = <-ran
-		if ctx.Err() != nil {
-			t.Fatal("Run did not end within a minute")
-		}
-		return err
+		return runUntilEnd(t, src, during)
 	}
 	db, _ := mongoItems(t, m, 3000)
 	tb := replica.NewTable[int32, item]("items", replica.MaxBytes(50_000))

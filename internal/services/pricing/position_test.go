@@ -3,7 +3,6 @@ package pricing_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -87,13 +86,4 @@ func TestMinPositionErrors(t *testing.T) {
 			t.Errorf("%s %s: %d %q, want %d with %q", refdata.MinPositionHeader, tt.position, code, body, tt.code, tt.why)
 		}
 	}
-}
-
-func (v svc) getWith(t *testing.T, url, header, value string) (int, string) {
-	t.Helper()
-	w := httptest.NewRecorder()
-	r := httptest.NewRequest("GET", url, nil)
-	r.Header.Set(header, value)
-	v.h.ServeHTTP(w, r)
-	return w.Code, w.Body.String()
 }
