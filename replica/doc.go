@@ -228,9 +228,10 @@
 //
 // WaitFor returns once AppliedLSN has reached the position and the tables
 // are Ready: every change committed before it is visible. It wakes when
-// the position moves (no polling), and asks the server for a keepalive
-// when it is behind, so a wait for a position no change to the tables
-// reaches (a write elsewhere) ends too. It costs nothing while no one
+// the position moves (no polling). A position that no change to the
+// tables reaches (a write to another table) is reached by the server's
+// keepalives, which the source asks for at once when a waiter is behind,
+// rather than at its next status interval. It costs nothing while no one
 // waits. The position's text form, as pglogrepl.LSN prints and
 // ParseLSN reads it ("0/16B3748"), suits an HTTP header: a client that
 // wrote can hand it to a replica-backed service (the pricing service's
