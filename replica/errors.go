@@ -29,3 +29,8 @@ var ErrUnsupportedTable = errors.New("replica: a bound table cannot be followed 
 // rows, the estimated bytes and the budget. The tables are left as they
 // were and not Ready.
 var ErrMemoryBudget = errors.New("replica: a table would pass its memory budget")
+
+// ErrSourceStopped is returned by PostgresSource.WaitFor, for a position
+// the tables have not reached, once the source's Run has returned without
+// an error of its own: nothing will advance the tables any more.
+var ErrSourceStopped = errors.New("replica: the source is not running (its Run returned)")

@@ -2,7 +2,6 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -61,17 +60,14 @@ func pastPageHeader(lsn pglogrepl.LSN, page, segment int64) pglogrepl.LSN {
 	return lsn
 }
 
-// ErrSourceStopped is returned by WaitFor once the source's Run has
-// returned: nothing will advance its tables any more.
-var ErrSourceStopped = errors.New("replica: the source is not running (its Run returned)")
-
 // WaitFor returns once every change to the source's tables that
 // committed before position is visible in them and the tables are Ready
 // (AppliedLSN has reached position). It is how a service reads its own
 // writes: commit, read PostgresWritePosition, then WaitFor it before
 // reading the tables. It returns ctx's error if ctx ends first (wrapped
-// with the source's Err when the stream is down), and ErrSourceStopped,
-// or the error Run ended with, once Run has returned.
+// with the source's Err when the stream is down), and, for a position not
+// reached when Run returned, the error Run ended with, or
+// ErrSourceStopped.
 //
 // It does not poll: the applier wakes waiters when the position moves.
 // While one waits for a position the source has not reached, the source
