@@ -13,9 +13,10 @@ import (
 
 // Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource,
 // NewReplica) or MongoDB (replica.MongoSource, NewMongoReplica) and exports the library's metrics on the service's registry:
-// replica_rows, replica_ready, replica_applied_changes_total and
-// replica_lag_seconds (commit in Postgres to visible here, per change) by
-// table; replica_decode_errors_total, replica_resyncs_total (by reason)
+// replica_rows, replica_ready, replica_applied_changes_total,
+// replica_table_bytes and replica_table_bytes_per_row (estimated memory)
+// and replica_lag_seconds (commit in Postgres to visible here, per change)
+// by table; replica_decode_errors_total, replica_resyncs_total (by reason)
 // and replica_applied_lsn of the source. replica_ready and
 // replica_applied_lsn tell when it has caught up after a fault (see the
 // replica package's doc). Its replication slot lives while Run runs.
