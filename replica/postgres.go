@@ -76,10 +76,11 @@ type PostgresSource struct {
 	err          error
 	// current is whether the tables are Ready (set with err); progress
 	// wakes WaitFor when it or the position changes; stopped is closed
-	// when Run returns, with runErr.
+	// when the first Run returns, with runErr.
 	current  atomic.Bool
 	progress progress
 	stopped  chan struct{}
+	stopOnce sync.Once
 	runErr   error
 }
 
@@ -238,7 +239,7 @@ func (s *PostgresSource) setErr(err error) {
 // tables' Err and readiness, reconnects with backoff, and resyncs when it
 // must.
 func (s *PostgresSource) Run(ctx context.Context) (err error) {
-	defer func() { s.runErr = err; close(s.stopped) }()
+	defer s.stopOnce.Do(func() { s.runErr = err; close(s.stopped) })
 	defer s.dropSlot(ctx)
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx)
