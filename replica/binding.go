@@ -24,6 +24,7 @@ type Binding interface {
 	remove(key Row) error
 	truncate()
 	flush(commit time.Time)
+	overBudget() error
 	reset()
 	setReady(error)
 	freshness() *freshness
@@ -80,6 +81,10 @@ type binding[K comparable, V any] struct {
 	// pending transaction changed (nil: the row is gone), made part of
 	// held when it commits, forgotten when it does not.
 	held, heldTx, heldLoading map[K][]any
+	// heldPerRow estimates the bytes held values take per held row; the
+	// load's estimates per row are loadPerRow and loadHeld (MaxBytes).
+	heldPerRow, loadPerRow float64
+	loadHeld               int64
 }
 
 func (b *binding[K, V]) tableName() string { return b.t.Name() }
@@ -140,7 +145,65 @@ func (b *binding[K, V]) loadRow(r Row) error {
 		return err
 	}
 	b.loading[k] = v
-	return nil
+	return b.loadWithinBudget()
+}
+
+// budgetCheckEvery is how many rows of a load go by between two checks
+// of a table's memory budget; the estimate per row is renewed at each
+// power of two.
+const budgetCheckEvery = 256
+
+// loadWithinBudget fails a load once its rows pass the table's budget,
+// before they all are in memory.
+func (b *binding[K, V]) loadWithinBudget() error {
+	n := len(b.loading)
+	if b.t.memory.max <= 0 || n%budgetCheckEvery != 0 {
+		return nil
+	}
+	if n&(n-1) == 0 || b.loadPerRow == 0 {
+		b.loadPerRow = rowBytes(b.loading, len(b.t.indexes))
+		b.heldPerRow = perHeldRow(b.heldLoading)
+	}
+	return b.t.memory.check(b.t.Name(), n, b.loadPerRow, int64(b.heldPerRow*float64(len(b.heldLoading))))
+}
+
+// perHeldRow estimates the bytes per row of held values.
+func perHeldRow[K comparable](held map[K][]any) float64 {
+	if len(held) == 0 {
+		return 0
+	}
+	return float64(heldBytes(held)) / float64(len(held))
+}
+
+// overBudget fails if the pending transaction would make the table pass
+// its budget: it counts each upsert as a new row, at the table's last
+// estimate per row (or the pending rows' own, for an empty table).
+func (b *binding[K, V]) overBudget() error {
+	if b.t.memory.max <= 0 || len(b.pending) == 0 {
+		return nil
+	}
+	rows := b.t.Len()
+	if b.cleared {
+		rows = 0
+	}
+	perRow := b.t.memory.rowBytes()
+	var sample map[K]V
+	for _, c := range b.pending {
+		if c.Op != Upsert {
+			continue
+		}
+		rows++
+		if perRow == 0 && len(sample) < memorySample {
+			if sample == nil {
+				sample = map[K]V{}
+			}
+			sample[c.Key] = c.Value
+		}
+	}
+	if perRow == 0 {
+		perRow = rowBytes(sample, len(b.t.indexes))
+	}
+	return b.t.memory.check(b.t.Name(), rows, perRow, int64(b.heldPerRow*float64(len(b.held)+len(b.heldTx))))
 }
 
 // checkIdentityKey checks that the key of the row r is k also from the
@@ -160,8 +223,10 @@ func (b *binding[K, V]) checkIdentityKey(k K, r Row) error {
 
 func (b *binding[K, V]) finishLoad(commit time.Time) {
 	b.t.replace(b.loading, commit)
-	b.loading = nil
+	b.loading, b.loadPerRow = nil, 0
 	b.held, b.heldLoading = b.heldLoading, nil
+	b.heldPerRow = perHeldRow(b.held)
+	b.t.memory.held.Store(int64(b.heldPerRow * float64(len(b.held))))
 	b.heldTx = nil
 	if b.held != nil {
 		b.heldTx = map[K][]any{}
@@ -295,6 +360,7 @@ func (b *binding[K, V]) flush(commit time.Time) {
 		b.t.apply(b.pending)
 	}
 	b.commitHeld()
+	b.t.memory.held.Store(int64(b.heldPerRow * float64(len(b.held))))
 	b.cleared = false
 	clear(b.pending)
 	b.pending = b.pending[:0]

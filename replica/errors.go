@@ -29,3 +29,15 @@ var ErrUnsupportedTable = errors.New("replica: a bound table cannot be followed 
 // down, or behind. The table still serves its last data through Get; a
 // handler that must not answer with data that old answers 503 instead.
 var ErrStale = errors.New("replica: the table is older than its staleness bound")
+
+// ErrMemoryBudget is wrapped by the error that ends a source's Run when
+// a table would pass its memory budget (MaxBytes) with a load or a
+// transaction, which is then not applied. The error names the table, its
+// rows, the estimated bytes and the budget. The tables are left as they
+// were and not Ready.
+var ErrMemoryBudget = errors.New("replica: a table would pass its memory budget")
+
+// ErrSourceStopped is returned by PostgresSource.WaitFor, for a position
+// the tables have not reached, once the source's Run has returned without
+// an error of its own: nothing will advance the tables any more.
+var ErrSourceStopped = errors.New("replica: the source is not running (its Run returned)")

@@ -23,8 +23,9 @@ func (t *Table[K, V]) observeLag(f func(time.Duration)) {
 }
 
 // RegisterMetrics exports the tables' state to reg: rows, readiness,
-// applied changes, their age (replica_staleness_seconds: Table.Age), and
-// the lag from a change's commit in the source to
+// applied changes, their age (replica_staleness_seconds: Table.Age),
+// estimated bytes (replica_table_bytes and replica_table_bytes_per_row),
+// and the lag from a change's commit in the source to
 // its being visible here (a histogram). Sources with decode errors can be
 // added with RegisterSource.
 func RegisterMetrics(reg prometheus.Registerer, tables ...Observable) error {
@@ -48,6 +49,8 @@ var (
 	readyDesc   = prometheus.NewDesc("replica_ready", "1 while the replica holds current data.", []string{"table"}, nil)
 	appliedDesc = prometheus.NewDesc("replica_applied_changes_total", "Changes applied from the source.", []string{"table"}, nil)
 	ageDesc     = prometheus.NewDesc("replica_staleness_seconds", "Time since the source last confirmed the replica held everything the database had committed (an applied transaction, or a keepalive showing nothing pending).", []string{"table"}, nil)
+	bytesDesc   = prometheus.NewDesc("replica_table_bytes", "Estimated memory the table holds (Stats.Bytes: renewed at each load and merge, see the package doc's Memory).", []string{"table"}, nil)
+	perRowDesc  = prometheus.NewDesc("replica_table_bytes_per_row", "Estimated memory the table holds per row.", []string{"table"}, nil)
 )
 
 type collector struct{ tables []Observable }
@@ -57,6 +60,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- readyDesc
 	ch <- appliedDesc
 	ch <- ageDesc
+	ch <- bytesDesc
+	ch <- perRowDesc
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -70,6 +75,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready, t.Name())
 		ch <- prometheus.MustNewConstMetric(appliedDesc, prometheus.CounterValue, float64(s.Applied), t.Name())
 		ch <- prometheus.MustNewConstMetric(ageDesc, prometheus.GaugeValue, s.Age.Seconds(), t.Name())
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(s.Bytes), t.Name())
+		ch <- prometheus.MustNewConstMetric(perRowDesc, prometheus.GaugeValue, s.BytesPerRow, t.Name())
 	}
 }
 

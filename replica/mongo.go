@@ -239,7 +239,8 @@ func (s *MongoSource) setErr(c *mongoColl, err error) {
 // Run loads the collections and keeps them fresh until ctx ends; it
 // returns nil then. Errors do not end it: it reports them through the
 // tables' Err and readiness, reconnects with backoff, and reloads a
-// collection when it must.
+// collection when it must. Only a table that would pass its memory
+// budget (MaxBytes) ends it, with an error wrapping ErrMemoryBudget.
 func (s *MongoSource) Run(ctx context.Context) error {
 	client, err := mongo.Connect(s.client)
 	if err != nil {
@@ -251,20 +252,35 @@ func (s *MongoSource) Run(ctx context.Context) error {
 		client.Disconnect(dctx)
 	}()
 	db := client.Database(s.db)
+	fctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	var wg sync.WaitGroup
 	for _, c := range s.colls {
-		wg.Go(func() { s.follow(ctx, db, c) })
+		wg.Go(func() {
+			if err := s.follow(fctx, db, c); err != nil {
+				fail(err)
+			}
+		})
 	}
 	wg.Wait()
+	if err := context.Cause(fctx); errors.Is(err, ErrMemoryBudget) {
+		return err
+	}
 	return nil
 }
 
-// follow keeps one collection fresh until ctx ends.
-func (s *MongoSource) follow(ctx context.Context, db *mongo.Database, c *mongoColl) {
+// follow keeps one collection fresh until ctx ends. It returns only the
+// error that must end Run: the collection would pass its memory budget.
+func (s *MongoSource) follow(ctx context.Context, db *mongo.Database, c *mongoColl) error {
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx, db, c)
 		if ctx.Err() != nil {
-			return
+			return nil
+		}
+		if errors.Is(err, ErrMemoryBudget) {
+			s.setErr(c, err)
+			s.cfg.logger.Error("replica: stopped: a table would pass its memory budget", "collection", c.name, "err", err)
+			return err
 		}
 		if streamed {
 			attempt = 0
@@ -274,7 +290,7 @@ func (s *MongoSource) follow(ctx context.Context, db *mongo.Database, c *mongoCo
 		s.cfg.logger.Warn("replica: change stream interrupted", "db", s.db, "collection", c.name, "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(wait):
 		}
 	}
@@ -396,6 +412,9 @@ func (s *MongoSource) load(ctx context.Context, db *mongo.Database, c *mongoColl
 		row, err := decodeDoc(cur.Current)
 		if err == nil {
 			err = c.b.loadRow(row)
+		}
+		if errors.Is(err, ErrMemoryBudget) {
+			return err
 		}
 		if err != nil {
 			s.decodeFailed(c.name, cur.Current.Lookup("_id"), err)
@@ -524,8 +543,12 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs changeCursor,
 	)
 	// publish makes what was applied visible and keeps token (if any) as
 	// where a resume starts.
+	var overBudget error // what was applied would pass the budget: not published
 	publish := func(token bson.Raw) {
 		if pending {
+			if overBudget = c.b.overBudget(); overBudget != nil {
+				return
+			}
 			c.b.flush(commit)
 			pending = false
 		}
@@ -573,7 +596,9 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs changeCursor,
 			}
 			if k := txnOf(ev); k != txn {
 				if k != "" && pending { // a transaction begins: what came before is whole
-					publish(lastID)
+					if publish(lastID); overBudget != nil {
+						return nil, overBudget
+					}
 				}
 				txn = k
 			}
@@ -586,13 +611,17 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs changeCursor,
 			}
 			if end != nil {
 				// Events before one that ends the stream are whole.
-				publish(nil)
+				if publish(nil); overBudget != nil {
+					return nil, overBudget
+				}
 				return end, nil
 			}
 			// The next TryNext goes to the server only once the batch is
 			// used up, so nothing pending is lost to its errors.
 			if cs.RemainingBatchLength() == 0 && txn == "" {
-				publish(firstToken(cs.ResumeToken(), lastID))
+				if publish(firstToken(cs.ResumeToken(), lastID)); overBudget != nil {
+					return nil, overBudget
+				}
 			}
 			continue
 		}
@@ -611,7 +640,9 @@ func (s *MongoSource) stream(ctx context.Context, c *mongoColl, cs changeCursor,
 		// An empty batch: the stream has caught up with the present, and
 		// a transaction it was in is whole.
 		txn, past = "", true
-		publish(firstToken(cs.ResumeToken(), lastID))
+		if publish(firstToken(cs.ResumeToken(), lastID)); overBudget != nil {
+			return nil, overBudget
+		}
 		if wait := s.cfg.pollInterval - time.Since(polled); wait > 0 {
 			select {
 			case <-ctx.Done():

@@ -74,6 +74,14 @@ type PostgresSource struct {
 	resyncs      *resyncCounter
 	mu           sync.Mutex
 	err          error
+	// current is whether the tables are Ready (set with err); progress
+	// wakes WaitFor when it or the position changes; stopped is closed
+	// when the first Run returns, with runErr.
+	current  atomic.Bool
+	progress progress
+	stopped  chan struct{}
+	stopOnce sync.Once
+	runErr   error
 }
 
 type pgConfig struct {
@@ -142,7 +150,7 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 	if _, err := pgconn.ParseConfig(dsn); err != nil {
 		return nil, fmt.Errorf("replica: bad Postgres DSN: %w", err)
 	}
-	s := &PostgresSource{dsn: dsn, bindings: map[string]Binding{}, cfg: c, typeMap: pgtype.NewMap(),
+	s := &PostgresSource{dsn: dsn, bindings: map[string]Binding{}, cfg: c, typeMap: pgtype.NewMap(), stopped: make(chan struct{}),
 		resyncs: newResyncCounter(ResyncSlotDropped, ResyncSlotInvalidated, ResyncPublicationChanged, ResyncSchemaChanged,
 			ResyncPartitionTruncated, ResyncUnchangedMissing)}
 	for _, b := range bindings {
@@ -205,6 +213,7 @@ func (s *PostgresSource) confirm(lsn pglogrepl.LSN) {
 	if lsn > s.confirmed {
 		s.confirmed = lsn
 		s.position.Store(uint64(lsn))
+		s.progress.changed()
 	}
 }
 
@@ -222,16 +231,21 @@ func (s *PostgresSource) setErr(err error) {
 	for _, b := range s.bindings {
 		b.setReady(err)
 	}
+	s.current.Store(err == nil)
+	s.progress.changed()
 }
 
 // Run loads the tables and keeps them fresh until ctx ends; then it drops
 // its replication slot (waiting up to 5 s for the server) and returns nil.
 // A bound table it cannot follow ends it before the first load, with an
-// error that wraps ErrUnsupportedTable and says what to change. Other
-// errors, and that one after the first load, do not end it: it reports
-// them through the tables' Err and readiness, reconnects with backoff,
-// and resyncs when it must.
-func (s *PostgresSource) Run(ctx context.Context) error {
+// error that wraps ErrUnsupportedTable and says what to change; a table
+// that would pass its memory budget (MaxBytes) ends it at any time, with
+// one that wraps ErrMemoryBudget. Other errors, and ErrUnsupportedTable
+// after the first load, do not end it: it reports them through the
+// tables' Err and readiness, reconnects with backoff, and resyncs when it
+// must.
+func (s *PostgresSource) Run(ctx context.Context) (err error) {
+	defer s.stopOnce.Do(func() { s.runErr = err; close(s.stopped) })
 	defer s.dropSlot(ctx)
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx)
@@ -241,6 +255,11 @@ func (s *PostgresSource) Run(ctx context.Context) error {
 		if !s.started && errors.Is(err, ErrUnsupportedTable) {
 			s.setErr(err)
 			s.cfg.logger.Error("replica: cannot follow the tables bound", "err", err)
+			return err
+		}
+		if errors.Is(err, ErrMemoryBudget) {
+			s.setErr(err)
+			s.cfg.logger.Error("replica: stopped: a table would pass its memory budget", "err", err)
 			return err
 		}
 		if streamed {
@@ -520,6 +539,9 @@ func (s *PostgresSource) copyTable(ctx context.Context, tx pgx.Tx, t *pgTable, b
 		if errors.Is(err, errKeyNotFromIdentity) {
 			return fmt.Errorf("%w: table %s: %w", ErrUnsupportedTable, t.name, err)
 		}
+		if errors.Is(err, ErrMemoryBudget) {
+			return err
+		}
 		if err != nil {
 			s.decodeFailed(t.name, err)
 		}
@@ -575,6 +597,8 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		touched  = map[Binding]bool{}
 		received = s.applied
 		ready    = s.applied >= caughtUp
+		// replyPending: a keepalive was asked for and has not come.
+		replyPending bool
 	)
 	// Ask for an immediate keepalive: it tells how far the server is, so
 	// readiness does not wait for the next idle keepalive (30 s).
@@ -592,11 +616,23 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			}
 			nextStatus = time.Now().Add(s.cfg.statusInterval)
 		}
+		if s.progress.asked() && !replyPending {
+			// A WaitFor is behind: the keepalive says how far the server
+			// is. One request at a time: its reply serves every waiter.
+			if err := s.sendStatus(ctx, repl, true); err != nil {
+				return err
+			}
+			replyPending = true
+		}
 		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		s.progress.receiving(cancel)
 		raw, err := repl.ReceiveMessage(rctx)
+		s.progress.receiving(nil)
 		cancel()
 		if err != nil {
-			if pgconn.Timeout(err) && ctx.Err() == nil {
+			// A deadline, or a WaitFor's interrupt: the connection is fine,
+			// unless the server has been silent too long.
+			if (pgconn.Timeout(err) || errors.Is(err, context.Canceled)) && ctx.Err() == nil {
 				if err := s.cfg.checkHeard(heard); err != nil {
 					return err
 				}
@@ -621,7 +657,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			if err != nil {
 				return fmt.Errorf("keepalive: %w", err)
 			}
-			received = max(received, k.ServerWALEnd)
+			received, replyPending = max(received, k.ServerWALEnd), false
 			if !inTx {
 				// The server sent everything before ServerWALEnd and we are
 				// between transactions: it may recycle up to there.
@@ -652,6 +688,9 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 				skipTx = m.FinalLSN < s.applied
 			case *pglogrepl.CommitMessage:
 				if !skipTx {
+					if err := overBudget(touched); err != nil {
+						return err
+					}
 					for b := range touched {
 						b.flush(m.CommitTime)
 					}

@@ -29,6 +29,8 @@ type Table[K comparable, V any] struct {
 	applied   atomic.Int64 // changes applied since the start
 	lastLag   atomic.Int64 // nanoseconds, commit -> visible, of the last batch
 	lastTime  atomic.Int64 // unix nanos of the last applied commit
+
+	memory tableMemory
 }
 
 // version is one immutable state of a table: a base map plus a small delta
@@ -47,9 +49,13 @@ type entry[V any] struct {
 	deleted bool
 }
 
-// NewTable returns an empty table that is not ready until a source loads it.
-func NewTable[K comparable, V any](name string) *Table[K, V] {
+// NewTable returns an empty table that is not ready until a source loads
+// it. Options: MaxBytes.
+func NewTable[K comparable, V any](name string, opts ...TableOption) *Table[K, V] {
 	t := &Table[K, V]{name: name}
+	for _, o := range opts {
+		o(&t.memory)
+	}
 	t.state.init()
 	t.freshness.made = time.Now()
 	t.cur.Store(&version[K, V]{base: map[K]V{}, delta: map[K]entry[V]{}})
@@ -134,6 +140,11 @@ type Stats struct {
 	Age        time.Duration // since the source last confirmed it current (Table.Age)
 	Ready      bool
 	Err        error
+	// Bytes estimates the memory the table holds, and BytesPerRow the
+	// same per row: updated at each load and each merge of its recent
+	// changes, never on a read (see "Memory" in the package doc).
+	Bytes       int64
+	BytesPerRow float64
 }
 
 // Stats returns the table's counters.
@@ -142,9 +153,16 @@ func (t *Table[K, V]) Stats() Stats {
 	if n := t.lastTime.Load(); n > 0 {
 		last = time.Unix(0, n)
 	}
+	rows := t.Len()
+	bytes := t.memory.bytes(rows)
+	var perRow float64
+	if rows > 0 {
+		perRow = float64(bytes) / float64(rows)
+	}
 	return Stats{
-		Rows: t.Len(), Applied: t.applied.Load(), LastCommit: last,
+		Rows: rows, Applied: t.applied.Load(), LastCommit: last,
 		LastLag: time.Duration(t.lastLag.Load()), Age: t.Age(), Ready: t.Ready(), Err: t.Err(),
+		Bytes: bytes, BytesPerRow: perRow,
 	}
 }
 
@@ -221,9 +239,13 @@ func (t *Table[K, V]) apply(changes []Change[K, V]) {
 			}
 		}
 		next.base, next.delta = base, map[K]entry[V]{}
+		if t.memory.dueAtMerge(len(base)) {
+			t.memory.estimated(len(base), rowBytes(base, len(t.indexes)))
+		}
 	}
 	next.indexes = t.freezeIndexes()
 	t.cur.Store(next)
+	t.memory.changes += len(changes)
 	t.applied.Add(int64(len(changes)))
 	last := changes[len(changes)-1].Commit
 	if !last.IsZero() {
@@ -270,6 +292,7 @@ func (t *Table[K, V]) swap(rows map[K]V, commit time.Time, changes []Change[K, V
 		}
 	}
 	t.cur.Store(&version[K, V]{base: rows, delta: map[K]entry[V]{}, n: len(rows), indexes: t.freezeIndexes()})
+	t.memory.estimated(len(rows), rowBytes(rows, len(t.indexes)))
 	if !commit.IsZero() {
 		t.lastTime.Store(commit.UnixNano())
 	}

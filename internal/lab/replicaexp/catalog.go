@@ -78,8 +78,10 @@ func (b *bench) catalogRows(ctx context.Context, cat *lab.Service, at100 *labres
 		}
 		byConns[conns] = row
 	}
+	memory := b.replicaMemory(ctx, cat)
 	for _, conns := range catalogConns {
 		row := byConns[conns]
+		memory(row)
 		row.Set(queriesPerRequest, 0)
 		row.AddNote("0 DB queries per request; report (k6, %d VUs): %.0f req/s", conns, *row.Ref.RPS)
 		if conns == compareConns {
@@ -96,10 +98,27 @@ func (b *bench) catalogRows(ctx context.Context, cat *lab.Service, at100 *labres
 	if err != nil {
 		return err
 	}
+	memory(list)
 	list.Set(queriesPerRequest, 0)
 	list.AddNote("GET %s: the region's first 20 customers by name, from the replica's ordered index; 0 DB queries per request", listPath)
 	b.run.AddRow(list)
 	return nil
+}
+
+// replicaMemory reads what the catalog's replica holds, as it estimates
+// it, and returns what sets it on a row: once, since the rows read the
+// same loaded tables. A scrape that fails leaves the figures out (null).
+func (b *bench) replicaMemory(ctx context.Context, cat *lab.Service) func(*labresult.Row) {
+	m, err := lab.ScrapeMetrics(ctx, cat.URL("/metrics"))
+	if err != nil {
+		return func(row *labresult.Row) { row.AddNote("replica memory not read: %v", err) }
+	}
+	perRow := m.Sum("replica_table_bytes_per_row", map[string]string{"table": refdata.TableCustomers})
+	total := m.Sum("replica_table_bytes", nil)
+	return func(row *labresult.Row) {
+		row.Set(bytesPerRow, perRow)
+		row.Set(replicaMB, total/(1<<20))
+	}
 }
 
 // production measures the catalog at the report's production load, where

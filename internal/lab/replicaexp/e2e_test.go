@@ -38,6 +38,14 @@ func TestShortRun(t *testing.T) {
 	if r := res.Row(catalogProdKey); r != nil && (r.Model != "open" || math.Abs(r.Rate-productionPerMin/60.0) > 0.01 || r.MeanMS == nil || r.CPUAvg == nil) {
 		t.Errorf("production row: model %q at %v req/s, mean %v, cpu %v: want the open model at %d a minute, its mean and CPU", r.Model, r.Rate, r.MeanMS, r.CPUAvg, productionPerMin)
 	}
+	for _, key := range []labresult.Key{catalogKey(compareConns), catalogListKey} {
+		if r := res.Row(key); r != nil {
+			t.Logf("%s: %.1f bytes per row, %.2f MB", key, r.Value(bytesPerRow), r.Value(replicaMB))
+			if r.Value(bytesPerRow) <= 0 || r.Value(replicaMB) <= 0 {
+				t.Errorf("%s: %v bytes per row, %v MB: want the replica's memory", key, r.Value(bytesPerRow), r.Value(replicaMB))
+			}
+		}
+	}
 	for key, want := range map[labresult.Key]float64{pricingBeforeKey: 8, pricingAfterKey: 1} {
 		if r := res.Row(key); r != nil && r.Value(queriesPerRequest) != want {
 			t.Errorf("%s: %v queries per request, want %v", key, r.Value(queriesPerRequest), want)

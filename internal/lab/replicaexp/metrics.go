@@ -27,6 +27,13 @@ var (
 	serviceCPUPerRequest = labresult.Metric{Name: "service_cpu_us_per_request", Unit: "µs", Better: labresult.Lower,
 		Doc: "service CPU per request served"}
 
+	// The replica's memory, as the catalog service estimates it (package
+	// replica's Stats.Bytes; the package doc's Memory says what it counts).
+	bytesPerRow = labresult.Metric{Name: "bytes_per_row", Unit: "B", Better: labresult.Lower,
+		Doc: "memory per customer row of the catalog service's replica, with its listing index (replica_table_bytes_per_row{table=\"customers\"}, an estimate within about a quarter of the live heap)"}
+	replicaMB = labresult.Metric{Name: "replica_mb", Unit: "MB", Better: labresult.Lower,
+		Doc: "memory the catalog service's replica holds in all (replica_table_bytes, summed over its tables, in MiB)"}
+
 	// Write loads: of the freshness rows and around the faults.
 	writesPerS = labresult.Metric{Name: "writes_per_s", Unit: "writes/s", Better: labresult.Higher,
 		Doc: "update transactions the write load completed per second (its target: 1,000)"}
@@ -86,6 +93,7 @@ var (
 
 var metrics = []labresult.Metric{
 	postgresCores, loadgenCores, machineCores, mongoCores,
+	bytesPerRow, replicaMB,
 	dbQueries, pricingRequests, queriesPerRequest, postgresCPUPerRequest, serviceCPUPerRequest,
 	writesPerS, faultWrites, faultWritesFailed, probesUnseen,
 	decodeErrorsService, decodeErrorsLab, badRowCounted, badRowLogged, goodRowServed, badRowServed, readyAfter,

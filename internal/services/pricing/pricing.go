@@ -33,6 +33,8 @@ type Config refdata.Config
 // RegisterFlags adds the service's flags to fs.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	(*refdata.Config)(c).RegisterFlags(fs, "pricing", "where the seven reference tables come from: replica (memory fed by Postgres, default), mongo (memory fed by MongoDB change streams, see --mongo-uri; products stay in Postgres) or postgres (a query each)")
+	fs.DurationVar(&c.PositionWait, "position-wait", refdata.DefaultPositionWait,
+		"bound on a request's wait for its "+refdata.MinPositionHeader+" header: a client that wrote to Postgres sends the position read after its commit (SELECT pg_current_wal_insert_lsn()) and is answered once the replica has its write, or 504 after this long")
 }
 
 // Command returns the command that makes "hlab serve pricing" run c: the
@@ -74,7 +76,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Handler serves GET /price.
+// Handler serves GET /price. A client that has just written to Postgres
+// reads its write by sending the position read after its commit in the
+// X-Min-Position header (refdata.MinPositionHeader): the answer waits
+// until the replica has it.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /price", s.price)
@@ -112,6 +117,9 @@ func (s *Service) quote(r *http.Request) (Quote, error) {
 	}
 	city, err := parseID(r, "city")
 	if err != nil {
+		return Quote{}, err
+	}
+	if err := s.AwaitPosition(r, errs); err != nil {
 		return Quote{}, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.DB.Timeout)

@@ -61,8 +61,19 @@ func start(t testing.TB, dsn string, source refdata.Source, slot string) svc {
 
 func (v svc) get(t *testing.T, url string) (int, string) {
 	t.Helper()
+	return v.getWith(t, url, "", "")
+}
+
+// getWith is get with the request header header set to value (none if
+// header is "").
+func (v svc) getWith(t *testing.T, url, header, value string) (int, string) {
+	t.Helper()
 	w := httptest.NewRecorder()
-	v.h.ServeHTTP(w, httptest.NewRequest("GET", url, nil))
+	r := httptest.NewRequest("GET", url, nil)
+	if header != "" {
+		r.Header.Set(header, value)
+	}
+	v.h.ServeHTTP(w, r)
 	return w.Code, w.Body.String()
 }
 

@@ -15,7 +15,8 @@ import (
 // Replica keeps a Set of tables fresh from Postgres (replica.PostgresSource,
 // NewReplica) or MongoDB (replica.MongoSource, NewMongoReplica) and exports the library's metrics on the service's registry:
 // replica_rows, replica_ready, replica_applied_changes_total,
-// replica_staleness_seconds (its age: see Fresh) and replica_lag_seconds
+// replica_staleness_seconds (its age: see Fresh), replica_table_bytes and
+// replica_table_bytes_per_row (estimated memory) and replica_lag_seconds
 // (commit in Postgres to visible here, per change) by table; replica_decode_errors_total, replica_resyncs_total (by reason)
 // and replica_applied_lsn of the source. replica_ready and
 // replica_applied_lsn tell when it has caught up after a fault (see the

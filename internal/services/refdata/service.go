@@ -32,6 +32,9 @@ type Config struct {
 	// has everything the database committed before requests answer 503
 	// and /readyz fails (default DefaultMaxStaleness).
 	MaxStaleness time.Duration
+	// PositionWait bounds a request's wait for the position of its
+	// MinPositionHeader (default DefaultPositionWait).
+	PositionWait time.Duration
 }
 
 // DefaultMaxStaleness is Config.MaxStaleness's default: five of the
@@ -73,6 +76,7 @@ func (c *Config) SetDefaults(service string) error {
 	if c.MaxStaleness < MinMaxStaleness {
 		return fmt.Errorf("--max-staleness %s: give at least %s (default %s): an idle replica confirms it is current about once a second", c.MaxStaleness, MinMaxStaleness, DefaultMaxStaleness)
 	}
+	c.PositionWait = cmp.Or(c.PositionWait, DefaultPositionWait)
 	c.DB.SetDefaults(service)
 	return nil
 }
