@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,6 +27,11 @@ type Binding interface {
 	flush(commit time.Time)
 	reset()
 	setReady(error)
+	// The restart file (binding_persist.go).
+	image() tableImage
+	restore(dec *gob.Decoder, limit int, held func([][]byte) ([]any, error), commit time.Time) error
+	setShape(rowShape)
+	valueTypes() (string, error)
 }
 
 // rowShape is what a source tells a binding, when it loads a table, about

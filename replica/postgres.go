@@ -72,12 +72,16 @@ type PostgresSource struct {
 	relations    map[uint32]*pglogrepl.RelationMessage
 	decodeErrors atomic.Int64
 	resyncs      *resyncCounter
+	persist      *pgPersist // durable mode (PostgresPersist); nil without
 	mu           sync.Mutex
 	err          error
 }
 
 type pgConfig struct {
 	slot, publication string
+	slotNamed         bool
+	persistPath       string
+	persistEvery      time.Duration
 	statusInterval    time.Duration
 	catalogCheck      time.Duration
 	minBackoff        time.Duration
@@ -91,7 +95,9 @@ type PostgresOption func(*pgConfig)
 // PostgresSlot names the replication slot (default "hlab_replica"). Each running
 // replica needs its own: a source whose slot another one uses does not
 // stream, and says so (ErrSlotInUse). The slot lives while Run runs.
-func PostgresSlot(name string) PostgresOption { return func(c *pgConfig) { c.slot = name } }
+func PostgresSlot(name string) PostgresOption {
+	return func(c *pgConfig) { c.slot, c.slotNamed = name, true }
+}
 
 // PostgresPublication names the publication the source creates for its tables if
 // it does not exist (default "hlab_replica").
@@ -148,6 +154,9 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 			return nil, fmt.Errorf("replica: table %s is bound twice", name)
 		}
 		s.bindings[name] = b
+	}
+	if err := s.initPersist(); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -227,6 +236,9 @@ func (s *PostgresSource) setErr(err error) {
 // and resyncs when it must.
 func (s *PostgresSource) Run(ctx context.Context) error {
 	defer s.dropSlot(ctx)
+	// Stops the restart file's writer and writes the last file, before
+	// the slot is dropped (not in durable mode).
+	defer s.startPersisting()()
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx)
 		if ctx.Err() != nil {
@@ -384,6 +396,9 @@ func (s *PostgresSource) start(ctx context.Context, repl *pgconn.PgConn) (pglogr
 	slot, err := s.inspectSlot(ctx, conn)
 	if err != nil {
 		return 0, err
+	}
+	if s.persist != nil && !s.started {
+		s.restoreFromDisk(ctx, conn, tables, slot, sys)
 	}
 	if s.loaded {
 		if err := s.checkResume(ctx, conn, slot); err != nil {
@@ -655,6 +670,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 			ready = true
 			s.setErr(nil)
 		}
+		s.persistTick(inTx)
 	}
 }
 
@@ -834,7 +850,8 @@ func (s *PostgresSource) truncate(m *pglogrepl.TruncateMessage, touched map[Bind
 
 func (s *PostgresSource) sendStatus(ctx context.Context, repl *pgconn.PgConn, reply bool) error {
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: s.confirmed, WALFlushPosition: s.confirmed, WALApplyPosition: s.confirmed,
+		// The flush position is what the slot's confirmed_flush_lsn becomes.
+		WALWritePosition: s.confirmed, WALFlushPosition: s.flushPosition(), WALApplyPosition: s.flushPosition(),
 		ClientTime: time.Now(), ReplyRequested: reply,
 	})
 	if err != nil {
