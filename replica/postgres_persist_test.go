@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/highload-lab/hlab/internal/testkit"
@@ -226,8 +227,10 @@ func TestRestartFileCrashMidWrite(t *testing.T) {
 const diskChildEnv = "HLAB_REPLICA_DISK_CHILD"
 
 // runDiskChild runs a durable replica in this process, when it is the
-// child of TestRestartAfterSIGKILL, printing "ready" once it is, until it
-// is killed.
+// child of TestRestartAfterSIGKILL, until it is killed: it prints "ready"
+// once it is, then its AppliedLSN every 20 ms. Its file is written once
+// the tables are loaded, and not again for a minute: the changes it
+// applies after are in no file.
 func runDiskChild() (code int, child bool) {
 	spec, ok := os.LookupEnv(diskChildEnv)
 	if !ok {
@@ -236,7 +239,7 @@ func runDiskChild() (code int, child bool) {
 	parts := strings.Split(spec, "|")
 	tb := replica.NewTable[int32, item]("items")
 	src, err := replica.NewPostgresSource(parts[0], []replica.Binding{bindItems(tb)}, replica.PostgresSlot(parts[1]),
-		replica.PostgresPersist(parts[2], 100*time.Millisecond), replica.PostgresStatusInterval(50*time.Millisecond))
+		replica.PostgresPersist(parts[2], time.Minute), replica.PostgresStatusInterval(20*time.Millisecond))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1, true
@@ -247,28 +250,40 @@ func runDiskChild() (code int, child bool) {
 		return 1, true
 	}
 	fmt.Println("ready")
-	select {}
+	for {
+		fmt.Println(src.AppliedLSN())
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // TestRestartAfterSIGKILL: a durable replica killed without Run
 // returning leaves its last periodic file and a slot confirmed no
-// further than it; a new one resumes from that file.
+// further than it, though it applied (and told the server of) more; a
+// new one resumes from that file.
 func TestRestartAfterSIGKILL(t *testing.T) {
 	dsn, db := setup(t, 2000)
 	path := filepath.Join(t.TempDir(), "items.replica")
 	t.Cleanup(func() { dropDurableSlot(t, db, "disk_killed") })
 	cmd, out := testkit.StartSelf(t, diskChildEnv+"="+dsn+"|disk_killed|"+path)
 	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "ready\n" {
-		t.Fatalf("the child said %q, %v", line, err)
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "ready" {
+		t.Fatalf("the child said %q, %v", lines.Text(), lines.Err())
 	}
-	// Changes the child applies and confirms to the server: files written
-	// after them reach the server as the slot's position.
+	fileWritten(t, path, time.Time{})
+	// Changes the child applies, and sends the server status updates
+	// after, but writes to no file.
 	changeWhileDown(t, db, 3000)
-	fileWritten(t, path, time.Now())
-	exec(t, db, `UPDATE items SET qty = qty + 1`) // more, maybe not in any file
-	time.Sleep(50 * time.Millisecond)
+	var target pglogrepl.LSN
+	if err := db.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()`).Scan(&target); err != nil {
+		t.Fatal(err)
+	}
+	for lines.Scan() {
+		if applied, err := pglogrepl.ParseLSN(lines.Text()); err == nil && applied >= target {
+			break
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a few status updates
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
