@@ -52,8 +52,8 @@ func ExamplePostgresPersist() {
 		_, refused = src.DiskStart()
 		return refused
 	}
-	fmt.Println(start())                                                        // no file yet
-	fmt.Println(start() == "")                                                  // from the file
+	fmt.Println(start())       // no file yet
+	fmt.Println(start() == "") // from the file
 	// Retire the replica: drop its slot (a slot still held for a moment
 	// by the ended connection stays; the next first start replaces it).
 	_, err = db.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = 'example_durable' AND NOT active`)
