@@ -115,12 +115,17 @@ func TestRestartFromDisk(t *testing.T) {
 	fromSnapshot := readyIn(t, tb, begin)
 	wantDiskStart(t, src, replica.DiskFileMissing)
 	changeWhileDown(t, db, diskRows+1) // while it runs
+	// A name stored out of line (TOAST): an update that leaves it
+	// unchanged does not carry it, and the replica fills it in from what
+	// it keeps of the row, which must come back from the file too.
+	exec(t, db, `INSERT INTO items SELECT $1, string_agg(md5(random()::text), '') || ' toasted', 1 FROM generate_series(1, 300)`, diskRows+500)
 	converged(t, db, tb)
 	stop()
 	if st := slotState(t, db, "disk_restart"); !st.exists {
 		t.Fatal("the durable slot was dropped when Run ended")
 	}
 	changeWhileDown(t, db, diskRows+1001)
+	exec(t, db, `UPDATE items SET qty = 7 WHERE id = $1`, diskRows+500)
 
 	begin = time.Now()
 	tb, src, stop = durable(t, dsn, "disk_restart", path)
