@@ -5,6 +5,7 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"strings"
 	"time"
@@ -52,10 +53,7 @@ type tableImageOf[K comparable, V any] struct {
 func (b *binding[K, V]) image() tableImage {
 	img := &tableImageOf[K, V]{ver: b.t.cur.Load()}
 	if b.held != nil {
-		img.held = make(map[K][]any, len(b.held))
-		for k, v := range b.held {
-			img.held[k] = v
-		}
+		img.held = maps.Clone(b.held) // copies the map's groups wholesale: the applier waits for it
 	}
 	return img
 }

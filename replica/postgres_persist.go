@@ -328,13 +328,15 @@ func encodeHeld(types *pgtype.Map, t diskTable, vals []any) ([][]byte, error) {
 			continue
 		}
 		oid := heldOID(t, i)
-		if _, known := types.TypeForOID(oid); !known {
-			str, ok := v.(string) // a type the decoder does not know decodes as its text
-			if !ok {
-				return nil, fmt.Errorf("column %s: cannot write a %T of type OID %d", t.Held[i], v, oid)
-			}
+		typ, known := types.TypeForOID(oid)
+		if str, ok := v.(string); ok && (!known || verbatim(typ.Codec)) {
+			// A type the decoder does not know decodes as its text, and
+			// text types' values are their text: no encoder needed.
 			out[i] = []byte(str)
 			continue
+		}
+		if !known {
+			return nil, fmt.Errorf("column %s: cannot write a %T of type OID %d", t.Held[i], v, oid)
 		}
 		buf, err := types.Encode(oid, pgtype.TextFormatCode, v, nil)
 		if err != nil {
@@ -346,6 +348,16 @@ func encodeHeld(types *pgtype.Map, t diskTable, vals []any) ([][]byte, error) {
 		out[i] = buf
 	}
 	return out, nil
+}
+
+// verbatim says whether a codec's strings are their own text form (not
+// json's, whose string "a" is written "\"a\"").
+func verbatim(c pgtype.Codec) bool {
+	switch c.(type) {
+	case pgtype.TextCodec, *pgtype.TextCodec, *pgtype.EnumCodec:
+		return true
+	}
+	return false
 }
 
 func heldOID(t diskTable, i int) uint32 {

@@ -163,10 +163,20 @@ func TestRestartFromDiskFallsBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			exec(t, db, `INSERT INTO items VALUES (100001, 'x', 1)`)
+			var inserted pglogrepl.LSN
+			if err := db.QueryRow(context.Background(), `SELECT pg_current_wal_insert_lsn()`).Scan(&inserted); err != nil {
+				t.Fatal(err)
+			}
 			tb, _, stop := durable(t, dbDSN(db), slot, path)
 			waitReady(t, tb)
-			converged(t, db, tb)
-			fileWritten(t, path, time.Now())
+			testkit.EventuallyNil(t, 30*time.Second, "the slot confirms past the insert", func() error {
+				var confirmed pglogrepl.LSN
+				err := db.QueryRow(context.Background(), `SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&confirmed)
+				if err == nil && confirmed < inserted {
+					err = fmt.Errorf("confirmed %s, the insert at %s", confirmed, inserted)
+				}
+				return err
+			})
 			stop()
 			if err := os.WriteFile(path, old, 0o600); err != nil {
 				t.Fatal(err)
