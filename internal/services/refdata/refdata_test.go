@@ -2,9 +2,11 @@ package refdata_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,4 +168,53 @@ func TestReplicaFollowsAndSkipsBadRows(t *testing.T) {
 	if observed < 1 {
 		t.Fatalf("replica_lag_seconds observed %d changes", observed)
 	}
+}
+
+// TestReplicaPersistDir: with PersistDir, the services' tables (every
+// value type of both sets) go to a file and come back from it at the next
+// start, with what changed while the replica was down.
+func TestReplicaPersistDir(t *testing.T) {
+	dsn, pool := refdatatest.DB(t, refdatatest.Small)
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('hlab_persist_ref', 'hlab_persist_cust')`)
+	})
+	start := func(set refdata.Set, service string) (*testkit.SyncBuffer, func()) {
+		log := &testkit.SyncBuffer{}
+		db := refdata.DB{DSN: dsn, PersistDir: dir}
+		db.SetDefaults("persist_" + service)
+		r, err := refdata.NewReplica(db, set, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(log, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		stop := sync.OnceFunc(func() { cancel(); <-done })
+		t.Cleanup(stop)
+		testkit.Eventually(t, 20*time.Second, service+" replica ready", func() bool { return r.Loaded() && r.Ready() == nil })
+		return log, stop
+	}
+	_, stopRef := start(refdata.NewRefTables(), "ref")
+	_, stopCust := start(refdata.NewCustomers(), "cust")
+	stopRef()
+	stopCust()
+	if _, err := pool.Exec(context.Background(), `UPDATE brands SET markup_bp = 4321 WHERE id = 5`); err != nil {
+		t.Fatal(err)
+	}
+	ref, cust := refdata.NewRefTables(), refdata.NewCustomers()
+	refLog, _ := start(ref, "ref")
+	custLog, _ := start(cust, "cust")
+	for what, log := range map[string]*testkit.SyncBuffer{"ref": refLog, "cust": custLog} {
+		if !strings.Contains(log.String(), "tables loaded from the restart file") {
+			t.Errorf("the %s replica did not start from its file:\n%s", what, log)
+		}
+	}
+	if cust.Table.Len() != refdatatest.Small.Customers || ref.Rules.Len() != refdata.NumRules {
+		t.Errorf("from the files: %d customers, %d rules", cust.Table.Len(), ref.Rules.Len())
+	}
+	testkit.Eventually(t, 5*time.Second, "the update made while down", func() bool {
+		b, _ := ref.Brands.Get(5)
+		return b.MarkupBP == 4321
+	})
 }
