@@ -179,11 +179,11 @@ func TestReplicaPersistDir(t *testing.T) {
 	t.Cleanup(func() {
 		pool.Exec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('hlab_persist_ref', 'hlab_persist_cust')`)
 	})
-	start := func(set refdata.Set, service string) (*testkit.SyncBuffer, func()) {
+	start := func(set refdata.Set, service string, reg prometheus.Registerer) (*testkit.SyncBuffer, func()) {
 		log := &testkit.SyncBuffer{}
 		db := refdata.DB{DSN: dsn, PersistDir: dir}
 		db.SetDefaults("persist_" + service)
-		r, err := refdata.NewReplica(db, set, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(log, nil)))
+		r, err := refdata.NewReplica(db, set, reg, slog.New(slog.NewTextHandler(log, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,16 +195,17 @@ func TestReplicaPersistDir(t *testing.T) {
 		testkit.Eventually(t, 20*time.Second, service+" replica ready", func() bool { return r.Loaded() && r.Ready() == nil })
 		return log, stop
 	}
-	_, stopRef := start(refdata.NewRefTables(), "ref")
-	_, stopCust := start(refdata.NewCustomers(), "cust")
+	_, stopRef := start(refdata.NewRefTables(), "ref", prometheus.NewRegistry())
+	_, stopCust := start(refdata.NewCustomers(), "cust", prometheus.NewRegistry())
 	stopRef()
 	stopCust()
 	if _, err := pool.Exec(context.Background(), `UPDATE brands SET markup_bp = 4321 WHERE id = 5`); err != nil {
 		t.Fatal(err)
 	}
 	ref, cust := refdata.NewRefTables(), refdata.NewCustomers()
-	refLog, _ := start(ref, "ref")
-	custLog, _ := start(cust, "cust")
+	reg := prometheus.NewRegistry()
+	refLog, _ := start(ref, "ref", prometheus.NewRegistry())
+	custLog, _ := start(cust, "cust", reg)
 	for what, log := range map[string]*testkit.SyncBuffer{"ref": refLog, "cust": custLog} {
 		if !strings.Contains(log.String(), "tables loaded from the restart file") {
 			t.Errorf("the %s replica did not start from its file:\n%s", what, log)
@@ -217,4 +218,10 @@ func TestReplicaPersistDir(t *testing.T) {
 		b, _ := ref.Brands.Get(5)
 		return b.MarkupBP == 4321
 	})
+	if n := testkit.MetricSum(t, reg, "replica_disk_start", map[string]string{"refused": ""}); n != 1 {
+		t.Errorf("replica_disk_start{refused=\"\"} = %v, want 1", n)
+	}
+	if n := testkit.MetricSum(t, reg, "replica_persisted_lsn", nil); n <= 0 {
+		t.Errorf("replica_persisted_lsn = %v, want the file's position", n)
+	}
 }
