@@ -28,9 +28,10 @@ import (
 // so the server can recycle WAL, reconnects and resumes from its slot
 // after a broken connection or a server restart, and, if its slot is gone
 // or the server invalidated it, resyncs every table from a new snapshot
-// and swaps it in atomically. It drops its slot when Run returns; a slot
-// it finds in use by another replica is left alone (ErrSlotInUse). See
-// "Replication slots and disk" in the package doc.
+// and swaps it in atomically. It drops its slot when Run returns (unless
+// it is durable: PostgresPersist); a slot it finds in use by another
+// replica is left alone (ErrSlotInUse). See "Replication slots and disk"
+// and "Restart from disk" in the package doc.
 //
 // The server needs wal_level=logical; the user needs the REPLICATION
 // attribute, SELECT on the tables, and to own the publication and the
@@ -94,7 +95,8 @@ type PostgresOption func(*pgConfig)
 
 // PostgresSlot names the replication slot (default "hlab_replica"). Each running
 // replica needs its own: a source whose slot another one uses does not
-// stream, and says so (ErrSlotInUse). The slot lives while Run runs.
+// stream, and says so (ErrSlotInUse). The slot lives while Run runs, or
+// longer with PostgresPersist.
 func PostgresSlot(name string) PostgresOption {
 	return func(c *pgConfig) { c.slot, c.slotNamed = name, true }
 }
@@ -228,7 +230,9 @@ func (s *PostgresSource) setErr(err error) {
 }
 
 // Run loads the tables and keeps them fresh until ctx ends; then it drops
-// its replication slot (waiting up to 5 s for the server) and returns nil.
+// its replication slot (waiting up to 5 s for the server), or with
+// PostgresPersist writes its restart file and keeps the slot, and returns
+// nil.
 // A bound table it cannot follow ends it before the first load, with an
 // error that wraps ErrUnsupportedTable and says what to change. Other
 // errors, and that one after the first load, do not end it: it reports
