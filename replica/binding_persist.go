@@ -68,7 +68,7 @@ func (img *tableImageOf[K, V]) write(enc *gob.Encoder, held func([]any) ([][]byt
 		return err
 	}
 	var err error
-	img.each(func(k K, v V) bool {
+	img.ver.each(func(k K, v V) bool {
 		r := persistRow[K, V]{Key: k, Value: v}
 		if vals, ok := img.held[k]; ok {
 			if r.Held, err = held(vals); err != nil {
@@ -91,24 +91,6 @@ func (img *tableImageOf[K, V]) write(enc *gob.Encoder, held func([]any) ([][]byt
 		}
 	}
 	return flush() // the empty chunk that ends the table
-}
-
-// each is Table.Range over this version.
-func (img *tableImageOf[K, V]) each(f func(K, V) bool) {
-	ver := img.ver
-	for k, e := range ver.delta {
-		if !e.deleted && !f(k, e.v) {
-			return
-		}
-	}
-	for k, v := range ver.base {
-		if _, shadowed := ver.delta[k]; shadowed {
-			continue
-		}
-		if !f(k, v) {
-			return
-		}
-	}
 }
 
 // restore reads a table written by write and swaps it in, as a load
