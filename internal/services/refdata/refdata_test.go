@@ -225,3 +225,15 @@ func TestReplicaPersistDir(t *testing.T) {
 		t.Errorf("replica_persisted_lsn = %v, want the file's position", n)
 	}
 }
+
+// TestPersistDirNeedsTheReplica: --persist-dir with a source it does not
+// apply to is an error, not ignored.
+func TestPersistDirNeedsTheReplica(t *testing.T) {
+	for _, source := range []refdata.Source{refdata.FromPostgres, refdata.FromMongo} {
+		c := refdata.Config{Source: source, DB: refdata.DB{PersistDir: t.TempDir()}}
+		c.Mongo.URI = "mongodb://127.0.0.1:1"
+		if err := c.SetDefaults("catalog"); err == nil || !strings.Contains(err.Error(), "--source replica") {
+			t.Errorf("--source %s with --persist-dir: %v", source, err)
+		}
+	}
+}
