@@ -247,7 +247,9 @@
 //     immutable versions (and a copy of the values kept for unchanged
 //     out-of-line columns, see "Tables") between two transactions and
 //     writes them from another goroutine. The file is about the size of
-//     the tables' rows; writing it costs a pass over them per interval.
+//     the tables' rows; writing it costs a pass over them per interval,
+//     and Run's end waits for the last one (a second or two per million
+//     rows).
 //   - The file is used only if it fits: the same server, database and
 //     slot; the same bound tables with the same columns, types, replica
 //     identity and partitions; the same Go key and value types; a slot

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,9 +21,17 @@ import (
 	"github.com/highload-lab/hlab/replica"
 )
 
-// diskRows is the table the restart test loads and restarts: large
-// enough that a snapshot's cost shows beside a file's.
-const diskRows = 200_000
+// diskRows is the size of the table the restart test loads and
+// restarts: large enough that a snapshot's cost shows beside a file's,
+// small enough for make test; HLAB_REPLICA_DISK_ROWS sets another (the
+// lab's --full row has a million).
+var diskRows = 200_000
+
+func init() {
+	if n, err := strconv.Atoi(os.Getenv("HLAB_REPLICA_DISK_ROWS")); err == nil && n >= 1000 {
+		diskRows = n
+	}
+}
 
 // durable starts a durable source for items on slot, writing its file
 // at path every 100 ms, and returns its table and source (not waiting
