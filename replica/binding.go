@@ -29,6 +29,7 @@ type Binding interface {
 	setReady(error)
 	// The restart file (binding_persist.go).
 	image() tableImage
+	thawHeld()
 	restore(dec *gob.Decoder, limit int, held func([][]byte) ([]any, error), commit time.Time) error
 	setShape(rowShape)
 	valueTypes() (string, error)
@@ -85,6 +86,9 @@ type binding[K comparable, V any] struct {
 	// pending transaction changed (nil: the row is gone), made part of
 	// held when it commits, forgotten when it does not.
 	held, heldTx, heldLoading map[K][]any
+	// heldSince holds what transactions changed of held while a restart
+	// file's writer reads held (nil: it does not; see binding_persist.go).
+	heldSince map[K][]any
 }
 
 func (b *binding[K, V]) tableName() string { return b.t.Name() }
@@ -166,7 +170,7 @@ func (b *binding[K, V]) checkIdentityKey(k K, r Row) error {
 func (b *binding[K, V]) finishLoad(commit time.Time) {
 	b.t.replace(b.loading, commit)
 	b.loading = nil
-	b.held, b.heldLoading = b.heldLoading, nil
+	b.held, b.heldLoading, b.heldSince = b.heldLoading, nil, nil
 	b.heldTx = nil
 	if b.held != nil {
 		b.heldTx = map[K][]any{}
@@ -196,6 +200,9 @@ func (b *binding[K, V]) heldRow(k K) ([]any, bool) {
 	}
 	if b.cleared {
 		return nil, false
+	}
+	if vals, ok := b.heldSince[k]; ok {
+		return vals, vals != nil
 	}
 	vals, ok := b.held[k]
 	return vals, ok
@@ -311,9 +318,13 @@ func (b *binding[K, V]) commitHeld() {
 		return
 	}
 	if b.cleared {
-		clear(b.held)
+		b.clearHeld()
 	}
 	for k, vals := range b.heldTx {
+		if b.heldSince != nil {
+			b.heldSince[k] = vals
+			continue
+		}
 		if vals == nil {
 			delete(b.held, k)
 		} else {

@@ -5,7 +5,6 @@ import (
 	"encoding/gob"
 	"fmt"
 	"io"
-	"maps"
 	"reflect"
 	"strings"
 	"time"
@@ -48,14 +47,42 @@ type tableImageOf[K comparable, V any] struct {
 }
 
 // image takes the table's current version (no copy: versions are never
-// changed) and a copy of its held values, which the applier changes in
-// place.
+// changed) and its held values, which the applier changes in place
+// otherwise: until thawHeld, it records their changes in heldSince
+// instead, so the writer reads them unchanged and the applier copies
+// nothing (a copy of a million rows' values took 0.2 s).
 func (b *binding[K, V]) image() tableImage {
-	img := &tableImageOf[K, V]{ver: b.t.cur.Load()}
+	img := &tableImageOf[K, V]{ver: b.t.cur.Load(), held: b.held}
 	if b.held != nil {
-		img.held = maps.Clone(b.held) // copies the map's groups wholesale: the applier waits for it
+		b.heldSince = map[K][]any{}
 	}
 	return img
+}
+
+// thawHeld makes held the applier's own again once the writer is done
+// with it: the changes made meanwhile go into it.
+func (b *binding[K, V]) thawHeld() {
+	if b.heldSince == nil {
+		return
+	}
+	for k, vals := range b.heldSince {
+		if vals == nil {
+			delete(b.held, k)
+		} else {
+			b.held[k] = vals
+		}
+	}
+	b.heldSince = nil
+}
+
+// clearHeld empties held for a TRUNCATE: a new map if a writer may be
+// reading the old one.
+func (b *binding[K, V]) clearHeld() {
+	if b.heldSince != nil {
+		b.held, b.heldSince = map[K][]any{}, nil
+		return
+	}
+	clear(b.held)
 }
 
 func (img *tableImageOf[K, V]) rows() int { return img.ver.n }
@@ -128,7 +155,7 @@ func (b *binding[K, V]) restore(dec *gob.Decoder, limit int, held func([][]byte)
 	}
 	b.reset()
 	b.t.replace(rows, commit)
-	b.held, b.heldTx = heldRows, nil
+	b.held, b.heldTx, b.heldSince = heldRows, nil, nil
 	if b.held != nil {
 		b.heldTx = map[K][]any{}
 	}

@@ -95,9 +95,12 @@ type pgPersist struct {
 	durable atomic.Uint64
 	// On the applier's goroutine: when the next image is due, and the
 	// position of the last one taken.
-	next          time.Time
-	taken         pglogrepl.LSN
-	images        chan *diskImage
+	next   time.Time
+	taken  pglogrepl.LSN
+	images chan *diskImage
+	// writing is set while the writer has an image: the bindings' held
+	// values are its to read until the applier sees it cleared.
+	writing       atomic.Bool
 	writer        sync.WaitGroup
 	sysID, dbName string
 
@@ -181,32 +184,44 @@ func (s *PostgresSource) startPersisting() func() {
 	p.writer.Go(func() {
 		for img := range p.images {
 			s.writeDisk(img)
+			p.writing.Store(false)
 		}
 	})
 	return func() {
 		close(p.images)
 		p.writer.Wait()
+		s.thawHeld()
 		// Only tables that a load finished and the stream followed: a
 		// resync cut short leaves the last file, which its new slot refuses.
 		if s.loaded && s.confirmed > pglogrepl.LSN(p.durable.Load()) {
 			s.writeDisk(s.image())
+			s.thawHeld()
 		}
 	}
 }
 
 // persistTick hands the writer an image of the tables when one is due:
 // between transactions, after the interval, if the position moved and
-// the writer is free. It runs on the applier's goroutine and costs a
-// copy of the held values (none for most tables).
+// the writer is free. It runs on the applier's goroutine, and copies
+// nothing: the image is of immutable versions and of held values the
+// applier leaves alone until the writer is done.
 func (s *PostgresSource) persistTick(inTx bool) {
 	p := s.persist
-	if p == nil || inTx || !s.loaded || s.confirmed <= p.taken || time.Now().Before(p.next) {
+	if p == nil || p.writing.Load() {
 		return
 	}
-	select {
-	case p.images <- s.image():
-		p.taken, p.next = s.confirmed, time.Now().Add(p.interval)
-	default: // the writer is still at the last one
+	s.thawHeld()
+	if inTx || !s.loaded || s.confirmed <= p.taken || time.Now().Before(p.next) {
+		return
+	}
+	p.writing.Store(true)
+	p.images <- s.image() // the writer is free: it cleared writing
+	p.taken, p.next = s.confirmed, time.Now().Add(p.interval)
+}
+
+func (s *PostgresSource) thawHeld() {
+	for _, b := range s.bindings {
+		b.thawHeld()
 	}
 }
 
