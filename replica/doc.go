@@ -243,10 +243,11 @@
 //     renamed over the old one, the directory synced; the file carries a
 //     checksum. A crash mid-write leaves the last file whole. A write that
 //     fails is logged and leaves the slot at the last file.
-//   - A write does not hold the applier: it takes the tables' current
-//     immutable versions (and a copy of the values kept for unchanged
-//     out-of-line columns, see "Tables") between two transactions and
-//     writes them from another goroutine. The file is about the size of
+//   - A write does not hold the applier: between two transactions it
+//     takes the tables' current immutable versions, and the values kept
+//     for unchanged out-of-line columns (see "Tables"), whose changes the
+//     applier keeps beside them until the write is done; it copies
+//     nothing, and writes from another goroutine. The file is about the size of
 //     the tables' rows; writing it costs a pass over them per interval,
 //     and Run's end waits for the last one (a second or two per million
 //     rows).
@@ -257,7 +258,10 @@
 //     the file. Otherwise the source loads a snapshot on a new slot, logs
 //     why, and DiskStart says so: DiskFileMissing, DiskFileUnreadable,
 //     DiskOtherSource, DiskSchemaChanged, DiskSlotMissing,
-//     DiskSlotInvalid, DiskSlotAhead.
+//     DiskSlotInvalid, DiskSlotAhead. RegisterSource exports it
+//     (replica_disk_start{refused}) and the last file's position
+//     (replica_persisted_lsn: if it falls behind replica_applied_lsn and
+//     stays, files are not being written, and the slot keeps the WAL).
 //
 // Rows are written with encoding/gob as decode made them: the key and
 // value types must have exported fields only (or implement GobEncoder),
