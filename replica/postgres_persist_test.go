@@ -349,3 +349,18 @@ func TestPersistChecksItsSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartFileOfAnotherSlot: a file another slot's replica wrote (a
+// volume moved between instances) is refused: its position means nothing
+// to this slot.
+func TestRestartFileOfAnotherSlot(t *testing.T) {
+	dsn, db := setup(t, 500)
+	path := filepath.Join(t.TempDir(), "items.replica")
+	tb, _, stop := durable(t, dsn, "disk_first", path)
+	waitReady(t, tb)
+	stop()
+	tb, src, _ := durable(t, dsn, "disk_second", path)
+	waitReady(t, tb)
+	wantDiskStart(t, src, replica.DiskOtherSource)
+	converged(t, db, tb)
+}
