@@ -159,6 +159,17 @@ func TestRestartFromDiskFallsBack(t *testing.T) {
 		{"column added", replica.DiskSchemaChanged, func(t *testing.T, db *pgxpool.Pool, _, _ string) {
 			exec(t, db, `ALTER TABLE items ADD COLUMN note text DEFAULT 'n'`)
 		}},
+		{"slot invalidated", replica.DiskSlotInvalid, func(t *testing.T, db *pgxpool.Pool, slot, _ string) {
+			// The stopped replica's slot falls past max_slot_wal_keep_size.
+			setServer(t, "max_slot_wal_keep_size", "1MB")
+			exec(t, db, `CREATE TABLE pad (x text)`)
+			testkit.Eventually(t, 60*time.Second, "the server invalidates the slot", func() bool {
+				for _, q := range []string{`INSERT INTO pad SELECT repeat('x', 100) FROM generate_series(1, 100)`, `SELECT pg_switch_wal()`, `CHECKPOINT`} {
+					exec(t, db, q)
+				}
+				return slotState(t, db, slot).walStatus == "lost"
+			})
+		}},
 		{"file torn", replica.DiskFileUnreadable, func(t *testing.T, _ *pgxpool.Pool, _, path string) {
 			if err := os.Truncate(path, 100); err != nil {
 				t.Fatal(err)
