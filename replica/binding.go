@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,12 @@ type Binding interface {
 	reset()
 	setReady(error)
 	freshness() *freshness
+	// The restart file (binding_persist.go).
+	image() tableImage
+	thawHeld()
+	restore(dec *gob.Decoder, limit int, held func([][]byte) ([]any, error), commit time.Time) error
+	setShape(rowShape)
+	valueTypes() (string, error)
 }
 
 // rowShape is what a source tells a binding, when it loads a table, about
@@ -85,6 +92,9 @@ type binding[K comparable, V any] struct {
 	// load's estimates per row are loadPerRow and loadHeld (MaxBytes).
 	heldPerRow, loadPerRow float64
 	loadHeld               int64
+	// heldSince holds what transactions changed of held while a restart
+	// file's writer reads held (nil: it does not; see binding_persist.go).
+	heldSince map[K][]any
 }
 
 func (b *binding[K, V]) tableName() string { return b.t.Name() }
@@ -224,7 +234,7 @@ func (b *binding[K, V]) checkIdentityKey(k K, r Row) error {
 func (b *binding[K, V]) finishLoad(commit time.Time) {
 	b.t.replace(b.loading, commit)
 	b.loading, b.loadPerRow = nil, 0
-	b.held, b.heldLoading = b.heldLoading, nil
+	b.held, b.heldLoading, b.heldSince = b.heldLoading, nil, nil
 	b.heldPerRow = perHeldRow(b.held)
 	b.t.memory.held.Store(int64(b.heldPerRow * float64(len(b.held))))
 	b.heldTx = nil
@@ -256,6 +266,9 @@ func (b *binding[K, V]) heldRow(k K) ([]any, bool) {
 	}
 	if b.cleared {
 		return nil, false
+	}
+	if vals, ok := b.heldSince[k]; ok {
+		return vals, vals != nil
 	}
 	vals, ok := b.held[k]
 	return vals, ok
@@ -372,9 +385,13 @@ func (b *binding[K, V]) commitHeld() {
 		return
 	}
 	if b.cleared {
-		clear(b.held)
+		b.clearHeld()
 	}
 	for k, vals := range b.heldTx {
+		if b.heldSince != nil {
+			b.heldSince[k] = vals
+			continue
+		}
 		if vals == nil {
 			delete(b.held, k)
 		} else {

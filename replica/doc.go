@@ -199,16 +199,44 @@
 // # Replication slots and disk
 //
 // A logical replication slot makes the server keep all WAL its consumer
-// has not confirmed. PostgresSource's policy:
+// has not confirmed. PostgresSource has two modes.
 //
-//   - The slot lives as long as Run. It is made at the first load, resumed
-//     from after every reconnect and server restart (no reload; the server
-//     keeps the WAL meanwhile), and dropped when Run returns (its ctx
-//     ended: a service that shuts down). A stopped replica pins no WAL.
+// By default the slot lives as long as Run:
+//
+//   - It is made at the first load, resumed from after every reconnect
+//     and server restart (no reload; the server keeps the WAL meanwhile),
+//     and dropped when Run returns (its ctx ended: a service that shuts
+//     down). A stopped replica pins no WAL, and every start is a snapshot.
 //   - A new process cannot resume from an old slot: its tables start
 //     empty, and only a new slot's exported snapshot fills them
 //     consistently. So a source replaces a slot of its name that nobody
 //     streams from, left by a replica that did not get to drop it.
+//
+// Durable (PostgresPersist, with a PostgresSlot of the replica's own):
+// the slot outlives Run, and the source writes its tables and the
+// position they reflect to a file, so a new process starts from the file
+// and the slot (see "Restart from disk"). The slot then pins, on the
+// server, all WAL written since the last file, for as long as the
+// replica is stopped: a service scaled down, a pod that never comes back
+// with its name, a host lost with its disk. Such a slot is what fills a
+// server's disk in every CDC tool. In durable mode:
+//
+//   - Set max_slot_wal_keep_size on the server, above the WAL written
+//     while a replica is down for a restart or a deploy (WAL per minute,
+//     from pg_stat_wal or pg_current_wal_lsn() read twice, times the
+//     minutes): past it the server invalidates the slot, frees the WAL,
+//     and the replica starts from a snapshot (DiskSlotInvalid).
+//   - Watch the slots: SELECT slot_name, active,
+//     pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn) AS retained_bytes,
+//     wal_status FROM pg_replication_slots. An inactive slot whose
+//     retained bytes grow belongs to a replica that is not running: start
+//     it, or drop the slot (pg_drop_replication_slot) and its file.
+//     A durable source logs, when it resumes, what its slot kept while it
+//     was stopped (retained_bytes, file_age).
+//   - Retire a replica's name by dropping its slot: nothing else will.
+//
+// In both modes:
+//
 //   - A replica that dies without Run returning (SIGKILL, a crash, the OOM
 //     killer, a lost host) leaves its slot behind, and the server keeps
 //     WAL for it until a replica of that slot name starts again or the
@@ -227,6 +255,59 @@
 //     replica started on a running one's slot name fails so at once; one
 //     started while the first reconnects takes the slot, and the first
 //     fails so instead.
+//
+// # Restart from disk
+//
+// With PostgresPersist a PostgresSource writes its tables, and the WAL
+// position they reflect, to a file: when the interval has passed and the
+// position moved, and when Run ends. A new process with the same options
+// loads that file and streams from its position instead of copying every
+// table: it is Ready once it has caught up with the server, as after a
+// reconnect.
+//
+//	src, err := replica.NewPostgresSource(dsn, bindings,
+//		replica.PostgresSlot("pricing_"+podOrdinal), // stable per replica
+//		replica.PostgresPersist("/var/lib/pricing/replica.bin", time.Minute))
+//
+// Guarantees:
+//
+//   - The server is told it may recycle WAL (the slot's
+//     confirmed_flush_lsn) only up to the position of the last file
+//     written and synced, never up to what is only applied in memory. So
+//     after any stop, a kill included, the slot still has every change the
+//     file lacks, and the start applies them (and skips those the file
+//     has).
+//   - A write is atomic: a temporary file in the same directory, synced,
+//     renamed over the old one, the directory synced; the file carries a
+//     checksum. A crash mid-write leaves the last file whole. A write that
+//     fails is logged and leaves the slot at the last file.
+//   - A write does not hold the applier: between two transactions it
+//     takes the tables' current immutable versions, and the values kept
+//     for unchanged out-of-line columns (see "Tables"), whose changes the
+//     applier keeps beside them until the write is done; it copies
+//     nothing, and writes from another goroutine. The file is about the size of
+//     the tables' rows; writing it costs a pass over them per interval,
+//     and Run's end waits for the last one (a second or two per million
+//     rows).
+//   - The file is used only if it fits: the same server, database and
+//     slot; the same bound tables with the same columns, types, replica
+//     identity and partitions; the same Go key and value types; a slot
+//     that exists, is not invalidated and has confirmed no further than
+//     the file. Otherwise the source loads a snapshot on a new slot, logs
+//     why, and DiskStart says so: DiskFileMissing, DiskFileUnreadable,
+//     DiskOtherSource, DiskSchemaChanged, DiskSlotMissing,
+//     DiskSlotInvalid, DiskSlotAhead. RegisterSource exports it
+//     (replica_disk_start{refused}) and the last file's position
+//     (replica_persisted_lsn: if it falls behind replica_applied_lsn and
+//     stays, files are not being written, and the slot keeps the WAL).
+//
+// Rows are written with encoding/gob as decode made them: the key and
+// value types must have exported fields only (or implement GobEncoder),
+// which NewPostgresSource checks. The file records those types' shapes,
+// so a field added or changed refuses the file; a decode function whose
+// output changes with the same types is not noticed: change the file's
+// path with it (a path that names the build, say). MongoSource does not
+// restart from disk yet: each of its starts is a full load.
 //
 // # Telling when a replica has caught up
 //

@@ -90,6 +90,8 @@ type DecodeErrorCounter interface{ DecodeErrors() int64 }
 //	                                      by reason (Resync* constants; "any"
 //	                                      for a source that does not say)
 //	replica_applied_lsn{source}           PostgresSource: AppliedLSN, in bytes
+//	replica_persisted_lsn{source}         with PostgresPersist: the last restart file's position
+//	replica_disk_start{source,refused}    with PostgresPersist: how the first load went (DiskStart)
 //
 // With replica_ready{table} these tell when a replica has caught up after
 // a fault (see the package doc).
@@ -126,6 +128,7 @@ func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	if _, ok := c.src.(appliedLSN); ok {
 		ch <- appliedLSNDesc
 	}
+	describePersist(ch, c.src)
 }
 
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -140,4 +143,5 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if a, ok := c.src.(appliedLSN); ok {
 		ch <- prometheus.MustNewConstMetric(appliedLSNDesc, prometheus.GaugeValue, float64(a.AppliedLSN()), c.name)
 	}
+	collectPersist(ch, c.name, c.src)
 }

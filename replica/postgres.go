@@ -28,9 +28,10 @@ import (
 // so the server can recycle WAL, reconnects and resumes from its slot
 // after a broken connection or a server restart, and, if its slot is gone
 // or the server invalidated it, resyncs every table from a new snapshot
-// and swaps it in atomically. It drops its slot when Run returns; a slot
-// it finds in use by another replica is left alone (ErrSlotInUse). See
-// "Replication slots and disk" in the package doc.
+// and swaps it in atomically. It drops its slot when Run returns (unless
+// it is durable: PostgresPersist); a slot it finds in use by another
+// replica is left alone (ErrSlotInUse). See "Replication slots and disk"
+// and "Restart from disk" in the package doc.
 //
 // The server needs wal_level=logical; the user needs the REPLICATION
 // attribute, SELECT on the tables, and to own the publication and the
@@ -72,6 +73,7 @@ type PostgresSource struct {
 	relations    map[uint32]*pglogrepl.RelationMessage
 	decodeErrors atomic.Int64
 	resyncs      *resyncCounter
+	persist      *pgPersist // durable mode (PostgresPersist); nil without
 	mu           sync.Mutex
 	err          error
 	// current is whether the tables are Ready (set with err); progress
@@ -86,6 +88,9 @@ type PostgresSource struct {
 
 type pgConfig struct {
 	slot, publication string
+	slotNamed         bool
+	persistPath       string
+	persistEvery      time.Duration
 	statusInterval    time.Duration
 	catalogCheck      time.Duration
 	minBackoff        time.Duration
@@ -99,8 +104,11 @@ type PostgresOption func(*pgConfig)
 
 // PostgresSlot names the replication slot (default "hlab_replica"). Each running
 // replica needs its own: a source whose slot another one uses does not
-// stream, and says so (ErrSlotInUse). The slot lives while Run runs.
-func PostgresSlot(name string) PostgresOption { return func(c *pgConfig) { c.slot = name } }
+// stream, and says so (ErrSlotInUse). The slot lives while Run runs, or
+// longer with PostgresPersist.
+func PostgresSlot(name string) PostgresOption {
+	return func(c *pgConfig) { c.slot, c.slotNamed = name, true }
+}
 
 // PostgresPublication names the publication the source creates for its tables if
 // it does not exist (default "hlab_replica").
@@ -161,6 +169,9 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 		s.bindings[name] = b
 	}
 	if err := boundStaleness(bindings, c.maxStaleness, c.statusInterval, "PostgresMaxStaleness", "PostgresStatusInterval"); err != nil {
+		return nil, err
+	}
+	if err := s.initPersist(); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -236,7 +247,9 @@ func (s *PostgresSource) setErr(err error) {
 }
 
 // Run loads the tables and keeps them fresh until ctx ends; then it drops
-// its replication slot (waiting up to 5 s for the server) and returns nil.
+// its replication slot (waiting up to 5 s for the server), or with
+// PostgresPersist writes its restart file and keeps the slot, and returns
+// nil.
 // A bound table it cannot follow ends it before the first load, with an
 // error that wraps ErrUnsupportedTable and says what to change; a table
 // that would pass its memory budget (MaxBytes) ends it at any time, with
@@ -247,6 +260,9 @@ func (s *PostgresSource) setErr(err error) {
 func (s *PostgresSource) Run(ctx context.Context) (err error) {
 	defer s.stopOnce.Do(func() { s.runErr = err; close(s.stopped) })
 	defer s.dropSlot(ctx)
+	// Stops the restart file's writer and writes the last file, before
+	// the slot is dropped (not in durable mode).
+	defer s.startPersisting()()
 	for attempt := 0; ; attempt++ {
 		streamed, err := s.session(ctx)
 		if ctx.Err() != nil {
@@ -409,6 +425,9 @@ func (s *PostgresSource) start(ctx context.Context, repl *pgconn.PgConn) (pglogr
 	slot, err := s.inspectSlot(ctx, conn)
 	if err != nil {
 		return 0, err
+	}
+	if s.persist != nil && !s.started {
+		s.restoreFromDisk(ctx, conn, tables, slot, sys)
 	}
 	if s.loaded {
 		if err := s.checkResume(ctx, conn, slot); err != nil {
@@ -717,6 +736,7 @@ func (s *PostgresSource) stream(ctx context.Context, repl *pgconn.PgConn, caught
 		if ready && whole {
 			confirmFresh(maps.Values(s.bindings), time.Now())
 		}
+		s.persistTick(inTx)
 	}
 }
 
@@ -896,7 +916,8 @@ func (s *PostgresSource) truncate(m *pglogrepl.TruncateMessage, touched map[Bind
 
 func (s *PostgresSource) sendStatus(ctx context.Context, repl *pgconn.PgConn, reply bool) error {
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: s.confirmed, WALFlushPosition: s.confirmed, WALApplyPosition: s.confirmed,
+		// The flush position is what the slot's confirmed_flush_lsn becomes.
+		WALWritePosition: s.confirmed, WALFlushPosition: s.flushPosition(), WALApplyPosition: s.flushPosition(),
 		ClientTime: time.Now(), ReplyRequested: reply,
 	})
 	if err != nil {

@@ -182,7 +182,7 @@ func (s *PostgresSource) checkHeld(ctx context.Context, conn *pgx.Conn, pid uint
 // confirmed (a load that failed, or Run that ended, before the first
 // confirmation leaves the slot at where it was made).
 func (s *PostgresSource) dropSlot(ctx context.Context) {
-	if !s.ownSlot {
+	if !s.ownSlot || s.persist != nil { // durable mode keeps it to resume from
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

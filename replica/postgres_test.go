@@ -21,7 +21,12 @@ import (
 
 // The tests share one Postgres: refdatatest's, the one the tests of the
 // services built on replica use.
-func TestMain(m *testing.M) { os.Exit(refdatatest.Main(m, exampleDatabase)) }
+func TestMain(m *testing.M) {
+	if code, child := runDiskChild(); child {
+		os.Exit(code)
+	}
+	os.Exit(refdatatest.Main(m, exampleDatabase))
+}
 
 // exampleDatabase gives Example a database of its own on the tests'
 // server, unless DATABASE_URL names one already (the README's quickstart

@@ -88,8 +88,10 @@ func (t *Table[K, V]) Len() int { return t.cur.Load().n }
 
 // Range calls f for every row, in no particular order, until f returns
 // false. It sees one consistent version of the table.
-func (t *Table[K, V]) Range(f func(K, V) bool) {
-	ver := t.cur.Load()
+func (t *Table[K, V]) Range(f func(K, V) bool) { t.cur.Load().each(f) }
+
+// each calls f for every row of the version until f returns false.
+func (ver *version[K, V]) each(f func(K, V) bool) {
 	for k, e := range ver.delta {
 		if !e.deleted && !f(k, e.v) {
 			return

@@ -99,4 +99,5 @@ var metrics = []labresult.Metric{
 	decodeErrorsService, decodeErrorsLab, badRowCounted, badRowLogged, goodRowServed, badRowServed, readyAfter,
 	pgbenchTPS, pgbenchTransactions, pgbenchFailed, rowsCompared, caughtUpS, lagP99, decodeErrors, resyncs,
 	nsPerOp, allocsPerOp, bytesPerOp, storeRatio, storeReportRatio,
+	readyS, startedFromDisk,
 }

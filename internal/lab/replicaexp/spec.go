@@ -2,6 +2,7 @@ package replicaexp
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
@@ -88,7 +89,7 @@ func (*Experiment) Spec(o lab.Options) lab.Spec {
 		Title:   "in-memory replica fed by Postgres logical replication (and a MongoDB stand-in's change streams) vs querying Postgres (report B)",
 		Rows:    rows(o),
 		Claims:  claims(o),
-		Targets: targets,
+		Targets: slices.Concat(targets, restartTargets),
 		Metrics: metrics,
 		Figures: figures(o),
 		Setup:   setupItems(o),
@@ -134,7 +135,7 @@ func rows(o lab.Options) []lab.RowSpec {
 			rs = append(rs, lab.Row(s.ratioKey, microRatioLabel(s.name)))
 		}
 	}
-	return rs
+	return append(rs, lab.Row(restartSnapKey, restartSnapLabel(o)), lab.Row(restartDiskKey, restartDiskLabel(o)))
 }
 
 func claims(o lab.Options) []labresult.Claim {

@@ -40,10 +40,19 @@ type DB struct {
 	// publication (default "hlab_" + the service's name). Each running
 	// replica needs its own slot: a second instance on the same one stays
 	// not ready with replica.ErrSlotInUse. The slot is dropped when the
-	// service stops; one killed outright leaves it, holding WAL on the
+	// service stops (unless PersistDir is set); one killed outright leaves it, holding WAL on the
 	// server until a replica of that slot name starts again (see the
 	// replica package's doc: set max_slot_wal_keep_size).
 	Slot, Publication string
+	// PersistDir, when set, makes the replica durable: its slot is kept
+	// when the service stops, and its tables are written to
+	// PersistDir/<Slot>.replica every PersistEvery (default 1m) and at
+	// stop, so the next start loads the file and streams what changed
+	// since instead of copying every table (replica.PostgresPersist). A
+	// stopped durable instance keeps WAL on the server: retire one by
+	// dropping its slot.
+	PersistDir   string
+	PersistEvery time.Duration
 	// Init creates the schema and loads the seed if the database is empty.
 	Init bool
 	// Seed is the size Init loads.
@@ -58,6 +67,7 @@ const (
 	DefaultMaxConnLifetime = 30 * time.Minute
 	DefaultMaxConnIdleTime = 5 * time.Minute
 	DefaultConnectTimeout  = 5 * time.Second
+	DefaultPersistEvery    = time.Minute
 )
 
 // SetDefaults fills the zero fields; service names the default slot and
@@ -69,6 +79,7 @@ func (d *DB) SetDefaults(service string) {
 	defaults.Positive(&d.MaxConnLifetime, DefaultMaxConnLifetime)
 	defaults.Positive(&d.MaxConnIdleTime, DefaultMaxConnIdleTime)
 	defaults.Positive(&d.ConnectTimeout, DefaultConnectTimeout)
+	defaults.Positive(&d.PersistEvery, DefaultPersistEvery)
 	d.Slot = cmp.Or(d.Slot, "hlab_"+service)
 	d.Publication = cmp.Or(d.Publication, "hlab_"+service)
 }
@@ -83,8 +94,10 @@ func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
 	fs.DurationVar(&d.MaxConnLifetime, "max-conn-lifetime", DefaultMaxConnLifetime, "recycle Postgres connections after this long")
 	fs.DurationVar(&d.MaxConnIdleTime, "max-conn-idle", DefaultMaxConnIdleTime, "close Postgres connections idle this long (above --min-conns)")
 	fs.DurationVar(&d.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to Postgres")
-	fs.StringVar(&d.Slot, "slot", "hlab_"+service, "replication slot of the replica: one per running instance (a second one on it is not ready); dropped when the service stops")
+	fs.StringVar(&d.Slot, "slot", "hlab_"+service, "replication slot of the replica: one per running instance (a second one on it is not ready); dropped when the service stops (kept with --persist-dir)")
 	fs.StringVar(&d.Publication, "publication", "hlab_"+service, "publication the replica streams (created if missing)")
+	fs.StringVar(&d.PersistDir, "persist-dir", "", "make the replica durable: keep its slot when the service stops and write its tables to DIR/<slot>.replica, so a restart loads them and streams what changed instead of copying every table; a stopped instance then keeps WAL on the server (set max_slot_wal_keep_size; retire an instance by dropping its slot)")
+	fs.DurationVar(&d.PersistEvery, "persist-every", DefaultPersistEvery, "with --persist-dir: how often the replica's file is written (the server keeps the WAL since the last one)")
 	fs.BoolVar(&d.Init, "init", false, "create the tables and load the seed data if the database is empty")
 	fs.IntVar(&d.Seed.Products, "seed-products", DefaultProducts, "with --init: products to generate")
 	fs.IntVar(&d.Seed.Customers, "seed-customers", DefaultCustomers, "with --init: customers to generate")

@@ -2,9 +2,11 @@ package refdata_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,5 +167,73 @@ func TestReplicaFollowsAndSkipsBadRows(t *testing.T) {
 	}
 	if observed < 1 {
 		t.Fatalf("replica_lag_seconds observed %d changes", observed)
+	}
+}
+
+// TestReplicaPersistDir: with PersistDir, the services' tables (every
+// value type of both sets) go to a file and come back from it at the next
+// start, with what changed while the replica was down.
+func TestReplicaPersistDir(t *testing.T) {
+	dsn, pool := refdatatest.DB(t, refdatatest.Small)
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('hlab_persist_ref', 'hlab_persist_cust')`)
+	})
+	start := func(set refdata.Set, service string, reg prometheus.Registerer) (*testkit.SyncBuffer, func()) {
+		log := &testkit.SyncBuffer{}
+		db := refdata.DB{DSN: dsn, PersistDir: dir}
+		db.SetDefaults("persist_" + service)
+		r, err := refdata.NewReplica(db, set, reg, slog.New(slog.NewTextHandler(log, nil)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx); close(done) }()
+		stop := sync.OnceFunc(func() { cancel(); <-done })
+		t.Cleanup(stop)
+		testkit.Eventually(t, 20*time.Second, service+" replica ready", func() bool { return r.Loaded() && r.Ready() == nil })
+		return log, stop
+	}
+	_, stopRef := start(refdata.NewRefTables(), "ref", prometheus.NewRegistry())
+	_, stopCust := start(refdata.NewCustomers(), "cust", prometheus.NewRegistry())
+	stopRef()
+	stopCust()
+	if _, err := pool.Exec(context.Background(), `UPDATE brands SET markup_bp = 4321 WHERE id = 5`); err != nil {
+		t.Fatal(err)
+	}
+	ref, cust := refdata.NewRefTables(), refdata.NewCustomers()
+	reg := prometheus.NewRegistry()
+	refLog, _ := start(ref, "ref", prometheus.NewRegistry())
+	custLog, _ := start(cust, "cust", reg)
+	for what, log := range map[string]*testkit.SyncBuffer{"ref": refLog, "cust": custLog} {
+		if !strings.Contains(log.String(), "tables loaded from the restart file") {
+			t.Errorf("the %s replica did not start from its file:\n%s", what, log)
+		}
+	}
+	if cust.Table.Len() != refdatatest.Small.Customers || ref.Rules.Len() != refdata.NumRules {
+		t.Errorf("from the files: %d customers, %d rules", cust.Table.Len(), ref.Rules.Len())
+	}
+	testkit.Eventually(t, 5*time.Second, "the update made while down", func() bool {
+		b, _ := ref.Brands.Get(5)
+		return b.MarkupBP == 4321
+	})
+	if n := testkit.MetricSum(t, reg, "replica_disk_start", map[string]string{"refused": ""}); n != 1 {
+		t.Errorf("replica_disk_start{refused=\"\"} = %v, want 1", n)
+	}
+	if n := testkit.MetricSum(t, reg, "replica_persisted_lsn", nil); n <= 0 {
+		t.Errorf("replica_persisted_lsn = %v, want the file's position", n)
+	}
+}
+
+// TestPersistDirNeedsTheReplica: --persist-dir with a source it does not
+// apply to is an error, not ignored.
+func TestPersistDirNeedsTheReplica(t *testing.T) {
+	for _, source := range []refdata.Source{refdata.FromPostgres, refdata.FromMongo} {
+		c := refdata.Config{Source: source, DB: refdata.DB{PersistDir: t.TempDir()}}
+		c.Mongo.URI = "mongodb://127.0.0.1:1"
+		if err := c.SetDefaults("catalog"); err == nil || !strings.Contains(err.Error(), "--source replica") {
+			t.Errorf("--source %s with --persist-dir: %v", source, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -46,9 +47,12 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger, 
 	logger = cmp.Or(logger, slog.Default())
 	return newReplica(set, reg, "postgres", func(t table) replica.Binding { return t.binding },
 		func(bindings []replica.Binding) (source, error) {
-			return replica.NewPostgresSource(db.DSN, bindings,
-				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger),
-				replica.PostgresMaxStaleness(maxStaleness))
+			opts := []replica.PostgresOption{replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication),
+				replica.PostgresLogger(logger), replica.PostgresMaxStaleness(maxStaleness)}
+			if db.PersistDir != "" {
+				opts = append(opts, replica.PostgresPersist(filepath.Join(db.PersistDir, db.Slot+".replica"), cmp.Or(db.PersistEvery, DefaultPersistEvery)))
+			}
+			return replica.NewPostgresSource(db.DSN, bindings, opts...)
 		})
 }
 

@@ -70,6 +70,9 @@ func (c *Config) SetDefaults(service string) error {
 	default:
 		return fmt.Errorf("source %q: want replica, postgres or mongo", c.Source)
 	}
+	if c.DB.PersistDir != "" && c.Source != FromReplica {
+		return fmt.Errorf("--persist-dir makes the Postgres replica durable: it needs --source replica, not %s (a MongoDB replica does not restart from disk yet)", c.Source)
+	}
 	c.Registry = cmp.Or[prometheus.Registerer](c.Registry, prometheus.NewRegistry())
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.MaxStaleness = cmp.Or(c.MaxStaleness, DefaultMaxStaleness)
