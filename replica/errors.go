@@ -22,3 +22,9 @@ var ErrSlotInUse = errors.New("replica: the replication slot is used by another 
 // After the first load the same causes make the tables not Ready, with
 // the error in Err, and the source retries.
 var ErrUnsupportedTable = errors.New("replica: a bound table cannot be followed as it is")
+
+// ErrSnapshotQueued is wrapped by a PostgresSource's Err, and its tables',
+// while it waits for a turn to load a snapshot (PostgresSnapshotLimit):
+// other replicas of its publication are loading theirs. The error says how
+// long it has waited; the tables stay not Ready meanwhile.
+var ErrSnapshotQueued = errors.New("replica: waiting for a turn to load a snapshot")

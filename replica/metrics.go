@@ -79,6 +79,10 @@ type DecodeErrorCounter interface{ DecodeErrors() int64 }
 //	                                      by reason (Resync* constants; "any"
 //	                                      for a source that does not say)
 //	replica_applied_lsn{source}           PostgresSource: AppliedLSN, in bytes
+//	replica_snapshot_wait_seconds_total{source}
+//	                                      PostgresSource: time waited for a turn
+//	                                      to load (PostgresSnapshotLimit)
+//	replica_snapshot_loading{source}      PostgresSource: 1 while it loads
 //
 // With replica_ready{table} these tell when a replica has caught up after
 // a fault (see the package doc).
@@ -115,6 +119,7 @@ func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 	if _, ok := c.src.(appliedLSN); ok {
 		ch <- appliedLSNDesc
 	}
+	describeSnapshotTurns(ch, c.src)
 }
 
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -129,4 +134,5 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	if a, ok := c.src.(appliedLSN); ok {
 		ch <- prometheus.MustNewConstMetric(appliedLSNDesc, prometheus.GaugeValue, float64(a.AppliedLSN()), c.name)
 	}
+	collectSnapshotTurns(ch, c.name, c.src)
 }
