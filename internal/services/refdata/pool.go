@@ -44,6 +44,11 @@ type DB struct {
 	// server until a replica of that slot name starts again (see the
 	// replica package's doc: set max_slot_wal_keep_size).
 	Slot, Publication string
+	// SnapshotLimit is how many instances that share the Publication, on
+	// this database, load the replica's snapshot at once (default 2;
+	// negative: no limit): the others wait their turn, not ready (see
+	// replica.PostgresSnapshotLimit).
+	SnapshotLimit int
 	// Init creates the schema and loads the seed if the database is empty.
 	Init bool
 	// Seed is the size Init loads.
@@ -58,6 +63,7 @@ const (
 	DefaultMaxConnLifetime = 30 * time.Minute
 	DefaultMaxConnIdleTime = 5 * time.Minute
 	DefaultConnectTimeout  = 5 * time.Second
+	DefaultSnapshotLimit   = 2
 )
 
 // SetDefaults fills the zero fields; service names the default slot and
@@ -71,6 +77,7 @@ func (d *DB) SetDefaults(service string) {
 	defaults.Positive(&d.ConnectTimeout, DefaultConnectTimeout)
 	d.Slot = cmp.Or(d.Slot, "hlab_"+service)
 	d.Publication = cmp.Or(d.Publication, "hlab_"+service)
+	d.SnapshotLimit = cmp.Or(d.SnapshotLimit, DefaultSnapshotLimit) // negative: no limit
 }
 
 // RegisterFlags adds the database flags to fs; service names the default
@@ -85,6 +92,7 @@ func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
 	fs.DurationVar(&d.ConnectTimeout, "connect-timeout", DefaultConnectTimeout, "bound on connecting to Postgres")
 	fs.StringVar(&d.Slot, "slot", "hlab_"+service, "replication slot of the replica: one per running instance (a second one on it is not ready); dropped when the service stops")
 	fs.StringVar(&d.Publication, "publication", "hlab_"+service, "publication the replica streams (created if missing)")
+	fs.IntVar(&d.SnapshotLimit, "snapshot-limit", DefaultSnapshotLimit, "instances sharing --publication that load the replica's snapshot at once, at start and on a resync; the others wait their turn, not ready (Postgres advisory locks; size it to what the database can spare; -1: no limit)")
 	fs.BoolVar(&d.Init, "init", false, "create the tables and load the seed data if the database is empty")
 	fs.IntVar(&d.Seed.Products, "seed-products", DefaultProducts, "with --init: products to generate")
 	fs.IntVar(&d.Seed.Customers, "seed-customers", DefaultCustomers, "with --init: customers to generate")

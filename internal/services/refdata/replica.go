@@ -15,8 +15,9 @@ import (
 // NewReplica) or MongoDB (replica.MongoSource, NewMongoReplica) and exports the library's metrics on the service's registry:
 // replica_rows, replica_ready, replica_applied_changes_total and
 // replica_lag_seconds (commit in Postgres to visible here, per change) by
-// table; replica_decode_errors_total, replica_resyncs_total (by reason)
-// and replica_applied_lsn of the source. replica_ready and
+// table; replica_decode_errors_total, replica_resyncs_total (by reason),
+// replica_applied_lsn, replica_snapshot_wait_seconds_total and
+// replica_snapshot_loading of the source. replica_ready and
 // replica_applied_lsn tell when it has caught up after a fault (see the
 // replica package's doc). Its replication slot lives while Run runs.
 type Replica struct {
@@ -42,8 +43,11 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger) 
 	logger = cmp.Or(logger, slog.Default())
 	return newReplica(set, reg, "postgres", func(t table) replica.Binding { return t.binding },
 		func(bindings []replica.Binding) (source, error) {
-			return replica.NewPostgresSource(db.DSN, bindings,
-				replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger))
+			opts := []replica.PostgresOption{replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication), replica.PostgresLogger(logger)}
+			if db.SnapshotLimit != 0 { // else the library's default
+				opts = append(opts, replica.PostgresSnapshotLimit(db.SnapshotLimit))
+			}
+			return replica.NewPostgresSource(db.DSN, bindings, opts...)
 		})
 }
 
