@@ -122,7 +122,8 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	micro := time.Duration(3*o.Repeats()) * 1500 * time.Millisecond                    // testing.Benchmark: ~1.5 s per store and run
 	pgbench := t.run + 15*time.Second                                                  // its -T, with pgbench -i and the replica's load and catch-up
 	prod := time.Duration(o.Repeats()) * t.prod
-	return paired + singles + fresh + micro + pgbench + prod + 35*time.Second // Postgres, the stand-in, Redis, seeds, service starts
+	startAtOnce := time.Duration(len(startVariants))*startWindow(o) + 5*time.Second         // + the table's fill and a service's start
+	return paired + singles + fresh + micro + pgbench + prod + startAtOnce + 35*time.Second // Postgres, the stand-in, Redis, seeds, service starts
 }
 
 // bench is what the experiment's phases share.
@@ -146,7 +147,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	if err != nil {
 		return err
 	}
-	for _, phase := range []func(context.Context) error{b.catalogAndCeiling, b.pricing, b.faults, b.pgbench, b.mongo} {
+	for _, phase := range []func(context.Context) error{b.catalogAndCeiling, b.pricing, b.faults, b.pgbench, b.startAtOnce, b.mongo} {
 		if err := phase(ctx); err != nil {
 			return err
 		}
