@@ -102,6 +102,7 @@ func (s *PostgresSource) takeSnapshotTurn(ctx context.Context, conn *pgx.Conn) (
 	defer func() { s.turns.waited.Add(int64(time.Since(began))) }()
 	wait := snapshotTurnFirstWait
 	first := rand.IntN(n) // replicas that start together try different turns first
+	queued := false       // Err says it waits
 	for {
 		for i := range n {
 			turn := int32((first + i) % n)
@@ -110,8 +111,12 @@ func (s *PostgresSource) takeSnapshotTurn(ctx context.Context, conn *pgx.Conn) (
 				return nil, fmt.Errorf("take a snapshot turn: %w", err)
 			}
 			if ok {
-				if waited := time.Since(began); waited > snapshotTurnFirstWait {
-					s.cfg.logger.Info("replica: snapshot turn taken", "waited", waited.Round(time.Millisecond), "turn", turn)
+				if queued {
+					waited := time.Since(began).Round(time.Millisecond)
+					s.cfg.logger.Info("replica: snapshot turn taken", "waited", waited, "turn", turn)
+					// Err no longer says it waits; never nil here: that
+					// would make the tables Ready before they load.
+					s.setErr(fmt.Errorf("replica: loading a snapshot, after %s waiting for a turn", waited))
 				}
 				s.turns.loading.Store(true)
 				return func() {
@@ -123,6 +128,7 @@ func (s *PostgresSource) takeSnapshotTurn(ctx context.Context, conn *pgx.Conn) (
 		waited := time.Since(began).Round(time.Millisecond)
 		s.setErr(fmt.Errorf("%w for %s: %d loads of publication %s are running (PostgresSnapshotLimit, the services' --snapshot-limit)",
 			ErrSnapshotQueued, waited, n, s.cfg.publication))
+		queued = true
 		sleep := wait/2 + rand.N(wait/2)
 		wait = min(2*wait, snapshotTurnLastWait)
 		select {
