@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/internal/testkit"
 	"github.com/highload-lab/hlab/replica"
@@ -75,20 +76,20 @@ func (l *loads) span(source string) [2]time.Time {
 
 // twoReplicas starts replicas "a" and "b" of one publication on a
 // database of a few rows, their loads recorded by l.
-func twoReplicas(t *testing.T, l *loads, opts ...replica.PostgresOption) (db *pgxpool.Pool, tables map[string]*replica.Table[int32, item]) {
+func twoReplicas(t *testing.T, l *loads, opts ...replica.PostgresOption) (db *pgxpool.Pool, tables map[string]*replica.Table[int32, item], srcs map[string]*replica.PostgresSource) {
 	t.Helper()
 	dsn, db := setup(t, 3)
 	// Made beforehand, so the two do not race to make it.
 	exec(t, db, `CREATE PUBLICATION hlab_replica FOR TABLE items`)
-	tables = map[string]*replica.Table[int32, item]{}
+	tables, srcs = map[string]*replica.Table[int32, item]{}, map[string]*replica.PostgresSource{}
 	for _, name := range []string{"a", "b"} {
 		tables[name] = replica.NewTable[int32, item]("items")
-		run(t, dsn, l.bind(name, tables[name]), append([]replica.PostgresOption{replica.PostgresSlot(name)}, opts...)...)
+		srcs[name], _ = run(t, dsn, l.bind(name, tables[name]), append([]replica.PostgresOption{replica.PostgresSlot(name)}, opts...)...)
 		// Before the source is stopped (cleanups run last first), so a
 		// test that fails does not leave it stuck in a load.
 		t.Cleanup(func() { l.release(name) })
 	}
-	return db, tables
+	return db, tables, srcs
 }
 
 func other(name string) string {
@@ -100,7 +101,7 @@ func other(name string) string {
 
 func TestSnapshotLimitSerializesLoads(t *testing.T) {
 	l := newLoads("a", "b")
-	db, tables := twoReplicas(t, l, replica.PostgresSnapshotLimit(1))
+	db, tables, srcs := twoReplicas(t, l, replica.PostgresSnapshotLimit(1))
 	var queued string
 	testkit.Eventually(t, 30*time.Second, "one replica loads and the other waits for its turn", func() bool {
 		for name, tb := range tables {
@@ -123,11 +124,21 @@ func TestSnapshotLimitSerializesLoads(t *testing.T) {
 		t.Fatalf("loads overlap with a limit of 1: %s loaded %v..%v, %s %v..%v",
 			other(queued), first[0], first[1], queued, second[0], second[1])
 	}
+	reg := prometheus.NewRegistry()
+	if err := replica.RegisterSource(reg, "queued", srcs[queued]); err != nil {
+		t.Fatal(err)
+	}
+	if got := testkit.MetricSum(t, reg, "replica_snapshot_wait_seconds_total", nil); got <= 0 {
+		t.Errorf("replica_snapshot_wait_seconds_total is %v, but the source waited for its turn", got)
+	}
+	if got := testkit.MetricSum(t, reg, "replica_snapshot_loading", nil); got != 0 {
+		t.Errorf("replica_snapshot_loading is %v after the load", got)
+	}
 }
 
 func TestSnapshotTurnFreedWhenHolderDies(t *testing.T) {
 	l := newLoads("a", "b")
-	db, tables := twoReplicas(t, l, replica.PostgresSnapshotLimit(1))
+	db, tables, _ := twoReplicas(t, l, replica.PostgresSnapshotLimit(1))
 	testkit.Eventually(t, 30*time.Second, "one replica loads and the other waits for its turn", func() bool {
 		return len(l.began()) == 1 && errors.Is(tables[other(l.began()[0])].Err(), replica.ErrSnapshotQueued)
 	})
@@ -152,7 +163,7 @@ func TestSnapshotTurnFreedWhenHolderDies(t *testing.T) {
 
 func TestSnapshotLimitOff(t *testing.T) {
 	l := newLoads("a", "b")
-	db, tables := twoReplicas(t, l, replica.PostgresSnapshotLimit(0))
+	db, tables, _ := twoReplicas(t, l, replica.PostgresSnapshotLimit(0))
 	testkit.Eventually(t, 30*time.Second, "both replicas load at once", func() bool { return len(l.began()) == 2 })
 	l.release("a")
 	l.release("b")
