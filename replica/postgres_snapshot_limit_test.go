@@ -180,3 +180,39 @@ func TestSnapshotLimitValidated(t *testing.T) {
 		t.Fatal("a limit of a million turns was accepted")
 	}
 }
+
+// TestResyncWaitsForTurn: a replica that must load again (its slot was
+// dropped) takes a turn for it like a starting one, and waits while
+// another replica holds the only one.
+func TestResyncWaitsForTurn(t *testing.T) {
+	l := newLoads("resyncing", "holder")
+	dsn, db := setup(t, 3)
+	exec(t, db, `CREATE PUBLICATION hlab_replica FOR TABLE items`)
+	l.release("resyncing")
+	resyncing := replica.NewTable[int32, item]("items")
+	src, _ := run(t, dsn, l.bind("resyncing", resyncing), replica.PostgresSlot("resyncing"), replica.PostgresSnapshotLimit(1))
+	waitReady(t, resyncing)
+	holder := replica.NewTable[int32, item]("items")
+	run(t, dsn, l.bind("holder", holder), replica.PostgresSlot("holder"), replica.PostgresSnapshotLimit(1))
+	t.Cleanup(func() { l.release("holder") })
+	testkit.Eventually(t, 30*time.Second, "a second replica loads, holding the only turn", func() bool { return len(l.began()) == 2 })
+	ctx := context.Background()
+	testkit.EventuallyNil(t, 10*time.Second, "drop the first replica's slot", func() error {
+		db.Exec(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'resyncing' AND active_pid IS NOT NULL`)
+		_, err := db.Exec(ctx, `SELECT pg_drop_replication_slot('resyncing')`)
+		return err
+	})
+	// Reaches the first replica only by its resync's load.
+	exec(t, db, `UPDATE items SET qty = -1`)
+	testkit.Eventually(t, 30*time.Second, "the first replica waits for a turn to load again", func() bool {
+		return errors.Is(resyncing.Err(), replica.ErrSnapshotQueued)
+	})
+	l.release("holder")
+	for _, tb := range []*replica.Table[int32, item]{resyncing, holder} {
+		waitReady(t, tb)
+		converged(t, db, tb)
+	}
+	if n := src.ResyncsByReason()[replica.ResyncSlotDropped]; n != 1 {
+		t.Errorf("%d resyncs for a dropped slot, want 1", n)
+	}
+}
