@@ -235,7 +235,9 @@
 // those of another publication or another database (advisory locks are
 // per database) do not wait for them. They show in pg_locks as locktype
 // advisory, objsubid 2, objid i. Give every replica of a group the same n:
-// each counts only its own n turns.
+// each counts only its own n turns. Session locks need a session: the DSN
+// must reach the server directly or through a pooler in session mode (a
+// replication connection needs that anyway).
 //
 // Sizing n: with r replicas starting together and a load taking about L,
 // the last is Ready after about r/n x L, and the database serves n loads
