@@ -225,8 +225,9 @@
 // long it has waited, and it tries again after a jittered wait (50 ms,
 // doubling to 1 s). A replica that dies while loading frees its turn with
 // its session: the server ends it when the connection drops (for a host
-// that vanishes without closing it, after the server's TCP keepalives
-// give up: tcp_keepalives_idle). A replica that resumes from its slot
+// that vanishes without closing it, once the server's TCP gives up on it,
+// many minutes by default: the server's tcp_user_timeout and
+// tcp_keepalives_* settings shorten that). A replica that resumes from its slot
 // after a reconnect loads nothing and takes no turn.
 //
 // The turns are pg_try_advisory_lock(k, i), i from 0 to n-1, where k is
