@@ -57,7 +57,7 @@ func PostgresSnapshotLimit(n int) PostgresOption {
 
 func validateSnapshotLimit(n int) error {
 	if n > maxSnapshotLimit {
-		return fmt.Errorf("replica: a snapshot limit of %d is more than %d; a limit that high limits nothing (use 0 for no limit)", n, maxSnapshotLimit)
+		return fmt.Errorf("replica: a snapshot limit of %d is more than %d; so high a limit limits nothing: give a negative one for no limit", n, maxSnapshotLimit)
 	}
 	return nil
 }
