@@ -397,6 +397,45 @@
 //	customers := replica.NewTable[int64, Customer]("public.customers",
 //		replica.MaxBytes(512<<20)) // fail Run past 512 MiB
 //
+// # Starting many replicas at once
+//
+// A snapshot load reads every bound table whole: a rollout of many
+// replicas, or all of them resyncing after a server restart, would read
+// them all at once, a full scan and a table's worth of network each. So a
+// PostgresSource loads in turns (PostgresSnapshotLimit, default 2, the
+// services' --snapshot-limit): before each load, the first and every
+// resync's, it takes one of n session advisory locks on the connection
+// that copies, and gives it back when the load ends. While every turn is
+// taken it stays not Ready, its Err wraps ErrSnapshotQueued and says how
+// long it has waited, and it tries again after a jittered wait (50 ms,
+// doubling to 1 s). A replica that dies while loading frees its turn with
+// its session: the server ends it when the connection drops (for a host
+// that vanishes without closing it, once the server's TCP gives up on it,
+// many minutes by default: the server's tcp_user_timeout and
+// tcp_keepalives_* settings shorten that). A replica that resumes from its slot
+// after a reconnect loads nothing and takes no turn.
+//
+// The turns are pg_try_advisory_lock(k, i), i from 0 to n-1, where k is
+// the 32-bit FNV-1a hash of "replica snapshot " and the publication's
+// name, as a signed integer: replicas of one publication share them, and
+// those of another publication or another database (advisory locks are
+// per database) do not wait for them. They show in pg_locks as locktype
+// advisory, objsubid 2, objid i. Give every replica of a group the same n:
+// each counts only its own n turns. Session locks need a session: the DSN
+// must reach the server directly or through a pooler in session mode (a
+// replication connection needs that anyway).
+//
+// Sizing n: with r replicas starting together and a load taking about L,
+// the last is Ready after about r/n x L, and the database serves n loads
+// at once, each a scan of the tables on one core and their rows over the
+// network. Take the largest n the database can spare that much for (a
+// quarter of its cores, say), and allow r/n x L in the start-up probe of
+// the service. 0 turns the limit off.
+//
+//	src, err := replica.NewPostgresSource(dsn, bindings,
+//		replica.PostgresSlot(podName),
+//		replica.PostgresSnapshotLimit(4)) // 4 loads at once across the pods
+//
 // # Caveats (the report's, handled or not)
 //
 //   - Lag is small but real: replica_lag_seconds measures commit ->

@@ -41,3 +41,9 @@ var ErrMemoryBudget = errors.New("replica: a table would pass its memory budget"
 // the tables have not reached, once the source's Run has returned without
 // an error of its own: nothing will advance the tables any more.
 var ErrSourceStopped = errors.New("replica: the source is not running (its Run returned)")
+
+// ErrSnapshotQueued is wrapped by a PostgresSource's Err, and its tables',
+// while it waits for a turn to load a snapshot (PostgresSnapshotLimit):
+// other replicas of its publication are loading theirs. The error says how
+// long it has waited; the tables stay not Ready meanwhile.
+var ErrSnapshotQueued = errors.New("replica: waiting for a turn to load a snapshot")

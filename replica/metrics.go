@@ -92,6 +92,10 @@ type DecodeErrorCounter interface{ DecodeErrors() int64 }
 //	replica_applied_lsn{source}           PostgresSource: AppliedLSN, in bytes
 //	replica_persisted_lsn{source}         with PostgresPersist: the last restart file's position
 //	replica_disk_start{source,refused}    with PostgresPersist: how the first load went (DiskStart)
+//	replica_snapshot_wait_seconds_total{source}
+//	                                      PostgresSource: time waited for a turn
+//	                                      to load (PostgresSnapshotLimit)
+//	replica_snapshot_loading{source}      PostgresSource: 1 while it loads
 //
 // With replica_ready{table} these tell when a replica has caught up after
 // a fault (see the package doc).
@@ -129,6 +133,7 @@ func (c *sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- appliedLSNDesc
 	}
 	describePersist(ch, c.src)
+	describeSnapshotTurns(ch, c.src)
 }
 
 func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
@@ -144,4 +149,5 @@ func (c *sourceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(appliedLSNDesc, prometheus.GaugeValue, float64(a.AppliedLSN()), c.name)
 	}
 	collectPersist(ch, c.name, c.src)
+	collectSnapshotTurns(ch, c.name, c.src)
 }

@@ -74,6 +74,7 @@ type PostgresSource struct {
 	decodeErrors atomic.Int64
 	resyncs      *resyncCounter
 	persist      *pgPersist // durable mode (PostgresPersist); nil without
+	turns        snapshotTurns
 	mu           sync.Mutex
 	err          error
 	// current is whether the tables are Ready (set with err); progress
@@ -97,6 +98,7 @@ type pgConfig struct {
 	maxBackoff        time.Duration
 	maxStaleness      time.Duration
 	logger            *slog.Logger
+	snapshotLimit     int
 }
 
 // PostgresOption configures a PostgresSource.
@@ -145,7 +147,7 @@ func PostgresLogger(l *slog.Logger) PostgresOption { return func(c *pgConfig) { 
 // libpq-style connection string or URL.
 func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (*PostgresSource, error) {
 	c := pgConfig{slot: "hlab_replica", publication: "hlab_replica", statusInterval: time.Second, catalogCheck: 10 * time.Second,
-		minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second, logger: slog.Default()}
+		minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second, logger: slog.Default(), snapshotLimit: defaultSnapshotLimit}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -154,6 +156,9 @@ func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (
 	}
 	if !validIdent(c.slot) || !validIdent(c.publication) {
 		return nil, fmt.Errorf("replica: slot %q and publication %q must be lower-case letters, digits and _", c.slot, c.publication)
+	}
+	if err := validateSnapshotLimit(c.snapshotLimit); err != nil {
+		return nil, err
 	}
 	if _, err := pgconn.ParseConfig(dsn); err != nil {
 		return nil, fmt.Errorf("replica: bad Postgres DSN: %w", err)
@@ -439,7 +444,7 @@ func (s *PostgresSource) start(ctx context.Context, repl *pgconn.PgConn) (pglogr
 		if err := s.clearSlot(ctx, conn, slot); err != nil {
 			return 0, err
 		}
-		if start, err = s.snapshot(ctx, repl, conn); err != nil {
+		if start, err = s.loadSnapshot(ctx, repl, conn); err != nil {
 			return 0, err
 		}
 	}

@@ -56,6 +56,11 @@ func TestShortRun(t *testing.T) {
 			t.Errorf("target %s: %s (value %v, %s)", tr.Key, tr.Verdict, tr.Value, tr.Why)
 		}
 	}
+	for _, v := range startVariants {
+		if r := res.Row(v.key); r != nil && (r.Value(readyMaxS) <= 0 || r.Value(readyMedianS) > r.Value(readyMaxS) || r.MaxMS == nil) {
+			t.Errorf("%s: ready median %v s, last %v s, the serving instance's slowest request %v ms", v.key, r.Value(readyMedianS), r.Value(readyMaxS), r.MaxMS)
+		}
+	}
 	if !strings.Contains(res.Env["mongo"], "stand-in") {
 		t.Errorf("the run did not record the MongoDB stand-in as one: %q", res.Env["mongo"])
 	}

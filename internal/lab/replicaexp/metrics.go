@@ -78,6 +78,16 @@ var (
 	resyncs = labresult.Metric{Name: "resyncs", Better: labresult.Lower,
 		Doc: "times the replica reloaded its tables"}
 
+	// Many replicas starting at once (startatonce.go).
+	readyMedianS = labresult.Metric{Name: "ready_median_s", Unit: "s", Better: labresult.Lower,
+		Doc: "from the replicas' start until the median one was ready (its snapshot loaded)"}
+	readyMaxS = labresult.Metric{Name: "ready_max_s", Unit: "s", Better: labresult.Lower,
+		Doc: "from the replicas' start until the last one was ready"}
+	postgresCPUPeak = labresult.Metric{Name: "postgres_cpu_peak", Unit: "cores", Better: labresult.Lower,
+		Doc: "most CPU Postgres used in one 100 ms sample while the replicas started (0 on an external server)"}
+	pgConnsPeak = labresult.Metric{Name: "postgres_conns_peak", Unit: "connections", Better: labresult.Lower,
+		Doc: "most connections to the database (pg_stat_activity, every 50 ms) while the replicas started"}
+
 	// The micro-benchmark (mongo.go's micro).
 	nsPerOp = labresult.Metric{Name: "ns_per_op", Unit: "ns", Better: labresult.Lower,
 		Doc: "testing.Benchmark's ns/op of a user's Get, median over runs"}
@@ -98,6 +108,7 @@ var metrics = []labresult.Metric{
 	writesPerS, faultWrites, faultWritesFailed, probesUnseen,
 	decodeErrorsService, decodeErrorsLab, badRowCounted, badRowLogged, goodRowServed, badRowServed, readyAfter,
 	pgbenchTPS, pgbenchTransactions, pgbenchFailed, rowsCompared, caughtUpS, lagP99, decodeErrors, resyncs,
+	readyMedianS, readyMaxS, postgresCPUPeak, pgConnsPeak,
 	nsPerOp, allocsPerOp, bytesPerOp, storeRatio, storeReportRatio,
 	readyS, startedFromDisk,
 }

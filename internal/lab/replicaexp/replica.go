@@ -126,7 +126,8 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Mode == lab.Full {
 		restart = 40 * time.Second
 	}
-	return paired + singles + fresh + micro + pgbench + prod + restart + 35*time.Second // Postgres, the stand-in, Redis, seeds, service starts
+	startAtOnce := time.Duration(len(startVariants))*startWindow(o) + 5*time.Second                   // + the table's fill and a service's start
+	return paired + singles + fresh + micro + pgbench + prod + startAtOnce + restart + 35*time.Second // Postgres, the stand-in, Redis, seeds, service starts
 }
 
 // bench is what the experiment's phases share.
@@ -150,7 +151,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	if err != nil {
 		return err
 	}
-	for _, phase := range []func(context.Context) error{b.catalogAndCeiling, b.pricing, b.faults, b.pgbench, b.mongo, b.restart} {
+	for _, phase := range []func(context.Context) error{b.catalogAndCeiling, b.pricing, b.faults, b.pgbench, b.startAtOnce, b.mongo, b.restart} {
 		if err := phase(ctx); err != nil {
 			return err
 		}

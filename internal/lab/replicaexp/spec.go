@@ -123,6 +123,8 @@ func rows(o lab.Options) []lab.RowSpec {
 	}
 	rs = append(rs,
 		lab.Row(pgbenchKey, pgbenchLabel),
+		lab.Row(startLimitKey, startLimitLabel),
+		lab.Row(startNoLimitKey, startNoLimitLabel),
 		lab.RefRow(catalogMongoKey, catalogMongoLabel, catalogRefs(compareConns)),
 		lab.Row(freshMongoQuietKey, freshMongoQuietLabel),
 		lab.Row(freshMongoKey, freshMongoLabel),

@@ -53,6 +53,11 @@ type DB struct {
 	// dropping its slot.
 	PersistDir   string
 	PersistEvery time.Duration
+	// SnapshotLimit is how many instances that share the Publication, on
+	// this database, load the replica's snapshot at once (default 2;
+	// negative: no limit): the others wait their turn, not ready (see
+	// replica.PostgresSnapshotLimit).
+	SnapshotLimit int
 	// Init creates the schema and loads the seed if the database is empty.
 	Init bool
 	// Seed is the size Init loads.
@@ -68,6 +73,7 @@ const (
 	DefaultMaxConnIdleTime = 5 * time.Minute
 	DefaultConnectTimeout  = 5 * time.Second
 	DefaultPersistEvery    = time.Minute
+	DefaultSnapshotLimit   = 2
 )
 
 // SetDefaults fills the zero fields; service names the default slot and
@@ -82,6 +88,7 @@ func (d *DB) SetDefaults(service string) {
 	defaults.Positive(&d.PersistEvery, DefaultPersistEvery)
 	d.Slot = cmp.Or(d.Slot, "hlab_"+service)
 	d.Publication = cmp.Or(d.Publication, "hlab_"+service)
+	d.SnapshotLimit = cmp.Or(d.SnapshotLimit, DefaultSnapshotLimit) // negative: no limit
 }
 
 // RegisterFlags adds the database flags to fs; service names the default
@@ -98,6 +105,7 @@ func (d *DB) RegisterFlags(fs *flag.FlagSet, service string) {
 	fs.StringVar(&d.Publication, "publication", "hlab_"+service, "publication the replica streams (created if missing)")
 	fs.StringVar(&d.PersistDir, "persist-dir", "", "make the replica durable: keep its slot when the service stops and write its tables to DIR/<slot>.replica, so a restart loads them and streams what changed instead of copying every table; a stopped instance then keeps WAL on the server (set max_slot_wal_keep_size; retire an instance by dropping its slot)")
 	fs.DurationVar(&d.PersistEvery, "persist-every", DefaultPersistEvery, "with --persist-dir: how often the replica's file is written (the server keeps the WAL since the last one)")
+	fs.IntVar(&d.SnapshotLimit, "snapshot-limit", DefaultSnapshotLimit, "instances sharing --publication that load the replica's snapshot at once, at start and on a resync; the others wait their turn, not ready (Postgres advisory locks; size it to what the database can spare; -1: no limit)")
 	fs.BoolVar(&d.Init, "init", false, "create the tables and load the seed data if the database is empty")
 	fs.IntVar(&d.Seed.Products, "seed-products", DefaultProducts, "with --init: products to generate")
 	fs.IntVar(&d.Seed.Customers, "seed-customers", DefaultCustomers, "with --init: customers to generate")

@@ -18,8 +18,10 @@ import (
 // replica_rows, replica_ready, replica_applied_changes_total,
 // replica_staleness_seconds (its age: see Fresh), replica_table_bytes and
 // replica_table_bytes_per_row (estimated memory) and replica_lag_seconds
-// (commit in Postgres to visible here, per change) by table; replica_decode_errors_total, replica_resyncs_total (by reason)
-// and replica_applied_lsn of the source. replica_ready and
+// (commit in Postgres to visible here, per change) by table;
+// replica_decode_errors_total, replica_resyncs_total (by reason),
+// replica_applied_lsn, replica_snapshot_wait_seconds_total and
+// replica_snapshot_loading of the source. replica_ready and
 // replica_applied_lsn tell when it has caught up after a fault (see the
 // replica package's doc). Its replication slot lives while Run runs.
 type Replica struct {
@@ -49,6 +51,9 @@ func NewReplica(db DB, set Set, reg prometheus.Registerer, logger *slog.Logger, 
 		func(bindings []replica.Binding) (source, error) {
 			opts := []replica.PostgresOption{replica.PostgresSlot(db.Slot), replica.PostgresPublication(db.Publication),
 				replica.PostgresLogger(logger), replica.PostgresMaxStaleness(maxStaleness)}
+			if db.SnapshotLimit != 0 { // else the library's default
+				opts = append(opts, replica.PostgresSnapshotLimit(db.SnapshotLimit))
+			}
 			if db.PersistDir != "" {
 				opts = append(opts, replica.PostgresPersist(filepath.Join(db.PersistDir, db.Slot+".replica"), cmp.Or(db.PersistEvery, DefaultPersistEvery)))
 			}
