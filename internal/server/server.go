@@ -1,5 +1,6 @@
 // Package server runs an hlab service's HTTP handler with what every service
-// shares: GET /healthz and GET /readyz (see Config.Ready and Config.Fresh),
+// shares: GET /healthz, GET /readyz (see Config.Ready and Config.Fresh) and
+// GET /livez,
 // Prometheus GET /metrics, per-route request metrics, bounded timeouts, and
 // a graceful shutdown when the context ends (SIGTERM).
 package server
@@ -235,7 +236,7 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Handler wraps h with /healthz, /readyz, /metrics (unless
+// Handler wraps h with /healthz, /readyz, /livez, /metrics (unless
 // MetricsOnAdmin) and request metrics. Run uses it; it is exported for tests that serve
 // through httptest.
 func Handler(cfg Config, h http.Handler) http.Handler {
@@ -263,6 +264,11 @@ func Handler(cfg Config, h http.Handler) http.Handler {
 		}
 		w.Write([]byte("ok\n"))
 	})
+	// /livez answers while the process serves HTTP, whatever its
+	// dependencies: a liveness probe must not restart an instance because
+	// its database is down, which a restart does not mend (and, for a
+	// replica, costs a full load once the database is back).
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		for _, check := range []struct {
 			f    func() error

@@ -289,9 +289,10 @@ func TestReadyz(t *testing.T) {
 		ready, fresh = c.ready, c.fresh
 		hz, _ := testkit.Get(t, srv.URL+"/healthz")
 		rz, body := testkit.Get(t, srv.URL+"/readyz")
-		if hz.StatusCode != c.healthz || rz.StatusCode != c.readyz || body != c.body {
-			t.Errorf("ready %v, fresh %v: /healthz %d, /readyz %d %q; want %d, %d %q",
-				c.ready, c.fresh, hz.StatusCode, rz.StatusCode, body, c.healthz, c.readyz, c.body)
+		lz, _ := testkit.Get(t, srv.URL+"/livez")
+		if hz.StatusCode != c.healthz || rz.StatusCode != c.readyz || body != c.body || lz.StatusCode != 200 {
+			t.Errorf("ready %v, fresh %v: /healthz %d, /readyz %d %q, /livez %d; want %d, %d %q, 200",
+				c.ready, c.fresh, hz.StatusCode, rz.StatusCode, body, lz.StatusCode, c.healthz, c.readyz, c.body)
 		}
 	}
 }
