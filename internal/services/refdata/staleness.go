@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,8 +65,24 @@ func (b *Backend) WithReplicaAge(h http.Handler) http.Handler {
 	if b.Rep == nil {
 		return h
 	}
+	var last atomic.Pointer[ageValue]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(AgeHeader, strconv.FormatFloat(b.Rep.Age().Seconds(), 'f', 3, 64))
+		// Every answer at tens of thousands a second: the value is
+		// formatted once per millisecond of age, and set by its canonical
+		// key without Header.Set's canonicalizing and allocating.
+		ms := b.Rep.Age().Milliseconds()
+		v := last.Load()
+		if v == nil || v.ms != ms {
+			v = &ageValue{ms: ms, header: []string{strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)}}
+			last.Store(v)
+		}
+		w.Header()[AgeHeader] = v.header[:1:1] // full: an Add copies, never writes the shared array
 		h.ServeHTTP(w, r)
 	})
+}
+
+// ageValue is AgeHeader's value for an age of ms milliseconds.
+type ageValue struct {
+	ms     int64
+	header []string
 }
