@@ -444,4 +444,12 @@
 //     orders of its Indexes. Anything else is a Range over all rows.
 //   - Memory: a table is held whole in memory; see "Memory" for what it
 //     costs, how to watch it and how to bound it.
+//   - The watcher's errors must reach the request handlers: Err and Ready
+//     say why a table is not current, and Fresh bounds how old the data
+//     a handler serves may be ("Bounded staleness").
+//   - The first load takes time, and readiness must wait for it: Ready and
+//     WaitReady do; a durable replica restarts from its file instead
+//     ("Restart from disk").
+//   - Many instances starting at once load the database with their
+//     snapshots: they load in turns ("Starting many replicas at once").
 package replica
