@@ -120,7 +120,9 @@ func TestMaxStalenessValidated(t *testing.T) {
 // TestMongoStaleWhileStreamIsDown: the same for a MongoSource, whose idle
 // stream confirms it is current at every empty batch.
 func TestMongoStaleWhileStreamIsDown(t *testing.T) {
-	const bound = time.Second // MongoMaxAwait 200ms in startMongoSource
+	// MongoMaxAwait is 200ms in startMongoSource: an idle stream confirms
+	// about five times a second, so 2 s leaves room for a loaded machine.
+	const bound = 2 * time.Second
 	m := startStandIn(t)
 	db, coll := mongoItems(t, m, 100)
 	proxy := newWireProxy(t, m.Addr)
