@@ -320,19 +320,23 @@ func TestClusterLeaderKilledDuringSubscribe(t *testing.T) {
 		held = tally{}
 		e2e  []timed
 	)
-	go g.client(t).Subscribe(ctx, topic, depstest.Group(t), func(_ context.Context, ds []databus.Delivery) error {
-		now := time.Now()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, d := range ds {
-			held[string(d.Key)]++
-			if ns, err := strconv.ParseInt(string(d.Value), 10, 64); err == nil {
-				sent := time.Unix(0, ns)
-				e2e = append(e2e, timed{sent, now.Sub(sent)})
+	subscribeErr := make(chan error, 1)
+	c := g.client(t)
+	go func() {
+		subscribeErr <- c.Subscribe(ctx, topic, depstest.Group(t), func(_ context.Context, ds []databus.Delivery) error {
+			now := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, d := range ds {
+				held[string(d.Key)]++
+				if ns, err := strconv.ParseInt(string(d.Value), 10, 64); err == nil {
+					sent := time.Unix(0, ns)
+					e2e = append(e2e, timed{sent, now.Sub(sent)})
+				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}()
 	received := func(keys map[string]bool) (n int) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -345,7 +349,15 @@ func TestClusterLeaderKilledDuringSubscribe(t *testing.T) {
 	}
 	l := startPublishing(t, g.addr, topic, 4)
 	l.awaitAcked(t, 40)
-	testkit.EventuallyNil(t, 30*time.Second, "the member receives", func() error {
+	// The member's first join to a cluster healed from the last test's
+	// kill can take longer than a failover under -race beside other
+	// packages' tests: what this test measures starts after it.
+	testkit.EventuallyNil(t, 90*time.Second, "the member receives", func() error {
+		select {
+		case err := <-subscribeErr:
+			t.Fatalf("Subscribe returned before the fault: %v", err)
+		default:
+		}
 		if n := received(l.ackedKeys()); n < 100 {
 			return fmt.Errorf("%d received", n)
 		}
