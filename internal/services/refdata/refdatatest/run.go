@@ -18,5 +18,7 @@ func Run(t testing.TB, s refdata.Service) {
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; s.Close() })
-	testkit.Eventually(t, 20*time.Second, "service ready", func() bool { return s.Ready() == nil })
+	// Ready and fresh, as /readyz: a replica just loaded answers 503 until
+	// its stream has caught up with the server and confirmed it.
+	testkit.Eventually(t, 20*time.Second, "service ready and fresh", func() bool { return s.Ready() == nil && s.Fresh() == nil })
 }
