@@ -147,7 +147,7 @@ func PostgresLogger(l *slog.Logger) PostgresOption { return func(c *pgConfig) { 
 // libpq-style connection string or URL.
 func NewPostgresSource(dsn string, bindings []Binding, opts ...PostgresOption) (*PostgresSource, error) {
 	c := pgConfig{slot: "hlab_replica", publication: "hlab_replica", statusInterval: time.Second, catalogCheck: 10 * time.Second,
-		minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second, logger: slog.Default(), snapshotLimit: defaultSnapshotLimit}
+		minBackoff: 100 * time.Millisecond, maxBackoff: 5 * time.Second, logger: slog.Default(), snapshotLimit: DefaultSnapshotLimit}
 	for _, o := range opts {
 		o(&c)
 	}

@@ -22,11 +22,11 @@ import (
 // releases a turn when its session ends, so a replica that dies holding
 // one does not keep the others waiting.
 
-// defaultSnapshotLimit is how many loads may run at once by default:
+// DefaultSnapshotLimit is how many loads may run at once by default:
 // more than one, so one slow load does not hold up every other replica,
 // and few enough that a rollout does not read every table many times over
 // at once.
-const defaultSnapshotLimit = 2
+const DefaultSnapshotLimit = 2
 
 // maxSnapshotLimit bounds PostgresSnapshotLimit: each waiting replica
 // tries every turn on each attempt, one query each.

@@ -63,19 +63,26 @@ func (f *freshness) age(now time.Time) time.Duration {
 // nothing pending (see "Bounded staleness" in the package doc). Before
 // the first load it is the time since the table was made. It reads two
 // atomics and allocates nothing.
-func (t *Table[K, V]) Age() time.Duration { return t.freshness.age(time.Now()) }
+func (t *Table[K, V]) Age() time.Duration { return t.AgeAt(time.Now()) }
+
+// AgeAt is Age at the time now: a handler that checks several tables
+// reads the clock once for all of them.
+func (t *Table[K, V]) AgeAt(now time.Time) time.Duration { return t.freshness.age(now) }
 
 // Fresh is the check a request handler makes before it reads: nil while
 // the table's Age is within the bound its source was given
 // (PostgresMaxStaleness, MongoMaxStaleness), a *StaleError (matching
 // ErrStale) once it is not, or before the first load. Without a bound it
 // is always nil. Get stays as it is: Fresh once, then any number of reads.
-func (t *Table[K, V]) Fresh() error {
+func (t *Table[K, V]) Fresh() error { return t.FreshAt(time.Now()) }
+
+// FreshAt is Fresh at the time now (see AgeAt).
+func (t *Table[K, V]) FreshAt(now time.Time) error {
 	limit := time.Duration(t.freshness.max.Load())
 	if limit <= 0 {
 		return nil
 	}
-	if age := t.Age(); age > limit || t.freshness.confirmed.Load() == 0 {
+	if age := t.AgeAt(now); age > limit || t.freshness.confirmed.Load() == 0 {
 		return &StaleError{Table: t.name, Age: age, Max: limit}
 	}
 	return nil

@@ -141,15 +141,15 @@ type table struct {
 	binding replica.Binding    // to a Postgres table
 	doc     replica.Binding    // to a MongoDB collection of the same name (docRow)
 	wait    func(context.Context) error
-	fresh   func() error         // Table.Fresh
-	age     func() time.Duration // Table.Age
+	fresh   func(now time.Time) error         // Table.FreshAt
+	age     func(now time.Time) time.Duration // Table.AgeAt
 }
 
 // handle binds t for either source: key and decode read Postgres rows,
 // and documents through docRow.
 func handle[K comparable, V any](t *replica.Table[K, V], key func(replica.Row) (K, error), decode func(replica.Row) (V, error)) table {
 	return table{obs: t, binding: replica.Bind(t, key, decode), doc: replica.Bind(t, fromDoc(key), fromDoc(decode)),
-		wait: t.WaitReady, fresh: t.Fresh, age: t.Age}
+		wait: t.WaitReady, fresh: t.FreshAt, age: t.AgeAt}
 }
 
 // Set is a group of replicated tables one Replica keeps fresh: RefTables

@@ -14,6 +14,7 @@ import (
 
 	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/defaults"
+	"github.com/highload-lab/hlab/replica"
 )
 
 // DB is how a service reaches Postgres and names its replication slot.
@@ -73,7 +74,7 @@ const (
 	DefaultMaxConnIdleTime = 5 * time.Minute
 	DefaultConnectTimeout  = 5 * time.Second
 	DefaultPersistEvery    = time.Minute
-	DefaultSnapshotLimit   = 2
+	DefaultSnapshotLimit   = replica.DefaultSnapshotLimit
 )
 
 // SetDefaults fills the zero fields; service names the default slot and
