@@ -177,6 +177,9 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	publishEnd := time.Now()
 	res.PublishCPUS = ProcessCPU() - cpuStart
 	res.publishFigures(pubs.stats(), cfg.Duration)
+	if d, ok := pubs.(*direct); ok {
+		res.ProduceRequests = d.requests.n.Load()
+	}
 	res.topicFigures(&cfg, led)
 
 	if cfg.Groups > 0 {

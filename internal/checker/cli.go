@@ -112,6 +112,7 @@ Flags:
 	fs.IntVar(&c.Batch, "batch", 0, "messages per publish request (default 1; throughput 100)")
 	fs.IntVar(&c.Inflight, "inflight", 0, "batches in flight per stream (default 1; throughput 16)")
 	fs.DurationVar(&c.Interval, "interval", time.Second, "ticker: one batch per stream per interval")
+	fs.Float64Var(&c.Rate, "rate", 0, "messages per second offered by all streams together, paced per stream (a batch every streams*batch/rate; not for the ticker); 0: as fast as --inflight allows. Give --direct and a gateway run the same rate, below what either reaches, to compare their cost with the same records per Kafka produce request")
 	fs.BoolVar(&c.Aggregation, "aggregation", false, "ask the gateway to share producers between streams")
 	fs.BoolVar(&c.Direct, "direct", false, "produce straight to --brokers (one franz-go client per stream, as the gateway's own producer), not through --target")
 	fs.IntVar(&c.MessageBytes, "size", 100, "bytes of each message's value")

@@ -124,6 +124,13 @@ type Config struct {
 	Inflight int
 	// Interval is the ticker's period per stream (1s).
 	Interval time.Duration
+	// Rate, when positive, is the messages per second offered by all
+	// streams together (echo, latency, throughput), paced per stream: a
+	// batch every Streams*Batch/Rate. 0 sends as fast as the in-flight
+	// limit allows. Two runs at the same rate, below what either
+	// reaches, put the same records in each Kafka produce request: the
+	// publish cost's gateway and direct producer compare at it.
+	Rate float64
 	// Aggregation asks the gateway to share its producers between streams.
 	Aggregation bool
 	// Direct publishes straight to Kafka (Brokers) instead of through the
@@ -304,6 +311,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: batch %d: give 1 to 10000 messages", ErrConfig, c.Batch)
 	case c.Inflight < 1 || c.Inflight > 1024:
 		return fmt.Errorf("%w: in flight %d: give 1 to 1024 batches", ErrConfig, c.Inflight)
+	case c.Rate < 0 || c.Rate > MaxRate:
+		return fmt.Errorf("%w: rate %g: give messages per second, 0 (as fast as the in-flight limit allows) to %g", ErrConfig, c.Rate, float64(MaxRate))
+	case c.Rate > 0 && c.Scenario == Ticker:
+		return fmt.Errorf("%w: the ticker's rate is --streams / --interval: drop --rate, or use another scenario", ErrConfig)
 	case c.Interval < 0 || c.Duration <= 0 || c.ProcessDelay < 0 || c.DrainTimeout < 0:
 		return fmt.Errorf("%w: durations must not be negative, and the run's duration must be positive", ErrConfig)
 	case !slices.Contains(Payloads, c.Payload):

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // The direct mode (Config.Direct, --direct) is the baseline the gateway's
@@ -29,8 +30,30 @@ import (
 // the result's figures are computed by the same code.
 type direct struct {
 	*publishers
-	clients []*kgo.Client
+	clients  []*kgo.Client
+	requests produceRequests
 }
+
+// produceRequests counts the Produce requests a run's producers write to
+// Kafka in the measured window (a kgo.HookBrokerWrite), the gateway's
+// databus_kafka_requests_total{api="Produce"} of the direct mode: the
+// records per request, which the offered rate sets, are compared with
+// the gateway's beside the CPU per message.
+type produceRequests struct {
+	win atomic.Pointer[window] // nil until publishing starts
+	n   atomic.Int64
+}
+
+func (r *produceRequests) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key != int16(kmsg.Produce) || err != nil {
+		return
+	}
+	if w := r.win.Load(); w != nil && w.contains(time.Now()) {
+		r.n.Add(1)
+	}
+}
+
+var _ kgo.HookBrokerWrite = (*produceRequests)(nil)
 
 // publishSide is what publishes a run's messages: the gateway's streams
 // (publishers) or Kafka producers of the checker's own (direct).
@@ -87,6 +110,7 @@ func (d *direct) open(ctx context.Context) error {
 			kgo.ProducerLinger(0),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerBatchMaxBytes(1<<20),
+			kgo.WithHooks(&d.requests),
 		)
 		if err != nil {
 			return fmt.Errorf("checker: stream %d: %w", i, err)
@@ -120,13 +144,16 @@ func (d *direct) records(stream, n int, sent time.Time) ([]ID, []*kgo.Record) {
 // publish runs every stream from begin until the window ends, then waits
 // for the batches in flight.
 func (d *direct) publish(ctx context.Context, begin time.Time, win window) {
+	d.requests.win.Store(&win)
 	d.runStreams(ctx, begin, win, len(d.clients), d.stream)
 }
 
 func (d *direct) stream(ctx context.Context, i int) {
 	cl := d.clients[i]
 	slots := make(chan struct{}, d.cfg.Inflight)
-	for ctx.Err() == nil {
+	pace := newPacer(d.begin, d.cfg.batchPeriod())
+	defer pace.stop()
+	for pace.wait(ctx, d.win.end) {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():

@@ -78,3 +78,57 @@ func TestDirectDelivers(t *testing.T) {
 		t.Errorf("delivery %+v of %d acked: want every acked message received", res.Delivery, res.Acked)
 	}
 }
+
+// TestRateIsPaced runs the direct producer at an offered rate: it may
+// send fewer messages than the rate allows (a slow machine) but never
+// more, where without --rate it sends as fast as its in-flight limit
+// allows; and it counts the Produce requests it wrote in the window.
+func TestRateIsPaced(t *testing.T) {
+	k := kafkaFor(t, deps.KafkaFake)
+	const (
+		streams, batch = 2, 10
+		rate           = 400.0 // a batch every 50 ms per stream
+	)
+	warmup, window := 200*time.Millisecond, time.Second
+	res, err := checker.Run(context.Background(), checker.Config{
+		Direct: true, Brokers: k.Brokers, Topic: newTopic(t, k),
+		Streams: streams, Batch: batch, Inflight: 16, Rate: rate, Warmup: warmup, Duration: window,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each stream's first batch falls in its first period, then one per
+	// period until the window ends; one more per stream is the message
+	// each stream's opening sends.
+	period := time.Duration(float64(streams*batch) / rate * float64(time.Second))
+	most := int64(streams * (batch*(int((warmup+window)/period)+1) + 1))
+	if res.Acked == 0 || res.Acked > most {
+		t.Errorf("%d messages acked at --rate %g over %v: want some, and at most %d", res.Acked, rate, warmup+window, most)
+	}
+	if res.Rate != rate || !strings.Contains(summary(t, res), "offered: 400 msgs/s") {
+		t.Errorf("result's rate %g: want %g, said", res.Rate, rate)
+	}
+	if res.ProduceRequests <= 0 {
+		t.Errorf("%d Produce requests counted in the window: want the producers' own", res.ProduceRequests)
+	}
+}
+
+func TestRateConfigErrors(t *testing.T) {
+	brokers := []string{"127.0.0.1:1"}
+	for _, tt := range []struct {
+		name string
+		cfg  checker.Config
+		want string
+	}{
+		{"negative", checker.Config{Direct: true, Brokers: brokers, Rate: -1}, "give messages per second"},
+		{"too high", checker.Config{Direct: true, Brokers: brokers, Rate: 2 * checker.MaxRate}, "give messages per second"},
+		{"ticker", checker.Config{Target: "127.0.0.1:1", Scenario: checker.Ticker, Rate: 10}, "drop --rate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := checker.Run(context.Background(), tt.cfg, nil)
+			if !errors.Is(err, checker.ErrConfig) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("%v, want an ErrConfig saying %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,26 +140,11 @@ func (p *publishers) stream(ctx context.Context, i int) {
 			}
 		}
 	}()
-	var tick *time.Timer
-	next := p.begin
-	if p.cfg.Scenario == Ticker {
-		// A random phase, so thousands of streams do not tick in step.
-		next = next.Add(time.Duration(rand.Int64N(int64(p.cfg.Interval) + 1)))
-		tick = time.NewTimer(time.Until(next))
-		defer tick.Stop()
-	}
+	pace := newPacer(p.begin, p.cfg.batchPeriod())
+	defer pace.stop()
 	for {
-		if tick != nil {
-			if next.After(p.win.end) {
-				return
-			}
-			select {
-			case <-tick.C:
-			case <-ctx.Done():
-				return
-			}
-			next = next.Add(p.cfg.Interval)
-			tick.Reset(time.Until(next))
+		if !pace.wait(ctx, p.win.end) {
+			return
 		}
 		select {
 		case slots <- struct{}{}:

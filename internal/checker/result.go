@@ -28,9 +28,12 @@ type Result struct {
 	Payload      Payload `json:"payload"`
 	Compression  string  `json:"compression,omitempty"` // asked of the gateway; empty: its default
 	IntervalS    float64 `json:"interval_s,omitempty"`  // ticker
-	WarmupS      float64 `json:"warmup_s"`
-	DurationS    float64 `json:"duration_s"` // the measured window
-	OpenSeconds  float64 `json:"open_s"`     // opening every stream, first message answered
+	// Rate is the messages per second offered (Config.Rate); 0: as
+	// fast as the in-flight limit allowed.
+	Rate        float64 `json:"rate,omitempty"`
+	WarmupS     float64 `json:"warmup_s"`
+	DurationS   float64 `json:"duration_s"` // the measured window
+	OpenSeconds float64 `json:"open_s"`     // opening every stream, first message answered
 
 	// Acked and Failed count every message of the run, warm-up included.
 	Acked  int64 `json:"acked"`
@@ -45,6 +48,11 @@ type Result struct {
 	// the streams, the warm-up and the window, and concurrent consumers if
 	// any. With Direct it is the producers' cost, beside Acked.
 	PublishCPUS float64 `json:"publish_cpu_s"`
+	// ProduceRequests (Direct only) counts the Produce requests the
+	// producers wrote to Kafka in the measured window: with MsgsPerSec,
+	// the records per request, which a gateway's run shows in its
+	// databus_kafka_requests_total.
+	ProduceRequests int64 `json:"kafka_produce_requests,omitempty"`
 	// PublishLatency is per batch: sent to answered (Kafka stored it).
 	PublishLatency Latencies `json:"publish_latency_ms"`
 	// E2ELatency is per message: sent to received by a consumer (concurrent
@@ -161,6 +169,7 @@ func newResult(c *Config) *Result {
 	if c.Scenario == Ticker {
 		r.IntervalS = c.Interval.Seconds()
 	}
+	r.Rate = c.Rate
 	if c.Scenario == Echo {
 		r.Topic = ""
 	}
@@ -300,8 +309,14 @@ func (r *Result) writePublish(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\n  streams opened in %.2fs; warm-up %gs, measured %gs\n", r.OpenSeconds, r.WarmupS, r.DurationS)
 	fmt.Fprintf(b, "publish:   %s msgs/s (%s batches/s); %d acked, %d failed\n", num(r.MsgsPerSec), num(r.BatchesPerSec), r.Acked, r.Failed)
+	if r.Rate > 0 {
+		fmt.Fprintf(b, "  offered: %s msgs/s\n", num(r.Rate))
+	}
 	if r.Direct && r.Acked > 0 {
 		fmt.Fprintf(b, "  producers' CPU: %.2f s, %.2f µs per acked message (this process, warm-up included)\n", r.PublishCPUS, r.PublishCPUS/float64(r.Acked)*1e6)
+	}
+	if r.ProduceRequests > 0 {
+		fmt.Fprintf(b, "  Kafka produce requests in the window: %d, %.1f records each\n", r.ProduceRequests, r.MsgsPerSec*r.DurationS/float64(r.ProduceRequests))
 	}
 	fmt.Fprintf(b, "  latency (per batch): %s\n", r.PublishLatency)
 	if r.E2ELatency != nil {
