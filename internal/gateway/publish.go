@@ -112,7 +112,7 @@ func (p *publisher) run(ctx context.Context) error {
 			if p.g.m.on { // --metrics=false pays for no clock read
 				waitStart = time.Now()
 			}
-			req, err := p.stream.Recv()
+			req, err := p.recv()
 			var size int64
 			if err == nil {
 				if p.g.m.on {
@@ -241,6 +241,9 @@ func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
 	if p.outstanding >= p.s.maxInflight {
 		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
 	}
+	// The request goes back to its pool once the records are made: they
+	// point into the batch's bytes, not into its structs.
+	defer req.ReturnToVTPool()
 	n := len(req.Messages)
 	start := time.Now()
 	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
@@ -256,35 +259,47 @@ func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
 		return streamError(codes.Unavailable, "%v", err)
 	}
 	p.outstanding++
-	b := &batch{p: p, resp: resp, start: start, size: size}
-	b.remaining.Store(int32(n))
-	// One allocation for the batch's records and one for their headers,
-	// one promise for all of them, and the batch's arrival as their
-	// timestamp (franz-go would read the clock per record): per message,
-	// what a producer writing to Kafka itself would spend, no more.
-	b.recs = make([]kgo.Record, n)
+	// The batch's records and their headers in one slice each, reused
+	// from batch to batch (batchpool.go), one promise for all of them,
+	// and the batch's arrival as their timestamp (franz-go would read the
+	// clock per record): per message, what a producer writing to Kafka
+	// itself would spend, no more.
 	headers := 0
 	for _, m := range req.Messages {
 		headers += len(m.Headers)
 	}
-	hs := make([]kgo.RecordHeader, 0, headers)
+	b := newBatch(p, resp, n, headers)
+	b.start, b.size = start, size
 	for i, m := range req.Messages {
 		if size := messageBytes(m); size > p.g.cfg.MaxMessageBytes {
 			b.fail(i, codes.InvalidArgument, "message of %d bytes is larger than the limit %d: split or shrink it", size, p.g.cfg.MaxMessageBytes)
 			continue
 		}
 		rec := &b.recs[i]
-		rec.Topic, rec.Key, rec.Value, rec.Timestamp = p.s.topic, m.Key, m.Value, start
+		rec.Topic, rec.Key, rec.Value, rec.Timestamp = p.s.topic, orNil(m.Key), orNil(m.Value), start
 		if len(m.Headers) > 0 {
-			first := len(hs)
+			first := len(b.hs)
 			for _, h := range m.Headers {
-				hs = append(hs, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+				b.hs = append(b.hs, kgo.RecordHeader{Key: h.Key, Value: orNil(h.Value)})
 			}
-			rec.Headers = hs[first:len(hs):len(hs)]
+			rec.Headers = b.hs[first:len(b.hs):len(b.hs)]
 		}
-		producer.Produce(p.g.ctx, rec, b.promise)
+		producer.Produce(p.g.ctx, rec, b.promiseFn)
 	}
 	return nil
+}
+
+// orNil is an empty key, value or header value as Kafka's null, as a
+// message that leaves the field out arrives from protobuf: proto3 has no
+// empty bytes apart from absent ones, and a pooled message keeps its
+// last slices' memory as empty ones (ResetVT), which Kafka would store
+// as empty, not null (a keyless record hashed to one partition, a
+// tombstone turned into an empty value).
+func orNil(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
 }
 
 // producerClient returns the shared producer of the stream's codec for
@@ -323,6 +338,8 @@ type batch struct {
 	start     time.Time
 	size      int64        // message bytes, freed when answered
 	recs      []kgo.Record // the batch's records, in its order
+	hs        []kgo.RecordHeader
+	promiseFn func(*kgo.Record, error) // b.promise, made once per pooled batch
 	remaining atomic.Int32
 	mu        sync.Mutex // over resp.Errors
 	stores    atomic.Uint32
@@ -378,6 +395,7 @@ func (b *batch) done() {
 	b.mu.Unlock()
 	b.p.free(b.size)
 	b.p.answer(b.resp, b.start)
+	b.release() // every promise ran: nothing holds the records
 }
 
 // batchBytes is what a batch counts against bytes limits: its messages'

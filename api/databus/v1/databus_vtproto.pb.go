@@ -9,6 +9,7 @@ import (
 	protohelpers "github.com/planetscale/vtprotobuf/protohelpers"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	io "io"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -536,6 +537,84 @@ func (m *ConsumedMessage) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	return len(dAtA) - i, nil
 }
 
+var vtprotoPool_Header = sync.Pool{
+	New: func() interface{} {
+		return &Header{}
+	},
+}
+
+func (m *Header) ResetVT() {
+	if m != nil {
+		f0 := m.Value[:0]
+		m.Reset()
+		m.Value = f0
+	}
+}
+func (m *Header) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Header.Put(m)
+	}
+}
+func HeaderFromVTPool() *Header {
+	return vtprotoPool_Header.Get().(*Header)
+}
+
+var vtprotoPool_Message = sync.Pool{
+	New: func() interface{} {
+		return &Message{}
+	},
+}
+
+func (m *Message) ResetVT() {
+	if m != nil {
+		f0 := m.Key[:0]
+		f1 := m.Value[:0]
+		for _, mm := range m.Headers {
+			mm.ResetVT()
+		}
+		f2 := m.Headers[:0]
+		m.Reset()
+		m.Key = f0
+		m.Value = f1
+		m.Headers = f2
+	}
+}
+func (m *Message) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_Message.Put(m)
+	}
+}
+func MessageFromVTPool() *Message {
+	return vtprotoPool_Message.Get().(*Message)
+}
+
+var vtprotoPool_PublishRequest = sync.Pool{
+	New: func() interface{} {
+		return &PublishRequest{}
+	},
+}
+
+func (m *PublishRequest) ResetVT() {
+	if m != nil {
+		for _, mm := range m.Messages {
+			mm.ResetVT()
+		}
+		f0 := m.Messages[:0]
+		m.Reset()
+		m.Messages = f0
+	}
+}
+func (m *PublishRequest) ReturnToVTPool() {
+	if m != nil {
+		m.ResetVT()
+		vtprotoPool_PublishRequest.Put(m)
+	}
+}
+func PublishRequestFromVTPool() *PublishRequest {
+	return vtprotoPool_PublishRequest.Get().(*PublishRequest)
+}
 func (m *Header) SizeVT() (n int) {
 	if m == nil {
 		return 0
@@ -981,7 +1060,14 @@ func (m *Message) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Headers = append(m.Headers, &Header{})
+			if len(m.Headers) == cap(m.Headers) {
+				m.Headers = append(m.Headers, &Header{})
+			} else {
+				m.Headers = m.Headers[:len(m.Headers)+1]
+				if m.Headers[len(m.Headers)-1] == nil {
+					m.Headers[len(m.Headers)-1] = &Header{}
+				}
+			}
 			if err := m.Headers[len(m.Headers)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -1085,7 +1171,14 @@ func (m *PublishRequest) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Messages = append(m.Messages, &Message{})
+			if len(m.Messages) == cap(m.Messages) {
+				m.Messages = append(m.Messages, &Message{})
+			} else {
+				m.Messages = m.Messages[:len(m.Messages)+1]
+				if m.Messages[len(m.Messages)-1] == nil {
+					m.Messages[len(m.Messages)-1] = &Message{}
+				}
+			}
 			if err := m.Messages[len(m.Messages)-1].UnmarshalVT(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -2247,7 +2340,14 @@ func (m *Message) UnmarshalVTUnsafe(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Headers = append(m.Headers, &Header{})
+			if len(m.Headers) == cap(m.Headers) {
+				m.Headers = append(m.Headers, &Header{})
+			} else {
+				m.Headers = m.Headers[:len(m.Headers)+1]
+				if m.Headers[len(m.Headers)-1] == nil {
+					m.Headers[len(m.Headers)-1] = &Header{}
+				}
+			}
 			if err := m.Headers[len(m.Headers)-1].UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
@@ -2351,7 +2451,14 @@ func (m *PublishRequest) UnmarshalVTUnsafe(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Messages = append(m.Messages, &Message{})
+			if len(m.Messages) == cap(m.Messages) {
+				m.Messages = append(m.Messages, &Message{})
+			} else {
+				m.Messages = m.Messages[:len(m.Messages)+1]
+				if m.Messages[len(m.Messages)-1] == nil {
+					m.Messages[len(m.Messages)-1] = &Message{}
+				}
+			}
 			if err := m.Messages[len(m.Messages)-1].UnmarshalVTUnsafe(dAtA[iNdEx:postIndex]); err != nil {
 				return err
 			}
