@@ -58,9 +58,9 @@ func TestExperimentQuick(t *testing.T) {
 			t.Errorf("row %q: lost %v (want verified), figures %v (want the gateway's CPU per message)", k, r.Lost, r.Figures)
 		}
 	}
-	for _, k := range []labresult.Key{costGateway, costDirect} {
-		if r := rows[k]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || *r.CPUAvg <= 0 || len(r.PerRun) != 2 {
-			t.Errorf("publish cost row %q: %+v", k, r)
+	for _, k := range []labresult.Key{costGatewayAtRate, costDirectAtRate} {
+		if r := rows[k]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || *r.CPUAvg <= 0 || len(r.PerRun) != 2 || r.Value(recordsPerProduce) <= 0 {
+			t.Errorf("publish cost row %q: %+v (want its records per produce request among its figures)", k, r)
 		}
 	}
 	if r := rows[subscribeKey]; r != nil && r.Value(cyclesPerS) <= 0 {

@@ -38,12 +38,13 @@ log4j:WARN No appenders could be found for logger (org.apache.kafka.clients.prod
 }
 
 // TestPublishCostTarget: the publish cost's target reads the gateway's
-// CPU per message over the direct producer's, each run's, paired by
-// round (not by position), and judges their interval against its bound.
+// CPU per message over the direct producer's, each run's at the same
+// offered rate, paired by round (not by position), and judges their
+// interval against its bound.
 func TestPublishCostTarget(t *testing.T) {
 	cost := target(t, lab.Options{}, "publish-cost-cpu-per-msg")
 	rows := func(gwUs, directUs []float64) []*labresult.Row {
-		gw, direct := &labresult.Row{Key: costGateway}, &labresult.Row{Key: costDirect}
+		gw, direct := &labresult.Row{Key: costGatewayAtRate}, &labresult.Row{Key: costDirectAtRate}
 		for i := range gwUs {
 			gw.PerRun = append(gw.PerRun, labresult.RunValues{Round: i + 1, Values: map[string]float64{gatewayCPUPerMsg.Name: gwUs[i]}})
 		}

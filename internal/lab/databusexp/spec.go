@@ -220,10 +220,8 @@ func rows(o lab.Options) []lab.RowSpec {
 		lab.Row(smallKey(false), smallLabel(false)), lab.Row(smallKey(true), smallLabel(true)),
 		lab.Row(pubKey(latencyOpt, false), pubLabel(latencyOpt, false)), lab.Row(pubKey(latencyOpt, true), pubLabel(latencyOpt, true)),
 		lab.Row(pipelinedKey(false), pipelinedLabel(false)), lab.Row(pipelinedKey(true), pipelinedLabel(true)),
-		lab.Row(costGateway, costGatewayLabel), lab.Row(costDirect, directLabel))
-	if runsPerfTest(o) {
-		out = append(out, lab.Row(costPerfTest, perfLabel))
-	}
+	)
+	out = append(out, costRows(o)...)
 	out = append(out,
 		lab.Row(pubKey(throughputOpt, false), pubLabel(throughputOpt, false)), lab.Row(pubKey(throughputOpt, true), pubLabel(throughputOpt, true)),
 		lab.Row(subscribeKey, subscribeLabel))
