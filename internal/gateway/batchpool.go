@@ -3,44 +3,91 @@ package gateway
 import (
 	"sync"
 
-	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc/mem"
+
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
 
 // A publish batch's allocations are reused from batch to batch: at a
-// million messages a second they were half of what the gateway allocated
+// million messages a second they were most of what the gateway allocated
 // per message, and the garbage collector's work grows with that.
 //
 //   - The request and its Message and Header structs come from
 //     vtprotobuf's pools (PublishRequestFromVTPool), and go back once
 //     accept made Kafka's records of them: the records point into the
-//     batch's bytes (the codec's copy), never into the structs.
-//   - A batch's records, their headers and the batch itself come from
-//     batches, and go back once Kafka answered every record: franz-go
-//     holds a *kgo.Record, and writes its partition and offset into it,
+//     batch's bytes, never into the structs.
+//   - The batch's bytes, copied out of gRPC's buffers (codec.go), come
+//     from gRPC's buffer pool and go back, with the batch's records,
+//     headers and the batch itself (batches), once Kafka answered every
+//     record: the records' keys and values point into them, and franz-go
+//     holds a *kgo.Record, writing its partition and offset into it,
 //     until its promise ran, and touches it no more after that.
 //
-// The batch's bytes are not reused: the records' keys and values point
-// into them until the last promise, and the garbage collector need not
-// scan them (they hold no pointers).
+// Between the stream's receiving goroutine and accept, a batch's bytes
+// wait in the publisher's held, under its request.
 
-// recv receives the stream's next batch into a request from the pool.
+// recv receives the stream's next batch into a request from the pool,
+// its bytes into a pooled buffer held for accept. An echo batch is never
+// accepted: its bytes are the codec's own copy.
 func (p *publisher) recv() (*databusv1.PublishRequest, error) {
 	req := databusv1.PublishRequestFromVTPool()
-	if err := p.stream.RecvMsg(req); err != nil {
+	if p.g.cfg.Echo {
+		if err := p.stream.RecvMsg(req); err != nil {
+			req.ReturnToVTPool()
+			return nil, err
+		}
+		return req, nil
+	}
+	b := &pooledBatch{req: req}
+	if err := p.stream.RecvMsg(b); err != nil {
 		req.ReturnToVTPool()
 		return nil, err
 	}
+	p.held.put(req, b.buf)
 	return req, nil
+}
+
+// heldBytes are the pooled bytes of batches received and not yet
+// accepted, by request. A batch the stream ends before accepting stays
+// here, and goes with the publisher to the garbage collector.
+type heldBytes struct {
+	mu sync.Mutex
+	m  map[*databusv1.PublishRequest]*[]byte
+}
+
+func (h *heldBytes) put(req *databusv1.PublishRequest, buf *[]byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[*databusv1.PublishRequest]*[]byte{}
+	}
+	h.m[req] = buf
+}
+
+// take removes and returns req's bytes (nil when none are held).
+func (h *heldBytes) take(req *databusv1.PublishRequest) *[]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	buf := h.m[req]
+	delete(h.m, req)
+	return buf
+}
+
+// freeBytes gives a batch's bytes back to gRPC's pool.
+func freeBytes(buf *[]byte) {
+	if buf != nil {
+		mem.DefaultBufferPool().Put(buf)
+	}
 }
 
 var batches = sync.Pool{New: func() any { return &batch{} }}
 
 // newBatch is a batch of n records with room for headers headers, all
-// zero, from the pool.
-func newBatch(p *publisher, resp *databusv1.PublishResponse, n, headers int) *batch {
+// zero, from the pool; it owns buf, the bytes its records point into.
+func newBatch(p *publisher, resp *databusv1.PublishResponse, buf *[]byte, n, headers int) *batch {
 	b := batches.Get().(*batch)
-	b.p, b.resp = p, resp
+	b.p, b.resp, b.buf = p, resp, buf
 	if b.promiseFn == nil {
 		b.promiseFn = b.promise // one closure per batch, not one per record
 	}
@@ -55,15 +102,16 @@ func newBatch(p *publisher, resp *databusv1.PublishResponse, n, headers int) *ba
 	return b
 }
 
-// release returns b to the pool once every record's promise ran. The
-// records are zeroed here, so that the pool holds no batch's bytes and a
+// release returns b and its bytes to their pools once every record's
+// promise ran. The records are zeroed here, so that the pool holds no batch's bytes and a
 // batch from it starts from zero values (franz-go wrote each record's
 // partition, offset and producer ID).
 func (b *batch) release() {
 	clear(b.recs)
 	clear(b.hs[:cap(b.hs)])
 	b.recs, b.hs = b.recs[:0], b.hs[:0]
-	b.p, b.resp = nil, nil
+	freeBytes(b.buf)
+	b.p, b.resp, b.buf = nil, nil, nil
 	b.stores.Store(0)
 	b.bytes.Store(0)
 	batches.Put(b)

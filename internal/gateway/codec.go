@@ -63,6 +63,9 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if b, ok := v.(*pooledBatch); ok {
+		return b.unmarshal(data)
+	}
 	m, ok := v.(vtUnmarshaler)
 	if !ok {
 		return c.fallback.Unmarshal(data, v)
@@ -71,6 +74,31 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 		return err
 	}
 	return validUTF8(v)
+}
+
+// pooledBatch is a publish batch received into a request from
+// vtprotobuf's pool and a copy of its bytes in a buffer from gRPC's pool
+// (batchpool.go): the request's keys and values point into buf, which
+// goes back to the pool once Kafka answered every record.
+type pooledBatch struct {
+	req *databusv1.PublishRequest
+	buf *[]byte
+}
+
+func (b *pooledBatch) unmarshal(data mem.BufferSlice) error {
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(data.Len())
+	data.CopyTo(*buf)
+	if err := b.req.UnmarshalVTUnsafe(*buf); err != nil {
+		pool.Put(buf)
+		return err
+	}
+	if err := validUTF8(b.req); err != nil {
+		pool.Put(buf)
+		return err
+	}
+	b.buf = buf
+	return nil
 }
 
 // copyOut copies data into a new slice that nothing else holds, so that a

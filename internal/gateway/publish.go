@@ -89,6 +89,8 @@ type publisher struct {
 	// bytes counts the message bytes of batches read and not yet
 	// answered (Config.MaxStreamBytes); the gateway's total is g.bytes.
 	bytes budget
+
+	held heldBytes // received batches' pooled bytes, until accepted (batchpool.go)
 }
 
 func (p *publisher) run(ctx context.Context) error {
@@ -235,19 +237,24 @@ func (p *publisher) check(req *databusv1.PublishRequest, size int64) error {
 // accept starts producing one batch, whose answer comes through out, or
 // returns the error that ends the stream (and no answer comes).
 func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
+	// The request goes back to its pool once the records are made: they
+	// point into the batch's bytes, not into its structs. The bytes go
+	// with the batch, or back to their pool when there is none.
+	defer req.ReturnToVTPool()
+	buf := p.held.take(req)
 	if err := p.check(req, size); err != nil {
+		freeBytes(buf)
 		return err
 	}
 	if p.outstanding >= p.s.maxInflight {
+		freeBytes(buf)
 		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
 	}
-	// The request goes back to its pool once the records are made: they
-	// point into the batch's bytes, not into its structs.
-	defer req.ReturnToVTPool()
 	n := len(req.Messages)
 	start := time.Now()
 	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
 	if n == 0 {
+		freeBytes(buf)
 		resp.Stored = uint32(n)
 		p.outstanding++
 		p.free(size)
@@ -256,6 +263,7 @@ func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
 	}
 	producer, err := p.producerClient()
 	if err != nil {
+		freeBytes(buf)
 		return streamError(codes.Unavailable, "%v", err)
 	}
 	p.outstanding++
@@ -268,7 +276,7 @@ func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
 	for _, m := range req.Messages {
 		headers += len(m.Headers)
 	}
-	b := newBatch(p, resp, n, headers)
+	b := newBatch(p, resp, buf, n, headers)
 	b.start, b.size = start, size
 	for i, m := range req.Messages {
 		if size := messageBytes(m); size > p.g.cfg.MaxMessageBytes {
@@ -339,6 +347,7 @@ type batch struct {
 	size      int64        // message bytes, freed when answered
 	recs      []kgo.Record // the batch's records, in its order
 	hs        []kgo.RecordHeader
+	buf       *[]byte                  // the bytes the records point into, from gRPC's pool
 	promiseFn func(*kgo.Record, error) // b.promise, made once per pooled batch
 	remaining atomic.Int32
 	mu        sync.Mutex // over resp.Errors
