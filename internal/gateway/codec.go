@@ -22,8 +22,10 @@ import (
 //
 // A batch is copied once out of gRPC's buffers, which gRPC reuses, into
 // a slice of its own; its messages' keys and values point into that slice
-// (UnmarshalVTUnsafe) instead of each being copied, and keep it alive for
-// as long as Kafka's records hold them.
+// (UnmarshalVTUnsafe) instead of each being copied. A publish stream's
+// batch (pooledBatch) takes that slice from gRPC's buffer pool and gives
+// it back once Kafka answered its records (batchpool.go); any other
+// message's slice lives as long as something points into it.
 type codec struct{ fallback encoding.CodecV2 }
 
 func newCodec() codec { return codec{fallback: encoding.GetCodecV2(protoenc.Name)} }
