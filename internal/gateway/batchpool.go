@@ -28,23 +28,26 @@ import (
 // wait in the publisher's held, under its request.
 
 // recv receives the stream's next batch into a request from the pool,
-// its bytes into a pooled buffer held for accept. An echo batch is never
-// accepted: its bytes are the codec's own copy.
+// its bytes into a pooled buffer (pooledBytes) held for accept. An echo
+// batch is never accepted: its bytes are the codec's own copy.
 func (p *publisher) recv() (*databusv1.PublishRequest, error) {
 	req := databusv1.PublishRequestFromVTPool()
-	if p.g.cfg.Echo {
-		if err := p.stream.RecvMsg(req); err != nil {
-			req.ReturnToVTPool()
-			return nil, err
-		}
-		return req, nil
+	if !p.g.cfg.Echo {
+		pooledBytes.Store(req, (*[]byte)(nil))
 	}
-	b := &pooledBatch{req: req}
-	if err := p.stream.RecvMsg(b); err != nil {
+	err := p.stream.RecvMsg(req)
+	var buf *[]byte
+	if v, ok := pooledBytes.LoadAndDelete(req); ok {
+		buf = v.(*[]byte)
+	}
+	if err != nil {
+		freeBytes(buf)
 		req.ReturnToVTPool()
 		return nil, err
 	}
-	p.held.put(req, b.buf)
+	if buf != nil {
+		p.held.put(req, buf)
+	}
 	return req, nil
 }
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/encoding"
@@ -23,7 +24,7 @@ import (
 // A batch is copied once out of gRPC's buffers, which gRPC reuses, into
 // a slice of its own; its messages' keys and values point into that slice
 // (UnmarshalVTUnsafe) instead of each being copied. A publish stream's
-// batch (pooledBatch) takes that slice from gRPC's buffer pool and gives
+// batch (pooledBytes) takes that slice from gRPC's buffer pool and gives
 // it back once Kafka answered its records (batchpool.go); any other
 // message's slice lives as long as something points into it.
 type codec struct{ fallback encoding.CodecV2 }
@@ -65,8 +66,10 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if b, ok := v.(*pooledBatch); ok {
-		return b.unmarshal(data)
+	if req, ok := v.(*databusv1.PublishRequest); ok {
+		if _, listed := pooledBytes.Load(req); listed {
+			return unmarshalPooled(req, data)
+		}
 	}
 	m, ok := v.(vtUnmarshaler)
 	if !ok {
@@ -78,29 +81,26 @@ func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	return validUTF8(v)
 }
 
-// pooledBatch is a publish batch received into a request from
-// vtprotobuf's pool and a copy of its bytes in a buffer from gRPC's pool
-// (batchpool.go): the request's keys and values point into buf, which
-// goes back to the pool once Kafka answered every record.
-type pooledBatch struct {
-	req *databusv1.PublishRequest
-	buf *[]byte
-}
+// pooledBytes are the publish requests being received by a publish
+// stream (publisher.recv, batchpool.go), each with the buffer from gRPC's
+// pool its batch was copied into (nil until then): their keys and
+// values point into it, and the stream gives it back once Kafka answered
+// every record. Requests not listed here (another message, or a Gateway
+// served by a grpc.Server of the caller's with another codec, which
+// copies each key and value) are copied into a slice of their own.
+var pooledBytes sync.Map // *databusv1.PublishRequest -> *[]byte
 
-func (b *pooledBatch) unmarshal(data mem.BufferSlice) error {
+// unmarshalPooled decodes a listed request from a pooled copy of data.
+func unmarshalPooled(req *databusv1.PublishRequest, data mem.BufferSlice) error {
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(data.Len())
 	data.CopyTo(*buf)
-	if err := b.req.UnmarshalVTUnsafe(*buf); err != nil {
+	if err := req.UnmarshalVTUnsafe(*buf); err != nil {
 		pool.Put(buf)
 		return err
 	}
-	if err := validUTF8(b.req); err != nil {
-		pool.Put(buf)
-		return err
-	}
-	b.buf = buf
-	return nil
+	pooledBytes.Store(req, buf) // the receiver's to give back, valid or not
+	return validUTF8(req)
 }
 
 // copyOut copies data into a new slice that nothing else holds, so that a
