@@ -334,6 +334,9 @@ fi
 # side's records per produce request: the gateway's from its
 # databus_kafka_requests_total, the direct producer's from its own count.
 declare -A COST_GW_PER_CPU COST_BOTH_PER_CPU
+below_rate() { # below_rate RATE MSGS_PER_S: a warning when a side did not reach the rate it was offered
+	python3 -c 'import sys; r,m=map(float,sys.argv[1:]); print(f" -- BELOW the offered {r:,.0f} msgs/s: its records per produce request are not the other side'"'"'s" if r > 0 and m < 0.95*r else "")' "$1" "$2"
+}
 produce_requests() { curl -sf "http://$GHTTP/metrics" | awk '/^databus_kafka_requests_total\{api="Produce"\}/{print $2; f=1} END{if(!f) print 0}'; }
 cost_section() { # cost_section KAFKA_ADDR NAME RATE (0: each as fast as it goes)
 	local kafka=$1 name=$2 rate=$3 gw_us=() direct_us=() ratios=() gw_per=() both_per=() gw_rpr=() direct_rpr=() i g d rate_args=() what
@@ -352,7 +355,7 @@ cost_section() { # cost_section KAFKA_ADDR NAME RATE (0: each as fast as it goes
 		gw_per+=("$(python3 -c 'import sys; c0,c1,n=map(float,sys.argv[1:]); print(n/(c1-c0))' "$c0" "$c1" "$acked")")
 		both_per+=("$(python3 -c 'import sys; c0,c1,c,n=map(float,sys.argv[1:]); print(n/(c1-c0+c))' "$c0" "$c1" "$ccpu" "$acked")")
 		gw_rpr+=("$(python3 -c 'import sys; p0,p1,n=map(float,sys.argv[1:]); print(n/max(p1-p0,1))' "$p0" "$p1" "$acked")")
-		echo "  cost round $i, $what: gateway $(printf %.2f "$g") us of CPU per message ($(printf %.2f "$(python3 -c "print($c1-$c0)")") CPU-s for $acked messages, $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s, $(fmt "${gw_rpr[-1]}") records per produce request; the checker $(printf %.2f "$ccpu") CPU-s)" >&2
+		echo "  cost round $i, $what: gateway $(printf %.2f "$g") us of CPU per message ($(printf %.2f "$(python3 -c "print($c1-$c0)")") CPU-s for $acked messages, $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s, $(fmt "${gw_rpr[-1]}") records per produce request; the checker $(printf %.2f "$ccpu") CPU-s)$(below_rate "$rate" "$(echo "$out" | json 'r["msgs_per_s"]')")" >&2
 	}
 	direct_run() {
 		local out rc=0
@@ -365,7 +368,7 @@ cost_section() { # cost_section KAFKA_ADDR NAME RATE (0: each as fast as it goes
 		out=$(cat "$work/direct.json")
 		d=$(echo "$out" | json 'r["publish_cpu_s"] / r["acked"] * 1e6')
 		direct_rpr+=("$(echo "$out" | json 'r["msgs_per_s"] * r["duration_s"] / max(r.get("kafka_produce_requests", 0), 1)')")
-		echo "  cost round $i, $what: direct $(printf %.2f "$d") us of CPU per message ($(printf %.2f "$(echo "$out" | json 'r["publish_cpu_s"]')") CPU-s for $(echo "$out" | json 'r["acked"]') messages, $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s, $(fmt "${direct_rpr[-1]}") records per produce request)" >&2
+		echo "  cost round $i, $what: direct $(printf %.2f "$d") us of CPU per message ($(printf %.2f "$(echo "$out" | json 'r["publish_cpu_s"]')") CPU-s for $(echo "$out" | json 'r["acked"]') messages, $(fmt "$(echo "$out" | json 'r["msgs_per_s"]')") msgs/s, $(fmt "${direct_rpr[-1]}") records per produce request)$(below_rate "$rate" "$(echo "$out" | json 'r["msgs_per_s"]')")" >&2
 	}
 	for i in $(seq "$ROUNDS"); do
 		if [ $((i % 2)) = 1 ]; then gw_run; direct_run; else direct_run; gw_run; fi
