@@ -25,7 +25,9 @@ import (
 //     until its promise ran, and touches it no more after that.
 //
 // Between the stream's receiving goroutine and accept, a batch's bytes
-// wait in the publisher's held, under its request.
+// wait in the publisher's held, under its request. A server interceptor
+// may read a received request while the handler's RecvMsg returns it,
+// as ever, but not keep it: accept hands it back to the pool.
 
 // recv receives the stream's next batch into a request from the pool,
 // its bytes into a pooled buffer (pooledBytes) held for accept. An echo
