@@ -19,8 +19,9 @@ import (
 )
 
 // TestReusedBatchesKeepEachRecord publishes batches of different sizes
-// on streams with many batches in flight, so that the gateway reuses a
-// batch's request structs and records (batchpool.go) while Kafka still
+// on streams with many batches in flight (one of them through the shared
+// producer of aggregation), so that the gateway reuses a batch's request
+// structs, bytes and records (batchpool.go) while Kafka still
 // answers others, then reads every record straight from Kafka: each must
 // hold its own key, value and header. A batch reused before Kafka
 // answered all of its records shows as records with another's contents
@@ -41,7 +42,8 @@ func TestReusedBatchesKeepEachRecord(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make(chan error, streams*batches)
 		for s := range streams {
-			pub, err := w.client(t).NewPublisher(ctx, topic, databus.MaxInflight(16))
+			// The last stream's records go through the shared producer.
+			pub, err := w.client(t).NewPublisher(ctx, topic, databus.MaxInflight(16), databus.Aggregation(s == streams-1))
 			if err != nil {
 				t.Fatal(err)
 			}
