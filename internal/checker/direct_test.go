@@ -30,6 +30,8 @@ func TestDirectConfigErrors(t *testing.T) {
 		{"no gateway needed", checker.Config{Direct: true, Brokers: brokers}, ""},
 		{"latency", checker.Config{Direct: true, Brokers: brokers, Scenario: checker.Latency}, ""},
 		{"gateway mode still needs a target", checker.Config{Brokers: brokers}, "give --target"},
+		{"direct consumers need no gateway", checker.Config{Direct: true, Brokers: brokers, Consume: checker.Only, Groups: 1}, ""},
+		{"direct consumers drop no member", checker.Config{Direct: true, Brokers: brokers, Consume: checker.Only, Groups: 1, DropMember: true, KillEvery: time.Second, FaultPhase: checker.ConsumePhase}, "drop --kill-every"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// Nothing listens on port 1: a valid config fails at Kafka, soon.
