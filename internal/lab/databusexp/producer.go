@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -35,9 +34,8 @@ import (
 // The cost rows run in costRounds rounds, so that the target's ratio
 // has an interval.
 const (
-	costRounds    = 3
-	producerMemMB = 1024
-	recordBytes   = 100 // the checker's values, the perf test's records
+	costRounds  = 3
+	recordBytes = 100 // the checker's values, the perf test's records
 )
 
 // perfRecords is how many records the perf test sends: at the 100k-400k
@@ -172,54 +170,15 @@ type directProducer struct {
 }
 
 func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func(bool)) (*lab.Sample, error) {
-	args := []string{"databus-checker", "--direct", "--brokers", strings.Join(p.brokers, ","), "--topic", p.topic,
+	args := []string{"--direct", "--brokers", strings.Join(p.brokers, ","), "--topic", p.topic,
 		"--partitions", strconv.Itoa(partitions), "--scenario", string(checker.Throughput), "--streams", strconv.Itoa(pubClients),
 		"--size", strconv.Itoa(recordBytes), "--warmup", "500ms", "--duration", d.String(), "--json"}
 	args = append(args, cliflag.Args(p.sec)...)
-	var (
-		stdout lines
-		meter  *sandbox.Meter
-		usage  sandbox.Usage
-		mu     sync.Mutex
-		proc   *sandbox.Process
-	)
-	stderr := &lines{keep: 5, on: func(line string) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case line == checker.WindowOpenLine && meter == nil && proc != nil:
-			meter = proc.Measure()
-			window(true)
-		case line == checker.WindowClosedLine && meter != nil:
-			usage = meter.Stop()
-			window(false)
-		}
-	}}
-	mu.Lock()
-	proc, err := p.run.Sandbox.Start(ctx, sandbox.Spec{Name: "direct-producer", Path: p.run.Opts.Self, Args: args,
-		CPU: gatewayCPU, MemoryMB: producerMemMB, Stdout: &stdout, Stderr: stderr})
-	mu.Unlock()
+	res, usage, err := runOwnChecker(ctx, p.run, "direct-producer", args, window)
 	if err != nil {
-		return nil, fmt.Errorf("databus: start the direct producer: %w", err)
-	}
-	select {
-	case <-proc.Done():
-	case <-ctx.Done():
-	}
-	proc.Stop(5 * time.Second) // drains its output
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var res checker.Result
-	if err := json.Unmarshal([]byte(stdout.text()), &res); err != nil {
-		return nil, fmt.Errorf("databus: the direct producer (hlab %s) gave no result (%v); it said: %s", strings.Join(args, " "), proc.ExitErr(), stderr.tail())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if meter == nil {
-		return nil, fmt.Errorf("databus: the direct producer never opened its measured window (%v); it said: %s", proc.ExitErr(), stderr.tail())
-	}
-	s := CheckerSample(&res)
+	s := CheckerSample(res)
 	s.Figures[producerCPU.Name] = usage.CPUAvg
 	if res.MsgsPerSec > 0 {
 		s.Figures[producerCPUPerMsg.Name] = usage.CPUAvg / res.MsgsPerSec * 1e6
@@ -355,7 +314,7 @@ func (b *bench) perfTest(ctx context.Context, java, lib string, n int) (cpu, wal
 	var out lines
 	start := time.Now()
 	proc, err := run.Sandbox.Start(ctx, sandbox.Spec{Name: "producer-perf-test", Path: java, Args: args,
-		CPU: gatewayCPU, MemoryMB: producerMemMB, Stdout: &out, Stderr: &out})
+		CPU: gatewayCPU, MemoryMB: clientMemMB, Stdout: &out, Stderr: &out})
 	if err != nil {
 		return 0, 0, res, fmt.Errorf("databus: start kafka-producer-perf-test: %w", err)
 	}
