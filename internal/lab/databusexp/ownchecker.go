@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
+	"github.com/highload-lab/hlab/internal/cliflag"
+	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -21,6 +23,28 @@ import (
 
 // clientMemMB is a baseline process's memory quota.
 const clientMemMB = 1024
+
+// directClient is what a baseline that reads or writes Kafka itself
+// (databus-checker --direct) runs against: the run's Kafka, with its
+// security passed on as flags (file paths), and a topic.
+type directClient struct {
+	run     *lab.Run
+	brokers []string
+	sec     kafkasec.Config
+	topic   string
+}
+
+// direct is a directClient of the run's Kafka on topic.
+func (b *bench) direct(topic string) directClient {
+	return directClient{run: b.run, brokers: b.k.Brokers, sec: b.k.Security, topic: topic}
+}
+
+// check runs "hlab databus-checker --direct" on c's Kafka and topic with
+// args, as a process of its own named name (runOwnChecker).
+func (c directClient) check(ctx context.Context, name string, window func(bool), args ...string) (*checker.Result, sandbox.Usage, error) {
+	all := append([]string{"--direct", "--brokers", strings.Join(c.brokers, ","), "--topic", c.topic, "--json"}, args...)
+	return runOwnChecker(ctx, c.run, name, append(all, cliflag.Args(c.sec)...), window)
+}
 
 // runOwnChecker runs "hlab databus-checker args..." (args must ask for
 // --json) as a process of its own named name, at 1 CPU, and returns its

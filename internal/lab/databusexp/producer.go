@@ -23,9 +23,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
-	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/deps"
-	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -103,7 +101,7 @@ func (b *bench) publishCost(ctx context.Context) error {
 		return err
 	}
 	directM := lab.Measurement{Key: costDirect, Duration: b.t.pubRun, Steady: b.k.JVM,
-		Driver: &directProducer{run: b.run, brokers: b.k.Brokers, sec: b.k.Security, topic: tp}}
+		Driver: &directProducer{b.direct(tp)}}
 	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{gwM, directM}, MinRounds: costRounds, MaxRounds: costRounds})
 	if err != nil {
 		return err
@@ -162,19 +160,12 @@ func (w withOwnCPU) Drive(ctx context.Context, d time.Duration, window func(bool
 // directProducer runs "hlab databus-checker --direct" as a process of its
 // own at 1 CPU for each run, and measures that process's CPU (its cgroup,
 // or /proc without one) over the window the checker says it measured.
-type directProducer struct {
-	run     *lab.Run
-	brokers []string
-	sec     kafkasec.Config // passed on as its flags: file paths
-	topic   string
-}
+type directProducer struct{ directClient }
 
 func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func(bool)) (*lab.Sample, error) {
-	args := []string{"--direct", "--brokers", strings.Join(p.brokers, ","), "--topic", p.topic,
+	res, usage, err := p.check(ctx, "direct-producer", window,
 		"--partitions", strconv.Itoa(partitions), "--scenario", string(checker.Throughput), "--streams", strconv.Itoa(pubClients),
-		"--size", strconv.Itoa(recordBytes), "--warmup", "500ms", "--duration", d.String(), "--json"}
-	args = append(args, cliflag.Args(p.sec)...)
-	res, usage, err := runOwnChecker(ctx, p.run, "direct-producer", args, window)
+		"--size", strconv.Itoa(recordBytes), "--warmup", "500ms", "--duration", d.String())
 	if err != nil {
 		return nil, err
 	}

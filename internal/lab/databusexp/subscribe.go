@@ -59,7 +59,7 @@ func (b *bench) subscribe(ctx context.Context) error {
 			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost
 		}}}
 	direct := lab.Measurement{Key: subscribeDirectKey, Steady: b.k.JVM,
-		Driver: &directConsumer{run: b.run, brokers: b.k.Brokers, sec: b.k.Security, topic: topic}}
+		Driver: &directConsumer{b.direct(topic)}}
 	// Rounds of the gateway's drain and the direct consumer's, their
 	// order alternating (--pairs N makes them N): each drain's figures
 	// are kept (Row.PerRun), so that the figures per CPU-second are per

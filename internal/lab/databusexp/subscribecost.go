@@ -13,12 +13,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
-	"github.com/highload-lab/hlab/internal/cliflag"
-	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
 )
@@ -53,19 +50,11 @@ func subscribeCostTarget() labresult.Target {
 // directConsumer runs "hlab databus-checker --direct --consume only" as
 // a process of its own at 1 CPU for each run: a fresh group of
 // subMembers members drains topic straight from Kafka.
-type directConsumer struct {
-	run     *lab.Run
-	brokers []string
-	sec     kafkasec.Config // passed on as its flags: file paths
-	topic   string
-}
+type directConsumer struct{ directClient }
 
 func (c *directConsumer) Drive(ctx context.Context, _ time.Duration, window func(bool)) (*lab.Sample, error) {
-	args := []string{"--direct", "--consume", string(checker.Only), "--brokers", strings.Join(c.brokers, ","), "--topic", c.topic,
-		"--groups", "1", "--members", strconv.Itoa(subMembers), "--sub-batch", strconv.Itoa(subBatch),
-		"--drain-timeout", "2m", "--json"}
-	args = append(args, cliflag.Args(c.sec)...)
-	res, usage, err := runOwnChecker(ctx, c.run, "direct-consumer", args, window)
+	res, usage, err := c.check(ctx, "direct-consumer", window, "--consume", string(checker.Only),
+		"--groups", "1", "--members", strconv.Itoa(subMembers), "--sub-batch", strconv.Itoa(subBatch), "--drain-timeout", "2m")
 	if err != nil {
 		return nil, err
 	}
