@@ -46,29 +46,31 @@
 // and the answer.
 //
 // Subscribe, 1 group x 4 members draining a topic filled beforehand
-// (through kfake), batches of 100 acked as they come: about 0.9 µs of
-// gateway CPU per delivered message (1.1M messages per CPU-second)
-// against 0.3-0.35 µs for franz-go consumers that fetch the same records
-// themselves, ack the same way and commit only what they acked
-// (databus-checker --direct --consume only): 2.4-2.9x, where the lab's
-// target is 1.3x. Over a third of the gateway's CPU is franz-go's own
-// fetching (decompressing and decoding record batches: 35%), about all
-// the direct consumer spends. The rest is the gateway's: records turned
-// into protobuf messages (15%) and sent (11%), acks received (9%;
-// vtprotobuf allocates an Ack per acked message), grpc-go's writer (7%),
-// and the garbage collector (22%). The conversion made three objects per
-// message (the message, its header slice, its header), a quarter of the
-// objects a drain allocated; a response's messages, headers and header
-// pointers are now three allocations in all (consumedMessages), which
-// cut the collector from 29% of the CPU to 22% and the CPU per message by
-// about 5%. What remains above the direct consumer is grpc-go's work per
-// message sent and acked, and the conversion itself (12%, most of it
-// zeroing and write barriers): marshaling straight from franz-go's
-// records would skip it, but grpc-go gives a server's message to its
-// codec, and a server built without the gateway's codec cannot marshal a
-// type that is not a protobuf message. A drain runs at 110,000-165,000
-// messages a second with the gateway at 0.1-0.2 of a core: the members'
-// gRPC clients and kfake on the other core set the pace, not the gateway.
+// (through kfake), batches of 100 acked as they come: 0.86 µs of gateway
+// CPU per delivered message (0.92 µs before the cut below; medians of
+// three alternating rounds), against 0.34-0.46 µs for franz-go consumers
+// that fetch the same records themselves, ack the same way and commit
+// only what they acked (databus-checker --direct --consume only): about
+// 2.4x, where the lab's target is 1.3x; the lab, whose gateway runs
+// GOMAXPROCS=2 unpinned, measures 1.35 µs against 0.38 µs. Over a third
+// of the gateway's CPU is franz-go's own fetching (decompressing and
+// decoding record batches: 35%), about all the direct consumer spends.
+// The rest is the gateway's: records turned into protobuf messages (15%)
+// and sent (11%), acks received (9%; vtprotobuf allocates an Ack per
+// acked message), grpc-go's writer (7%), and the garbage collector
+// (22%). The conversion made three objects per message (the message, its
+// header slice, its header), a quarter of the objects a drain allocated;
+// a response's messages, headers and header pointers are now three
+// allocations in all (consumedMessages), which cut the collector from
+// 29% of the CPU to 22%. What remains above the direct consumer is
+// grpc-go's work per message sent and acked, and the conversion itself
+// (12%, most of it zeroing and write barriers): marshaling straight from
+// franz-go's records would skip it, but grpc-go gives a server's message
+// to its codec, and a server built without the gateway's codec cannot
+// marshal a type that is not a protobuf message. A drain runs at
+// 110,000-165,000 messages a second with the gateway at 0.1-0.2 of a
+// core: the members' gRPC clients and kfake on the other core set the
+// pace, not the gateway.
 //
 // Idle streams: 21 KB each at 10 per connection and 39 KB with a
 // connection each, against the floor's 15 and 33 KB (25 and 43 KB before
