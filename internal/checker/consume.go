@@ -70,9 +70,9 @@ func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *cons
 }
 
 // start dials a connection per member and starts every member; with
-// Direct, a Kafka client per member (startDirect).
+// Direct and Consume Only, a Kafka client per member (startDirect).
 func (c *consumers) start(ctx context.Context) error {
-	if c.cfg.Direct {
+	if c.cfg.consumesDirect() {
 		return c.startDirect(ctx)
 	}
 	ctx, c.cancel = context.WithCancel(ctx)

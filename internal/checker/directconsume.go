@@ -33,6 +33,11 @@ import (
 // (BlockRebalanceOnPoll, as the gateway's member), so a batch is never
 // marked for a partition already revoked.
 
+// consumesDirect says whether the consumers read straight from Kafka:
+// with Direct, only when Consume Only runs no publishers; otherwise Direct
+// is the publishers', and the consumers verify through the gateway.
+func (c *Config) consumesDirect() bool { return c.Direct && c.Consume == Only }
+
 // startDirect starts every member of every group straight to Kafka.
 func (c *consumers) startDirect(ctx context.Context) error {
 	ctx, c.cancel = context.WithCancel(ctx)

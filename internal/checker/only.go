@@ -42,7 +42,7 @@ func consumeOnly(ctx context.Context, cfg *Config, gw *gatewayProc, progress Pro
 	if cfg.OnWindow != nil {
 		cfg.OnWindow(false)
 	}
-	if cfg.Direct {
+	if cfg.consumesDirect() {
 		res.ConsumeCPUS = ProcessCPU() - cpuStart
 	}
 	cons.stop()
