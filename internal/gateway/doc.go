@@ -62,7 +62,12 @@
 // header slice, its header), a quarter of the objects a drain allocated;
 // a response's messages, headers and header pointers are now three
 // allocations in all (consumedMessages), which cut the collector from
-// 29% of the CPU to 22%. What remains above the direct consumer is
+// 29% of the CPU to 22%. A partition's window of offsets, which fills
+// with each batch and empties with its acks, reallocated its ring at each
+// doubling and halving (3% of the bytes a drain allocated); rings now go
+// back to a pool (tracker.go: 23 KB and 22 µs per cycle of 300 offsets
+// down to 0.2 KB and 4.6 µs), a gain within the noise of a drain here.
+// What remains above the direct consumer is
 // grpc-go's work per message sent and acked, and the conversion itself
 // (12%, most of it zeroing and write barriers): marshaling straight from
 // franz-go's records would skip it, but grpc-go gives a server's message
