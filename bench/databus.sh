@@ -35,12 +35,24 @@
 # The gateway's ratio to it is its own work, and is the figure to compare
 # across machines.
 #
-# Beside them, with no stated target (info lines): subscribe, 1 group x 4
-# members draining a topic filled beforehand (databus-checker --consume
-# only, a fresh group each round): get-ack cycles/s and msgs/s, and both
-# per gateway CPU-second, the gateway's CPU read from /proc over each
-# drain's checker run alone (the members' joining and leaving included,
-# the publishing that filled the topic not).
+#   subscribe cost       the gateway's CPU per delivered message <= 1.3x
+#                           that of franz-go consumers reading Kafka
+#                           themselves (databus-checker --direct --consume
+#                           only: a group member per member with the
+#                           gateway's balancer and fetch sizes, batches of
+#                           100 acked as they come, only acked records
+#                           committed), 1 group x 4 members draining a
+#                           topic filled beforehand, a fresh group each
+#                           drain, each on CPU 0 in turn, in rounds
+#                           alternating which goes first; judged on the
+#                           median of the per-round ratios. Beside it
+#                           (info): get-ack cycles/s and msgs/s, and both
+#                           per gateway CPU-second, the gateway's CPU read
+#                           from /proc over each drain's checker run alone
+#                           (the members' joining and leaving included,
+#                           the publishing that filled the topic not); the
+#                           direct consumers' is their own process's over
+#                           the drain (consume_cpu_s)
 #
 # The real broker (hlab deps up kafka-real, on CPU 1) runs when KAFKA_REAL=1, or
 # with KAFKA_REAL=auto (the default) when 'hlab deps status' says it is
@@ -84,6 +96,7 @@ IDLE_TARGET_KB=12     # 10 streams per connection
 IDLE_TARGET_KB_OWN=20 # a connection per stream
 COST_TARGET=1.2
 COST_RATE=${COST_RATE:-200000}
+SUB_COST_TARGET=1.3
 KAFKA_REAL=${KAFKA_REAL:-auto}
 PERF_RECORDS=${PERF_RECORDS:-2000000}
 ONLY=${ONLY:-echo,throughput,subscribe,idle,cost,perf}
@@ -94,6 +107,7 @@ freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0
 json() { python3 -c 'import json,sys; r=json.load(sys.stdin); print(eval(sys.argv[1], {}, {"r": r}))' "$1"; }
 median() { python3 -c 'import sys, statistics; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
 spread() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(f"{min(v):,.0f}-{max(v):,.0f}")' "$@"; }
+spread_s() { python3 -c 'import sys, statistics; v=[float(x) for x in sys.argv[1:]]; print(f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})")' "$@"; }
 ge() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2"; }
 fmt() { python3 -c 'import sys; print(f"{float(sys.argv[1]):,.0f}")' "$1"; }
 
@@ -260,40 +274,68 @@ ok=0; ge "$thr_med" "$THROUGHPUT_TARGET" && [ "$lost_total" = 0 ] && ok=1
 verdict $ok "throughput-optimized publish, $THROUGHPUT_CLIENTS clients x batches of 100, kfake: $(fmt "$thr_med") msgs/s (median of $ROUNDS; target >= $(fmt $THROUGHPUT_TARGET)); $lost_total lost"
 fi
 
-# 3. Subscribe (no stated target): 1 group x SUB_MEMBERS members drain a
-# topic filled beforehand, ROUNDS times, a fresh group each (--consume only:
-# every record the topic holds must reach it). The gateway's CPU is read
-# around each drain's checker run, so it covers consuming alone. The
-# checker verifying every record and kfake share CPU 1: when the gateway
-# uses well under its core, they, not the gateway, set the rate per second;
-# the figures per gateway CPU-second hold either way.
+# 3. Subscribe: 1 group x SUB_MEMBERS members drain a topic filled
+# beforehand, ROUNDS times, a fresh group each (--consume only: every
+# record the topic holds must reach it), through the gateway and, in the
+# same rounds, straight from Kafka (--direct: franz-go consumers acking
+# and committing as the gateway's subscribers do), each on CPU 0 in turn,
+# alternating which goes first. The gateway's CPU is read around each
+# drain's checker run, so it covers consuming alone. The checker
+# verifying every record and kfake share CPU 1: when the gateway uses
+# well under its core, they, not the gateway, set the rate per second;
+# the figures per CPU-second hold either way.
 if want subscribe; then # section 3
 start_gateway --brokers "$KAFKA"
 sub_topic="bench-sub-$$"
 filled=$(checker --scenario throughput --streams "$THROUGHPUT_CLIENTS" --batch 100 --inflight 16 \
 	--topic "$sub_topic" --brokers "$KAFKA" --warmup 0 --duration "$SUB_FILL" | json 'r["acked"]')
-drain() { checker --consume only --groups 1 --members "$SUB_MEMBERS" --sub-batch 100 --topic "$sub_topic" --brokers "$KAFKA" --drain-timeout 120s; }
+sub_args=(--consume only --groups 1 --members "$SUB_MEMBERS" --sub-batch 100 --topic "$sub_topic" --brokers "$KAFKA" --drain-timeout 120s)
+drain() { checker "${sub_args[@]}"; }
 drain >/dev/null # warm the gateway's subscribe path up
 get() { echo "$out" | json "r['delivery']['$1']"; } # get FIELD: of the last drain's delivery
 cps_runs=()
 rps_runs=()
 cyc_runs=()
 msg_runs=()
+sub_gw_us=()
+sub_direct_us=()
+sub_ratios=()
 sub_lost=0
-for i in $(seq "$ROUNDS"); do
+sub_gw_run() {
+	local c0 c1 cyc msg
 	c0=$(gw_cpu)
 	out=$(drain)
 	c1=$(gw_cpu)
 	cyc=$(per_cpu_s "$c0" "$c1" "$(get cycles)")
 	msg=$(per_cpu_s "$c0" "$c1" "$(get received)")
-	echo "  subscribe round $i: $(fmt "$(get cycles_per_s)") get-ack cycles/s, $(fmt "$(get received_per_s)") msgs/s over a $(printf %.2f "$(get drain_s)") s drain; per gateway CPU-second $(fmt "$cyc") cycles, $(fmt "$msg") msgs ($(python3 -c "print(f'{$c1-$c0:.2f} s of gateway CPU, {($c1-$c0)/$(get drain_s):.2f} cores')")); $(get acked) records, $(get lost) lost" >&2
+	g=$(python3 -c "print(($c1-$c0)/$(get received)*1e6)")
+	echo "  subscribe round $i, gateway: $(fmt "$(get cycles_per_s)") get-ack cycles/s, $(fmt "$(get received_per_s)") msgs/s over a $(printf %.2f "$(get drain_s)") s drain; per gateway CPU-second $(fmt "$cyc") cycles, $(fmt "$msg") msgs ($(python3 -c "print(f'{$c1-$c0:.2f} s of gateway CPU, {($c1-$c0)/$(get drain_s):.2f} cores')")), $(printf %.2f "$g") us per message; $(get acked) records, $(get lost) lost" >&2
 	cps_runs+=("$(get cycles_per_s)")
 	rps_runs+=("$(get received_per_s)")
 	cyc_runs+=("$cyc")
 	msg_runs+=("$msg")
 	sub_lost=$((sub_lost + $(get lost)))
+}
+sub_direct_run() {
+	local rc=0
+	GOMAXPROCS=1 taskset -c 0 "$CHECKER" --direct --quiet --json "${sub_args[@]}" >"$work/direct-sub.json" 2>"$work/direct-sub.err" || rc=$?
+	if [ "$rc" -gt 1 ] || ! grep -q '"delivery"' "$work/direct-sub.json"; then
+		die "direct consumer failed: $(tail -5 "$work/direct-sub.err")"
+	fi
+	out=$(cat "$work/direct-sub.json")
+	d=$(python3 -c "import json; r=json.load(open('$work/direct-sub.json')); print(r['consume_cpu_s']/r['delivery']['received']*1e6)")
+	echo "  subscribe round $i, direct: $(fmt "$(get received_per_s)") msgs/s over a $(printf %.2f "$(get drain_s)") s drain, $(printf %.2f "$d") us of CPU per message ($(printf %.2f "$(echo "$out" | json 'r["consume_cpu_s"]')") CPU-s); $(get lost) lost" >&2
+	sub_lost=$((sub_lost + $(get lost)))
+}
+for i in $(seq "$ROUNDS"); do
+	if [ $((i % 2)) = 1 ]; then sub_gw_run; sub_direct_run; else sub_direct_run; sub_gw_run; fi
+	sub_gw_us+=("$g"); sub_direct_us+=("$d")
+	sub_ratios+=("$(python3 -c "print($g/$d)")")
 done
-echo "info  subscribe, 1 group x $SUB_MEMBERS members draining $(fmt "$filled") messages (batches of up to 100): $(fmt "$(median "${cps_runs[@]}")") get-ack cycles/s ($(spread "${cps_runs[@]}")), $(fmt "$(median "${rps_runs[@]}")") msgs/s ($(spread "${rps_runs[@]}")); per gateway CPU-second $(fmt "$(median "${cyc_runs[@]}")") get-ack cycles ($(spread "${cyc_runs[@]}")) and $(fmt "$(median "${msg_runs[@]}")") msgs ($(spread "${msg_runs[@]}")), median of $ROUNDS drains; $sub_lost lost; no target is stated for subscribe"
+sub_med=$(median "${sub_ratios[@]}")
+ok=0; python3 -c "import sys; sys.exit(0 if $sub_med <= $SUB_COST_TARGET else 1)" && [ "$sub_lost" = 0 ] && ok=1
+verdict $ok "subscribe cost, 1 group x $SUB_MEMBERS members draining $(fmt "$filled") messages, batches of 100: gateway $(spread_s "${sub_gw_us[@]}") us/msg, direct franz-go $(spread_s "${sub_direct_us[@]}") us/msg; ratio $(spread_s "${sub_ratios[@]}") over $ROUNDS rounds, $(python3 -c "print(f'{$sub_med/$SUB_COST_TARGET:.2f}')")x the target of <= ${SUB_COST_TARGET}x; $sub_lost lost"
+echo "info  subscribe through the gateway: $(fmt "$(median "${cps_runs[@]}")") get-ack cycles/s ($(spread "${cps_runs[@]}")), $(fmt "$(median "${rps_runs[@]}")") msgs/s ($(spread "${rps_runs[@]}")); per gateway CPU-second $(fmt "$(median "${cyc_runs[@]}")") get-ack cycles ($(spread "${cyc_runs[@]}")) and $(fmt "$(median "${msg_runs[@]}")") msgs ($(spread "${msg_runs[@]}")), median of $ROUNDS drains"
 [ "$sub_lost" = 0 ] || verdict 0 "subscribe lost $sub_lost records: every record the topic held must reach every group"
 fi
 
@@ -376,9 +418,8 @@ cost_section() { # cost_section KAFKA_ADDR NAME RATE (0: each as fast as it goes
 		ratios+=("$(python3 -c 'import sys; print(float(sys.argv[1])/float(sys.argv[2]))' "$g" "$d")")
 	done
 	stop_gateway
-	local med spread_s line
+	local med line
 	med=$(median "${ratios[@]}")
-	spread_s() { python3 -c 'import sys, statistics; v=[float(x) for x in sys.argv[1:]]; print(f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})")' "$@"; }
 	line="publish cost, $THROUGHPUT_CLIENTS clients x batches of 100, 16 in flight, $what: gateway $(spread_s "${gw_us[@]}") us/msg, direct franz-go $(spread_s "${direct_us[@]}") us/msg; ratio $(spread_s "${ratios[@]}") over $ROUNDS rounds; records per produce request: gateway $(fmt "$(median "${gw_rpr[@]}")"), direct $(fmt "$(median "${direct_rpr[@]}")")"
 	if [ "$rate" = 0 ]; then
 		echo "info  $line (the target's pair is the one at a matched rate)"

@@ -46,6 +46,11 @@ Direct: --direct produces the scenario's messages straight to --brokers
   with franz-go, one client per stream set up as the gateway's own
   per-stream producer (no linger, acks=all): the baseline of the
   gateway's publish cost. --groups still read through --target.
+  With --consume only it is the consumers that go straight to Kafka: a
+  franz-go group member per member (the gateway's balancer and fetch
+  sizes), acking each batch of --sub-batch records and committing only
+  what it acked, as the gateway does: the baseline of the gateway's
+  subscribe cost (no --target needed; the result gives its CPU).
 Consumers: --groups G --members M [--sub-batch N] [--delay D]
   [--consume concurrent|after]; without --groups nothing is verified.
   --consume only publishes nothing: fresh groups drain the records --topic
@@ -76,6 +81,8 @@ Examples:
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
       --topic-count 10 --partitions 2 --streams 20 --groups 1
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
+      --consume only --groups 1 --members 4
+  databus-checker --topic orders --brokers 127.0.0.1:9092 --direct \
       --consume only --groups 1 --members 4
   databus-checker --target 127.0.0.1:7070 --topic orders --brokers kafka-1:9093 --direct \
       --kafka-tls-ca ca.crt --kafka-sasl SCRAM-SHA-512 --kafka-user checker --kafka-password-file checker.password
@@ -114,7 +121,7 @@ Flags:
 	fs.DurationVar(&c.Interval, "interval", time.Second, "ticker: one batch per stream per interval")
 	fs.Float64Var(&c.Rate, "rate", 0, "messages per second offered by all streams together, paced per stream (a batch every streams*batch/rate; not for the ticker); 0: as fast as --inflight allows. Give --direct and a gateway run the same rate, below what either reaches, to compare their cost with the same records per Kafka produce request")
 	fs.BoolVar(&c.Aggregation, "aggregation", false, "ask the gateway to share producers between streams")
-	fs.BoolVar(&c.Direct, "direct", false, "produce straight to --brokers (one franz-go client per stream, as the gateway's own producer), not through --target")
+	fs.BoolVar(&c.Direct, "direct", false, "produce straight to --brokers (one franz-go client per stream, as the gateway's own producer), not through --target; with --consume only, consume straight from --brokers (a franz-go group member per member)")
 	fs.IntVar(&c.MessageBytes, "size", 100, "bytes of each message's value")
 	fs.Var(cliflag.Text(&c.Payload), "payload", "what the values hold: zeros (one value of zero bytes: compresses to nothing), text (JSON-like events, different per message: compresses as such records do) or random (different per message: does not compress)")
 	fs.StringVar(&c.Compression, "compression", "", "ask the gateway for this codec of the streams' batches in Kafka: none, gzip, snappy, lz4 or zstd (default: the gateway's --compression)")

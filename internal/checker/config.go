@@ -137,7 +137,11 @@ type Config struct {
 	// gateway: one franz-go client per stream, configured as the
 	// gateway's per-stream producer (direct.go). It is the baseline of
 	// the gateway's publish cost; consumers, if any, still read through
-	// the gateway at Target.
+	// the gateway at Target. With Consume Only, which publishes nothing,
+	// it is the consumers that go straight to Kafka: a franz-go group
+	// member per member, acking and committing as a subscriber of the
+	// gateway does (directconsume.go), the baseline of the gateway's
+	// subscribe cost.
 	Direct bool
 	// MessageBytes is the size of each message's value (100; the report
 	// gives none). Each message also carries a 28-byte header: run id,
@@ -287,7 +291,7 @@ func (c *Config) setDefaults() {
 
 func (c *Config) validate() error {
 	switch {
-	case c.Target == "" && (!c.Direct || c.Groups > 0):
+	case c.Target == "" && (!c.Direct || c.Groups > 0 && c.Consume != Only):
 		return fmt.Errorf("%w: no gateway address: give --target host:port", ErrConfig)
 	case c.Scenario != Echo && c.Scenario != Latency && c.Scenario != Throughput && c.Scenario != Ticker:
 		return fmt.Errorf("%w: unknown scenario %q: use echo, latency, throughput or ticker", ErrConfig, c.Scenario)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,6 +31,7 @@ type consumers struct {
 	win atomic.Pointer[window]
 
 	clients []*databus.Client
+	kafka   []*kgo.Client  // with Direct, the members straight to Kafka
 	conns   []*connTracker // each client's TCP connections (DropMember)
 	dropReq chan chan int  // a fault asking a member holding a batch to drop
 	wg      sync.WaitGroup
@@ -67,8 +69,12 @@ func newConsumers(cfg *Config, run uint64, led *ledger, errs *errorCounts) *cons
 	return &consumers{cfg: cfg, run: run, led: led, e2e: newHist(), errs: errs, assigned: make([]atomic.Bool, cfg.Groups*len(cfg.Topics)), dropReq: make(chan chan int)}
 }
 
-// start dials a connection per member and starts every member.
+// start dials a connection per member and starts every member; with
+// Direct and Consume Only, a Kafka client per member (startDirect).
 func (c *consumers) start(ctx context.Context) error {
+	if c.cfg.consumesDirect() {
+		return c.startDirect(ctx)
+	}
 	ctx, c.cancel = context.WithCancel(ctx)
 	for range c.cfg.Groups * c.cfg.Members {
 		ct := &connTracker{}
@@ -153,8 +159,7 @@ func (c *consumers) member(ctx context.Context, i, g, t int) {
 // nil when it ended cleanly, the error otherwise. assigned is the group's
 // and topic's place in c.assigned.
 func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g, assigned int) error {
-	ids := make([]ID, 0, 128)
-	lats := make([]time.Duration, 0, 128)
+	t := newTally()
 	for {
 		b, err := sub.Recv()
 		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled && ctx.Err() != nil {
@@ -172,20 +177,9 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g
 		if len(b.Messages) == 0 {
 			continue
 		}
-		now := time.Now()
-		win := c.win.Load()
-		ids, lats = ids[:0], lats[:0]
-		others := int64(0)
+		c.begin(t)
 		for _, d := range b.Messages {
-			id, sent, ok := c.idOf(d)
-			if !ok {
-				others++
-				continue
-			}
-			ids = append(ids, id)
-			if win != nil && win.contains(sent) {
-				lats = append(lats, now.Sub(sent))
-			}
+			c.tally(t, d.Partition, d.Offset, metaOf(d))
 		}
 		select {
 		case reply := <-c.dropReq: // a fault: die holding the batch
@@ -194,48 +188,103 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g
 			return errDropped
 		default:
 		}
-		if c.cfg.ProcessDelay > 0 {
-			select {
-			case <-time.After(c.cfg.ProcessDelay):
-			case <-ctx.Done():
-				return nil // not acked: delivered again to the group
-			}
+		if !c.process(ctx) {
+			return nil // not acked: delivered again to the group
 		}
 		if err := sub.Ack(b.Messages...); err != nil {
 			return err // not acked: delivered again, or lost if the gateway committed past it
 		}
-		// Received counts only once acked: a message that arrived and was
-		// never acked must come again, or the gateway committed past it
-		// and it is lost. Counted on arrival, it would hide that.
-		c.led.receive(g, ids)
-		c.received.Add(int64(len(ids)))
-		c.others.Add(others)
-		if len(lats) > 0 {
-			c.e2e.recordAll(lats)
-		}
-		c.cycles.Add(1)
+		c.acked(g, t)
 	}
 }
 
-// idOf names d in the ledger, with its send time; ok is false for a
+// A tally is one batch a member received, sorted for the ledger: this
+// run's messages (their IDs, and the end-to-end latencies of those sent
+// in the measured window) and how many were older runs'. Both kinds of
+// member, through the gateway and straight from Kafka (directconsume.go),
+// count a batch with it, so that they verify and count alike.
+type tally struct {
+	ids    []ID
+	lats   []time.Duration
+	others int64
+	now    time.Time
+	win    *window
+}
+
+func newTally() *tally {
+	return &tally{ids: make([]ID, 0, 128), lats: make([]time.Duration, 0, 128)}
+}
+
+// begin empties t for a batch that arrived now.
+func (c *consumers) begin(t *tally) {
+	t.ids, t.lats, t.others = t.ids[:0], t.lats[:0], 0
+	t.now, t.win = time.Now(), c.win.Load()
+}
+
+// tally adds a message of the batch to t: the record at offset of
+// partition, meta its metaHeader's value (nil when it has none).
+func (c *consumers) tally(t *tally, partition int32, offset int64, meta []byte) {
+	id, sent, ok := c.idOf(partition, offset, meta)
+	if !ok {
+		t.others++
+		return
+	}
+	t.ids = append(t.ids, id)
+	if t.win != nil && t.win.contains(sent) {
+		t.lats = append(t.lats, t.now.Sub(sent))
+	}
+}
+
+// process is the member's work on a batch before acking it
+// (Config.ProcessDelay); false when the run ended first, and the batch
+// must not be acked.
+func (c *consumers) process(ctx context.Context) bool {
+	if c.cfg.ProcessDelay <= 0 {
+		return true
+	}
+	select {
+	case <-time.After(c.cfg.ProcessDelay):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// acked counts t's batch, which member of group g just acked. Received
+// counts only once acked: a message that arrived and was never acked
+// must come again, or the gateway committed past it and it is lost.
+// Counted on arrival, it would hide that.
+func (c *consumers) acked(g int, t *tally) {
+	c.led.receive(g, t.ids)
+	c.received.Add(int64(len(t.ids)))
+	c.others.Add(t.others)
+	if len(t.lats) > 0 {
+		c.e2e.recordAll(t.lats)
+	}
+	c.cycles.Add(1)
+}
+
+// idOf names the record at offset of partition in the ledger, with its
+// send time, from meta, its metaHeader's value; ok is false for a
 // message this run does not check (an older run's, or with Consume Only
 // one written after the run read the end offsets).
-func (c *consumers) idOf(d databus.Delivery) (id ID, sent time.Time, ok bool) {
+func (c *consumers) idOf(partition int32, offset int64, meta []byte) (id ID, sent time.Time, ok bool) {
 	if c.ends != nil {
-		p := int(d.Partition)
-		return ID{Stream: p, Seq: d.Offset}, time.Time{}, p < len(c.ends) && d.Offset < c.ends[p]
+		p := int(partition)
+		return ID{Stream: p, Seq: offset}, time.Time{}, p < len(c.ends) && offset < c.ends[p]
 	}
-	run, id, sent, ok := metaOf(d)
+	run, id, sent, ok := decodeMeta(meta)
 	return id, sent, ok && run == c.run
 }
 
-func metaOf(d databus.Delivery) (uint64, ID, time.Time, bool) {
+// metaOf is d's metaHeader's value, nil when it has none.
+func metaOf(d databus.Delivery) []byte {
 	for _, h := range d.Headers {
 		if h.Key == metaHeader {
-			return decodeMeta(h.Value)
+			return h.Value
 		}
 	}
-	return 0, ID{}, time.Time{}, false
+	return nil
 }
 
 // errDropped ends a subscription whose connection a fault reset.
@@ -288,13 +337,14 @@ func (t *connTracker) reset() {
 	t.conns = nil
 }
 
-// stop ends every member (the gateway commits what was acked) and closes
-// the connections.
+// stop ends every member (the gateway, or with Direct the member itself,
+// commits what was acked) and closes the connections.
 func (c *consumers) stop() {
 	if c.cancel != nil {
 		c.cancel()
 	}
 	c.wg.Wait()
+	c.closeDirect()
 	for _, cl := range c.clients {
 		cl.Close()
 	}

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/highload-lab/hlab/internal/checker"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestDirectConfigErrors(t *testing.T) {
@@ -30,6 +33,8 @@ func TestDirectConfigErrors(t *testing.T) {
 		{"no gateway needed", checker.Config{Direct: true, Brokers: brokers}, ""},
 		{"latency", checker.Config{Direct: true, Brokers: brokers, Scenario: checker.Latency}, ""},
 		{"gateway mode still needs a target", checker.Config{Brokers: brokers}, "give --target"},
+		{"direct consumers need no gateway", checker.Config{Direct: true, Brokers: brokers, Consume: checker.Only, Groups: 1}, ""},
+		{"direct consumers drop no member", checker.Config{Direct: true, Brokers: brokers, Consume: checker.Only, Groups: 1, DropMember: true, KillEvery: time.Second, FaultPhase: checker.ConsumePhase}, "drop --kill-every"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// Nothing listens on port 1: a valid config fails at Kafka, soon.
@@ -51,11 +56,13 @@ func TestDirectConfigErrors(t *testing.T) {
 
 // TestDirectDelivers produces straight to kfake and verifies through a
 // gateway: the direct producer's records carry the headers the
-// consumers check, and every acked one arrives.
+// consumers check, and every acked one arrives, through the gateway
+// (only --consume only makes --direct the consumers').
 func TestDirectDelivers(t *testing.T) {
 	k := kafkaFor(t, deps.KafkaFake)
 	topic := newTopic(t, k)
-	target := startGateway(t, gateway.Config{Brokers: k.Brokers})
+	reg := prometheus.NewRegistry()
+	target := startGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg})
 	res, err := checker.Run(context.Background(), checker.Config{
 		Direct: true, Target: target, Brokers: k.Brokers, Topic: topic,
 		Streams: 2, Inflight: 4, Warmup: -1, Duration: 500 * time.Millisecond,
@@ -76,6 +83,9 @@ func TestDirectDelivers(t *testing.T) {
 	}
 	if !res.OK() || res.Delivery.Acked != res.Acked || res.Delivery.Lost != 0 {
 		t.Errorf("delivery %+v of %d acked: want every acked message received", res.Delivery, res.Acked)
+	}
+	if out := testkit.MetricSum(t, reg, "databus_messages_out_total", nil); out < float64(res.Acked) {
+		t.Errorf("the gateway delivered %.0f messages of %d acked: the consumers must read through it", out, res.Acked)
 	}
 }
 

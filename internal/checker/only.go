@@ -32,6 +32,7 @@ func consumeOnly(ctx context.Context, cfg *Config, gw *gatewayProc, progress Pro
 	if cfg.OnWindow != nil {
 		cfg.OnWindow(true)
 	}
+	cpuStart := ProcessCPU()
 	start := time.Now()
 	if err := cons.start(ctx); err != nil {
 		cons.stop()
@@ -40,6 +41,9 @@ func consumeOnly(ctx context.Context, cfg *Config, gw *gatewayProc, progress Pro
 	drained := drainGroups(ctx, cfg, gw, cons, led, res, start, progress, fail)
 	if cfg.OnWindow != nil {
 		cfg.OnWindow(false)
+	}
+	if cfg.consumesDirect() {
+		res.ConsumeCPUS = ProcessCPU() - cpuStart
 	}
 	cons.stop()
 	res.deliveryFigures(led, cons, drained.Sub(start), drained.Sub(start))

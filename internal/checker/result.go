@@ -21,8 +21,9 @@ type Result struct {
 	Batch       int         `json:"batch"`
 	Inflight    int         `json:"inflight"`
 	Aggregation bool        `json:"aggregation"`
-	// Direct: the messages went straight to Kafka (Target is then the
-	// brokers), not through a gateway.
+	// Direct: the messages went straight to Kafka, or with Consume Only
+	// came straight from it (Target is then the brokers), not through a
+	// gateway.
 	Direct       bool    `json:"direct,omitempty"`
 	MessageBytes int     `json:"message_bytes"`
 	Payload      Payload `json:"payload"`
@@ -53,6 +54,11 @@ type Result struct {
 	// the records per request, which a gateway's run shows in its
 	// databus_kafka_requests_total.
 	ProduceRequests int64 `json:"kafka_produce_requests,omitempty"`
+	// ConsumeCPUS, with Direct and Consume Only, is the checker process's
+	// own CPU over the drain (Config.OnWindow's window, the members'
+	// joining and leaving included): the direct consumers' cost, beside
+	// Delivery.Received.
+	ConsumeCPUS float64 `json:"consume_cpu_s,omitempty"`
 	// PublishLatency is per batch: sent to answered (Kafka stored it).
 	PublishLatency Latencies `json:"publish_latency_ms"`
 	// E2ELatency is per message: sent to received by a consumer (concurrent
@@ -149,6 +155,9 @@ type GatewayMemory struct {
 func newResult(c *Config) *Result {
 	if c.Consume == Only { // no publishers
 		r := &Result{Target: c.Target, Topic: c.Topics[0], Errors: map[string]int64{}, KillEveryS: c.KillEvery.Seconds()}
+		if c.Direct {
+			r.Direct, r.Target = true, strings.Join(c.Brokers, ",")
+		}
 		if c.KillEvery > 0 {
 			r.FaultPhase = c.FaultPhase
 		}
@@ -240,6 +249,9 @@ func (r *Result) WriteText(w io.Writer) {
 	var b strings.Builder
 	if d := r.Delivery; d != nil && d.Consume == Only {
 		fmt.Fprintf(&b, "databus-checker: consume only against %s, topic %s (nothing published)\n", r.Target, r.Topic)
+		if r.Direct {
+			b.WriteString("  straight from Kafka, no gateway: a franz-go group member per member\n")
+		}
 	} else {
 		r.writePublish(&b)
 	}
@@ -255,6 +267,9 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(&b, "delivery:  %s\n  %d acked, %d lost, %d duplicates, %d received without an ack, %d older messages skipped; drained in %.2fs\n",
 			verdict, d.Acked, d.Lost, d.Duplicates, d.UnackedReceived, d.Others, d.DrainS)
+		if r.Direct && d.Consume == Only && d.Received > 0 {
+			fmt.Fprintf(&b, "  consumers' CPU: %.2f s, %.2f µs per received message (this process, over the drain)\n", r.ConsumeCPUS, r.ConsumeCPUS/float64(d.Received)*1e6)
+		}
 	} else if r.Scenario == Echo {
 		b.WriteString("delivery:  not verified (echo mode has no Kafka)\n")
 	} else {

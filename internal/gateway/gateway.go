@@ -30,6 +30,16 @@ const DefaultMaxStreamsPerConnection = 1000
 // own (v1.22: 30s).
 const DefaultConnIdleTimeout = 30 * time.Second
 
+// Defaults of the subscribe side that a consumer reading Kafka itself
+// and acking as a subscriber does (the checker's direct consumer) takes
+// too: Config.CommitInterval's, Config.BatchSize's and
+// Config.MaxUnacked's.
+const (
+	DefaultCommitInterval = time.Second
+	DefaultBatchSize      = 100
+	DefaultMaxUnacked     = 1000
+)
+
 // Config configures a Gateway. Only Brokers is required (or Echo). Every
 // zero field takes the default its comment gives.
 type Config struct {
@@ -147,14 +157,14 @@ type Config struct {
 // the value its comment gives.
 func (c *Config) setDefaults() {
 	c.MaxInflight = cmp.Or(c.MaxInflight, 16)
-	c.MaxUnacked = cmp.Or(c.MaxUnacked, 1000)
-	c.BatchSize = cmp.Or(c.BatchSize, 100)
+	c.MaxUnacked = cmp.Or(c.MaxUnacked, DefaultMaxUnacked)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
 	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, 1<<20)
 	c.MaxBatchMessages = cmp.Or(c.MaxBatchMessages, 10000)
 	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, 32<<10)
 	c.ProduceTimeout = cmp.Or(c.ProduceTimeout, 10*time.Second)
 	c.AggregationLinger = cmp.Or(c.AggregationLinger, 5*time.Millisecond)
-	c.CommitInterval = cmp.Or(c.CommitInterval, time.Second)
+	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, 10*time.Second)
 	c.KafkaTimeout = cmp.Or(c.KafkaTimeout, 5*time.Second)
 	c.MaxStreams = cmp.Or(c.MaxStreams, DefaultMaxStreams)

@@ -207,7 +207,6 @@ func (g *Gateway) newMember(key memberKey) (*member, error) {
 	cl, err := newClient(append(g.kafkaOpts(
 		kgo.ConsumerGroup(key.group),
 		kgo.ConsumeTopics(key.topic),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.DisableAutoCommit(),
 		// Rebalances wait while the poll loop hands out what it polled
 		// and sets positions back, so a revocation never races either.
@@ -215,12 +214,7 @@ func (g *Gateway) newMember(key memberKey) (*member, error) {
 		kgo.AdjustFetchOffsetsFn(m.adjust),
 		kgo.OnPartitionsRevoked(m.revoked),
 		kgo.OnPartitionsLost(m.lost),
-		// A new group reads the topic from the start: a message published
-		// before the first subscriber joined is not skipped.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.SessionTimeout(g.cfg.SessionTimeout),
-		kgo.FetchMaxWait(memberFetchMaxWait),
-	), memberFetchLimits(g.cfg.FetchMaxBytes)...))
+	), memberConsumeOpts(g.cfg)...))
 	if err != nil {
 		cancel()
 		g.releaseClient(clientMember)
@@ -671,6 +665,31 @@ func firstCommitErr(resp *kmsg.OffsetCommitResponse) error {
 		}
 	}
 	return nil
+}
+
+// GroupConsumerOpts are the franz-go options with which the gateway's
+// group member for cfg's subscribers joins and fetches (balancer, reset
+// offset, session timeout, fetch wait and sizes), less what is the
+// member's own: its group and topic, and the callbacks through which it
+// hands records out and commits. A consumer that reads Kafka itself and
+// should fetch as the gateway does (the checker's direct consumer, the
+// baseline of the gateway's subscribe cost) starts from them.
+func GroupConsumerOpts(cfg Config) []kgo.Opt {
+	cfg.setDefaults()
+	return memberConsumeOpts(cfg)
+}
+
+// memberConsumeOpts are GroupConsumerOpts of a Config with its defaults
+// set.
+func memberConsumeOpts(cfg Config) []kgo.Opt {
+	return append([]kgo.Opt{
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		// A new group reads the topic from the start: a message published
+		// before the first subscriber joined is not skipped.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.FetchMaxWait(memberFetchMaxWait),
+	}, memberFetchLimits(cfg.FetchMaxBytes)...)
 }
 
 // memberFetchLimits bounds a member's fetches: perPartition bytes of a

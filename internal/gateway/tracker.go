@@ -1,5 +1,10 @@
 package gateway
 
+import (
+	"math/bits"
+	"sync"
+)
+
 // partitionTracker follows the messages of one partition delivered to a
 // subscriber, and says how far the group may commit: up to the highest
 // offset below which every delivered message was acked. Clients may ack in
@@ -15,7 +20,10 @@ package gateway
 // search, O(log n), and the commit point advances by dropping acked
 // entries from the front, O(1) each, without moving the rest. The ring
 // doubles when full and halves when a quarter full, so its memory follows
-// the window.
+// the window. A window that fills with a batch and empties with its acks,
+// as a drain's does, would allocate a ring at every doubling and halving
+// of every cycle: rings left behind go to a pool by size (rings), which
+// the next growth takes them from.
 //
 // It is not safe for concurrent use; its owner guards it.
 type partitionTracker struct {
@@ -109,11 +117,33 @@ func (t *partitionTracker) ack(offset int64) (ok bool, released int) {
 }
 
 func (t *partitionTracker) resize(size int) {
-	ring := make([]trackedOffset, size)
+	ring := getRing(size)
 	for i := range t.n {
 		ring[i] = *t.at(i)
 	}
+	putRing(t.ring)
 	t.ring, t.head = ring, 0
+}
+
+// rings are the trackers' rings no tracker uses, by size: rings[k] holds
+// rings of 1<<k entries. An entry beyond a tracker's n is never read
+// before deliver writes it, so a ring is reused as it was left.
+var rings [bits.UintSize]sync.Pool // of *[]trackedOffset
+
+// getRing returns a ring of size entries (a power of two).
+func getRing(size int) []trackedOffset {
+	if r, ok := rings[bits.Len(uint(size))-1].Get().(*[]trackedOffset); ok {
+		return *r
+	}
+	return make([]trackedOffset, size)
+}
+
+// putRing gives ring, which no tracker uses any more, to the pool.
+func putRing(ring []trackedOffset) {
+	if len(ring) == 0 {
+		return
+	}
+	rings[bits.Len(uint(len(ring)))-1].Put(&ring)
 }
 
 // held is how many offsets the window holds: delivered and not yet passed
@@ -135,6 +165,7 @@ func (t *partitionTracker) first() (int64, bool) {
 // reset forgets the window (its messages will be delivered again from
 // first) and keeps the commit point.
 func (t *partitionTracker) reset() {
+	putRing(t.ring)
 	t.ring, t.head, t.n, t.acked, t.marks = nil, 0, 0, 0, nil
 }
 

@@ -19,8 +19,11 @@
 // rounds, and with --kafka real against Kafka's own
 // kafka-producer-perf-test at 1 CPU; subscribe get-ack cycles per second
 // and per gateway CPU-second over drains of a filled topic alone
-// (subscribe.go), and with members that process each batch for 1 and
-// 10 ms (consumer.go); the compression table (compression.go: bytes to
+// (subscribe.go), in alternating rounds with a franz-go consumer draining
+// the same topic straight from Kafka from a process of its own at 1 CPU,
+// acking and committing as the gateway's subscribers do (subscribecost.go:
+// databus-checker --direct --consume only), and with members that process
+// each batch for 1 and 10 ms (consumer.go); the compression table (compression.go: bytes to
 // Kafka and gateway CPU per message per codec, aggregation off and on;
 // quick mode snappy and zstd on compressible values, --full every codec
 // on compressible and incompressible ones) and one topic against ten of
@@ -49,7 +52,7 @@
 // or the row's claims are INVALID; so must every message of the fault
 // rows. The targets are our own bounds for the gateway at 1 CPU (echo
 // per CPU-second, publish throughput, CPU per message against the direct
-// producer, memory per idle stream); the ratios shown beside the rows
+// producer and the direct consumer, memory per idle stream); the ratios shown beside the rows
 // are the report's statements that have no bound, and ours on the
 // pipelined rows (spec.go).
 //

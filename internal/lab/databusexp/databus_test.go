@@ -68,6 +68,9 @@ func TestExperimentQuick(t *testing.T) {
 	} else if r != nil && r.CPUAvg != nil && (r.Value(cyclesPerGatewayCPU) <= 0 || r.Value(msgsPerGatewayCPU) <= 0 || r.Runs < 2 || len(r.PerRun) != r.Runs) {
 		t.Errorf("subscribe row: %d drains (%d kept), figures %+v: want rounds (labtest's --pairs), each per gateway CPU-second", r.Runs, len(r.PerRun), r.Figures)
 	}
+	if r := rows[subscribeDirectKey]; r == nil || r.Value(consumerCPUPerMsg) <= 0 || r.Lost == nil || *r.Lost != 0 || len(r.PerRun) != 2 {
+		t.Errorf("direct consumer row: %+v: want its CPU per message in each round, every record received", r)
+	}
 	for _, k := range []labresult.Key{echoBase, echoNoMetrics, echoTwoProcs} {
 		if r := rows[k]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || len(r.PerRun) != 2 {
 			t.Errorf("echo scaling row %q: %+v", k, r)
@@ -142,6 +145,9 @@ func TestExperimentQuick(t *testing.T) {
 	for _, tr := range append(res.Targets, res.Ratios...) {
 		if tr.Key == "publish-cost-cpu-per-msg" && (tr.Pairs != 2 || tr.Spread == nil) {
 			t.Errorf("publish cost target: %d pairs, spread %v: want the rounds paired, with an interval", tr.Pairs, tr.Spread)
+		}
+		if tr.Key == "subscribe-cost-cpu-per-msg" && (tr.Pairs != 2 || tr.Spread == nil) {
+			t.Errorf("subscribe cost target: %d pairs, spread %v: want the drains paired, with an interval", tr.Pairs, tr.Spread)
 		}
 		if tr.Value != nil {
 			t.Logf("%s: %.4g %s, spread %v, %s %s", tr.Key, *tr.Value, tr.Unit, tr.Spread, tr.Bound, tr.Verdict)

@@ -90,5 +90,6 @@ func metrics() []labresult.Metric {
 		recordsPerCPU, perfCPU, perfStartupCPU, recordsPerCPURunning, cyclesPerGatewayCPU, gatewayCores,
 		rssIdleMB, rssMBPerGroup, kafkaDials, rssKBPerStream, rssBeforeMB, streams, openS, faultsInjected, drainS,
 		recordsPerProduce,
+		consumerCPU, consumerCPUPerMsg,
 	}
 }

@@ -23,7 +23,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -34,9 +33,7 @@ import (
 	"time"
 
 	"github.com/highload-lab/hlab/internal/checker"
-	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/deps"
-	"github.com/highload-lab/hlab/internal/kafkasec"
 	"github.com/highload-lab/hlab/internal/lab"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -45,9 +42,8 @@ import (
 // The cost rows run in costRounds rounds, so that the target's ratio
 // has an interval.
 const (
-	costRounds    = 3
-	producerMemMB = 1024
-	recordBytes   = 100 // the checker's values, the perf test's records
+	costRounds  = 3
+	recordBytes = 100 // the checker's values, the perf test's records
 )
 
 // costRate is the messages per second both sides of the target's pair
@@ -190,7 +186,7 @@ func (b *bench) costPair(ctx context.Context, gwKey, directKey labresult.Key, ra
 		return nil, err
 	}
 	directM := lab.Measurement{Key: directKey, Duration: b.t.pubRun, Steady: b.k.JVM,
-		Driver: &directProducer{run: b.run, brokers: b.k.Brokers, sec: b.k.Security, topic: tp, rate: rate}}
+		Driver: &directProducer{directClient: b.direct(tp), rate: rate}}
 	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{gwM, directM}, MinRounds: costRounds, MaxRounds: costRounds})
 	if err != nil {
 		return nil, err
@@ -260,65 +256,21 @@ func (w withOwnCPU) Drive(ctx context.Context, d time.Duration, window func(bool
 // own at 1 CPU for each run, and measures that process's CPU (its cgroup,
 // or /proc without one) over the window the checker says it measured.
 type directProducer struct {
-	run     *lab.Run
-	brokers []string
-	sec     kafkasec.Config // passed on as its flags: file paths
-	topic   string
-	rate    float64 // messages per second offered (--rate); 0: as fast as it goes
+	directClient
+	rate float64 // messages per second offered (--rate); 0: as fast as it goes
 }
 
 func (p *directProducer) Drive(ctx context.Context, d time.Duration, window func(bool)) (*lab.Sample, error) {
-	args := []string{"databus-checker", "--direct", "--brokers", strings.Join(p.brokers, ","), "--topic", p.topic,
-		"--partitions", strconv.Itoa(partitions), "--scenario", string(checker.Throughput), "--streams", strconv.Itoa(pubClients),
-		"--size", strconv.Itoa(recordBytes), "--warmup", "500ms", "--duration", d.String(), "--json"}
+	args := []string{"--partitions", strconv.Itoa(partitions), "--scenario", string(checker.Throughput), "--streams", strconv.Itoa(pubClients),
+		"--size", strconv.Itoa(recordBytes), "--warmup", "500ms", "--duration", d.String()}
 	if p.rate > 0 {
 		args = append(args, "--rate", strconv.FormatFloat(p.rate, 'f', -1, 64))
 	}
-	args = append(args, cliflag.Args(p.sec)...)
-	var (
-		stdout lines
-		meter  *sandbox.Meter
-		usage  sandbox.Usage
-		mu     sync.Mutex
-		proc   *sandbox.Process
-	)
-	stderr := &lines{keep: 5, on: func(line string) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case line == checker.WindowOpenLine && meter == nil && proc != nil:
-			meter = proc.Measure()
-			window(true)
-		case line == checker.WindowClosedLine && meter != nil:
-			usage = meter.Stop()
-			window(false)
-		}
-	}}
-	mu.Lock()
-	proc, err := p.run.Sandbox.Start(ctx, sandbox.Spec{Name: "direct-producer", Path: p.run.Opts.Self, Args: args,
-		CPU: gatewayCPU, MemoryMB: producerMemMB, Stdout: &stdout, Stderr: stderr})
-	mu.Unlock()
+	res, usage, err := p.check(ctx, "direct-producer", window, args...)
 	if err != nil {
-		return nil, fmt.Errorf("databus: start the direct producer: %w", err)
-	}
-	select {
-	case <-proc.Done():
-	case <-ctx.Done():
-	}
-	proc.Stop(5 * time.Second) // drains its output
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var res checker.Result
-	if err := json.Unmarshal([]byte(stdout.text()), &res); err != nil {
-		return nil, fmt.Errorf("databus: the direct producer (hlab %s) gave no result (%v); it said: %s", strings.Join(args, " "), proc.ExitErr(), stderr.tail())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if meter == nil {
-		return nil, fmt.Errorf("databus: the direct producer never opened its measured window (%v); it said: %s", proc.ExitErr(), stderr.tail())
-	}
-	s := CheckerSample(&res)
+	s := CheckerSample(res)
 	s.Figures[producerCPU.Name] = usage.CPUAvg
 	if res.MsgsPerSec > 0 {
 		s.Figures[producerCPUPerMsg.Name] = usage.CPUAvg / res.MsgsPerSec * 1e6
@@ -458,7 +410,7 @@ func (b *bench) perfTest(ctx context.Context, java, lib string, n int) (cpu, wal
 	var out lines
 	start := time.Now()
 	proc, err := run.Sandbox.Start(ctx, sandbox.Spec{Name: "producer-perf-test", Path: java, Args: args,
-		CPU: gatewayCPU, MemoryMB: producerMemMB, Stdout: &out, Stderr: &out})
+		CPU: gatewayCPU, MemoryMB: clientMemMB, Stdout: &out, Stderr: &out})
 	if err != nil {
 		return 0, 0, res, fmt.Errorf("databus: start kafka-producer-perf-test: %w", err)
 	}

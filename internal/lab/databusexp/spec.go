@@ -224,7 +224,8 @@ func rows(o lab.Options) []lab.RowSpec {
 	out = append(out, costRows(o)...)
 	out = append(out,
 		lab.Row(pubKey(throughputOpt, false), pubLabel(throughputOpt, false)), lab.Row(pubKey(throughputOpt, true), pubLabel(throughputOpt, true)),
-		lab.Row(subscribeKey, subscribeLabel))
+		lab.Row(subscribeKey, subscribeLabel),
+		lab.Row(subscribeDirectKey, subscribeDirectLabel))
 	for _, d := range processDelays {
 		out = append(out, lab.Row(delayKey(d), delayLabel(d)))
 	}
@@ -323,6 +324,7 @@ func targets(o lab.Options) []labresult.Target {
 	t = append(t, scalingRatios()...)
 	t = append(t, pipelinedRatios()...)
 	t = append(t, costTargets(o)...)
+	t = append(t, subscribeCostTarget())
 	t = append(t, compressionRatios(o)...)
 	t = append(t, topicsRatio())
 	if clusterFault(o) {

@@ -27,10 +27,12 @@ const (
 // saw ~400,000 messages per second of filling, drained at ~130,000/s).
 func subFill(t timing) time.Duration { return t.pubRun / 5 }
 
-// subscribeEstimate is the subscribe row's time: filling, then a warm-up
-// drain and subRounds drains, each joining, then reading the topic.
+// subscribeEstimate is the subscribe rows' time: filling, then a warm-up
+// drain and subRounds drains through the gateway, each joining, then
+// reading the topic, and as many by the direct consumer, each a process
+// that starts, joins and reads the topic several times faster.
 func subscribeEstimate(t timing) time.Duration {
-	return subFill(t) + (1+subRounds)*(2*time.Second+4*subFill(t))
+	return subFill(t) + (1+subRounds)*(2*time.Second+4*subFill(t)) + (1+subRounds)*(3*time.Second+subFill(t))
 }
 
 // subscribe measures and adds the subscribe row, then the rows of
@@ -51,20 +53,28 @@ func (b *bench) subscribe(ctx context.Context) error {
 		return fmt.Errorf("lab: databus %s: filling the topic: %w", subscribeLabel, err)
 	}
 	m := lab.Measurement{Key: subscribeKey, Procs: []*sandbox.Process{b.gw.Proc}, Steady: b.k.JVM,
-		Driver: Checker{Config: checker.Config{
+		Driver: Checker{Gateway: b.gw.Proc, Config: checker.Config{
 			Target: b.gw.GRPC, Topic: topic, Brokers: b.k.Brokers, Kafka: b.k.Security, Consume: checker.Only,
 			Groups: 1, Members: subMembers, SubBatch: subBatch,
 			DrainTimeout: 2 * time.Minute, // what a slow drain misses would count as lost
 		}}}
-	// Rounds of one row (--pairs N makes them N): each drain's figures
+	direct := lab.Measurement{Key: subscribeDirectKey, Steady: b.k.JVM,
+		Driver: &directConsumer{b.direct(topic)}}
+	// Rounds of the gateway's drain and the direct consumer's, their
+	// order alternating (--pairs N makes them N): each drain's figures
 	// are kept (Row.PerRun), so that the figures per CPU-second are per
-	// drain, then their median.
-	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{m}, MinRounds: subRounds, MaxRounds: subRounds})
+	// drain, then their median, and the cost target pairs the two rows'
+	// drains by round.
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: []lab.Measurement{m, direct}, MinRounds: subRounds, MaxRounds: subRounds})
 	if err != nil {
 		return err
 	}
 	for _, row := range rows {
-		subscribeNote(row, fill.Acked)
+		if row.Key == subscribeDirectKey {
+			directConsumerNote(row, fill.Acked)
+		} else {
+			subscribeNote(row, fill.Acked)
+		}
 		b.run.AddRow(row)
 	}
 	return b.delays(ctx, topic, fill.Acked)
@@ -96,7 +106,9 @@ func subscribeNote(row *labresult.Row, filled int64) {
 		}
 		row.AddNote("delivery verified in every drain (every record the topic held, by partition and offset): %s", verdict)
 	}
-	row.AddNote("no target is stated for subscribe")
+	if c := row.Get(gatewayCPUPerMsg); c != nil {
+		row.AddNote("%.2f µs of gateway CPU per message (median over the drains)", *c)
+	}
 }
 
 // perDrain returns, for each run of row whose gateway CPU was measured,

@@ -18,6 +18,7 @@ func TestSubscribeNote(t *testing.T) {
 	row := &labresult.Row{Key: subscribeKey, CPUAvg: labresult.F(0.5), MeanMS: labresult.F(0), P99MS: labresult.F(0), Lost: &lost,
 		PerRun: []labresult.RunValues{drain(1000, 100000, 1), drain(600, 60000, 0.5), drain(300, 30000, 0.2)}}
 	row.Set(cyclesPerS, 600)
+	row.Set(gatewayCPUPerMsg, 7.5)
 	subscribeNote(row, 50000)
 	if got := row.Value(cyclesPerGatewayCPU); got != 1200 {
 		t.Errorf("cycles per gateway CPU-second %v, want 1200 (the median of 1000, 1200, 1500)", got)
@@ -28,7 +29,7 @@ func TestSubscribeNote(t *testing.T) {
 	if row.Value(gatewayCores) != 0.5 || row.MeanMS != nil || row.P99MS != nil {
 		t.Errorf("cores %v, mean %v, p99 %v: want 0.5 and no latency (a drain times none)", row.Value(gatewayCores), row.MeanMS, row.P99MS)
 	}
-	for _, want := range []string{"get-ack cycles 1,200 (1,000-1,500, 3 runs)", "messages 120,000 (100,000-150,000, 3 runs)", "0 lost", "no target"} {
+	for _, want := range []string{"get-ack cycles 1,200 (1,000-1,500, 3 runs)", "messages 120,000 (100,000-150,000, 3 runs)", "0 lost", "7.50 µs of gateway CPU per message"} {
 		if !strings.Contains(row.Note, want) {
 			t.Errorf("note lacks %q: %s", want, row.Note)
 		}
