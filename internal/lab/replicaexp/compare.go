@@ -67,15 +67,16 @@ func (c *cores) set(row *labresult.Row) {
 	row.Set(machineCores, c.machine/n)
 }
 
-// paired measures setups in rounds (lab.MeasurePaired: the claims over
-// them decide how many), with the cores each used.
-func (b *bench) paired(ctx context.Context, setups []setup) ([]*labresult.Row, error) {
+// paired measures setups in rounds (lab.MeasurePaired: at least
+// minRounds, 0 for the lab's least; the claims over them decide how many
+// more), with the cores each used.
+func (b *bench) paired(ctx context.Context, minRounds int, setups []setup) ([]*labresult.Row, error) {
 	ms := make([]lab.Measurement, len(setups))
 	for i, s := range setups {
 		ms[i] = b.measurement(s, b.t.run)
 	}
 	cs := make([]cores, len(setups))
-	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms, Around: func(i int, run func() error) error {
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: minRounds, Around: func(i int, run func() error) error {
 		return b.around(&cs[i], run)
 	}})
 	if err != nil {
