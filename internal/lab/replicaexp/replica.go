@@ -118,7 +118,7 @@ func timings(o lab.Options) timing {
 
 func (*Experiment) Estimate(o lab.Options) time.Duration {
 	t := timings(o)
-	paired := 2 * (ceilingRounds + 4) * (t.run + 300*time.Millisecond)                 // hello/catalog's rounds, pricing's (about four)
+	paired := 2*(ceilingRounds+4)*(t.run+300*time.Millisecond) + 9*time.Second         // hello/catalog's rounds and steady warm-up, pricing's (about four)
 	singles := time.Duration(len(catalogConns)+2) * time.Duration(o.Repeats()) * t.run // + the stand-in's catalog row
 	fresh := 2 * (t.freshWarm + t.fresh)                                               // from Postgres, from the stand-in
 	micro := time.Duration(3*o.Repeats()) * 1500 * time.Millisecond                    // testing.Benchmark: ~1.5 s per store and run
