@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/hello"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 func TestHello(t *testing.T) {
@@ -78,5 +82,29 @@ func TestArgs(t *testing.T) {
 	got := strings.Join(c.Args(), " ")
 	if want := "--body-bytes=194 --header=X-Replica-Age: 0.123"; got != want {
 		t.Errorf("Args() = %q, want %q", got, want)
+	}
+}
+
+// TestRoutes: GET / (served without the mux's match) and the requests
+// around it answer as the mux routes them, labelled by the route.
+func TestRoutes(t *testing.T) {
+	h, err := hello.New(hello.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	s := server.Handler(server.Config{Registry: reg}, h)
+	for _, tt := range []struct {
+		method, path string
+		code         int
+	}{{"GET", "/", 200}, {"HEAD", "/", 200}, {"POST", "/", 405}, {"GET", "/x", 404}} {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(tt.method, tt.path, nil))
+		if w.Code != tt.code {
+			t.Errorf("%s %s: %d, want %d", tt.method, tt.path, w.Code, tt.code)
+		}
+	}
+	if got := testkit.MetricSum(t, reg, "http_requests_total", map[string]string{"path": "GET /{$}", "code": "200"}); got != 2 {
+		t.Errorf("GET /{$} answered 200 %v times, want 2 (GET and HEAD)", got)
 	}
 }
