@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -292,16 +293,41 @@ func Handler(cfg Config, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		mux.ServeHTTP(rec, r)
-		// The path label is the pattern that matched (ServeMux sets it on
-		// r), so unknown paths cannot blow up the label set.
-		pattern := r.Pattern
-		if pattern == "" {
-			pattern = "unmatched"
+		if serviceOwn(r.URL.Path) {
+			// What the mux would do, without its match: its catch-all
+			// "/" takes every such path, and matching one of two
+			// segments or more allocates, on every request of every
+			// service (a seventh of a catalog request's allocations).
+			r.Pattern = "/"
+			h.ServeHTTP(rec, r)
+		} else {
+			mux.ServeHTTP(rec, r)
 		}
+		pattern := pathLabel(r)
 		requests.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc()
 		latency.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
 	})
+}
+
+// pathLabel is a served request's path label in the request metrics:
+// the pattern that matched (ServeMux sets it on r), so that unknown
+// paths cannot blow up the label set.
+func pathLabel(r *http.Request) string {
+	if r.Pattern == "" {
+		return "unmatched"
+	}
+	return r.Pattern
+}
+
+// serviceOwn reports whether path is one that Handler's mux would hand
+// to the service as it is: not one of the paths the server answers
+// itself, and clean (no "//", "/." or "/.." the mux would redirect).
+func serviceOwn(path string) bool {
+	switch path {
+	case "/healthz", "/livez", "/readyz", "/metrics":
+		return false
+	}
+	return strings.HasPrefix(path, "/") && !strings.Contains(path, "//") && !strings.Contains(path, "/.")
 }
 
 type statusRecorder struct {

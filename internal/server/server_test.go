@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
@@ -293,6 +295,46 @@ func TestReadyz(t *testing.T) {
 		if hz.StatusCode != c.healthz || rz.StatusCode != c.readyz || body != c.body || lz.StatusCode != 200 {
 			t.Errorf("ready %v, fresh %v: /healthz %d, /readyz %d %q, /livez %d; want %d, %d %q, 200",
 				c.ready, c.fresh, hz.StatusCode, rz.StatusCode, body, lz.StatusCode, c.healthz, c.readyz, c.body)
+		}
+	}
+}
+
+// TestServiceRoutes: requests reach the service, or the server's own
+// routes, as the server's mux routes them, with the same path label in
+// the request metrics; an unclean path is still redirected to its clean
+// form.
+func TestServiceRoutes(t *testing.T) {
+	svc := http.NewServeMux()
+	svc.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "item "+r.PathValue("id")) })
+	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "plain") })
+	for _, tt := range []struct {
+		name          string
+		h             http.Handler
+		method, path  string
+		code          int
+		body, pattern string
+	}{
+		{"mux", svc, "GET", "/items/42", 200, "item 42", "GET /items/{id}"},
+		{"mux", svc, "GET", "/items/4%2F2", 200, "item 4/2", "GET /items/{id}"},
+		{"mux", svc, "GET", "/nothing/here", 404, "404 page not found\n", "unmatched"},
+		{"mux", svc, "POST", "/items/42", 405, "Method Not Allowed\n", "unmatched"},
+		{"mux", svc, "GET", "/items//42", 307, "", "/"},
+		{"mux", svc, "GET", "/x/../items/42", 307, "", "/"},
+		{"mux", svc, "GET", "/healthz", 200, "ok\n", "GET /healthz"},
+		{"mux", svc, "HEAD", "/livez", 200, "", "GET /livez"},
+		{"plain", plain, "GET", "/a/b/c", 200, "plain", "/"},
+		{"plain", plain, "POST", "/healthz", 200, "plain", "/"},
+		{"plain", plain, "GET", "/healthz/", 200, "plain", "/"},
+	} {
+		reg := prometheus.NewRegistry()
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(tt.method, tt.path, nil)
+		Handler(Config{Registry: reg}, tt.h).ServeHTTP(w, r)
+		if w.Code != tt.code || (tt.body != "" && w.Body.String() != tt.body) {
+			t.Errorf("%s %s %s: %d %q, want %d %q", tt.name, tt.method, tt.path, w.Code, w.Body.String(), tt.code, tt.body)
+		}
+		if got := testkit.MetricSum(t, reg, "http_requests_total", map[string]string{"path": tt.pattern}); got != 1 {
+			t.Errorf("%s %s %s: %v requests with path label %q, want 1 (it got %q)", tt.name, tt.method, tt.path, got, tt.pattern, pathLabel(r))
 		}
 	}
 }

@@ -11,12 +11,21 @@ import (
 	"github.com/highload-lab/hlab/internal/services/refdata"
 )
 
-// catalogAndCeiling measures the hello ceiling and the replica-backed
-// catalog at 100 connections in rounds, the catalog at the other
-// connection counts and its listing, its freshness under writes, and the
-// Postgres-backed catalog.
+// catalogAndCeiling measures the catalog at 100 connections in rounds
+// with a hello world that writes what it writes (its ceiling), the
+// catalog at the other connection counts and its listing, its freshness
+// under writes, and the Postgres-backed catalog.
 func (b *bench) catalogAndCeiling(ctx context.Context) error {
-	hello, err := b.run.StartService(ctx, "hello", serviceCPU, serviceMemMB)
+	cat, err := b.service(ctx, "catalog", refdata.FromReplica)
+	if err != nil {
+		return err
+	}
+	defer cat.Stop()
+	answer, err := sameAnswer(ctx, cat)
+	if err != nil {
+		return err
+	}
+	hello, err := b.run.StartService(ctx, "hello", serviceCPU, serviceMemMB, answer.Args()...)
 	if err != nil {
 		return err
 	}
@@ -26,12 +35,7 @@ func (b *bench) catalogAndCeiling(ctx context.Context) error {
 		b.run.SetEnv("services", fmt.Sprintf("%.0f CPU, %d MB each; GOMAXPROCS %.0f (Go's default under the quota)",
 			serviceCPU, serviceMemMB, m["go_sched_gomaxprocs_threads"]))
 	}
-	cat, err := b.service(ctx, "catalog", refdata.FromReplica)
-	if err != nil {
-		return err
-	}
-	defer cat.Stop()
-	at100, err := b.ceiling(ctx, hello, cat)
+	at100, err := b.ceiling(ctx, hello, cat, answer)
 	if err != nil {
 		return err
 	}
@@ -43,24 +47,6 @@ func (b *bench) catalogAndCeiling(ctx context.Context) error {
 	}
 	cat.Stop()
 	return b.catalogFromPostgres(ctx)
-}
-
-// ceiling measures the hello world and the catalog at 100 connections in
-// rounds, adds the hello row and stops it; it returns the catalog's row
-// (added with the other connection counts).
-func (b *bench) ceiling(ctx context.Context, hello, cat *lab.Service) (*labresult.Row, error) {
-	rows, err := b.paired(ctx, []setup{
-		{key: helloKey, svc: hello, path: "/", conns: compareConns},
-		{key: catalogKey(compareConns), svc: cat, path: catalogPath, conns: compareConns},
-	})
-	if err != nil {
-		return nil, err
-	}
-	helloRow, at100 := rows[0], rows[1]
-	hello.Stop()
-	helloRow.AddNote("net/http hello world with hlab's shared request metrics, the same quota, measured in rounds with the catalog: the ceiling; %s", coresText(helloRow))
-	b.run.AddRow(helloRow)
-	return at100, nil
 }
 
 // catalogRows measures the catalog from the replica at the report's other

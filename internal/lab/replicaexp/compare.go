@@ -20,6 +20,9 @@ type setup struct {
 	conns    int
 	rate     float64       // requests per second; 0: the closed model
 	counters []lab.Counter // summed over the runs into Row.Figures
+	// steady warms the row up until its throughput stops climbing
+	// (lab.Measurement.Steady), not for the lab's fixed second.
+	steady bool
 }
 
 func (b *bench) measurement(s setup, d time.Duration) lab.Measurement {
@@ -28,7 +31,7 @@ func (b *bench) measurement(s setup, d time.Duration) lab.Measurement {
 		load = append(load, loadgen.Rate(s.rate))
 	}
 	return lab.Measurement{
-		Key: s.key, Procs: []*sandbox.Process{s.svc.Proc}, Duration: d, Counters: s.counters,
+		Key: s.key, Procs: []*sandbox.Process{s.svc.Proc}, Duration: d, Counters: s.counters, Steady: s.steady,
 		Driver: lab.HTTP{URL: s.svc.URL(s.path), Load: load},
 	}
 }
@@ -67,15 +70,21 @@ func (c *cores) set(row *labresult.Row) {
 	row.Set(machineCores, c.machine/n)
 }
 
-// paired measures setups in rounds (lab.MeasurePaired: the claims over
-// them decide how many), with the cores each used.
-func (b *bench) paired(ctx context.Context, setups []setup) ([]*labresult.Row, error) {
+// paired measures setups in rounds (lab.MeasurePaired: at least
+// minRounds, 0 for the lab's least; the claims over them decide how many
+// more), with the cores each used.
+func (b *bench) paired(ctx context.Context, minRounds int, setups []setup) ([]*labresult.Row, error) {
 	ms := make([]lab.Measurement, len(setups))
 	for i, s := range setups {
 		ms[i] = b.measurement(s, b.t.run)
 	}
+	// Warmed here, the steady ones at once (lab.Run.WarmUp), rather than
+	// one after another as MeasurePaired would.
+	if err := b.run.WarmUp(ctx, ms...); err != nil {
+		return nil, err
+	}
 	cs := make([]cores, len(setups))
-	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms, Around: func(i int, run func() error) error {
+	rows, err := b.run.MeasurePaired(ctx, lab.Paired{Measurements: ms, MinRounds: minRounds, Around: func(i int, run func() error) error {
 		return b.around(&cs[i], run)
 	}})
 	if err != nil {

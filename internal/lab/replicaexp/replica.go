@@ -17,7 +17,9 @@
 //     at the report's k6 VU counts (1-200 connections), beside the report's
 //     table, and from Postgres at 100 connections for comparison;
 //   - a Go hello world (hlab serve hello) under the same quota, measured in
-//     the same run: the ceiling of a Go HTTP service on that quota;
+//     the same run, answering what the catalog answers (a JSON body of the
+//     same size, the same headers: hello --body-bytes, --header): the
+//     ceiling of a Go HTTP service writing that answer on that quota;
 //   - freshness: 1,000 single-row update transactions per second, and the
 //     delay from each transaction's commit (Postgres's commit timestamp) to
 //     the row being visible, in a replica in the lab process (exact, per
@@ -116,7 +118,7 @@ func timings(o lab.Options) timing {
 
 func (*Experiment) Estimate(o lab.Options) time.Duration {
 	t := timings(o)
-	paired := 2 * 2 * 4 * (t.run + 300*time.Millisecond)                               // hello/catalog and pricing, about four rounds each
+	paired := 2*(ceilingRounds+4)*(t.run+300*time.Millisecond) + 9*time.Second         // hello/catalog's rounds and steady warm-up, pricing's (about four)
 	singles := time.Duration(len(catalogConns)+2) * time.Duration(o.Repeats()) * t.run // + the stand-in's catalog row
 	fresh := 2 * (t.freshWarm + t.fresh)                                               // from Postgres, from the stand-in
 	micro := time.Duration(3*o.Repeats()) * 1500 * time.Millisecond                    // testing.Benchmark: ~1.5 s per store and run
@@ -267,7 +269,7 @@ func (b *bench) pricing(ctx context.Context) error {
 	}
 	b.run.UsedInFirstClaim(itemPricingQuota, quotaText(serviceCPU, serviceMemMB, postgresCPU))
 	b.run.UsedInFirstClaim(itemPricingLoad, loadText(setups[0].conns, b.t.run))
-	rows, err := b.paired(ctx, setups)
+	rows, err := b.paired(ctx, 0, setups)
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,11 @@ import (
 
 // The report's figures.
 const (
-	reportFloor  = 35_000 // the report's catalog at 100 VUs, rounded down
-	ceilingShare = 0.85
+	reportFloor = 35_000 // the report's catalog at 100 VUs, rounded down
+	// ceilingShare: the catalog's own work (routing, the replica's
+	// lookup and staleness check, encoding, its age header) may cost at
+	// most 5% of what serving its answer costs net/http on the quota.
+	ceilingShare = 0.95
 	maxFreshP99  = 50 // ms: commit to visible, at writeRate
 	// reportMeanMS is the report's "a wholesale-customer catalog served
 	// entirely from memory averaged 120 µs per response", with near-zero
@@ -37,7 +40,7 @@ var (
 // Row keys. The fault rows' are in faults.go, the MongoDB stand-in's and
 // the micro-benchmark's in mongo.go.
 const (
-	helloKey         labresult.Key = "hello/c100"
+	helloKey         labresult.Key = "hello/same-bytes/c100"
 	catalogAvgKey    labresult.Key = "catalog/replica/mean-from-c4"
 	catalogProdKey   labresult.Key = "catalog/replica/open-2500-per-min" // productionPerMin
 	catalogListKey   labresult.Key = "catalog-listing/replica/c100"
@@ -56,7 +59,7 @@ func catalogKey(conns int) labresult.Key {
 
 // Row labels.
 const (
-	helloLabel       = "hello world (ceiling), 100 connections"
+	helloLabel       = "hello world writing the catalog's answer size (ceiling), 100 connections"
 	pricingBefore    = "pricing: 8 entities from Postgres"
 	pricingAfter     = "pricing: 7 from the replica + product from Postgres"
 	catalogPGLabel   = "catalog from Postgres, 100 connections"
@@ -164,15 +167,15 @@ var targets = []labresult.Target{{
 	Ratio: &labresult.Ratio{Num: pricingBeforeKey, Den: pricingAfterKey, Metric: queriesPerRequest.Name},
 	Bound: labresult.AtLeast(8),
 }, {
-	Key: "catalog-vs-ceiling",
-	Text: "the catalog from the replica at 100 connections serves >= 85% of the req/s of a Go hello world on the same quota (measured in rounds with it); " +
-		"with catalog-rps it is one target, the lower of the two bounds: met when either holds",
+	Key: "catalog-vs-hello",
+	Text: "the catalog from the replica at 100 connections serves >= 95% of the req/s of a Go hello world that writes the same answer size (body, Content-Type, header count) on the same quota, measured in rounds with it: " +
+		"what the catalog's own work (routing, the replica's lookup and staleness check, JSON encoding, its age header) costs, whatever the machine",
 	Ratio: &labresult.Ratio{Num: catalogKey(compareConns), Den: helloKey, Metric: labresult.RPS.Name},
 	Bound: labresult.AtLeast(ceilingShare),
 }, {
 	Key: "catalog-rps",
-	Text: "the catalog from the replica at 100 connections serves >= 35,000 req/s (the report's 37,089 at 100 VUs, rounded down); " +
-		"with catalog-vs-ceiling it is one target, the lower of the two bounds: met when either holds, so a machine slower than the report's is held to its own ceiling",
+	Text: "the catalog from the replica at 100 connections serves >= 35,000 req/s (the report's 37,089 at 100 VUs on an iMac M1, rounded down): " +
+		"an absolute figure, so it holds the machine as much as the catalog; catalog-vs-hello says what the catalog itself costs",
 	Row: catalogKey(compareConns), Metric: labresult.RPS.Name,
 	Bound: labresult.AtLeast(reportFloor),
 }, {

@@ -15,12 +15,12 @@ package catalog
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/server"
@@ -73,23 +73,45 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// getPattern is the route of one customer, and the path label of its
+// request metrics.
+const getPattern = "GET /customers/{id}"
+
 // Handler serves the catalog's routes.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /customers/{id}", s.get)
+	mux.HandleFunc(getPattern, func(w http.ResponseWriter, r *http.Request) { s.get(w, r, r.PathValue("id")) })
 	mux.HandleFunc("GET /customers", s.list)
-	return s.WithReplicaAge(mux)
+	return s.WithReplicaAge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A plain GET /customers/{id} skips the mux's matching (its
+		// wildcard match cost as much as the lookup and the encoding
+		// together); anything else, the mux decides as before.
+		if id, ok := customerID(r); ok {
+			r.Pattern = getPattern
+			s.get(w, r, id)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+}
+
+// customerID is the {id} of a GET /customers/{id} whose path the mux
+// would match as is: a single segment, not "." or "..", which the mux
+// cleans first.
+func customerID(r *http.Request) (string, bool) {
+	if r.Method != http.MethodGet {
+		return "", false
+	}
+	id, ok := strings.CutPrefix(r.URL.Path, "/customers/")
+	if !ok || id == "" || id == "." || id == ".." || strings.IndexByte(id, '/') >= 0 {
+		return "", false
+	}
+	return id, true
 }
 
 func fail(w http.ResponseWriter, err error) { errs.Fail(w, err) }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(v)
-}
-
-func (s *Service) get(w http.ResponseWriter, r *http.Request) {
-	v := r.PathValue("id")
+func (s *Service) get(w http.ResponseWriter, r *http.Request, v string) {
 	id, err := strconv.ParseInt(v, 10, 32)
 	if err != nil || id < 1 || id > math.MaxInt32 {
 		fail(w, fmt.Errorf("%w: customer id must be a positive integer, not %.32q", ErrBadRequest, v))
@@ -100,7 +122,7 @@ func (s *Service) get(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, c)
+	writeCustomer(w, c)
 }
 
 // Listing is the answer of GET /customers.
