@@ -116,7 +116,6 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 go build -o "$work/databus-checker" ./cmd/databus-checker
-go build -o "$work/grpcfloor" ./bench/grpcfloor
 CHECKER="$work/databus-checker"
 
 await() { # await URL PID NAME
@@ -142,8 +141,8 @@ GHTTP=
 start_gateway() { # start_gateway FLAGS...: a fresh gateway on CPU 0
 	start_server "$HLAB" serve databus "$@"
 }
-start_floor() { # start_floor: a fresh bench/grpcfloor on CPU 0, in the gateway's place
-	start_server "$work/grpcfloor"
+start_floor() { # start_floor: a fresh floor (hlab serve grpcfloor) on CPU 0, in the gateway's place
+	start_server "$HLAB" serve grpcfloor
 }
 start_server() { # start_server COMMAND...: on CPU 0, serving --addr and --grpc-addr
 	stop_gateway

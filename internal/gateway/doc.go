@@ -17,8 +17,9 @@
 //
 // Measured with bench/databus.sh and pprof (--admin-addr): the gateway on
 // one core (GOMAXPROCS=1, taskset), the checker on the other, 2-core VM.
-// bench/grpcfloor is the floor: the same API as a bare grpc-go Recv/Send
-// loop with the gateway's transport settings (TransportOptions).
+// The floor is hlab serve grpcfloor (package grpcfloor): the same API as a
+// bare grpc-go Recv/Send loop with the gateway's transport settings
+// (TransportOptions).
 //
 // Echo, 50 clients each on its own connection, one message in flight:
 // about 13 µs of CPU per round trip, 75,000-80,000 round trips per CPU-second,
