@@ -89,5 +89,6 @@ func metrics() []labresult.Metric {
 		roundTripsPerCPU, ratioToReportPerCore, checkerCPU, producerCPU, producerCPUPerMsg, msgsPerGatewayCPU,
 		recordsPerCPU, perfCPU, perfStartupCPU, recordsPerCPURunning, cyclesPerGatewayCPU, gatewayCores,
 		rssIdleMB, rssMBPerGroup, kafkaDials, rssKBPerStream, rssBeforeMB, streams, openS, faultsInjected, drainS,
+		rssKBOverFloor,
 	}
 }
