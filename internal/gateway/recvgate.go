@@ -211,7 +211,13 @@ type gatedConn struct {
 // Read reads from the connection, noting the streams the client resets.
 func (c *gatedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	b := p[:n]
+	c.readFrames(p[:n])
+	return n, err
+}
+
+// readFrames follows the frames the client sent in b, the next bytes read
+// from the connection, and notes the streams it resets.
+func (c *gatedConn) readFrames(b []byte) {
 	for len(b) > 0 {
 		if c.inSkip > 0 {
 			k := min(c.inSkip, len(b))
@@ -232,7 +238,6 @@ func (c *gatedConn) Read(p []byte) (int, error) {
 		}
 		c.inSkip = length
 	}
-	return n, err
 }
 
 func parseFrameHeader(h []byte) (length int, typ, flags byte, stream uint32) {
@@ -486,7 +491,7 @@ func (c gateCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.gate.wrap(conn), info, nil
+	return readyConnOf(c.gate.wrap(conn)), info, nil
 }
 
 func (c gateCreds) Clone() credentials.TransportCredentials {
