@@ -29,13 +29,11 @@ const (
 	reportMetricsCost = 17 // %, of the echo server's throughput
 )
 
-// scalingRounds: two in --quick (each order once), three in --full.
-func scalingRounds(o lab.Options) int {
-	if o.Mode == lab.Full {
-		return lab.DefaultMinRounds
-	}
-	return 2
-}
+// scalingRounds: three in either mode. The target against the floor
+// reads the interval of the per-round ratios, and over two pairs it is
+// about three times wider than over three (Student's t with one degree of
+// freedom against two): too wide to decide a bound 5% below a ratio near 1.
+func scalingRounds(lab.Options) int { return lab.DefaultMinRounds }
 
 func scalingEstimate(o lab.Options, t timing) time.Duration {
 	run, _ := o.MinRun()
