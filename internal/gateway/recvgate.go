@@ -203,9 +203,11 @@ type gatedConn struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	// away is closed when gRPC sends the client a GOAWAY (moving.go).
+	// away is closed when gRPC sends the client a GOAWAY (moving.go);
+	// pubs are the publish streams then ended, under mu.
 	away     chan struct{}
 	awayOnce sync.Once
+	pubs     map[*publisher]struct{}
 }
 
 // Read reads from the connection, noting the streams the client resets.
@@ -292,7 +294,7 @@ scan:
 		case typ == frameRSTStream, typ == frameHeaders && flags&flagEndStream != 0:
 			c.streamEnded(stream)
 		case typ == frameGoAway:
-			c.awayOnce.Do(func() { close(c.away) }) // moving.go
+			c.awayOnce.Do(func() { close(c.away); go c.movePublishers() }) // moving.go
 		}
 		i += frameHeaderLen
 		c.outSkip = length
