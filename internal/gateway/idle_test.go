@@ -96,20 +96,25 @@ func TestIdlePublishStreamIsOneGoroutine(t *testing.T) {
 	}
 }
 
-// TestIdlePublishStreamEndsOnStop: a publish stream whose client sends
-// nothing, its handler blocked in Recv, still ends in good order when
-// the gateway stops (told to go away: STREAM_MOVED) and when it drains
-// without the GOAWAY (ErrDraining), and the gateway's stop or drain
-// returns well before its deadline.
+// TestIdlePublishStreamEndsOnStop: publish streams whose client sends
+// nothing, their handlers blocked in Recv, still end in good order when
+// the gateway stops (told to go away: STREAM_MOVED), when their
+// connection reaches its maximum age (the GOAWAY alone: STREAM_MOVED)
+// and when the gateway drains without a GOAWAY (ErrDraining), and the
+// gateway's stop or drain returns before its deadline.
 func TestIdlePublishStreamEndsOnStop(t *testing.T) {
-	for _, how := range []string{"stop", "drain"} {
+	for _, how := range []string{"stop", "age", "drain"} {
 		t.Run(how, func(t *testing.T) {
 			g, err := gateway.New(gateway.Config{Echo: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer g.Close()
-			srv := gateway.NewServer(context.Background(), g, gateway.ServerOptions{})
+			so := gateway.ServerOptions{}
+			if how == "age" {
+				so.MaxConnectionAge, so.MaxConnectionAgeGrace = time.Second, time.Minute
+			}
+			srv := gateway.NewServer(context.Background(), g, so)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -121,9 +126,12 @@ func TestIdlePublishStreamEndsOnStop(t *testing.T) {
 			defer cancel()
 			stopped := make(chan error, 1)
 			go func() {
-				if how == "stop" {
+				switch how {
+				case "stop":
 					stopped <- gateway.Stop(ctx, srv, g)
-				} else {
+				case "age":
+					stopped <- nil // the streams end with the GOAWAY alone
+				default:
 					stopped <- g.Drain(ctx)
 				}
 			}()
@@ -139,7 +147,7 @@ func TestIdlePublishStreamEndsOnStop(t *testing.T) {
 						moved = true
 					}
 				}
-				if how == "stop" && !moved {
+				if how != "drain" && !moved {
 					t.Fatalf("stream %d ended with %v, want STREAM_MOVED: the gateway told its client to go away", i, err)
 				}
 				if how == "drain" && !strings.Contains(st.Message(), gateway.ErrDraining.Error()) {

@@ -62,10 +62,11 @@ func gatedConnOf(ctx context.Context) *gatedConn {
 // when gRPC tells c's client to go away (now, if it has).
 func (c *gatedConn) addPublisher(p *publisher) {
 	c.mu.Lock()
-	if c.pubs == nil {
-		c.pubs = map[*publisher]struct{}{}
+	p.connNext = c.pubs
+	if c.pubs != nil {
+		c.pubs.connPrev = p
 	}
-	c.pubs[p] = struct{}{}
+	c.pubs = p
 	c.mu.Unlock()
 	select {
 	case <-c.away:
@@ -76,7 +77,15 @@ func (c *gatedConn) addPublisher(p *publisher) {
 
 func (c *gatedConn) removePublisher(p *publisher) {
 	c.mu.Lock()
-	delete(c.pubs, p)
+	if p.connPrev != nil {
+		p.connPrev.connNext = p.connNext
+	} else {
+		c.pubs = p.connNext
+	}
+	if p.connNext != nil {
+		p.connNext.connPrev = p.connPrev
+	}
+	p.connPrev, p.connNext = nil, nil
 	c.mu.Unlock()
 }
 
@@ -85,8 +94,8 @@ func (c *gatedConn) removePublisher(p *publisher) {
 // client does not read holds its send, and must not hold up the rest.
 func (c *gatedConn) movePublishers() {
 	c.mu.Lock()
-	pubs := make([]*publisher, 0, len(c.pubs))
-	for p := range c.pubs {
+	var pubs []*publisher
+	for p := c.pubs; p != nil; p = p.connNext {
 		pubs = append(pubs, p)
 	}
 	c.mu.Unlock()

@@ -76,8 +76,10 @@ type publisher struct {
 	// writing the status cancels the stream's context).
 	status statusWriter
 	// conn is the gate's connection the stream runs on (nil for one the
-	// gate does not see): its GOAWAY ends the stream as moved.
-	conn *gatedConn
+	// gate does not see): its GOAWAY ends the stream as moved. The
+	// stream is in its list of publish streams, under conn.mu.
+	conn               *gatedConn
+	connPrev, connNext *publisher
 
 	// mu guards the stream's state between its handler, which reads and
 	// accepts batches, its sender, and end, called by a drain or the

@@ -204,10 +204,11 @@ type gatedConn struct {
 	closeOnce sync.Once
 
 	// away is closed when gRPC sends the client a GOAWAY (moving.go);
-	// pubs are the publish streams then ended, under mu.
+	// pubs are the publish streams then ended, a list through their
+	// connPrev and connNext (no allocation per stream), under mu.
 	away     chan struct{}
 	awayOnce sync.Once
-	pubs     map[*publisher]struct{}
+	pubs     *publisher
 }
 
 // Read reads from the connection, noting the streams the client resets.
