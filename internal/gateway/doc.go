@@ -46,13 +46,32 @@
 // own work: receiving and decoding the batch, the garbage collector (15%),
 // and the answer.
 //
-// Idle streams: 21 KB each at 10 per connection and 39 KB with a
-// connection each, against the floor's 15 and 33 KB (25 and 43 KB before
-// the codec: protobuf's reflection had grown each receiving goroutine's
-// stack). Most of it is goroutine stacks: grpc-go keeps a reader, a
-// writer and a keepalive goroutine per connection and a handler per
-// stream, and the gateway a second goroutine per publish stream that
-// blocks in Recv, so that a drain can end a stream whose client sends
-// nothing (grpc-go gives a handler no way to interrupt its own Recv).
-// That goroutine is most of the gateway's 5-6 KB above the floor.
+// Idle streams (10,000, each sent one batch, answered, then nothing;
+// bench/databus.sh's idle section, pinned the same way): 16.7 KB of RSS
+// each at 10 per connection and 36-40 KB with a connection each, the
+// floor 15.2-15.4 and 33-38 KB measured next to it: 1.4-1.6 and 2.4-3.3
+// KB above it. Before, 23.4 and 48.9 KB against the floor's 17.0 and
+// 37.8 (6.3 and 11.1 KB above). Two costs were the gateway's own. Its
+// gate (recvgate.go) wraps each connection, which hid the socket from
+// grpc-go: grpc-go then gave each connection a 32 KiB read buffer of its
+// own (bufio.NewReaderSize: 323 MB, 72% of the heap in use at 10,000
+// connections, the pages reads had touched resident) instead of reading
+// into pooled buffers taken only while bytes are there, as it does for a
+// bare *net.TCPConn; the gate's connection now offers grpc-go that read
+// (readyconn.go). And each publish stream kept a second goroutine
+// blocked in Recv, so that a drain could end a stream whose client sends
+// nothing (50,019 goroutines against the floor's 40,013, 41 MB more
+// stack); the handler now reads its batches itself, a sender runs only
+// while answers are due, and a drain or a GOAWAY ends a stream by writing
+// its status through grpc-go's transport stream, which returns the
+// blocked Recv (publish.go, moving.go): 40,019 goroutines. What is left
+// is little state and much garbage. After a forced collection the
+// gateway's live heap is 1.0 KB per stream above the floor's (142 against
+// 132 MB, a connection each), by the sampled heap profile chiefly the
+// gate's connection (its struct, maps and the ready reader: 0.6-0.9 KB per
+// connection) and the publisher (0.5 KB). Before that collection it was
+// 2.6 KB above (161 against 135 MB): the rest of the RSS is garbage not
+// yet collected when RSS is read, from each stream's first message going
+// to Kafka through franz-go (records, requests, answers), where the
+// floor's echo stores nothing.
 package gateway

@@ -260,11 +260,7 @@ type Gateway struct {
 // to choose: o.GRPCAddr is ignored.
 func (r *Run) StartGateway(ctx context.Context, cpu float64, memMB int, o gateway.Options) (*Gateway, error) {
 	o.GRPCAddr = ""
-	svc, err := r.StartServicePorts(ctx, "databus", cpu, memMB, []string{"--grpc-addr"}, o.Args()...)
-	if err != nil {
-		return nil, err
-	}
-	return &Gateway{Service: svc, GRPC: svc.Ports["--grpc-addr"]}, nil
+	return r.startGRPC(ctx, "databus", cpu, memMB, o.Args())
 }
 
 // StartGRPCFloor starts the gateway's floor that c configures (hlab serve
@@ -274,7 +270,13 @@ func (r *Run) StartGateway(ctx context.Context, cpu float64, memMB int, o gatewa
 // address is the lab's to choose: c.GRPCAddr is ignored.
 func (r *Run) StartGRPCFloor(ctx context.Context, cpu float64, memMB int, c grpcfloor.Config) (*Gateway, error) {
 	c.GRPCAddr = ""
-	svc, err := r.StartServicePorts(ctx, "grpcfloor", cpu, memMB, []string{"--grpc-addr"}, c.Args()...)
+	return r.startGRPC(ctx, "grpcfloor", cpu, memMB, c.Args())
+}
+
+// startGRPC starts "hlab serve name args..." with a gRPC address of the
+// lab's choosing (--grpc-addr) beside its HTTP one.
+func (r *Run) startGRPC(ctx context.Context, name string, cpu float64, memMB int, args []string) (*Gateway, error) {
+	svc, err := r.StartServicePorts(ctx, name, cpu, memMB, []string{"--grpc-addr"}, args...)
 	if err != nil {
 		return nil, err
 	}
