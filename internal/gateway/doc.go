@@ -29,9 +29,12 @@
 // loopback it delivers to the client and wakes it). A plain Go TCP echo
 // server spends about 7.5 µs per round trip here. The rest is grpc-go:
 // HTTP/2 framing, a reader, a writer and a handler goroutine handing each
-// message on. Answering echo batches on the receiving goroutine, not the
-// stream's (publish.go), cut runtime.selectgo from 8% to 3% of the profile
-// without a gain above the noise. Without a write buffer (WriteBufferSize
+// message on. Answering echo batches on the goroutine that receives them,
+// with no hand-off (publish.go), cut runtime.selectgo from 8% to 3% of the
+// profile without a gain above the noise; the stream's handler now
+// receives them itself. The lab measures the floor in the same rounds as
+// the gateway at 1 CPU and GOMAXPROCS=1, and bounds the gateway's ratio to
+// it (>= 0.95x). Without a write buffer (WriteBufferSize
 // 0) grpc-go writes each frame alone and the floor halves. So the lab's
 // target of 100,000 per CPU-second (10 µs) is below what grpc-go costs on
 // such a machine; clients that pipeline cost 4.5 µs per message.
@@ -47,11 +50,13 @@
 // and the answer.
 //
 // Idle streams (10,000, each sent one batch, answered, then nothing;
-// bench/databus.sh's idle section, pinned the same way): 16.7 KB of RSS
-// each at 10 per connection and 36-40 KB with a connection each, the
-// floor 15.2-15.4 and 33-38 KB measured next to it: 1.4-1.6 and 2.4-3.3
-// KB above it. Before, 23.4 and 48.9 KB against the floor's 17.0 and
-// 37.8 (6.3 and 11.1 KB above). Two costs were the gateway's own. Its
+// bench/databus.sh's idle section): 16.4-16.7 KB of RSS each at 10 per
+// connection and 35.6-36.0 KB with a connection each, against the floor's
+// 14.8-15.2 and 33.0-33.1 KB measured next to it: 1.5-1.7 and 2.5-3.0 KB
+// above it. Before, 23.5 and 44.6 KB against 15.4 and 33.1: 8.1 and 11.5
+// KB above (the profiles below: a run at 48.9 KB a stream against 37.8
+// with a connection each, --admin-addr, heap?gc=1). Two costs were the
+// gateway's own. Its
 // gate (recvgate.go) wraps each connection, which hid the socket from
 // grpc-go: grpc-go then gave each connection a 32 KiB read buffer of its
 // own (bufio.NewReaderSize: 323 MB, 72% of the heap in use at 10,000
