@@ -16,9 +16,11 @@ import (
 // pool, and gives the buffer back once its bytes are handled, so that an
 // idle connection holds no buffer. The gate's wrapper hid the socket, and
 // each idle connection kept its buffer: the pages of it that reads had
-// touched, 8-12 KB of RSS per connection above the floor's. readyConn
-// reads the socket under the gate the way grpc-go reads its own, and
-// hands the bytes to the gate as Read does.
+// touched, about 4 KB of RSS per idle connection (10,000 idle streams on
+// as many connections: 48.9 KB of RSS a stream before, 45.0 after; the
+// heap in use 541 MB before, 225 after). readyConn reads the socket
+// under the gate the way grpc-go reads its own, and hands the bytes to
+// the gate as Read does.
 
 // readyConnOf returns c as a readyConn when the connection under it is a
 // socket it can read directly (not TLS, whose bytes must be decrypted),
