@@ -50,13 +50,13 @@
 // and the answer.
 //
 // Idle streams (10,000, each sent one batch, answered, then nothing;
-// bench/databus.sh's idle section): 16.4-16.7 KB of RSS each at 10 per
-// connection and 35.6-36.0 KB with a connection each, against the floor's
-// 14.8-15.2 and 33.0-33.1 KB measured next to it: 1.5-1.7 and 2.5-3.0 KB
-// above it. Before, 23.5 and 44.6 KB against 15.4 and 33.1: 8.1 and 11.5
-// KB above (the profiles below: a run at 48.9 KB a stream against 37.8
-// with a connection each, --admin-addr, heap?gc=1). Two costs were the
-// gateway's own. Its
+// bench/databus.sh's idle section, two runs): 16.1-16.7 KB of RSS each at
+// 10 per connection and 35.1-35.3 KB with a connection each, against the
+// floor's 15.2-15.3 and 33.7-33.8 KB measured next to it: 0.8-1.6 and
+// 1.3-1.5 KB above it. Before, 23.5 and 44.6 KB against 15.4 and 33.1: 8.1
+// and 11.5 KB above (the profiles below: a run at 48.9 KB a stream against
+// 37.8 with a connection each, --admin-addr, heap?gc=1). Two costs were
+// the gateway's own. Its
 // gate (recvgate.go) wraps each connection, which hid the socket from
 // grpc-go: grpc-go then gave each connection a 32 KiB read buffer of its
 // own (bufio.NewReaderSize: 323 MB, 72% of the heap in use at 10,000
@@ -76,7 +76,9 @@
 // gate's connection (its struct, maps and the ready reader: 0.6-0.9 KB per
 // connection) and the publisher (0.5 KB). Before that collection it was
 // 2.6 KB above (161 against 135 MB): the rest of the RSS is garbage not
-// yet collected when RSS is read, from each stream's first message going
-// to Kafka through franz-go (records, requests, answers), where the
-// floor's echo stores nothing.
+// yet collected when RSS is read. A stream's settings were read from a
+// copy of all its metadata (1.3 KB of garbage a stream, by the alloc
+// profile), now key by key (settings.go); what remains is each stream's
+// first message going to Kafka through franz-go (records, requests,
+// answers), where the floor's echo stores nothing.
 package gateway
