@@ -305,19 +305,21 @@ fi
 # 4. Idle streams: RSS per stream, on a fresh server each, the gateway's
 # beside the floor's.
 if want idle; then # section 4
-idle() { # idle gateway|floor CONNECTIONS -> KB per stream
+# idle sets IDLE_KB rather than printing it: run in $(...), the server it
+# starts would be the subshell's, and never stopped.
+idle() { # idle gateway|floor CONNECTIONS: sets IDLE_KB, the server's KB per stream
 	if [ "$1" = gateway ]; then start_gateway --brokers "$KAFKA"; else start_floor; fi
-	checker --scenario ticker --streams "$IDLE_STREAMS" --connections "$2" --aggregation --interval 1h \
+	IDLE_KB=$(checker --scenario ticker --streams "$IDLE_STREAMS" --connections "$2" --aggregation --interval 1h \
 		--warmup 0 --duration 100ms --topic "bench-idle-$$-$1-$2" --brokers "$KAFKA" \
-		--gateway-metrics "http://$GHTTP/metrics" --settle 3s | json 'r["gateway"]["rss_kb_per_stream"]'
+		--gateway-metrics "http://$GHTTP/metrics" --settle 3s | json 'r["gateway"]["rss_kb_per_stream"]')
 }
 # The two shapes alternate which server goes first.
 first=gateway
 for conns in "$IDLE_CONNECTIONS" "$IDLE_STREAMS"; do
 	if [ "$first" = gateway ]; then
-		kb=$(idle gateway "$conns"); floor=$(idle floor "$conns"); first=floor
+		idle gateway "$conns"; kb=$IDLE_KB; idle floor "$conns"; floor=$IDLE_KB; first=floor
 	else
-		floor=$(idle floor "$conns"); kb=$(idle gateway "$conns"); first=gateway
+		idle floor "$conns"; floor=$IDLE_KB; idle gateway "$conns"; kb=$IDLE_KB; first=gateway
 	fi
 	over=$(python3 -c "print($kb - $floor)")
 	ok=0; ge "$IDLE_TARGET_KB" "$over" && ok=1
