@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/grpcfloor"
 	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/services/activities"
@@ -124,6 +125,8 @@ var services = map[string]service{
 		defaultAddr, catalog.Serve),
 	"databus": serving("report D's gateway: gRPC streams in front of Kafka (--brokers), or --echo without Kafka; --addr is its HTTP address (/healthz, /metrics)",
 		gateway.DefaultHTTPAddr, gateway.Serve),
+	"grpcfloor": serving("the floor of the gateway's echo and idle-stream figures: the databus API's Publish as a bare grpc-go Recv/Send loop with the gateway's transport settings, nothing else; run it in the gateway's place to see what grpc-go and the kernel cost on this machine; --addr is its HTTP address (/healthz, /metrics)",
+		gateway.DefaultHTTPAddr, grpcfloor.Serve),
 	"eventlog": serving("report A2's event log: POST /events does the log work; --consume also consumes events from Kafka (at least once, lag in /metrics)",
 		defaultAddr, eventlog.Serve),
 	"app": serving("report A2's app: GET /handle does A1's work and records an event by --mode sync (HTTP), async (Kafka, buffered), kafka-ack (Kafka, acknowledged) or databus (the gateway)",

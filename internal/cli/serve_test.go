@@ -64,6 +64,7 @@ func TestServeAdminAndTimeouts(t *testing.T) {
 		{"eventlog", nil, 404},
 		{"app", []string{"--mode", "sync", "--eventlog", "http://" + closedPort(t)}, 404},
 		{"databus", []string{"--echo", "--grpc-addr", port()}, 404},
+		{"grpcfloor", []string{"--grpc-addr", port()}, 404},
 		{"kfake", []string{"--kafka-addr", port()}, 404},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,59 +24,29 @@ import (
 //     holds a *kgo.Record, writing its partition and offset into it,
 //     until its promise ran, and touches it no more after that.
 //
-// Between the stream's receiving goroutine and accept, a batch's bytes
-// wait in the publisher's held, under its request. A server interceptor
-// may read a received request while the handler's RecvMsg returns it,
-// as ever, but not keep it: accept hands it back to the pool.
+// A server interceptor may read a received request while the handler's
+// RecvMsg returns it, as ever, but not keep it: accept hands it back to
+// the pool.
 
 // recv receives the stream's next batch into a request from the pool,
-// its bytes into a pooled buffer (pooledBytes) held for accept. An echo
-// batch is never accepted: its bytes are the codec's own copy.
-func (p *publisher) recv() (*databusv1.PublishRequest, error) {
-	req := databusv1.PublishRequestFromVTPool()
+// its bytes into a pooled buffer (pooledBytes) that it returns for
+// accept. An echo batch is never accepted: its bytes are the codec's own
+// copy, and buf is nil.
+func (p *publisher) recv() (req *databusv1.PublishRequest, buf *[]byte, err error) {
+	req = databusv1.PublishRequestFromVTPool()
 	if !p.g.cfg.Echo {
 		pooledBytes.Store(req, (*[]byte)(nil))
 	}
-	err := p.stream.RecvMsg(req)
-	var buf *[]byte
+	err = p.stream.RecvMsg(req)
 	if v, ok := pooledBytes.LoadAndDelete(req); ok {
 		buf = v.(*[]byte)
 	}
 	if err != nil {
 		freeBytes(buf)
 		req.ReturnToVTPool()
-		return nil, err
+		return nil, nil, err
 	}
-	if buf != nil {
-		p.held.put(req, buf)
-	}
-	return req, nil
-}
-
-// heldBytes are the pooled bytes of batches received and not yet
-// accepted, by request. A batch the stream ends before accepting stays
-// here, and goes with the publisher to the garbage collector.
-type heldBytes struct {
-	mu sync.Mutex
-	m  map[*databusv1.PublishRequest]*[]byte
-}
-
-func (h *heldBytes) put(req *databusv1.PublishRequest, buf *[]byte) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.m == nil {
-		h.m = map[*databusv1.PublishRequest]*[]byte{}
-	}
-	h.m[req] = buf
-}
-
-// take removes and returns req's bytes (nil when none are held).
-func (h *heldBytes) take(req *databusv1.PublishRequest) *[]byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	buf := h.m[req]
-	delete(h.m, req)
-	return buf
+	return req, buf, nil
 }
 
 // freeBytes gives a batch's bytes back to gRPC's pool.

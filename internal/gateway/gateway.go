@@ -229,6 +229,9 @@ type Gateway struct {
 	drainOnce sync.Once
 	draining  chan struct{}
 	streams   sync.WaitGroup
+	// pubs are the publish streams, ended by a drain (moving.go).
+	pubsMu sync.Mutex
+	pubs   map[*publisher]struct{}
 
 	sharedOnce sync.Once
 	shared     *kgo.Client // aggregated producer, also used for metadata
@@ -272,6 +275,7 @@ func New(cfg Config) (*Gateway, error) {
 		cfg: cfg, m: offMetrics(), log: cfg.Logger,
 		ctx: ctx, cancel: cancel,
 		draining: make(chan struct{}),
+		pubs:     map[*publisher]struct{}{},
 		topics:   map[string]time.Time{},
 		members:  map[memberKey]*member{},
 	}
@@ -318,7 +322,7 @@ func (g *Gateway) Ready(ctx context.Context) error {
 // acked, and every stream ends with Unavailable. It returns when all
 // streams ended or ctx is done.
 func (g *Gateway) Drain(ctx context.Context) error {
-	g.drainOnce.Do(func() { close(g.draining) })
+	g.drainOnce.Do(g.startDrain)
 	done := make(chan struct{})
 	go func() { g.streams.Wait(); close(done) }()
 	select {
@@ -329,9 +333,16 @@ func (g *Gateway) Drain(ctx context.Context) error {
 	}
 }
 
+// startDrain tells every stream to end: subscribe streams watch
+// g.draining, publish streams are ended here (moving.go).
+func (g *Gateway) startDrain() {
+	close(g.draining)
+	g.endPublishers()
+}
+
 // Close releases the gateway's Kafka clients. Call it after Drain.
 func (g *Gateway) Close() {
-	g.drainOnce.Do(func() { close(g.draining) })
+	g.drainOnce.Do(g.startDrain)
 	g.closeMembers()
 	g.cancel()
 	g.lagLoop.Wait() // it may be using the shared client

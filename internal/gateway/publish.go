@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -37,6 +38,8 @@ func (g *Gateway) Publish(stream databusv1.DataBus_PublishServer) error {
 		}
 	}
 	p := &publisher{g: g, s: s, stream: stream, out: make(chan *databusv1.PublishResponse, s.maxInflight)}
+	p.status, _ = grpc.ServerTransportStreamFromContext(ctx).(statusWriter)
+	p.conn = gatedConnOf(ctx)
 	p.bytes.limit = g.cfg.MaxStreamBytes
 	if !g.cfg.Echo && s.aggregation {
 		// The codec's shared producer, made now if no stream used it
@@ -63,25 +66,48 @@ type publisher struct {
 	g      *Gateway
 	s      streamSettings
 	stream databusv1.DataBus_PublishServer
-	// out carries answers from Kafka's callbacks to the stream's goroutine,
+	// out carries answers from Kafka's callbacks to the stream's sender,
 	// which sends them. It holds maxInflight answers, so a callback never
 	// blocks (a blocked callback would stall every stream sharing the
 	// aggregated producer).
 	out chan *databusv1.PublishResponse
+	// status ends the stream from another goroutine than its handler's,
+	// interrupting the handler's Recv (grpc-go's transport stream:
+	// writing the status cancels the stream's context).
+	status statusWriter
+	// conn is the gate's connection the stream runs on (nil for one the
+	// gate does not see): its GOAWAY ends the stream as moved. The
+	// stream is in its list of publish streams, under conn.mu.
+	conn               *gatedConn
+	connPrev, connNext *publisher
 
-	// outstanding counts batches accepted and not yet answered. Only the
-	// stream's goroutine, which both accepts and sends, touches it: an
-	// answer is counted off before it is sent, so a client that waits for
-	// answers never finds the gateway counting more than it has in flight.
+	// mu guards the stream's state between its handler, which reads and
+	// accepts batches, its sender, and end, called by a drain or the
+	// connection's GOAWAY; cond is signalled when the sender exits.
+	mu   sync.Mutex
+	cond sync.Cond
+	// outstanding counts batches accepted and not yet answered: an
+	// answer is counted off before it is sent, so a client that waits
+	// for answers never finds the gateway counting more than it has in
+	// flight.
 	outstanding int
+	// sending: the sender goroutine runs; it runs only while answers are
+	// due, so that an idle stream is its handler alone, blocked in Recv.
+	sending bool
+	// ending is why the stream ends (a drain, a GOAWAY, or the handler's
+	// own reason); selfEnding: the handler ends it and returns the
+	// status; statusWritten: it was written from outside the handler.
+	ending        error
+	selfEnding    bool
+	statusWritten bool
 
 	producer *kgo.Client // this stream's own, made on its first batch
 
-	// sendMu makes sends one at a time, as gRPC requires: the stream's
-	// goroutine sends Kafka's answers, and in echo mode the receiving
-	// goroutine answers at once, without handing each batch over (the
-	// echo rows measure the transport, not a hand-off). closed is set
-	// when the stream's goroutine ends; nothing is sent after it.
+	// sendMu makes sends one at a time, as gRPC requires: the sender
+	// sends Kafka's answers, and in echo mode the handler answers at
+	// once, without handing each batch over (the echo rows measure the
+	// transport, not a hand-off). closed is set when the stream ends;
+	// nothing is sent after it.
 	sendMu  sync.Mutex
 	sendErr error
 	closed  bool
@@ -89,124 +115,167 @@ type publisher struct {
 	// bytes counts the message bytes of batches read and not yet
 	// answered (Config.MaxStreamBytes); the gateway's total is g.bytes.
 	bytes budget
-
-	held heldBytes // received batches' pooled bytes, until accepted (batchpool.go)
 }
 
-func (p *publisher) run(ctx context.Context) error {
-	// Recv runs apart so a drain can end the stream while Recv blocks.
-	type recv struct {
-		req     *databusv1.PublishRequest
-		size    int64 // batchBytes(req), counted once
-		err     error
-		refused error // an echo batch check refused: it ends the stream
-	}
-	reqs := make(chan recv)
-	go func() {
-		for {
-			// Read no more while the stream's or the gateway's bytes in
-			// flight are at their limits: gRPC's flow control then holds
-			// the client back.
-			if !p.waitForBytes(ctx) {
-				return
-			}
-			var waitStart time.Time
-			if p.g.m.on { // --metrics=false pays for no clock read
-				waitStart = time.Now()
-			}
-			req, err := p.recv()
-			var size int64
-			if err == nil {
-				if p.g.m.on {
-					p.g.m.publishWait.Observe(time.Since(waitStart).Seconds())
-				}
-				size = batchBytes(req)
-			}
-			if err == nil && p.g.cfg.Echo {
-				start := time.Now()
-				refused := p.check(req, size)
-				if refused == nil {
-					resp := &databusv1.PublishResponse{BatchId: req.BatchId, Stored: uint32(len(req.Messages))}
-					p.g.m.publishLatency.Observe(time.Since(start).Seconds())
-					p.send(resp)
-					continue
-				}
-				select {
-				case reqs <- recv{refused: refused}:
-				case <-ctx.Done():
-				}
-				return
-			}
-			if err == nil {
-				p.hold(size)
-			}
-			select {
-			case reqs <- recv{req: req, size: size, err: err}:
-			case <-ctx.Done():
-				if err == nil { // never accepted: count it off
-					p.free(size)
-				}
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+// errEnding is accept's refusal of a batch read once the stream is
+// ending: not an error of the stream's.
+var errEnding = errors.New("gateway: the stream is ending")
 
-	// This goroutine sends Kafka's answers: no goroutine of its own for
-	// sending, which at thousands of streams is memory, and per message a
-	// hand-off.
-	send := func(resp *databusv1.PublishResponse) {
-		p.outstanding--
-		p.send(resp)
+// statusWriter is what grpc-go's server transport stream (the
+// grpc.ServerTransportStream in a handler's context) has for the server
+// to end a stream with its status; a handler that has it can end its
+// stream from another goroutine, and a Recv blocked on the stream then
+// returns.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
+}
+
+// run serves the stream on its handler goroutine: it reads batches and
+// accepts them; a sender goroutine, started while answers are due, sends
+// them. A drain or the connection's GOAWAY ends the stream in good order
+// through end: nothing more is accepted, every accepted batch is
+// answered, then the status is written, which makes a Recv blocked on
+// the stream return. So an idle stream costs one goroutine, as on a bare
+// grpc-go server, not a second one kept to watch for the drain.
+func (p *publisher) run(ctx context.Context) error {
+	p.cond.L = &p.mu
+	if p.conn != nil {
+		p.conn.addPublisher(p)
+		defer p.conn.removePublisher(p)
 	}
-	finish := func(err error) error {
-		for p.outstanding > 0 { // answer every accepted batch before ending
-			send(<-p.out)
-		}
-		p.sendMu.Lock()
-		defer p.sendMu.Unlock()
-		p.closed = true
-		if err == nil && p.sendErr != nil && ctx.Err() == nil {
-			err = streamError(codes.Unavailable, "sending to the client failed: %v", p.sendErr)
-		}
-		return err
-	}
-	away := connGoingAway(ctx)
+	p.g.addPublisher(p)
+	defer p.g.removePublisher(p)
 	for {
-		select {
-		case resp := <-p.out:
-			send(resp)
-		case <-p.g.draining:
-			return finish(streamError(codes.Unavailable, "%v", ErrDraining))
-		case <-away:
-			return finish(databusv1.StreamMoved(movedMessage))
-		case <-ctx.Done():
-			// The client went away. The receiving goroutine may have seen
-			// this before handing over Recv's error, so do not wait for it.
-			return finish(nil)
-		case r := <-reqs:
-			if r.refused != nil {
-				return finish(r.refused)
-			}
-			if errors.Is(r.err, io.EOF) {
-				return finish(nil)
-			}
-			if tooLarge(r.err) {
-				// gRPC has already ended the stream with its own status,
-				// which the client recognizes; this only counts it.
-				p.g.m.refusals.WithLabelValues(limitRecvBytes).Inc()
-				return finish(r.err)
-			}
-			if r.err != nil {
-				return finish(nil) // the client went away; nothing to answer
-			}
-			if err := p.accept(r.req, r.size); err != nil {
-				p.free(r.size)
-				return finish(err)
-			}
+		// Read no more while the stream's or the gateway's bytes in
+		// flight are at their limits: gRPC's flow control then holds the
+		// client back.
+		if !p.waitForBytes(ctx) {
+			return p.finish(ctx, nil)
 		}
+		var waitStart time.Time
+		if p.g.m.on { // --metrics=false pays for no clock read
+			waitStart = time.Now()
+		}
+		req, buf, err := p.recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return p.finish(ctx, nil)
+		case tooLarge(err):
+			// gRPC has already ended the stream with its own status,
+			// which the client recognizes; this only counts it.
+			p.g.m.refusals.WithLabelValues(limitRecvBytes).Inc()
+			return p.finish(ctx, err)
+		case err != nil:
+			return p.finish(ctx, nil) // ended from outside, or the client went away
+		}
+		if p.g.m.on {
+			p.g.m.publishWait.Observe(time.Since(waitStart).Seconds())
+		}
+		size := batchBytes(req)
+		if p.g.cfg.Echo {
+			start := time.Now()
+			if err := p.check(req, size); err != nil {
+				return p.finish(ctx, err)
+			}
+			resp := &databusv1.PublishResponse{BatchId: req.BatchId, Stored: uint32(len(req.Messages))}
+			p.g.m.publishLatency.Observe(time.Since(start).Seconds())
+			req.ReturnToVTPool() // the answer holds nothing of it
+			p.send(resp)
+			continue
+		}
+		p.hold(size)
+		if err := p.accept(req, buf, size); err != nil {
+			p.free(size)
+			if err == errEnding {
+				err = nil
+			}
+			return p.finish(ctx, err)
+		}
+	}
+}
+
+// end ends the stream in good order with err, from outside its handler
+// (a drain, the connection's GOAWAY): nothing more is accepted; once
+// every accepted batch is answered the status is written, by end itself
+// when none is due, else by the sender after the last answer. A stream
+// already ending is left as it is.
+func (p *publisher) end(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ending != nil || p.selfEnding {
+		return
+	}
+	p.ending = err
+	if p.outstanding == 0 && !p.sending {
+		p.writeStatusLocked()
+	}
+}
+
+// writeStatusLocked writes the stream's ending status now, which makes
+// its handler's Recv return. p.mu is held.
+func (p *publisher) writeStatusLocked() {
+	p.statusWritten = true
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	p.closed = true
+	if p.status != nil {
+		p.status.WriteStatus(status.Convert(p.ending))
+	}
+}
+
+// finish ends the stream from its handler with err (nil: the client is
+// done or gone), unless it was ended from outside, whose status it
+// returns: it waits until every accepted batch is answered.
+func (p *publisher) finish(ctx context.Context, err error) error {
+	p.mu.Lock()
+	if !p.statusWritten {
+		p.selfEnding = true
+		if p.ending == nil {
+			p.ending = err
+		}
+	}
+	for p.sending {
+		p.cond.Wait()
+	}
+	if err == nil && !p.statusWritten && p.ending == nil {
+		select {
+		case <-p.g.draining: // waitForBytes gave up for the drain
+			p.ending = p.drainError()
+		default:
+		}
+	}
+	err = p.ending
+	p.mu.Unlock()
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	p.closed = true
+	if err == nil && p.sendErr != nil && ctx.Err() == nil {
+		err = streamError(codes.Unavailable, "sending to the client failed: %v", p.sendErr)
+	}
+	return err
+}
+
+// sendAnswers sends Kafka's answers while any is due, then exits; after
+// the last, it writes the status of a stream ended from outside.
+func (p *publisher) sendAnswers() {
+	for {
+		resp := <-p.out
+		p.mu.Lock()
+		p.outstanding--
+		p.mu.Unlock()
+		p.send(resp)
+		p.mu.Lock()
+		if p.outstanding > 0 {
+			p.mu.Unlock()
+			continue
+		}
+		p.sending = false
+		if p.ending != nil && !p.selfEnding && !p.statusWritten {
+			p.writeStatusLocked()
+		}
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		return
 	}
 }
 
@@ -235,38 +304,54 @@ func (p *publisher) check(req *databusv1.PublishRequest, size int64) error {
 }
 
 // accept starts producing one batch, whose answer comes through out, or
-// returns the error that ends the stream (and no answer comes).
-func (p *publisher) accept(req *databusv1.PublishRequest, size int64) error {
+// returns the error that ends the stream (and no answer comes). A batch
+// read once the stream is ending is not accepted and never answered: the
+// client resends it elsewhere.
+func (p *publisher) accept(req *databusv1.PublishRequest, buf *[]byte, size int64) error {
 	// The request goes back to its pool once the records are made: they
-	// point into the batch's bytes, not into its structs. The bytes go
-	// with the batch, or back to their pool when there is none.
+	// point into the batch's bytes (buf), not into its structs. The bytes
+	// go with the batch, or back to their pool when there is none.
 	defer req.ReturnToVTPool()
-	buf := p.held.take(req)
 	if err := p.check(req, size); err != nil {
 		freeBytes(buf)
 		return err
 	}
-	if p.outstanding >= p.s.maxInflight {
-		freeBytes(buf)
-		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
-	}
 	n := len(req.Messages)
 	start := time.Now()
 	resp := &databusv1.PublishResponse{BatchId: req.BatchId}
+	var producer *kgo.Client
+	if n > 0 {
+		var err error
+		if producer, err = p.producerClient(); err != nil {
+			freeBytes(buf)
+			return streamError(codes.Unavailable, "%v", err)
+		}
+	}
+	p.mu.Lock()
+	switch {
+	case p.ending != nil:
+		p.mu.Unlock()
+		freeBytes(buf)
+		return errEnding
+	case p.outstanding >= p.s.maxInflight:
+		p.mu.Unlock()
+		freeBytes(buf)
+		return streamError(codes.ResourceExhausted, "more than %d batches in flight: wait for answers before sending more, or open the stream with a higher %s", p.s.maxInflight, MDMaxInflight)
+	}
+	p.outstanding++
+	startSender := !p.sending
+	p.sending = true
+	p.mu.Unlock()
+	if startSender {
+		go p.sendAnswers()
+	}
 	if n == 0 {
 		freeBytes(buf)
 		resp.Stored = uint32(n)
-		p.outstanding++
 		p.free(size)
 		p.answer(resp, start)
 		return nil
 	}
-	producer, err := p.producerClient()
-	if err != nil {
-		freeBytes(buf)
-		return streamError(codes.Unavailable, "%v", err)
-	}
-	p.outstanding++
 	// The batch's records and their headers in one slice each, reused
 	// from batch to batch (batchpool.go), one promise for all of them,
 	// and the batch's arrival as their timestamp (franz-go would read the

@@ -203,15 +203,24 @@ type gatedConn struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	// away is closed when gRPC sends the client a GOAWAY (moving.go).
+	// away is closed when gRPC sends the client a GOAWAY (moving.go);
+	// pubs are the publish streams then ended, a list through their
+	// connPrev and connNext (no allocation per stream), under mu.
 	away     chan struct{}
 	awayOnce sync.Once
+	pubs     *publisher
 }
 
 // Read reads from the connection, noting the streams the client resets.
 func (c *gatedConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	b := p[:n]
+	c.readFrames(p[:n])
+	return n, err
+}
+
+// readFrames follows the frames the client sent in b, the next bytes read
+// from the connection, and notes the streams it resets.
+func (c *gatedConn) readFrames(b []byte) {
 	for len(b) > 0 {
 		if c.inSkip > 0 {
 			k := min(c.inSkip, len(b))
@@ -232,7 +241,6 @@ func (c *gatedConn) Read(p []byte) (int, error) {
 		}
 		c.inSkip = length
 	}
-	return n, err
 }
 
 func parseFrameHeader(h []byte) (length int, typ, flags byte, stream uint32) {
@@ -287,7 +295,7 @@ scan:
 		case typ == frameRSTStream, typ == frameHeaders && flags&flagEndStream != 0:
 			c.streamEnded(stream)
 		case typ == frameGoAway:
-			c.awayOnce.Do(func() { close(c.away) }) // moving.go
+			c.awayOnce.Do(func() { close(c.away); go c.movePublishers() }) // moving.go
 		}
 		i += frameHeaderLen
 		c.outSkip = length
@@ -486,7 +494,7 @@ func (c gateCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo
 	if err != nil {
 		return nil, nil, err
 	}
-	return c.gate.wrap(conn), info, nil
+	return readyConnOf(c.gate.wrap(conn)), info, nil
 }
 
 func (c gateCreds) Clone() credentials.TransportCredentials {

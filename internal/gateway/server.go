@@ -113,7 +113,7 @@ func NewServer(ctx context.Context, g *Gateway, o ServerOptions) *grpc.Server {
 
 // TransportOptions are the gateway's gRPC transport settings (codec,
 // buffers, flow-control windows, message size, keepalive) for o, with at most
-// maxStreamsPerConn streams per connection; bench/grpcfloor serves with
+// maxStreamsPerConn streams per connection; the floor (grpcfloor) serves with
 // them too, so that its floor is the gateway's transport and nothing else.
 func TransportOptions(o ServerOptions, maxStreamsPerConn int) []grpc.ServerOption {
 	o.setDefaults()

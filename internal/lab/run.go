@@ -17,6 +17,7 @@ import (
 	"github.com/highload-lab/hlab/internal/cliflag"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/grpcfloor"
 	"github.com/highload-lab/hlab/internal/labresult"
 	"github.com/highload-lab/hlab/internal/lb"
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -247,7 +248,8 @@ func (s *Service) Restart(ctx context.Context) error {
 	return s.start(ctx, filepath.Join(s.run.dir, s.Name+".log"), os.O_APPEND)
 }
 
-// Gateway is a running databus gateway (hlab serve databus).
+// Gateway is a running databus gateway (hlab serve databus), or its
+// floor (hlab serve grpcfloor), which serves the same API.
 type Gateway struct {
 	*Service
 	GRPC string // its gRPC address, host:port
@@ -258,7 +260,23 @@ type Gateway struct {
 // to choose: o.GRPCAddr is ignored.
 func (r *Run) StartGateway(ctx context.Context, cpu float64, memMB int, o gateway.Options) (*Gateway, error) {
 	o.GRPCAddr = ""
-	svc, err := r.StartServicePorts(ctx, "databus", cpu, memMB, []string{"--grpc-addr"}, o.Args()...)
+	return r.startGRPC(ctx, "databus", cpu, memMB, o.Args())
+}
+
+// StartGRPCFloor starts the gateway's floor that c configures (hlab serve
+// grpcfloor: the databus API as a bare grpc-go server with the gateway's
+// transport settings) under the given quota, as StartGateway starts a
+// gateway, so that the two can be measured on the same terms. Its gRPC
+// address is the lab's to choose: c.GRPCAddr is ignored.
+func (r *Run) StartGRPCFloor(ctx context.Context, cpu float64, memMB int, c grpcfloor.Config) (*Gateway, error) {
+	c.GRPCAddr = ""
+	return r.startGRPC(ctx, "grpcfloor", cpu, memMB, c.Args())
+}
+
+// startGRPC starts "hlab serve name args..." with a gRPC address of the
+// lab's choosing (--grpc-addr) beside its HTTP one.
+func (r *Run) startGRPC(ctx context.Context, name string, cpu float64, memMB int, args []string) (*Gateway, error) {
+	svc, err := r.StartServicePorts(ctx, name, cpu, memMB, []string{"--grpc-addr"}, args...)
 	if err != nil {
 		return nil, err
 	}

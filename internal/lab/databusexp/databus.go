@@ -8,7 +8,9 @@
 // ours 1 CPU, so the comparison is per core); the echo server's scaling
 // and the cost of its metrics (scaling.go: 50 clients at 1 CPU and
 // GOMAXPROCS=1 with metrics, the same with --metrics=false, and at 2
-// CPUs and GOMAXPROCS=2, in alternating rounds); publish throughput and
+// CPUs and GOMAXPROCS=2, in alternating rounds, with the gateway's floor,
+// hlab serve grpcfloor, at 1 CPU and GOMAXPROCS=1 in the same rounds:
+// floor.go); publish throughput and
 // latency of latency-optimized (one message per request) and
 // throughput-optimized (batches of 100; ours: 16 in flight) clients with
 // and without aggregation, and many small-batch clients with and without
@@ -38,8 +40,8 @@
 // gateway SIGKILLed during publish and during subscribe, a member's
 // connection reset with messages unacked, in --full with the real
 // broker Kafka down for 10 s), each counting lost messages; and the
-// gateway's memory per idle stream at 1,000 and 10,000 streams
-// (idle.go).
+// gateway's memory per idle stream at 1,000 and 10,000 streams, the
+// two shapes of 10,000 on the floor too (idle.go).
 //
 // The claims are the report's two statements on aggregation (streams
 // sharing the gateway's producers): with many small-batch clients it
@@ -51,8 +53,9 @@
 // verified: every message the gateway acked must reach a consumer group,
 // or the row's claims are INVALID; so must every message of the fault
 // rows. The targets are our own bounds for the gateway at 1 CPU (echo
-// per CPU-second, publish throughput, CPU per message against the direct
-// producer and the direct consumer, memory per idle stream); the ratios shown beside the rows
+// per CPU-second, and against the floor's, publish throughput, CPU per
+// message against the direct producer and the direct consumer, memory
+// per idle stream beyond the floor's); the ratios shown beside the rows
 // are the report's statements that have no bound, and ours on the
 // pipelined rows (spec.go).
 //
@@ -134,6 +137,8 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	others := 2*run(t.pubRun) + 5*time.Second + pipelined
 	idle := 3*t.settle + 25*time.Second       // opening 21,000 streams
 	faults := 3 * (t.pubRun + 15*time.Second) // a kill costs a 6 s session
+	// The floor's idle rows: 20,000 streams more.
+	idle += time.Duration(len(idleFloorShapes)) * (t.settle + 8*time.Second)
 	if o.Mode == lab.Full && o.Kafka == lab.KafkaReal {
 		faults += 90 * time.Second
 	}
@@ -185,7 +190,7 @@ func (b *bench) describe() {
 	run.SetEnv("checker", "internal/checker in the lab's process, unconstrained; one gRPC connection per stream unless a row says otherwise; 100-byte values")
 	run.SetEnv("method", "the claims' four rows run in rounds, their order alternating, every run verified by a consumer group; other rows one run each (--repeat N for more)")
 	run.Note("clients: echo, latency-optimized and the claims' small-batch clients send 1 message per request and await each answer (the report's checker loop); ours: throughput-optimized send batches of 100, 16 in flight, and the pipelined small-batch clients 1 message per request, 16 in flight; values are 100 bytes; rps = messages acked per second, latencies are per request (sent to answered)")
-	run.Note("the floor of the echo and idle figures while the gateway keeps grpc-go (a bare Recv/Send loop with the gateway's transport settings) is measured by bench/databus.sh beside the gateway's")
+	run.Note("the floor of the echo and idle figures while the gateway keeps grpc-go (hlab serve grpcfloor: a bare Recv/Send loop with the gateway's transport settings) runs on the gateway's quota beside its rows; the targets bound the gateway against it")
 	run.Note("the gateway's CPU quota is enforced by cgroups, but the checker (in the lab's process) is not pinned to the other core; bench/databus.sh pins both (taskset)")
 }
 

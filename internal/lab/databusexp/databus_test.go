@@ -71,7 +71,7 @@ func TestExperimentQuick(t *testing.T) {
 	if r := rows[subscribeDirectKey]; r == nil || r.Value(consumerCPUPerMsg) <= 0 || r.Lost == nil || *r.Lost != 0 || len(r.PerRun) != 2 {
 		t.Errorf("direct consumer row: %+v: want its CPU per message in each round, every record received", r)
 	}
-	for _, k := range []labresult.Key{echoBase, echoNoMetrics, echoTwoProcs} {
+	for _, k := range []labresult.Key{echoBase, echoFloor, echoNoMetrics, echoTwoProcs} {
 		if r := rows[k]; r == nil || r.RPS == nil || *r.RPS <= 0 || r.CPUAvg == nil || len(r.PerRun) != 2 {
 			t.Errorf("echo scaling row %q: %+v", k, r)
 		}
@@ -106,6 +106,14 @@ func TestExperimentQuick(t *testing.T) {
 	for _, s := range idleShapes {
 		if r := rows[idleKey(s)]; r == nil || r.Value(rssKBPerStream) <= 0 || r.RSSMBAvg == nil {
 			t.Errorf("idle row %q: %+v", idleKey(s), r)
+		} else if floored(s) && r.Get(rssKBOverFloor) == nil {
+			t.Errorf("idle row %q: no figure against the floor's: %v", idleKey(s), r.Figures)
+		}
+		if !floored(s) {
+			continue
+		}
+		if r := rows[idleFloorKey(s)]; r == nil || r.Value(rssKBPerStream) <= 0 {
+			t.Errorf("idle floor row %q: %+v", idleFloorKey(s), r)
 		}
 	}
 	for _, cr := range compressionRows(lab.Options{Mode: lab.Quick}) {
@@ -143,8 +151,8 @@ func TestExperimentQuick(t *testing.T) {
 		}
 	}
 	for _, tr := range append(res.Targets, res.Ratios...) {
-		if tr.Key == "publish-cost-cpu-per-msg" && (tr.Pairs != 2 || tr.Spread == nil) {
-			t.Errorf("publish cost target: %d pairs, spread %v: want the rounds paired, with an interval", tr.Pairs, tr.Spread)
+		if (tr.Key == "publish-cost-cpu-per-msg" || tr.Key == "echo-over-grpc-floor-per-cpu") && (tr.Pairs != 2 || tr.Spread == nil) {
+			t.Errorf("target %q: %d pairs, spread %v: want the rounds paired, with an interval", tr.Key, tr.Pairs, tr.Spread)
 		}
 		if tr.Key == "subscribe-cost-cpu-per-msg" && (tr.Pairs != 2 || tr.Spread == nil) {
 			t.Errorf("subscribe cost target: %d pairs, spread %v: want the drains paired, with an interval", tr.Pairs, tr.Spread)

@@ -91,5 +91,6 @@ func metrics() []labresult.Metric {
 		rssIdleMB, rssMBPerGroup, kafkaDials, rssKBPerStream, rssBeforeMB, streams, openS, faultsInjected, drainS,
 		recordsPerProduce,
 		consumerCPU, consumerCPUPerMsg,
+		rssKBOverFloor,
 	}
 }

@@ -7,7 +7,10 @@ package databusexp
 // same without metrics (--metrics=false), and at 2 CPUs and GOMAXPROCS=2
 // with metrics. GOMAXPROCS is set (--gomaxprocs): Go's default would
 // round a 1-CPU quota up to 2. Both statements are shown as ratios of
-// the rows, paired by round (scalingRatios).
+// the rows, paired by round (scalingRatios). The gateway's floor (hlab
+// serve grpcfloor, floor.go) runs in the same rounds, beside the base
+// row, on its quota and GOMAXPROCS: the target bounds the base row's
+// round trips per CPU-second against the floor's, paired by round.
 
 import (
 	"context"
@@ -26,17 +29,16 @@ const (
 	reportMetricsCost = 17 // %, of the echo server's throughput
 )
 
-// scalingRounds: two in --quick (each order once), three in --full.
-func scalingRounds(o lab.Options) int {
-	if o.Mode == lab.Full {
-		return lab.DefaultMinRounds
-	}
-	return 2
-}
+// scalingRounds: three in either mode. The target against the floor
+// reads the interval of the per-round ratios, and over two pairs it is
+// about three times wider than over three (Student's t with one degree of
+// freedom against two): too wide to decide a bound 5% below a ratio near 1.
+func scalingRounds(lab.Options) int { return lab.DefaultMinRounds }
 
 func scalingEstimate(o lab.Options, t timing) time.Duration {
 	run, _ := o.MinRun()
-	return 3*(o.Warmup()+2*time.Second) + time.Duration(3*scalingRounds(o))*(max(t.echoRun, run)+time.Second)
+	const rows = 4 // three gateways and the floor
+	return rows*(o.Warmup()+2*time.Second) + time.Duration(rows*scalingRounds(o))*(max(t.echoRun, run)+time.Second)
 }
 
 // perGatewayCPU is a run's figure fig (per second) per second of its
@@ -78,20 +80,29 @@ func scalingRatios() []labresult.Target {
 	}}
 }
 
-// echoScaling measures the three echo rows in rounds and adds them.
+// echoScaling measures the three echo rows and the floor's in rounds
+// and adds them.
 func (b *bench) echoScaling(ctx context.Context) error {
 	specs := []struct {
-		key labresult.Key
-		cpu float64
-		o   gateway.Options
+		key   labresult.Key
+		cpu   float64
+		o     gateway.Options
+		floor bool // the floor, on the quota and GOMAXPROCS of o
 	}{
-		{echoBase, 1, gateway.Options{Config: gateway.Config{Echo: true}, GOMAXPROCS: 1}},
-		{echoNoMetrics, 1, gateway.Options{Config: gateway.Config{Echo: true, NoMetrics: true}, GOMAXPROCS: 1}},
-		{echoTwoProcs, 2, gateway.Options{Config: gateway.Config{Echo: true}, GOMAXPROCS: 2}},
+		{echoBase, 1, gateway.Options{Config: gateway.Config{Echo: true}, GOMAXPROCS: 1}, false},
+		{echoFloor, 1, gateway.Options{GOMAXPROCS: 1}, true},
+		{echoNoMetrics, 1, gateway.Options{Config: gateway.Config{Echo: true, NoMetrics: true}, GOMAXPROCS: 1}, false},
+		{echoTwoProcs, 2, gateway.Options{Config: gateway.Config{Echo: true}, GOMAXPROCS: 2}, false},
 	}
 	var ms []lab.Measurement
 	for _, s := range specs {
-		g, err := b.run.StartGateway(ctx, s.cpu, gatewayMemMB, s.o)
+		var g *lab.Gateway
+		var err error
+		if s.floor {
+			g, err = b.startFloor(ctx, s.o.GOMAXPROCS)
+		} else {
+			g, err = b.run.StartGateway(ctx, s.cpu, gatewayMemMB, s.o)
+		}
 		if err != nil {
 			return err
 		}
@@ -109,6 +120,8 @@ func (b *bench) echoScaling(ctx context.Context) error {
 		switch r.Key {
 		case echoNoMetrics:
 			r.AddNote("the metrics' cost is shown as the ratio of the row with them on to this one, per round; the report: ~%d%% (of its echo throughput; its instrumentation is not described: ours on this path is a histogram observation per round trip and a gauge per stream, the gateway's own Prometheus series, not gRPC's)", reportMetricsCost)
+		case echoFloor:
+			r.AddNote("grpc-go and the kernel alone, with the gateway's transport settings: the most the gateway can reach while it keeps grpc-go; the gateway's ratio to it, paired by round, is the target")
 		case echoTwoProcs:
 			r.AddNote("the checker runs in the lab's process on the same 2 cores, so at 2 CPUs the gateway shares them with its load generator: a ratio to the GOMAXPROCS=1 row below 2 is partly the machine")
 		}

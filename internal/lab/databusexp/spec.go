@@ -216,7 +216,7 @@ func rows(o lab.Options) []lab.RowSpec {
 		out = append(out, lab.RefRow(echoKey(n), echoLabel(n), &labresult.Ref{RPS: labresult.F(echoRef[n])}))
 	}
 	out = append(out,
-		lab.Row(echoBase, echoBaseLabel), lab.Row(echoNoMetrics, echoNoMetricsLabel), lab.Row(echoTwoProcs, echoTwoProcsLabel),
+		lab.Row(echoBase, echoBaseLabel), lab.Row(echoFloor, echoFloorLabel), lab.Row(echoNoMetrics, echoNoMetricsLabel), lab.Row(echoTwoProcs, echoTwoProcsLabel),
 		lab.Row(smallKey(false), smallLabel(false)), lab.Row(smallKey(true), smallLabel(true)),
 		lab.Row(pubKey(latencyOpt, false), pubLabel(latencyOpt, false)), lab.Row(pubKey(latencyOpt, true), pubLabel(latencyOpt, true)),
 		lab.Row(pipelinedKey(false), pipelinedLabel(false)), lab.Row(pipelinedKey(true), pipelinedLabel(true)),
@@ -256,6 +256,9 @@ func rows(o lab.Options) []lab.RowSpec {
 	}
 	for _, s := range idleShapes {
 		out = append(out, lab.Row(idleKey(s), idleLabel(s)))
+		if floored(s) {
+			out = append(out, lab.Row(idleFloorKey(s), idleFloorLabel(s)))
+		}
 	}
 	return out
 }
@@ -303,10 +306,6 @@ const (
 	// would.
 	targetEcho       = 100000
 	targetThroughput = 200000 // msgs/s, throughput-optimized, through kfake
-	// RSS per idle stream at 10,000 streams: 10 streams per connection,
-	// and a connection each.
-	targetIdleSharedKB = 12
-	targetIdleOwnKB    = 20
 	// The gateway spends at most this many times the CPU per message of
 	// a producer that writes to Kafka itself.
 	targetCostRatio = 1.2
@@ -322,6 +321,7 @@ func targets(o lab.Options) []labresult.Target {
 		Bound: labresult.AtLeast(targetEcho),
 	}}
 	t = append(t, scalingRatios()...)
+	t = append(t, floorTargets()...)
 	t = append(t, pipelinedRatios()...)
 	t = append(t, costTargets(o)...)
 	t = append(t, subscribeCostTarget())
@@ -343,18 +343,6 @@ func targets(o lab.Options) []labresult.Target {
 		Key:   "fetch-50mb-over-32kib-rss",
 		Text:  "subscribe memory: the gateway's peak RSS with 50 MB fetch buffers over 32 KiB (the report: 50 MB fetch buffers blew memory at thousands of consumers, so it chose 32 KB)",
 		Ratio: &labresult.Ratio{Num: fetchLargeKey, Den: fetchSmallKey, Metric: labresult.RSSMBMax.Name},
-	}, labresult.Target{
-		Key:    "idle-10000-streams-own-connections",
-		Text:   fmt.Sprintf("10,000 idle streams, a connection each: at most %d KB of gateway RSS per stream", targetIdleOwnKB),
-		Row:    idleKey(idleShape{10000, 10000}),
-		Metric: rssKBPerStream.Name, Unit: rssKBPerStream.Unit,
-		Bound: labresult.AtMost(targetIdleOwnKB),
-	}, labresult.Target{
-		Key:    "idle-10000-streams-shared-connections",
-		Text:   fmt.Sprintf("10,000 idle streams, 10 per connection: at most %d KB of gateway RSS per stream", targetIdleSharedKB),
-		Row:    idleKey(idleShape{10000, 1000}),
-		Metric: rssKBPerStream.Name, Unit: rssKBPerStream.Unit,
-		Bound: labresult.AtMost(targetIdleSharedKB),
 	})
 }
 
