@@ -179,7 +179,10 @@ func (p *publisher) run(ctx context.Context) error {
 			}
 			resp := &databusv1.PublishResponse{BatchId: req.BatchId, Stored: uint32(len(req.Messages))}
 			p.g.m.publishLatency.Observe(time.Since(start).Seconds())
-			req.ReturnToVTPool() // the answer holds nothing of it
+			// The request does not go back to its pool: its messages
+			// would keep the codec's copy of the batch alive there
+			// (ResetVT keeps their slices' memory), which a pooled batch's
+			// bytes (recv) are not.
 			p.send(resp)
 			continue
 		}
