@@ -179,7 +179,7 @@ func (p *publisher) run(ctx context.Context) error {
 			}
 			resp := &databusv1.PublishResponse{BatchId: req.BatchId, Stored: uint32(len(req.Messages))}
 			p.g.m.publishLatency.Observe(time.Since(start).Seconds())
-			req.ReturnToVTPool() // the answer holds nothing of it
+			returnRequest(req) // the answer holds nothing of it
 			p.send(resp)
 			continue
 		}
@@ -311,7 +311,7 @@ func (p *publisher) accept(req *databusv1.PublishRequest, buf *[]byte, size int6
 	// The request goes back to its pool once the records are made: they
 	// point into the batch's bytes (buf), not into its structs. The bytes
 	// go with the batch, or back to their pool when there is none.
-	defer req.ReturnToVTPool()
+	defer returnRequest(req)
 	if err := p.check(req, size); err != nil {
 		freeBytes(buf)
 		return err
