@@ -35,11 +35,11 @@ import (
 func (p *publisher) recv() (req *databusv1.PublishRequest, buf *[]byte, err error) {
 	req = databusv1.PublishRequestFromVTPool()
 	if !p.g.cfg.Echo {
-		pooledBytes.Store(req, (*[]byte)(nil))
+		pooledBytes.list(req)
 	}
 	err = p.stream.RecvMsg(req)
-	if v, ok := pooledBytes.LoadAndDelete(req); ok {
-		buf = v.(*[]byte)
+	if !p.g.cfg.Echo {
+		buf = pooledBytes.take(req)
 	}
 	if err != nil {
 		freeBytes(buf)
