@@ -113,13 +113,16 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c *C) {
 func (g *recvGate) run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	// The connections to look at, a slice reused from tick to tick: made
+	// anew each second it was 80 KB of garbage a second at 10,000
+	// connections.
+	var conns []*gatedConn
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			g.mu.Lock()
-			conns := make([]*gatedConn, 0, len(g.conns))
 			for _, c := range g.conns {
 				conns = append(conns, c)
 			}
@@ -131,6 +134,8 @@ func (g *recvGate) run(ctx context.Context) {
 					c.Close()
 				}
 			}
+			clear(conns) // hold no closed connection until the next tick
+			conns = conns[:0]
 		}
 	}
 }
