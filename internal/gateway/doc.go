@@ -188,13 +188,16 @@
 //	           1MB     1MB gateway.(*publisher).sendAnswers (pooled channels)
 //	        0.51MB  0.51MB gateway.(*receivingRequests).list
 //
-// bench/databus.sh's idle section at a load average of 6-10 (two runs
-// each, before and after alternating): 10 per connection +1.5 and +0.6
-// KB above the floor before, +0.7 and +1.0 after; a connection each +3.0
-// and +1.9 before, +2.0 and +2.0 after. What is left above the floor is
-// grpc-go's per-stream state as on the floor, garbage of each stream's
-// opening not yet collected when RSS is read (the heap grows to twice
-// what is live before a collection), each stream's first message going
+// bench/databus.sh's idle section (ONLY=idle KAFKA_REAL=0 ROUNDS=1, four
+// runs each, before and after alternating, at load averages of 4-10 from
+// other work): at 10 per connection the gateway held 16.2-17.1 KB a
+// stream before, 15.9-16.3 after, +0.6 to +1.6 KB above the floor
+// measured beside it before, +0.3 to +1.1 after; with a connection each
+// 35.1-36.1 KB before, 35.1-35.2 after, +1.3 to +3.0 KB above the floor
+// before, +1.2 to +2.0 after. What is left above the floor is garbage
+// of each stream's opening not yet collected when RSS is read (the heap
+// grows to twice what is live before a collection), each stream's first
+// message going
 // to Kafka through franz-go (records, requests, answers: 9-12 MB of the
 // run's allocations), where the floor's echo stores nothing, and per
 // connection the gate's state (the gatedConn, its two channels and its
