@@ -37,7 +37,7 @@ func (g *Gateway) Publish(stream databusv1.DataBus_PublishServer) error {
 			return g.ended(err)
 		}
 	}
-	p := &publisher{g: g, s: s, stream: stream, out: make(chan *databusv1.PublishResponse, s.maxInflight)}
+	p := &publisher{g: g, s: s, stream: stream}
 	p.status, _ = grpc.ServerTransportStreamFromContext(ctx).(statusWriter)
 	p.conn = gatedConnOf(ctx)
 	p.bytes.limit = g.cfg.MaxStreamBytes
@@ -69,7 +69,10 @@ type publisher struct {
 	// out carries answers from Kafka's callbacks to the stream's sender,
 	// which sends them. It holds maxInflight answers, so a callback never
 	// blocks (a blocked callback would stall every stream sharing the
-	// aggregated producer).
+	// aggregated producer). It is the sender's: taken from a pool when
+	// the sender starts and given back, empty, when it exits, so that an
+	// idle stream holds none (answerQueue). Set and cleared under mu,
+	// while no answer is due.
 	out chan *databusv1.PublishResponse
 	// status ends the stream from another goroutine than its handler's,
 	// interrupting the handler's Recv (grpc-go's transport stream:
@@ -91,26 +94,29 @@ type publisher struct {
 	// for answers never finds the gateway counting more than it has in
 	// flight.
 	outstanding int
-	// sending: the sender goroutine runs; it runs only while answers are
-	// due, so that an idle stream is its handler alone, blocked in Recv.
-	sending bool
 	// ending is why the stream ends (a drain, a GOAWAY, or the handler's
 	// own reason); selfEnding: the handler ends it and returns the
 	// status; statusWritten: it was written from outside the handler.
-	ending        error
+	ending error
+	// sending: the sender goroutine runs; it runs only while answers are
+	// due, so that an idle stream is its handler alone, blocked in Recv.
+	// (The flags sit together, and with closed, to keep the struct in a
+	// smaller size class: it is the bulk of an idle stream's own memory.)
+	sending       bool
 	selfEnding    bool
 	statusWritten bool
+	// closed is set, under sendMu, when the stream ends; nothing is sent
+	// after it.
+	closed bool
 
 	producer *kgo.Client // this stream's own, made on its first batch
 
 	// sendMu makes sends one at a time, as gRPC requires: the sender
 	// sends Kafka's answers, and in echo mode the handler answers at
 	// once, without handing each batch over (the echo rows measure the
-	// transport, not a hand-off). closed is set when the stream ends;
-	// nothing is sent after it.
+	// transport, not a hand-off).
 	sendMu  sync.Mutex
 	sendErr error
-	closed  bool
 
 	// bytes counts the message bytes of batches read and not yet
 	// answered (Config.MaxStreamBytes); the gateway's total is g.bytes.
@@ -179,10 +185,7 @@ func (p *publisher) run(ctx context.Context) error {
 			}
 			resp := &databusv1.PublishResponse{BatchId: req.BatchId, Stored: uint32(len(req.Messages))}
 			p.g.m.publishLatency.Observe(time.Since(start).Seconds())
-			// The request does not go back to its pool: its messages
-			// would keep the codec's copy of the batch alive there
-			// (ResetVT keeps their slices' memory), which a pooled batch's
-			// bytes (recv) are not.
+			returnRequest(req) // the answer holds nothing of it
 			p.send(resp)
 			continue
 		}
@@ -273,6 +276,8 @@ func (p *publisher) sendAnswers() {
 			continue
 		}
 		p.sending = false
+		putAnswerQueue(p.out) // empty: every accepted batch was answered
+		p.out = nil
 		if p.ending != nil && !p.selfEnding && !p.statusWritten {
 			p.writeStatusLocked()
 		}
@@ -281,6 +286,21 @@ func (p *publisher) sendAnswers() {
 		return
 	}
 }
+
+// answerQueues are senders' answer channels (publisher.out) of the
+// capacity last asked for: a stream that goes idle gives its channel
+// back (224 bytes at the default 16 in flight, more than half of what an
+// idle stream held of its own), and the next sender to start takes it.
+var answerQueues sync.Pool
+
+func newAnswerQueue(n int) chan *databusv1.PublishResponse {
+	if q, ok := answerQueues.Get().(chan *databusv1.PublishResponse); ok && cap(q) == n {
+		return q
+	}
+	return make(chan *databusv1.PublishResponse, n)
+}
+
+func putAnswerQueue(q chan *databusv1.PublishResponse) { answerQueues.Put(q) }
 
 // send sends one answer, unless a send failed before (the client is gone:
 // answers are dropped) or the stream ended.
@@ -314,7 +334,7 @@ func (p *publisher) accept(req *databusv1.PublishRequest, buf *[]byte, size int6
 	// The request goes back to its pool once the records are made: they
 	// point into the batch's bytes (buf), not into its structs. The bytes
 	// go with the batch, or back to their pool when there is none.
-	defer req.ReturnToVTPool()
+	defer returnRequest(req)
 	if err := p.check(req, size); err != nil {
 		freeBytes(buf)
 		return err
@@ -343,6 +363,9 @@ func (p *publisher) accept(req *databusv1.PublishRequest, buf *[]byte, size int6
 	}
 	p.outstanding++
 	startSender := !p.sending
+	if startSender {
+		p.out = newAnswerQueue(p.s.maxInflight)
+	}
 	p.sending = true
 	p.mu.Unlock()
 	if startSender {

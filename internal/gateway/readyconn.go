@@ -22,17 +22,9 @@ import (
 // under the gate the way grpc-go reads its own, and hands the bytes to
 // the gate as Read does.
 
-// readyConnOf returns c as a readyConn when the connection under it is a
-// socket it can read directly (not TLS, whose bytes must be decrypted),
-// and c itself otherwise.
-func readyConnOf(c *gatedConn) net.Conn {
-	if raw := rawConnOf(c.Conn); raw != nil {
-		r := &readyConn{gatedConn: c, raw: raw}
-		r.readFn = r.read // made once: a method value per read would allocate
-		return r
-	}
-	return c
-}
+// The gate makes a readyConn of a connection that is a socket it can
+// read directly (not TLS, whose bytes must be decrypted): recvGate's
+// gateConn.
 
 // rawConnOf returns the socket of conn, seen through the gateway's own
 // wrappers, or nil.
@@ -58,8 +50,9 @@ func rawConnOf(conn net.Conn) syscall.RawConn {
 
 // readyConn is a gatedConn over a socket, read with ReadOnReady. Only
 // grpc-go's reader goroutine reads, so the read's state can live here.
+// The gatedConn is in it, not pointed to: one allocation per connection.
 type readyConn struct {
-	*gatedConn
+	gatedConn
 	raw    syscall.RawConn
 	readFn func(fd uintptr) bool
 
