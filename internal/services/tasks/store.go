@@ -57,6 +57,40 @@ type dbtx interface {
 type store struct {
 	pool      pool
 	defaultTx bool
+	// recorders write, in the transaction of each task change, the rows
+	// that must commit or roll back with it. None by default: a change
+	// is then the one statement report C's API ran.
+	recorders []changeRecorder
+}
+
+// changeRecorder writes what a task change leaves behind in the change's
+// own transaction, so it is stored exactly when the change is. It may
+// set fields of ev (an event log sets its sequence).
+type changeRecorder interface {
+	record(ctx context.Context, q dbtx, uid int64, ev *Event) error
+}
+
+// change runs a task write f, which returns the change's event, and the
+// recorders in one transaction; without recorders, f runs as any write.
+func (s *store) change(ctx context.Context, uid int64, inTx bool, f func(q dbtx) (Event, error)) (Event, error) {
+	var ev Event
+	run := s.write
+	if inTx || len(s.recorders) > 0 {
+		run = s.inTx
+	}
+	err := run(ctx, func(q dbtx) error {
+		var err error
+		if ev, err = f(q); err != nil {
+			return err
+		}
+		for _, r := range s.recorders {
+			if err := r.record(ctx, q, uid, &ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ev, err
 }
 
 // requestTx is the transaction around a whole request (Deopt.UserTouch),
@@ -287,18 +321,18 @@ func scanTask(row pgx.Row, t *Task) error {
 
 // createTask makes the task and its details row in one statement, as one
 // round trip and atomically whatever Deopt.DefaultTx says.
-func (s *store) createTask(ctx context.Context, uid int64, in *taskInput) (Task, error) {
-	var t Task
-	err := s.write(ctx, func(q dbtx) error {
-		return scanTask(q.QueryRow(ctx, `WITH t AS (
+func (s *store) createTask(ctx context.Context, uid int64, in *taskInput) (Event, error) {
+	return s.change(ctx, uid, false, func(q dbtx) (Event, error) {
+		t := new(Task)
+		err := scanTask(q.QueryRow(ctx, `WITH t AS (
 				INSERT INTO tasks (user_id, title, description, status, priority, due_at)
 				VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+taskColumns+`),
 			d AS (INSERT INTO task_details (task_id, notes) SELECT id, $7 FROM t)
 			SELECT `+taskColumns+` FROM t`,
 			uid, *in.Title, deref(in.Description, ""), deref(in.Status, StatusTodo), int16(deref(in.Priority, 0)), in.DueAt.Time,
-			deref(in.Notes, "")), &t)
+			deref(in.Notes, "")), t)
+		return Event{Type: EventCreated, TaskID: t.ID, Task: t, At: t.UpdatedAt}, err
 	})
-	return t, err
 }
 
 // TaskQuery is the task's GET: the task with its details, as GORM reads
@@ -328,19 +362,16 @@ func (s *store) task(ctx context.Context, uid, id int64) (Task, error) {
 
 // updateTask changes the fields set in in; one statement whatever is set,
 // so it is prepared once per connection.
-func (s *store) updateTask(ctx context.Context, uid, id int64, in *taskInput) (Task, error) {
-	var t Task
+func (s *store) updateTask(ctx context.Context, uid, id int64, in *taskInput) (Event, error) {
 	var prio *int16
 	if in.Priority != nil {
 		p := int16(*in.Priority)
 		prio = &p
 	}
 	// New notes change the details row in the same transaction.
-	run := s.write
-	if in.Notes != nil {
-		run = s.inTx
-	}
-	err := run(ctx, func(q dbtx) error {
+	ev, err := s.change(ctx, uid, in.Notes != nil, func(q dbtx) (Event, error) {
+		t := new(Task)
+		ev := Event{Type: EventUpdated, TaskID: id, Task: t}
 		err := scanTask(q.QueryRow(ctx, `UPDATE tasks SET
 				title = coalesce($3, title),
 				description = coalesce($4, description),
@@ -349,26 +380,27 @@ func (s *store) updateTask(ctx context.Context, uid, id int64, in *taskInput) (T
 				due_at = CASE WHEN $7 THEN $8 ELSE due_at END,
 				updated_at = now()
 			WHERE id = $1 AND user_id = $2 RETURNING `+taskColumns,
-			id, uid, in.Title, in.Description, in.Status, prio, in.DueAt.Set, in.DueAt.Time), &t)
+			id, uid, in.Title, in.Description, in.Status, prio, in.DueAt.Set, in.DueAt.Time), t)
+		ev.At = t.UpdatedAt
 		if err != nil || in.Notes == nil {
-			return err
+			return ev, err
 		}
 		_, err = q.Exec(ctx, `UPDATE task_details SET notes = $2 WHERE task_id = $1`, id, *in.Notes)
-		return err
+		return ev, err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
 	}
-	return t, err
+	return ev, err
 }
 
-func (s *store) deleteTask(ctx context.Context, uid, id int64) error {
-	return s.write(ctx, func(q dbtx) error {
+func (s *store) deleteTask(ctx context.Context, uid, id int64) (Event, error) {
+	return s.change(ctx, uid, false, func(q dbtx) (Event, error) {
 		tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE id = $1 AND user_id = $2`, id, uid)
 		if err == nil && tag.RowsAffected() == 0 {
-			return ErrNotFound
+			return Event{}, ErrNotFound
 		}
-		return err
+		return Event{Type: EventDeleted, TaskID: id, At: time.Now().UTC()}, err
 	})
 }
 

@@ -114,12 +114,12 @@ func (s *Service) createTask(w http.ResponseWriter, r *http.Request, uid int64) 
 	if err := in.validate(true); err != nil {
 		return err
 	}
-	t, err := s.store.createTask(r.Context(), uid, &in)
+	ev, err := s.store.createTask(r.Context(), uid, &in)
 	if err != nil {
 		return err
 	}
-	s.changed(r, uid, Event{Type: EventCreated, TaskID: t.ID, Task: &t, At: t.UpdatedAt})
-	return writeJSON(w, http.StatusCreated, t)
+	s.changed(r, uid, ev)
+	return writeJSON(w, http.StatusCreated, ev.Task)
 }
 
 func (s *Service) getTask(w http.ResponseWriter, r *http.Request, uid int64) error {
@@ -146,12 +146,12 @@ func (s *Service) updateTask(w http.ResponseWriter, r *http.Request, uid int64) 
 	if err := in.validate(false); err != nil {
 		return err
 	}
-	t, err := s.store.updateTask(r.Context(), uid, id, &in)
+	ev, err := s.store.updateTask(r.Context(), uid, id, &in)
 	if err != nil {
 		return err
 	}
-	s.changed(r, uid, Event{Type: EventUpdated, TaskID: t.ID, Task: &t, At: t.UpdatedAt})
-	return writeJSON(w, http.StatusOK, t)
+	s.changed(r, uid, ev)
+	return writeJSON(w, http.StatusOK, ev.Task)
 }
 
 func (s *Service) deleteTask(w http.ResponseWriter, r *http.Request, uid int64) error {
@@ -159,10 +159,11 @@ func (s *Service) deleteTask(w http.ResponseWriter, r *http.Request, uid int64) 
 	if err != nil {
 		return err
 	}
-	if err := s.store.deleteTask(r.Context(), uid, id); err != nil {
+	ev, err := s.store.deleteTask(r.Context(), uid, id)
+	if err != nil {
 		return err
 	}
-	s.changed(r, uid, Event{Type: EventDeleted, TaskID: id, At: time.Now().UTC()})
+	s.changed(r, uid, ev)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
