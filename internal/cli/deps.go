@@ -250,6 +250,11 @@ func depsStatus(st *State) {
 	} else {
 		fmt.Fprintf(st.Stdout, "redis  missing (hlab deps install redis); report B's benchmark skips Redis without it\n")
 	}
+	if _, v, err := deps.FindPrometheus(); err == nil {
+		fmt.Fprintf(st.Stdout, "prometheus  installed, %s (with promtool)\n", v)
+	} else {
+		fmt.Fprintf(st.Stdout, "prometheus  missing (hlab deps install prometheus); deploy/grafana's tests and hlab deps up prometheus need it\n")
+	}
 	switch ms, err := deps.CheckMongo(); {
 	case err != nil:
 		fmt.Fprintf(st.Stdout, "mongo  unknown: %v\n", err)
@@ -288,6 +293,8 @@ func depsInstall(st *State, names []string) int {
 			apt = append(apt, n)
 		case "redis":
 			apt = append(apt, "redis-server")
+		case "prometheus":
+			apt = append(apt, "prometheus") // promtool comes with it
 		case "cassandra":
 			cassandra = true
 		case "postgres14":
@@ -295,7 +302,7 @@ func depsInstall(st *State, names []string) int {
 		case "mongo":
 			mongo = true
 		default:
-			return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, mongo, kafka[@VERSION], kafka-tools[@VERSION], cassandra, postgres14", n))
+			return fail(st, "deps", 2, fmt.Errorf("no installer for %q; known: nginx, wrk, redis, prometheus, mongo, kafka[@VERSION], kafka-tools[@VERSION], cassandra, postgres14", n))
 		}
 	}
 	if err := deps.AptInstall(st.Stderr, apt...); err != nil {
