@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -136,8 +137,10 @@ func TestMissingFindsABogusMetric(t *testing.T) {
 // TestDashboardsMatchServices starts each real service the way "hlab
 // serve" does (its Serve function, on real Postgres and kfake), drives a
 // little traffic so its labelled counters and histograms have series,
-// scrapes its /metrics, and checks every metric its dashboards use is
-// there.
+// scrapes its /metrics, and checks every metric its dashboards and alert
+// rules use is there. Then a real Prometheus scrapes them all and
+// evaluates every query of every dashboard (TestDashboardQueries...): the
+// services run for the whole test.
 func TestDashboardsMatchServices(t *testing.T) {
 	files, err := grafana.Dashboards()
 	if err != nil {
@@ -146,15 +149,20 @@ func TestDashboardsMatchServices(t *testing.T) {
 	start := map[string]func(*testing.T) string{
 		"tasks": startTasks, "databus": startGateway, "catalog": startCatalog, "pricing": startPricing,
 	}
+	bases := map[string]string{}
+	for _, svc := range slices.Sorted(maps.Keys(start)) {
+		bases[svc] = start[svc](t)
+	}
+	dashboards := map[string]*grafana.Dashboard{}
 	for name, services := range servedBy {
 		d, err := grafana.Parse(files[name])
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		dashboards[name] = d
 		for _, svc := range services {
 			t.Run(svc+"/"+name, func(t *testing.T) {
-				base := start[svc](t)
-				exported := exportedNames(testkit.Scrape(t, base+"/metrics"))
+				exported := exportedNames(testkit.Scrape(t, bases[svc]+"/metrics"))
 				missing, err := d.Missing(exported)
 				if err != nil {
 					t.Fatal(err)
@@ -167,6 +175,22 @@ func TestDashboardsMatchServices(t *testing.T) {
 			})
 		}
 	}
+	for file, services := range alertedBy {
+		for _, svc := range services {
+			t.Run(svc+"/"+file, func(t *testing.T) {
+				exported := exportedNames(testkit.Scrape(t, bases[svc]+"/metrics"))
+				exported["up"] = true // Prometheus' own, per target
+				missing, err := alertMetricsMissing(t, file, exported)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(missing) > 0 {
+					t.Errorf("%s's rules use metrics that %s does not export: %s", file, svc, strings.Join(missing, ", "))
+				}
+			})
+		}
+	}
+	t.Run("prometheus", func(t *testing.T) { evaluateThroughPrometheus(t, dashboards, bases) })
 }
 
 // exportedNames are the series names a scrape holds: a histogram family
@@ -365,9 +389,15 @@ func refdataDB(t *testing.T) (string, *pgxpool.Pool) {
 // replica to apply it (a lag observation), after the given GETs.
 func replicaTraffic(t *testing.T, base string, pool *pgxpool.Pool, update string, gets ...string) {
 	for _, g := range gets {
-		if code, b := call(t, "GET", base+g, "", nil); code != 200 {
-			t.Fatalf("GET %s: %d %s", g, code, b)
-		}
+		// /healthz answers once the replica is loaded, a moment before
+		// its source first confirms every table current: until then a
+		// read answers 503 (stale).
+		testkit.EventuallyNil(t, 20*time.Second, "GET "+g+" answered 200", func() error {
+			if code, b := call(t, "GET", base+g, "", nil); code != 200 {
+				return fmt.Errorf("%d %s", code, b)
+			}
+			return nil
+		})
 	}
 	call(t, "GET", base+"/no-such-route", "", nil)
 	if _, err := pool.Exec(context.Background(), update); err != nil {

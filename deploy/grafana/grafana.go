@@ -1,8 +1,14 @@
 // Package grafana holds the Grafana dashboards of the services (the JSON
-// files beside it, embedded here) and what their tests need to read them:
-// the dashboards, and the metric names each one's PromQL queries use.
-// dashboards_test.go starts each real service, drives some traffic, and
-// holds every dashboard against what the service's /metrics exports.
+// files beside it, embedded here), the Prometheus side of them (the
+// scrape config prometheus.yml and the alert rules in alerts/, embedded
+// for "hlab deps up prometheus"), and what their tests need to read
+// them: the dashboards, the metric names each one's PromQL queries use,
+// and the queries with Grafana's variables filled in (Expand).
+// dashboards_test.go starts each real service, drives some traffic,
+// holds every dashboard and rule file against what the service's
+// /metrics exports, and evaluates every dashboard query through a real
+// Prometheus that scrapes them; alerts_test.go checks and tests the alert
+// rules with promtool.
 package grafana
 
 import (
@@ -48,6 +54,9 @@ type Variable struct {
 	Name  string `json:"name"`
 	Type  string `json:"type"`
 	Query any    `json:"query"` // a string, or {"query": "..."} in newer Grafana
+	// IncludeAll offers "All", which puts AllValue in a query.
+	IncludeAll bool   `json:"includeAll"`
+	AllValue   string `json:"allValue"`
 }
 
 // Dashboards returns the embedded dashboards by file name.
