@@ -130,11 +130,20 @@ NAME for up and down:
 	b.WriteString(`  kafka@VERSION   the real broker of that version (` + strings.Join(deps.KafkaVersions(), ", ") + `)
 
 Nginx with upstreams is ready once GET /healthz through it answers 200 (as
-every hlab serve service does): start the upstreams first. Each
-dependency runs under a supervisor (hlab deps supervise, a process of its
-own session) that stops it on down; its output and the reason a start
-failed are in STATE_DIR/supervisor.log, the dependency's own files and
-logs in STATE_DIR/data (for Postgres, when the postgres user cannot reach
+every hlab serve service does): start the upstreams first. Prometheus runs
+deploy/grafana's prometheus.yml and alert rules as shipped (built into
+hlab): start the services where it scrapes them (hlab serve tasks
+--admin-addr 127.0.0.1:6060; catalog and pricing with --addr
+127.0.0.1:8081 and 127.0.0.1:8082; the gateway at its default), point
+Grafana's Prometheus data source at the URL it prints and import
+deploy/grafana's dashboards; URL/targets shows what it reaches, URL/alerts
+the alert rules. For other addresses, run prometheus --config.file with
+your own copy of that file.
+
+Each dependency runs under a supervisor (hlab deps supervise, a process
+of its own session) that stops it on down; its output and the reason a
+start failed are in STATE_DIR/supervisor.log, the dependency's own files
+and logs in STATE_DIR/data (for Postgres, when the postgres user cannot reach
 the state directory, e.g. under /root, a link to
 /var/lib/postgresql/hlab/NAME-HASH). The lab starts and stops its
 dependencies itself and needs none of this; when nginx is missing it uses

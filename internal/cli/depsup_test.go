@@ -68,6 +68,7 @@ func TestDepsUpDown(t *testing.T) {
 		{name: "redis", available: func() error { _, _, err := deps.FindRedis(); return err },
 			check: func(t *testing.T, _ context.Context, conn string) { checkRedis(t, conn) }},
 		{name: "mongo", available: mongoRuns, check: checkMongo},
+		prometheusCase(),
 		{name: "nginx", available: func() error { _, _, err := deps.FindNginx(); return err },
 			check: func(t *testing.T, ctx context.Context, conn string) {
 				checkGet(t, ctx, conn+"/", "hlab nginx: no upstreams")

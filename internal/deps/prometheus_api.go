@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -55,11 +56,21 @@ type PromRuleGroup struct {
 // (http://host:port) and returns the series of its instant vector (a
 // scalar comes back as one series without labels).
 func QueryPrometheus(ctx context.Context, baseURL, expr string) ([]PromSample, error) {
+	return QueryPrometheusAt(ctx, baseURL, expr, time.Time{})
+}
+
+// QueryPrometheusAt is QueryPrometheus at the time at (the zero time:
+// now): what a graph showed then, from the samples the server holds.
+func QueryPrometheusAt(ctx context.Context, baseURL, expr string, at time.Time) ([]PromSample, error) {
 	var data struct {
 		ResultType string          `json:"resultType"`
 		Result     json.RawMessage `json:"result"`
 	}
-	if err := promAPI(ctx, baseURL, "/api/v1/query", url.Values{"query": {expr}}, &data); err != nil {
+	params := url.Values{"query": {expr}}
+	if !at.IsZero() {
+		params.Set("time", strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64))
+	}
+	if err := promAPI(ctx, baseURL, "/api/v1/query", params, &data); err != nil {
 		return nil, fmt.Errorf("deps: prometheus query %q: %w", expr, err)
 	}
 	switch data.ResultType {

@@ -6,11 +6,13 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/highload-lab/hlab/deploy/grafana"
 	"github.com/highload-lab/hlab/internal/rootdir"
 )
 
@@ -31,6 +33,7 @@ func TestParse(t *testing.T) {
 		{"redis", "redis", "", true},
 		{"mongo", "mongo", "", true},
 		{"nginx", "nginx", "", true},
+		{"prometheus", "prometheus", "", true},
 		{"mongodb", "", "", false},
 		{"", "", "", false},
 	} {
@@ -184,5 +187,23 @@ func TestPostgresDirOutOfItsUsersReach(t *testing.T) {
 	}
 	if _, err := os.Stat(old); err != nil {
 		t.Errorf("purge removed %s: %v", old, err)
+	}
+}
+
+// TestPrometheusSaysWhatItScrapes: up's help names every target of the
+// scrape config it runs, so that a user knows where to run each service.
+func TestPrometheusSaysWhatItScrapes(t *testing.T) {
+	d, err := Parse("prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := regexp.MustCompile(`targets: \["([^"]+)"\]`).FindAllSubmatch(grafana.ScrapeConfig(), -1)
+	if len(targets) == 0 {
+		t.Fatal("no targets found in deploy/grafana/prometheus.yml")
+	}
+	for _, m := range targets {
+		if !strings.Contains(d.What, string(m[1])) {
+			t.Errorf("prometheus's help does not name the target %s: %q", m[1], d.What)
+		}
 	}
 }

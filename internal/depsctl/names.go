@@ -19,7 +19,7 @@ type Dep struct {
 	// stand-in; nginx has none).
 	Keeps bool
 
-	kind         string // postgres, kfake, kafka-real, kafka-cluster, cassandra, redis, mongo, nginx
+	kind         string // postgres, kfake, kafka-real, kafka-cluster, cassandra, redis, mongo, prometheus, nginx
 	kafkaVersion string // kafka-real: "" = deps.DefaultKafkaVersion
 }
 
@@ -33,6 +33,7 @@ var Deps = []Dep{
 	{Keeps: true, Name: "cassandra", kind: "cassandra", What: deps.CassandraKind + ", a single node on Java, data kept", Prints: "127.0.0.1:PORT (CQL)"},
 	{Name: "redis", kind: "redis", What: "redis-server, no persistence (a cache, as the reports ran it)", Prints: "redis://127.0.0.1:PORT"},
 	{Name: "mongo", kind: "mongo", What: "a stand-in, not MongoDB: mongo-java-server " + deps.MongoStandInVersion + ", in memory", Prints: "mongodb://127.0.0.1:PORT/?directConnection=true"},
+	{Keeps: true, Name: "prometheus", kind: "prometheus", What: "Prometheus (Debian's package) with deploy/grafana's prometheus.yml and alert rules: every 15 s it scrapes the task API's admin address 127.0.0.1:6060, the databus gateway's 127.0.0.1:7071, catalog's 127.0.0.1:8081 and pricing's 127.0.0.1:8082; samples kept 15 days", Prints: "http://127.0.0.1:PORT (its UI and HTTP API: Grafana's data source URL)"},
 	{Name: "nginx", kind: "nginx", What: "nginx, round robin over --upstream HOST:PORT,...; none: it answers 200", Prints: "http://127.0.0.1:PORT"},
 }
 

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/highload-lab/hlab/deploy/grafana"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/sandbox"
 )
@@ -32,6 +33,11 @@ func SuperviseArgs(name, dir string, upstreams []string) []string {
 	}
 	return args
 }
+
+// prometheusRetention is how long a standalone Prometheus keeps its
+// samples: enough to compare this week's runs with last week's, Prometheus'
+// own default.
+const prometheusRetention = 15 * 24 * time.Hour
 
 // running is a started dependency as the supervisor holds it.
 type running struct {
@@ -179,6 +185,17 @@ func startDep(ctx context.Context, sb *sandbox.Sandbox, d Dep, dir string, port 
 			return nil, err
 		}
 		return &running{m.Kind, m.URI, m.Addr, m.Proc, m.Stop}, nil
+	case "prometheus":
+		// The scrape config and rules the dashboards ship with; its
+		// series stay in data/ across down and up.
+		p, err := deps.StartPrometheus(ctx, sb, deps.PrometheusConfig{
+			Config: grafana.ScrapeConfig(), Files: grafana.AlertRules(),
+			Dir: data, Keep: true, Port: port, Retention: prometheusRetention,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &running{p.Kind, p.URL, p.Addr, p.Proc, p.Stop}, nil
 	case "nginx":
 		cfg := deps.NginxConfig{Upstreams: upstreams, Dir: data, Port: port}
 		if len(upstreams) == 0 {
