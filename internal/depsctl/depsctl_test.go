@@ -197,7 +197,7 @@ func TestPrometheusSaysWhatItScrapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	targets := regexp.MustCompile(`targets: \["([^"]+)"\]`).FindAllSubmatch(grafana.ScrapeConfig(), -1)
+	targets := regexp.MustCompile(`(?m)^\s*- targets: \["([^"]+)"\]`).FindAllSubmatch(grafana.ScrapeConfig(), -1)
 	if len(targets) == 0 {
 		t.Fatal("no targets found in deploy/grafana/prometheus.yml")
 	}
