@@ -1,7 +1,6 @@
 package deps
 
 import (
-	"os"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/sandbox"
@@ -16,17 +15,6 @@ func testSandbox(t testing.TB) *sandbox.Sandbox {
 	}
 	t.Cleanup(func() { sb.Close() })
 	return sb
-}
-
-// skipMissing skips t because what cannot run here (err says why), or
-// fails it when HLAB_REQUIRE_DEPS is set, so that CI cannot pass by
-// skipping.
-func skipMissing(t testing.TB, what string, err error) {
-	t.Helper()
-	if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-		t.Fatalf("%s cannot run here (HLAB_REQUIRE_DEPS is set): %v", what, err)
-	}
-	t.Skipf("%s cannot run here: %v", what, err)
 }
 
 // mustStop stops a server with stop and fails t unless proc, its

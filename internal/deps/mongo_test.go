@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // skipWithoutMongo skips t when the stand-in cannot run here (no JDK, or
@@ -23,7 +25,7 @@ func skipWithoutMongo(t *testing.T) {
 		err = ErrMongoNeedsMaven
 	}
 	if err != nil {
-		skipMissing(t, "the MongoDB stand-in", err)
+		testkit.SkipMissing(t, "the MongoDB stand-in", err)
 	}
 }
 

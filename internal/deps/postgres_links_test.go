@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/rootdir"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // The postgres user is not root's equal: a local attacker with its uid
@@ -34,16 +35,16 @@ func asPostgres(t *testing.T, script string) bool {
 func linkTestSetup(t *testing.T, names ...string) map[string]string {
 	t.Helper()
 	if _, _, err := FindPostgres(); errors.Is(err, ErrPostgresNotInstalled) {
-		skipMissing(t, "PostgreSQL", err)
+		testkit.SkipMissing(t, "PostgreSQL", err)
 	}
 	if os.Geteuid() != 0 {
-		skipMissing(t, "a test of root following links", errors.New("it needs root"))
+		testkit.SkipMissing(t, "a test of root following links", errors.New("it needs root"))
 	}
 	if _, err := user.Lookup("postgres"); err != nil {
-		skipMissing(t, "the postgres user", err)
+		testkit.SkipMissing(t, "the postgres user", err)
 	}
 	if _, err := exec.LookPath("runuser"); err != nil {
-		skipMissing(t, "runuser", err)
+		testkit.SkipMissing(t, "runuser", err)
 	}
 	dir := t.TempDir()
 	victims := map[string]string{}

@@ -21,7 +21,7 @@ import (
 // is an error that quotes its log, not a wait until the timeout.
 func TestPrometheus(t *testing.T) {
 	if _, _, err := FindPrometheus(); errors.Is(err, ErrPrometheusNotInstalled) {
-		skipMissing(t, "prometheus", err)
+		testkit.SkipMissing(t, "prometheus", err)
 	}
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "# TYPE hlab_test_total counter\nhlab_test_total 3\n")

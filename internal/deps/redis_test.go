@@ -11,13 +11,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // TestRedis starts a real redis-server, sets and gets a key over RESP,
 // checks that it runs without persistence, and stops it.
 func TestRedis(t *testing.T) {
 	if _, _, err := FindRedis(); errors.Is(err, ErrRedisNotInstalled) {
-		skipMissing(t, "redis-server", err)
+		testkit.SkipMissing(t, "redis-server", err)
 	}
 	sb := testSandbox(t)
 	ctx := context.Background()

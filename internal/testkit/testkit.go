@@ -3,6 +3,8 @@
 //
 //   - waiting: Eventually, EventuallyNil (polling, never a bare sleep),
 //     Healthy (a service's /healthz);
+//   - dependencies: SkipMissing (skip a test whose program is missing,
+//     or fail it under HLAB_REQUIRE_DEPS);
 //   - metrics: MetricSum and Family (from a Gatherer), Scrape and
 //     SumFamily (from a server's /metrics, parsed by expfmt);
 //   - serving: Listen, FreeAddr, Background (a Serve or Run until the test
@@ -23,6 +25,7 @@ package testkit
 
 import (
 	"bytes"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -93,4 +96,15 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// SkipMissing skips t because what cannot run here (err says why, e.g.
+// its program is not installed), or fails it when HLAB_REQUIRE_DEPS is
+// set (make test sets it), so that CI cannot pass by skipping.
+func SkipMissing(t testing.TB, what string, err error) {
+	t.Helper()
+	if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
+		t.Fatalf("%s cannot run here (HLAB_REQUIRE_DEPS is set): %v", what, err)
+	}
+	t.Skipf("%s cannot run here: %v", what, err)
 }

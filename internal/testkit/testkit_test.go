@@ -194,3 +194,27 @@ func TestGet(t *testing.T) {
 		t.Errorf("a GET of a port nobody listens on failed with %q, want the error", msg)
 	}
 }
+
+// skipT records a Skipf instead of skipping the test.
+type skipT struct {
+	fakeT
+	skipped string
+}
+
+func (s *skipT) Skipf(format string, args ...any) { s.skipped = fmt.Sprintf(format, args...) }
+
+// TestSkipMissing: a missing program skips, unless HLAB_REQUIRE_DEPS is
+// set: then it fails, so that CI cannot pass by skipping.
+func TestSkipMissing(t *testing.T) {
+	missing := errors.New("no such program")
+	t.Setenv("HLAB_REQUIRE_DEPS", "")
+	s := &skipT{}
+	SkipMissing(s, "prog", missing)
+	if !strings.Contains(s.skipped, "prog cannot run here: no such program") {
+		t.Errorf("without HLAB_REQUIRE_DEPS: skipped %q; want a skip that says why", s.skipped)
+	}
+	t.Setenv("HLAB_REQUIRE_DEPS", "1")
+	if msg := fails(func(t testing.TB) { SkipMissing(t, "prog", missing) }); !strings.Contains(msg, "HLAB_REQUIRE_DEPS is set") {
+		t.Errorf("with HLAB_REQUIRE_DEPS: failed with %q; want a failure", msg)
+	}
+}

@@ -2,11 +2,11 @@ package depstest
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/testkit"
 )
 
 // Prometheus starts a Prometheus server from cfg for t alone, in the test
@@ -16,7 +16,7 @@ import (
 func Prometheus(t testing.TB, cfg deps.PrometheusConfig) *deps.Prometheus {
 	t.Helper()
 	if _, _, err := deps.FindPrometheus(); err != nil {
-		skipMissing(t, "prometheus", err)
+		testkit.SkipMissing(t, "depstest: "+"prometheus", err)
 	}
 	box := Sandbox(t)
 	start := time.Now()
@@ -36,19 +36,8 @@ func Promtool(t testing.TB) string {
 	t.Helper()
 	path, version, err := deps.FindPromtool()
 	if err != nil {
-		skipMissing(t, "promtool", err)
+		testkit.SkipMissing(t, "depstest: "+"promtool", err)
 	}
 	t.Logf("depstest: promtool %s", version)
 	return path
-}
-
-// skipMissing skips t because what cannot run here (err says why), or
-// fails it when HLAB_REQUIRE_DEPS is set, so that CI cannot pass by
-// skipping.
-func skipMissing(t testing.TB, what string, err error) {
-	t.Helper()
-	if os.Getenv("HLAB_REQUIRE_DEPS") != "" {
-		t.Fatalf("depstest: %s cannot run here (HLAB_REQUIRE_DEPS is set): %v", what, err)
-	}
-	t.Skipf("depstest: %s cannot run here: %v", what, err)
 }
