@@ -1,6 +1,7 @@
 // Package deps finds, starts, awaits and stops the real dependencies the
-// lab and the tests need (nginx now; Postgres, Kafka, Cassandra, Redis
-// later), and names the embedded default that stands in when one is absent.
+// lab and the tests need (Postgres, Kafka, Cassandra, Redis, nginx, the
+// MongoDB stand-in, Prometheus), and names the embedded default that
+// stands in when one is absent.
 // Processes are started through the sandbox, so they are sampled and
 // cleaned up like the services under test.
 package deps
