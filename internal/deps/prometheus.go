@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/highload-lab/hlab/internal/defaults"
@@ -127,14 +128,23 @@ func StartPrometheus(ctx context.Context, sb *sandbox.Sandbox, cfg PrometheusCon
 }
 
 // writeFiles writes prometheus.yml and the files beside it, each at a
-// relative path that stays inside the directory.
+// relative path that stays inside the directory. The subdirectories the
+// files go in are emptied first: in a kept Dir, a rule file that a newer
+// config no longer has would still match its rule_files glob.
 func (p *Prometheus) writeFiles(cfg PrometheusConfig) error {
 	files := map[string][]byte{"prometheus.yml": cfg.Config}
 	for name, b := range cfg.Files {
-		if !filepath.IsLocal(name) {
-			return fmt.Errorf("deps: prometheus file %q: give a relative path inside its directory", name)
+		if !filepath.IsLocal(name) || name == "data" || strings.HasPrefix(filepath.Clean(name), "data"+string(filepath.Separator)) {
+			return fmt.Errorf("deps: prometheus file %q: give a relative path inside its directory, outside data/", name)
 		}
 		files[name] = b
+	}
+	for name := range cfg.Files {
+		if top, _, nested := strings.Cut(filepath.ToSlash(filepath.Clean(name)), "/"); nested {
+			if err := os.RemoveAll(filepath.Join(p.Dir, top)); err != nil {
+				return fmt.Errorf("deps: prometheus %s: %w", top, err)
+			}
+		}
 	}
 	for name, b := range files {
 		path := filepath.Join(p.Dir, name)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,12 +88,34 @@ scrape_configs:
 		t.Errorf("Stop left the temporary directory %s: %v", dir, err)
 	}
 
+	// A kept directory's rule file that the config no longer has is not
+	// loaded (the rule_files glob would match it).
+	kept := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(kept, "rules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(kept, "rules", "old.yml"), []byte("groups: [{name: old, rules: [{alert: Old, expr: vector(1)}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg = strings.Replace(cfg, "rule_files: [rules/test.yml]", "rule_files: [rules/*.yml]", 1)
+	p, err = StartPrometheus(ctx, sb, PrometheusConfig{Config: []byte(cfg), Files: map[string][]byte{"rules/test.yml": []byte(rules)}, Dir: kept, Keep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := PrometheusRules(ctx, p.URL)
+	if err != nil || len(groups) != 1 || groups[0].Name != "test" {
+		t.Errorf("rule groups in a kept directory: %+v, %v; want only the config's, test", groups, err)
+	}
+	mustStop(t, "prometheus", p.Proc(), p.Stop)
+
 	_, err = StartPrometheus(ctx, sb, PrometheusConfig{Config: []byte("scrape_configs: [{job_name: x, scrape_interval: banana}]\n")})
 	if err == nil || !strings.Contains(err.Error(), "banana") {
 		t.Errorf("a bad config: %v; want an error quoting Prometheus' complaint", err)
 	}
-	_, err = StartPrometheus(ctx, sb, PrometheusConfig{Config: []byte(cfg), Files: map[string][]byte{"../escape.yml": nil}})
-	if err == nil || !strings.Contains(err.Error(), "relative path inside") {
-		t.Errorf("a file outside the directory: %v; want refused", err)
+	for _, name := range []string{"../escape.yml", "data/wal/x"} {
+		_, err = StartPrometheus(ctx, sb, PrometheusConfig{Config: []byte(cfg), Files: map[string][]byte{name: nil}})
+		if err == nil || !strings.Contains(err.Error(), "relative path inside") {
+			t.Errorf("a file at %s: %v; want refused", name, err)
+		}
 	}
 }
