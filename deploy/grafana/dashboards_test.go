@@ -139,7 +139,7 @@ func TestMissingFindsABogusMetric(t *testing.T) {
 // little traffic so its labelled counters and histograms have series,
 // scrapes its /metrics, and checks every metric its dashboards and alert
 // rules use is there. Then a real Prometheus scrapes them all and
-// evaluates every query of every dashboard (TestDashboardQueries...): the
+// evaluates every query of every dashboard (evaluateThroughPrometheus): the
 // services run for the whole test.
 func TestDashboardsMatchServices(t *testing.T) {
 	files, err := grafana.Dashboards()
