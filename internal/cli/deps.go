@@ -287,6 +287,7 @@ func depsInstall(st *State, names []string) int {
 	mongo := false
 	cassandra := false
 	postgres14 := false
+	prometheus := false
 	var kafkas, tools []string // versions; "" = the default
 	for _, n := range names {
 		if v, ok := strings.CutPrefix(n, "kafka-tools"); ok && (v == "" || v[0] == '@') {
@@ -303,7 +304,7 @@ func depsInstall(st *State, names []string) int {
 		case "redis":
 			apt = append(apt, "redis-server")
 		case "prometheus":
-			apt = append(apt, "prometheus") // promtool comes with it
+			prometheus = true
 		case "cassandra":
 			cassandra = true
 		case "postgres14":
@@ -316,6 +317,11 @@ func depsInstall(st *State, names []string) int {
 	}
 	if err := deps.AptInstall(st.Stderr, apt...); err != nil {
 		return fail(st, "deps", 1, err)
+	}
+	if prometheus {
+		if err := deps.InstallPrometheus(context.Background(), st.Stderr); err != nil {
+			return fail(st, "deps", 1, err)
+		}
 	}
 	if mongo {
 		if err := deps.InstallMongo(context.Background(), st.Stderr); err != nil {

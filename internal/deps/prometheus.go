@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -38,6 +40,29 @@ func prometheusProgram(name string) program {
 		// "prometheus, version 2.42.0+ds (branch: debian/sid, ...)"
 		versionArgs: []string{"--version"}, version: regexp.MustCompile(`version (\S+)`),
 	}
+}
+
+// InstallPrometheus installs Debian's prometheus package (promtool comes
+// with it; the node exporter it recommends does not) when prometheus is
+// missing, with apt-get (it needs root). hlab runs its own servers: on a
+// machine that runs systemd, the package's service, started on :9090 by
+// the install, is stopped and disabled again. Progress goes to w.
+func InstallPrometheus(ctx context.Context, w io.Writer) error {
+	if _, _, err := FindPrometheus(); err == nil {
+		return nil
+	}
+	if err := aptGet(ctx, w, []string{"prometheus"}, "prometheus", "sudo hlab deps install prometheus"); err != nil {
+		return err
+	}
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		out, err := exec.CommandContext(ctx, "systemctl", "disable", "--now", "prometheus.service").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(w, "deps: could not stop the package's own prometheus service (hlab does not use it; it listens on :9090): %v: %s\n", err, lastBytes(out, 200))
+		} else {
+			fmt.Fprintln(w, "deps: stopped and disabled the package's own prometheus service (hlab runs its own servers)")
+		}
+	}
+	return nil
 }
 
 // PrometheusConfig is what StartPrometheus needs.
