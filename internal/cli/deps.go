@@ -136,15 +136,15 @@ hlab): start the services where it scrapes them (hlab serve tasks
 --admin-addr 127.0.0.1:6060; catalog and pricing with --addr
 127.0.0.1:8081 and 127.0.0.1:8082; the gateway at its default), point
 Grafana's Prometheus data source at the URL it prints and import
-deploy/grafana's dashboards; URL/targets shows what it reaches, URL/alerts
-the alert rules. For other addresses, run prometheus --config.file with
-your own copy of that file.
+deploy/grafana's dashboards; its own UI at URL/graph shows what it
+reaches (Status, Targets) and the alert rules (Alerts). For other
+addresses, run prometheus --config.file with your own copy of that file.
 
 Each dependency runs under a supervisor (hlab deps supervise, a process
 of its own session) that stops it on down; its output and the reason a
 start failed are in STATE_DIR/supervisor.log, the dependency's own files
-and logs in STATE_DIR/data (for Postgres, when the postgres user cannot reach
-the state directory, e.g. under /root, a link to
+and logs in STATE_DIR/data (for Postgres, when the postgres user cannot
+reach the state directory, e.g. under /root, a link to
 /var/lib/postgresql/hlab/NAME-HASH). The lab starts and stops its
 dependencies itself and needs none of this; when nginx is missing it uses
 its built-in load balancer and says so.`)
@@ -170,6 +170,9 @@ func depsUp(st *State, name string, opt depsctl.Options, topics []string, partit
 	}
 	if name == "mongo" {
 		fmt.Fprintf(st.Stderr, "hlab deps: mongo is a stand-in, not MongoDB: %s\n", deps.MongoStandInKind)
+	}
+	if name == "prometheus" {
+		fmt.Fprintf(st.Stderr, "hlab deps: its UI: %[1]s/graph (Status, Targets: what it reaches; Alerts: the rules); in Grafana, a Prometheus data source at %[1]s with a 15s scrape interval, then deploy/grafana's dashboards\n", s.Conn)
 	}
 	if name == "kafka-secure" {
 		fmt.Fprintf(st.Stderr, "hlab deps: its secured listeners and the CA, password and token files: . %s\n", filepath.Join(s.StateDir, depsctl.SecureEnvFile))
