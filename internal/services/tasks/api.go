@@ -233,6 +233,9 @@ func decodeError(err error, limit int64) error {
 	case errors.As(err, &syntax):
 		return malformed("", "malformed JSON at byte %d: %v", syntax.Offset, syntax)
 	case errors.As(err, &typ):
+		if typ.Value == "null" && typ.Field != "" { // nonNull's
+			return invalid(typ.Field, "must be a JSON %s, not null: leave the field out to keep its value (or its default)", jsonKind(typ.Type.Kind().String()))
+		}
 		if typ.Field == "" {
 			return malformed("", "the body must be a JSON object")
 		}
