@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// SchemathesisVenv is where scripts/install-deps.sh installs the pinned
+// schemathesisVenv is where scripts/install-deps.sh installs the pinned
 // schemathesis, relative to the repository's root.
-const SchemathesisVenv = "bin/schemathesis"
+const schemathesisVenv = "bin/schemathesis"
 
 // Schemathesis returns the path of the schemathesis command that
 // scripts/install-deps.sh installs ($HLAB_SCHEMATHESIS when set). It
@@ -27,7 +27,7 @@ func Schemathesis(t testing.TB) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		bin = filepath.Join(root, SchemathesisVenv, "bin", "schemathesis")
+		bin = filepath.Join(root, schemathesisVenv, "bin", "schemathesis")
 	}
 	if err := exec.Command(bin, "--version").Run(); err != nil {
 		msg := "schemathesis is not installed at " + bin + " (" + err.Error() + "): run scripts/install-deps.sh"
