@@ -100,7 +100,8 @@ func TestSchemathesis(t *testing.T) {
 		t.Fatalf("schemathesis failed (%v): its report:\n%s", runErr, out.String())
 	}
 
-	public := publicOperations(t)
+	public, documented := describedOperations(t)
+	t.Log(sum.unseen(documented))
 	var missing []string
 	for _, p := range e.svc.Patterns() {
 		op := sum.ops[p]
@@ -130,18 +131,46 @@ func TestSchemathesis(t *testing.T) {
 	}
 }
 
-// publicOperations are the operations whose description needs no token
-// (security: []), by "METHOD /path".
-func publicOperations(t *testing.T) map[string]bool {
-	public := map[string]bool{}
+// describedOperations returns, by "METHOD /path", the operations whose
+// description needs no token (security: []), and each operation's
+// documented statuses.
+func describedOperations(t *testing.T) (public map[string]bool, statuses map[string][]int) {
+	public, statuses = map[string]bool{}, map[string][]int{}
 	for path, item := range loadSpec(t, "").Paths.Map() {
 		for method, op := range item.Operations() {
+			label := method + " " + path
 			if op.Security != nil && len(*op.Security) == 0 {
-				public[method+" "+path] = true
+				public[label] = true
 			}
+			for code := range op.Responses.Map() {
+				if n, err := strconv.Atoi(code); err == nil {
+					statuses[label] = append(statuses[label], n)
+				}
+			}
+			slices.Sort(statuses[label])
 		}
 	}
-	return public
+	return public, statuses
+}
+
+// unseen says which documented statuses no answer of the run had: those
+// that generated input cannot cause (a body arriving too slowly, a full
+// server, a failing database, 500) are tested elsewhere.
+func (s *schemathesisSummary) unseen(documented map[string][]int) string {
+	var b strings.Builder
+	b.WriteString("documented statuses the run did not see:")
+	for _, label := range slices.Sorted(maps.Keys(s.ops)) {
+		var codes []string
+		for _, c := range documented[label] {
+			if s.ops[label].statuses[c] == 0 {
+				codes = append(codes, strconv.Itoa(c))
+			}
+		}
+		if len(codes) > 0 {
+			fmt.Fprintf(&b, "\n  %-26s %s", label, strings.Join(codes, " "))
+		}
+	}
+	return b.String()
 }
 
 // schemathesisSummary is what a run did, from its NDJSON events.
