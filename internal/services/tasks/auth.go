@@ -246,7 +246,7 @@ func (h *hasher) check(ctx context.Context, hash, password string) (bool, error)
 	}
 	defer func() { <-h.slots }()
 	if hash == "" {
-		bcrypt.CompareHashAndPassword(h.dummy, []byte(password))
+		bcrypt.CompareHashAndPassword(h.dummy, bcryptInput(password))
 		return false, nil
 	}
 	return bcrypt.CompareHashAndPassword([]byte(hash), bcryptInput(password)) == nil, nil
