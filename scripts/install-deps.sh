@@ -71,3 +71,19 @@ go run ./cmd/hlab deps install postgres14 ||
 # disabled once installed.
 go run ./cmd/hlab deps install prometheus ||
   echo "install-deps: Prometheus could not be installed; deploy/grafana's tests will fail (make test sets HLAB_REQUIRE_DEPS)" >&2
+# Schemathesis, pinned with all it imports (scripts/schemathesis-requirements.txt),
+# in a virtualenv of its own, bin/schemathesis, never in the system's
+# Python: TestSchemathesis drives the task API with it. About 95 MB and
+# 10-30 s the first time; nothing when the installed set is the pinned one.
+st_venv=bin/schemathesis
+if ! cmp -s scripts/schemathesis-requirements.txt "$st_venv/requirements.txt" ||
+  ! "$st_venv/bin/schemathesis" --version >/dev/null 2>&1; then
+  rm -rf "$st_venv"
+  if python3 -m venv "$st_venv" &&
+    "$st_venv/bin/pip" install -q --disable-pip-version-check -r scripts/schemathesis-requirements.txt; then
+    cp scripts/schemathesis-requirements.txt "$st_venv/requirements.txt"
+  else
+    rm -rf "$st_venv"
+    echo "install-deps: schemathesis could not be installed (it needs python3 >= 3.11 with venv: Debian's python3-venv); TestSchemathesis will fail (make test sets HLAB_REQUIRE_DEPS)" >&2
+  fi
+fi

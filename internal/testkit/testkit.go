@@ -13,7 +13,8 @@
 //   - processes: Binary and HlabBinary (a command built once per test
 //     process; HlabBinary skips in -short mode), StartSelf (the test
 //     binary as a helper child), WaitExit (a process's exit, within a
-//     bound), SyncBuffer (output read while it is written);
+//     bound), SyncBuffer (output read while it is written), Schemathesis
+//     (the pinned API tester scripts/install-deps.sh installs);
 //   - network faults: Proxy (connections reset, refused, redirected);
 //   - golden files: Golden (got against testdata, rewritten with -update).
 //

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,18 +59,50 @@ func (s *Service) routeTable() []route {
 
 func (s *Service) routes() http.Handler {
 	mux := http.NewServeMux()
+	var methods []string
 	for _, rt := range s.routeTable() {
 		if rt.api != nil {
 			mux.Handle(rt.pattern, s.api(rt.pattern, rt.api))
 		} else {
 			mux.HandleFunc(rt.pattern, rt.plain)
 		}
+		if m, _, ok := strings.Cut(rt.pattern, " "); ok && !slices.Contains(methods, m) {
+			methods = append(methods, m)
+		}
 	}
-	// Not a route: what any other path under /v1/ answers.
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	// Not a route. A catch-all pattern matches every method, so ServeMux
+	// hands it the requests of a route's path with a method the route
+	// lacks too (it answers 405 only when no pattern matches): they get
+	// 405 with Allow here, and every other path a JSON 404.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r, methods); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, r, &InputError{Status: http.StatusMethodNotAllowed, Kind: "method_not_allowed",
+				Reason: r.Method + " is not a method of " + r.URL.Path + ": use " + strings.Join(allow, " or ") + " (see GET /openapi.json)"})
+			return
+		}
 		writeError(w, r, &InputError{Status: http.StatusNotFound, Kind: "no_route", Reason: "no such route: see GET /openapi.json for the routes"})
 	})
 	return mux
+}
+
+// allowedMethods returns the methods among methods that a route serves
+// at r's path, asking mux itself, so that it matches paths exactly as
+// serving does; HEAD goes with GET, as ServeMux serves it.
+func allowedMethods(mux *http.ServeMux, r *http.Request, methods []string) []string {
+	var allow []string
+	probe := *r
+	for _, m := range methods {
+		probe.Method = m
+		if _, pattern := mux.Handler(&probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+			if m == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	slices.Sort(allow)
+	return allow
 }
 
 // api runs h as one traced, time-bounded request, and writes its error.
@@ -125,6 +158,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) int {
 		w.Header().Set("Retry-After", retryAfter(lim.RetryAfter))
 	case code == http.StatusServiceUnavailable:
 		w.Header().Set("Retry-After", "1")
+	case code == http.StatusUpgradeRequired: // RFC 9110: it says which protocol
+		w.Header().Set("Upgrade", "websocket")
+		w.Header().Set("Connection", "Upgrade")
 	}
 	writeJSON(w, code, body)
 	return code
@@ -197,6 +233,9 @@ func decodeError(err error, limit int64) error {
 	case errors.As(err, &syntax):
 		return malformed("", "malformed JSON at byte %d: %v", syntax.Offset, syntax)
 	case errors.As(err, &typ):
+		if typ.Value == "null" && typ.Field != "" { // nonNull's
+			return invalid(typ.Field, "must be a JSON %s, not null: leave the field out to keep its value (or its default)", jsonKind(typ.Type.Kind().String()))
+		}
 		if typ.Field == "" {
 			return malformed("", "the body must be a JSON object")
 		}
@@ -221,6 +260,26 @@ func jsonKind(goKind string) string {
 		return "boolean"
 	}
 	return "value of the right type"
+}
+
+// isWebSocketUpgrade reports whether r asks for a WebSocket (Connection:
+// Upgrade and Upgrade: websocket), as the WebSocket library checks before
+// it answers a plain request with a text 426 of its own.
+func isWebSocketUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+// headerHasToken reports whether the comma-separated values of header
+// name hold token, in any case.
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pathID parses the {id} of a route.

@@ -234,7 +234,7 @@ func (h *hasher) hash(ctx context.Context, password string) (string, error) {
 		return "", err
 	}
 	defer func() { <-h.slots }()
-	b, err := bcrypt.GenerateFromPassword([]byte(password), h.cost)
+	b, err := bcrypt.GenerateFromPassword(bcryptInput(password), h.cost)
 	return string(b), err
 }
 
@@ -246,18 +246,32 @@ func (h *hasher) check(ctx context.Context, hash, password string) (bool, error)
 	}
 	defer func() { <-h.slots }()
 	if hash == "" {
-		bcrypt.CompareHashAndPassword(h.dummy, []byte(password))
+		bcrypt.CompareHashAndPassword(h.dummy, bcryptInput(password))
 		return false, nil
 	}
-	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil, nil
+	return bcrypt.CompareHashAndPassword([]byte(hash), bcryptInput(password)) == nil, nil
+}
+
+// bcryptInput is what bcrypt hashes for password. bcrypt takes at most 72
+// bytes, and a password of up to maxPassword characters may be longer in
+// UTF-8 (4 bytes a character at most): such a password is hashed as the
+// base64 of its SHA-256 (44 bytes), so all of it counts. A password of at
+// most 72 bytes is hashed as it is, as it always was: the accounts made
+// before longer ones were accepted keep their hashes.
+func bcryptInput(password string) []byte {
+	if len(password) <= maxBcryptInput {
+		return []byte(password)
+	}
+	sum := sha256.Sum256([]byte(password))
+	return base64.StdEncoding.AppendEncode(nil, sum[:])
 }
 
 // Sign-up and login.
 
 type credentials struct {
-	Email    string `json:"email"`
-	Password string `json:"password"`
-	Name     string `json:"name"`
+	Email    string          `json:"email"`
+	Password string          `json:"password"`
+	Name     nonNull[string] `json:"name"`
 }
 
 type session struct {
@@ -267,10 +281,11 @@ type session struct {
 }
 
 const (
-	minPassword = 8
-	maxPassword = 72 // bcrypt's limit, in bytes
-	maxEmail    = 254
-	maxName     = 100
+	minPassword    = 8  // characters
+	maxPassword    = 72 // characters: see bcryptInput
+	maxBcryptInput = 72 // bytes: bcrypt's limit
+	maxEmail       = 254
+	maxName        = 100
 )
 
 func normalizeEmail(field, s string) (string, error) {
@@ -280,6 +295,9 @@ func normalizeEmail(field, s string) (string, error) {
 	}
 	if len(s) > maxEmail {
 		return "", invalid(field, "at most %d bytes", maxEmail)
+	}
+	if err := noNUL(field, s); err != nil {
+		return "", err
 	}
 	a, err := mail.ParseAddress(s)
 	if err != nil || a.Address != s {
@@ -297,12 +315,15 @@ func (s *Service) signup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if n := len(c.Password); n < minPassword || n > maxPassword {
-		return invalid("password", "must be %d to %d bytes long", minPassword, maxPassword)
+	if n := utf8.RuneCountInString(c.Password); n < minPassword || n > maxPassword {
+		return invalid("password", "must be %d to %d characters long", minPassword, maxPassword)
 	}
-	name := strings.TrimSpace(c.Name)
+	name := strings.TrimSpace(c.Name.or(""))
 	if utf8.RuneCountInString(name) > maxName {
 		return invalid("name", "at most %d characters", maxName)
+	}
+	if err := noNUL("name", name); err != nil {
+		return err
 	}
 	if err := s.allowSignup(r); err != nil {
 		s.m.signupsLimited.Inc()
@@ -326,15 +347,15 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decode(w, r, &c); err != nil {
 		return err
 	}
-	if c.Name != "" {
+	if c.Name.v != nil {
 		return malformed("name", "login takes only email and password")
 	}
 	email, err := normalizeEmail("email", c.Email)
 	if err != nil {
 		return err
 	}
-	if c.Password == "" || len(c.Password) > maxPassword {
-		return invalid("password", "required, at most %d bytes", maxPassword)
+	if c.Password == "" || utf8.RuneCountInString(c.Password) > maxPassword {
+		return invalid("password", "required, at most %d characters", maxPassword)
 	}
 	if err := s.allowLogin(r, email); err != nil {
 		s.m.logins.WithLabelValues("limited").Inc()

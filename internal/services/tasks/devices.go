@@ -28,6 +28,9 @@ func (s *Service) createDevice(w http.ResponseWriter, r *http.Request, uid int64
 	if tok == "" || len(tok) > MaxPushToken {
 		return invalid("push_token", "required, at most %d bytes", MaxPushToken)
 	}
+	if err := noNUL("push_token", tok); err != nil {
+		return err
+	}
 	d, created, err := s.store.createDevice(r.Context(), uid, in.Platform, tok, s.cfg.MaxDevicesPerUser)
 	if err != nil {
 		return err

@@ -29,6 +29,19 @@
 // Errors are JSON, {"error": "kind", "reason": "what to fix"}, with the
 // status of the kind (errors.go).
 //
+// # Input and its description
+//
+// openapi.json says what a request may hold, and the service refuses
+// what it does not allow with the documented status: a field sent as null
+// where the description has a string or an integer (only due_at may be
+// null: it clears the due date) is 422 invalid_field, as is text holding
+// the NUL character (Postgres cannot store it), a due_at whose year, as
+// written, is outside 1970-9998, and a password outside 8-72 characters
+// (one longer than bcrypt's 72 bytes is hashed through SHA-256, so all of
+// it counts). A method a path does not serve answers 405 with Allow.
+// TestSchemathesis holds the service to the description with schemathesis,
+// which generates requests from GET /openapi.json.
+//
 // # Limits
 //
 // Login attempts are limited per client address and per account (token

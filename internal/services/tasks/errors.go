@@ -26,6 +26,9 @@ var (
 	ErrBadCredentials = errors.New("tasks: wrong email or password")
 	// ErrEmailTaken: sign-up with an email that has an account.
 	ErrEmailTaken = errors.New("tasks: an account with this email exists: log in instead")
+	// ErrUpgradeRequired: GET /v1/ws without a WebSocket upgrade (a
+	// plain HTTP request: curl, a browser's address bar).
+	ErrUpgradeRequired = errors.New("tasks: this route is a WebSocket: open it with a WebSocket client (GET with Connection: Upgrade and Upgrade: websocket)")
 	// ErrBusy: the request's database work did not finish within the
 	// request timeout (pool exhausted or database overloaded).
 	ErrBusy = errors.New("tasks: the database is busy: retry later")
@@ -102,6 +105,8 @@ func status(err error) (int, errorBody) {
 		return http.StatusUnauthorized, errorBody{Error: "bad_credentials", Reason: ErrBadCredentials.Error()[len("tasks: "):]}
 	case errors.Is(err, ErrEmailTaken):
 		return http.StatusConflict, errorBody{Error: "email_taken", Reason: ErrEmailTaken.Error()[len("tasks: "):], Field: "email"}
+	case errors.Is(err, ErrUpgradeRequired):
+		return http.StatusUpgradeRequired, errorBody{Error: "upgrade_required", Reason: ErrUpgradeRequired.Error()[len("tasks: "):]}
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads this (nginx logs it as 499).
 		return 499, errorBody{Error: "client_closed_request", Reason: "the client closed the request"}

@@ -187,6 +187,10 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, ErrUnauthorized)
 		return
 	}
+	if !isWebSocketUpgrade(r) {
+		writeError(w, r, ErrUpgradeRequired)
+		return
+	}
 	c, err := s.hub.add(uid)
 	if err != nil {
 		writeError(w, r, err)

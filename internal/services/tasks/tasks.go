@@ -25,6 +25,8 @@ const (
 	DefaultLimit   = 20
 	MaxLimit       = 100
 	MaxOffset      = 10000
+	MinDueYear     = 1970
+	MaxDueYear     = 9998
 )
 
 // Event types sent to WebSockets and webhooks.
@@ -42,14 +44,31 @@ type Event struct {
 	At     time.Time `json:"at"`
 }
 
-// taskInput is a create or update body; nil fields were not sent.
+// taskBody is a create or update body as sent: only due_at may be null
+// (it clears the task's due date); any other field sent as null is
+// refused.
+type taskBody struct {
+	Title       nonNull[string] `json:"title"`
+	Description nonNull[string] `json:"description"`
+	Status      nonNull[string] `json:"status"`
+	Priority    nonNull[int]    `json:"priority"`
+	DueAt       optTime         `json:"due_at"`
+	Notes       nonNull[string] `json:"notes"`
+}
+
+func (b *taskBody) input() taskInput {
+	return taskInput{Title: b.Title.v, Description: b.Description.v, Status: b.Status.v, Priority: b.Priority.v, DueAt: b.DueAt, Notes: b.Notes.v}
+}
+
+// taskInput is a create or update body's fields; nil fields were not
+// sent.
 type taskInput struct {
-	Title       *string `json:"title"`
-	Description *string `json:"description"`
-	Status      *string `json:"status"`
-	Priority    *int    `json:"priority"`
-	DueAt       optTime `json:"due_at"`
-	Notes       *string `json:"notes"`
+	Title       *string
+	Description *string
+	Status      *string
+	Priority    *int
+	DueAt       optTime
+	Notes       *string
 }
 
 // optTime tells a due_at that was not sent from one sent as null (clear it).
@@ -68,8 +87,11 @@ func (o *optTime) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &t); err != nil {
 		return invalid("due_at", "must be an RFC 3339 time like 2030-01-02T15:04:05Z, or null")
 	}
-	if t.Year() < 1970 || t.Year() > 9999 {
-		return invalid("due_at", "must be between the years 1970 and 9999")
+	// The year as written, in the time's own offset; 9999 would be past
+	// it in UTC with a negative offset, which the database stores, but
+	// RFC 3339 (4-digit years) cannot write in an answer.
+	if t.Year() < MinDueYear || t.Year() > MaxDueYear {
+		return invalid("due_at", "must be between the years %d and %d", MinDueYear, MaxDueYear)
 	}
 	o.Time = &t
 	return nil
@@ -77,6 +99,16 @@ func (o *optTime) UnmarshalJSON(b []byte) error {
 
 // validate checks in; create requires a title, update at least one field.
 func (in *taskInput) validate(create bool) error {
+	for _, f := range [...]struct {
+		name string
+		v    *string
+	}{{"title", in.Title}, {"description", in.Description}, {"notes", in.Notes}} {
+		if f.v != nil {
+			if err := noNUL(f.name, *f.v); err != nil {
+				return err
+			}
+		}
+	}
 	if in.Title != nil {
 		t := strings.TrimSpace(*in.Title)
 		if n := utf8.RuneCountInString(t); n == 0 || n > MaxTitle {
@@ -107,10 +139,11 @@ func (in *taskInput) validate(create bool) error {
 func validStatus(s string) bool { return s == StatusTodo || s == StatusDoing || s == StatusDone }
 
 func (s *Service) createTask(w http.ResponseWriter, r *http.Request, uid int64) error {
-	var in taskInput
-	if err := s.decode(w, r, &in); err != nil {
+	var body taskBody
+	if err := s.decode(w, r, &body); err != nil {
 		return err
 	}
+	in := body.input()
 	if err := in.validate(true); err != nil {
 		return err
 	}
@@ -139,10 +172,11 @@ func (s *Service) updateTask(w http.ResponseWriter, r *http.Request, uid int64) 
 	if err != nil {
 		return err
 	}
-	var in taskInput
-	if err := s.decode(w, r, &in); err != nil {
+	var body taskBody
+	if err := s.decode(w, r, &body); err != nil {
 		return err
 	}
+	in := body.input()
 	if err := in.validate(false); err != nil {
 		return err
 	}
