@@ -180,7 +180,7 @@ type change struct {
 
 // Two instances on the event log behind the built-in balancer: 50
 // devices (10 users, 5 each) spread over both, 5,000 changes made
-// through the balancer by two writers per user (so a user's changes
+// through the balancer by four writers per user (so a user's changes
 // commit concurrently, on both instances), and one instance's listener
 // connection killed mid-run. Every device receives every event of its
 // user exactly once, in commit order (seq 1, 2, ... without a gap), and
@@ -189,7 +189,7 @@ func TestEventsAcrossInstances(t *testing.T) {
 	const (
 		users          = 10
 		devicesPerUser = 5
-		writersPerUser = 2
+		writersPerUser = 4
 		changes        = 5000
 		killAt         = changes / 3
 	)
