@@ -215,6 +215,10 @@ type Config struct {
 
 	Deopt Deopt
 
+	// listenerPing, when set, replaces listenerPing and listenerTimeout
+	// (events.go), so that tests find a silent connection quickly.
+	listenerPing time.Duration
+
 	// Registry receives the service's metrics (default: a new one).
 	Registry *prometheus.Registry
 	// Logger receives structured logs (default slog.Default()).

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -248,7 +249,7 @@ func (b *eventBus) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	// Named, so that an operator finds it in pg_stat_activity.
 	pc.RuntimeParams["application_name"] = "tasks events listener"
-	ctx, cancel := context.WithTimeout(ctx, listenerTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(b.cfg.listenerPing, listenerTimeout))
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
@@ -308,7 +309,7 @@ func (b *eventBus) reconnect(ctx context.Context) *pgx.Conn {
 // receive delivers notifications until the connection fails or ctx ends.
 func (b *eventBus) receive(ctx context.Context, conn *pgx.Conn) error {
 	for {
-		wctx, cancel := context.WithTimeout(ctx, listenerPing)
+		wctx, cancel := context.WithTimeout(ctx, cmp.Or(b.cfg.listenerPing, listenerPing))
 		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
@@ -317,7 +318,7 @@ func (b *eventBus) receive(ctx context.Context, conn *pgx.Conn) error {
 		case err == nil:
 			b.deliver(n.Payload)
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():
-			pctx, cancel := context.WithTimeout(ctx, listenerTimeout)
+			pctx, cancel := context.WithTimeout(ctx, cmp.Or(b.cfg.listenerPing, listenerTimeout))
 			_, err = conn.Exec(pctx, ";")
 			cancel()
 			if err != nil {

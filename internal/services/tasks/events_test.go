@@ -568,3 +568,32 @@ func TestEventsAfterListenerOutage(t *testing.T) {
 		t.Errorf("tasks_events_listener_reconnects_total = %v, want at least 1", n)
 	}
 }
+
+// A listener connection that goes silent without a reset (a dead network
+// path: every byte dropped, nothing closed) is found by its ping and
+// replaced once the path is back; the socket then reads what it missed.
+func TestEventsAfterSilentListener(t *testing.T) {
+	dsn := newDatabase(t)
+	viaProxy, proxy := testkit.ProxyURL(t, dsn)
+	cfg := func(c *tasks.Config) {
+		onEventLog(c)
+		c.TokenAudience = "one deployment"
+		tasks.ListenerPing(c, 200*time.Millisecond)
+	}
+	a := newEnvOn(t, viaProxy, cfg)
+	b := newEnvOn(t, dsn, cfg)
+	alice := b.signup("alice@example.com")
+	onA := (&client{e: a, token: alice.token, id: alice.id}).dialWS(t, false)
+
+	proxy.SetBlackHole(true)
+	testkit.Eventually(t, 30*time.Second, "instance a's listener to find its connection silent", func() bool {
+		return a.metric("tasks_events_listener_up", nil) == 0
+	})
+	for i := range 3 {
+		alice.createTask(map[string]any{"title": fmt.Sprint(i)})
+	}
+	proxy.SetBlackHole(false)
+	if got := readSeqs(t, onA, 3); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("seqs on instance a after the silent spell: %v, want [1 2 3]", got)
+	}
+}
