@@ -215,8 +215,9 @@ type Config struct {
 
 	Deopt Deopt
 
-	// listenerPing, when set, replaces listenerPing and listenerTimeout
-	// (events.go), so that tests find a silent connection quickly.
+	// listenerPing, when set, replaces listenerPing, and listenerTimeout
+	// for the ping (events.go), so that tests find a silent connection
+	// quickly.
 	listenerPing time.Duration
 
 	// Registry receives the service's metrics (default: a new one).

@@ -249,7 +249,15 @@ func (b *eventBus) connect(ctx context.Context) (*pgx.Conn, error) {
 	}
 	// Named, so that an operator finds it in pg_stat_activity.
 	pc.RuntimeParams["application_name"] = "tasks events listener"
-	ctx, cancel := context.WithTimeout(ctx, cmp.Or(b.cfg.listenerPing, listenerTimeout))
+	// Postgres keeps every notification until each listening backend has
+	// read it: the backend of a listener whose instance vanished (its host
+	// died, its path went dead) would hold the queue for the system's
+	// keepalive time, two hours by default. Its keepalives find it within
+	// about a minute instead.
+	pc.RuntimeParams["tcp_keepalives_idle"] = "30"
+	pc.RuntimeParams["tcp_keepalives_interval"] = "10"
+	pc.RuntimeParams["tcp_keepalives_count"] = "3"
+	ctx, cancel := context.WithTimeout(ctx, listenerTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
