@@ -62,8 +62,10 @@
 // A Service serves requests concurrently. By default (Config.Events
 // EventsLocal, report C's setup) task events reach the WebSockets of the
 // process that made the change only: behind a balancer, a device on
-// another instance misses them. A team running N instances sets
-// --events postgres on every one of them (events.go): each change writes
+// another instance misses them. A team running N instances gives them
+// the same --token-secret-file (a token then holds on every instance of
+// the deployment) and sets --events postgres on every one of them
+// (events.go): each change writes
 // its event to an event log table in its own transaction, numbered per
 // user in commit order (seq, without gaps), and NOTIFYs it; each instance
 // LISTENs on one more connection (so budget --max-conns + 1 per instance
