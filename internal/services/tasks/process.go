@@ -84,7 +84,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	// Task events across instances.
 	fs.StringVar(&c.Events, "events", EventsLocal, "how task events reach WebSockets: "+EventsLocal+" (report C's: only the sockets of the instance that made the change; "+
 		"no resume) or "+EventsPostgres+" (every change also writes its event to an event log in Postgres, in the change's transaction, one more statement per write, "+
-		"and NOTIFYs it; each instance holds one more connection that LISTENs, and delivers every user's events to its sockets in commit order; a device "+
+		"and NOTIFYs it, and one user's changes commit one after another, their numbering locking the user's counter row until commit; "+
+		"each instance holds one more connection that LISTENs, and delivers every user's events to its sockets in commit order; a device "+
 		"resumes with GET /v1/ws?after_seq=SEQ). Set "+EventsPostgres+" on every instance when you run more than one behind a balancer, or when devices must not miss events across reconnects")
 	fs.DurationVar(&c.EventRetention, "event-retention", DefaultEventRetention, "with --events "+EventsPostgres+": how long the event log keeps an event; older ones are deleted "+
 		"in batches of 5,000 a few times per window, and a device resuming from before them is told to list its tasks again (close 4002)")
