@@ -83,7 +83,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 		"open WebSockets per user on this process (one per device); one more is refused with 429 and Retry-After until one closes. 0: no bound")
 	// Task events across instances.
 	fs.StringVar(&c.Events, "events", EventsLocal, "how task events reach WebSockets: "+EventsLocal+" (report C's: only the sockets of the instance that made the change; "+
-		"no resume) or "+EventsPostgres+" (every change also writes its event to an event log in Postgres, in the change's transaction, one more statement per write, "+
+		"no resume) or "+EventsPostgres+" (every change also writes its event to an event log in Postgres in its own transaction: BEGIN, the write, the log's statement, COMMIT, "+
+		"three more round trips to Postgres per write, "+
 		"and NOTIFYs it, and one user's changes commit one after another, their numbering locking the user's counter row until commit; "+
 		"each instance holds one more connection that LISTENs, and delivers every user's events to its sockets in commit order; a device "+
 		"resumes with GET /v1/ws?after_seq=SEQ). Set "+EventsPostgres+" on every instance when you run more than one behind a balancer, or when devices must not miss events across reconnects")
