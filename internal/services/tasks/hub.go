@@ -225,7 +225,9 @@ func (h *hub) close() {
 // the URL (?token=) is refused: proxies and servers log URLs. A user's
 // sockets past MaxWebSocketsPerUser are refused with 429 before the
 // upgrade; a socket is closed with StatusTokenExpired when its token
-// expires, as a request with that token would be refused then.
+// expires, as a request with that token would be refused then. Under
+// EventsPostgres each event carries its seq, and ?after_seq=SEQ resumes
+// after the event SEQ (events.go's cursor).
 func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 	var (
 		uid int64
