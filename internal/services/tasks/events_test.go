@@ -498,6 +498,16 @@ func TestEventsResume(t *testing.T) {
 		if json.NewDecoder(resp.Body).Decode(&body); body.Error != "no_event_log" {
 			t.Errorf("error %q, want no_event_log", body.Error)
 		}
+		// The report's setup writes nothing beside the change, and its
+		// events carry no seq.
+		ws := bob.dialWS(t, false)
+		bob.createTask(map[string]any{"title": "local"})
+		if ev := readEvent(t, ws); ev.Seq != 0 || ev.Type != tasks.EventCreated {
+			t.Errorf("event under --events local: %+v, want task.created without a seq", ev)
+		}
+		if n := e.count("task_events") + e.count("task_event_seqs"); n != 0 {
+			t.Errorf("--events local wrote %d event log rows, want none", n)
+		}
 	})
 }
 
