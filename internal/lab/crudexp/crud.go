@@ -20,7 +20,10 @@
 //     the report's traffic mix), all on and indexes off: the lists'
 //     indexes, which the report's iteration does not reach;
 //   - optimization 6 at 1,200 connections, more than a soft limit of
-//     1,024 open files allows: raised (all on) and kept at 1,024.
+//     1,024 open files allows: raised (all on) and kept at 1,024;
+//   - ours, not the report's: two instances with --events postgres, a
+//     WebSocket per account on each, changes at a fixed 200/s through one,
+//     and each event's delivery time on the other (delivery.go).
 //
 // Every configuration runs at once, idle while another is measured, so
 // the claim's rows can run in rounds (services.go). The all-on rows that
@@ -114,7 +117,8 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	rich := 2*row + 14*time.Second
 	wide := 2 * (o.Warmup() + time.Duration(o.Repeats())*(run+wideTimeout))
 	starts := time.Duration(len(variants)+3) * time.Second
-	d := 2*seedTime(users) + pairs + rows + rich + wide + starts + open + o.Warmup() + 10*time.Second
+	delivery := 6*time.Second + deliveryDuration(o) + deliveryGrace
+	d := 2*seedTime(users) + pairs + rows + rich + wide + starts + open + delivery + o.Warmup() + 10*time.Second
 	if o.Mode == lab.Full {
 		d += millionReqs / 4000 * time.Second                 // at about 4,000 req/s
 		d += (hundredKReqs + twelveKReqs) / 130 * time.Second // all off, at about 130 req/s
@@ -161,6 +165,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		b.richRows,
 		b.wideRows,
 		b.probeListQuery,
+		b.deliveryRow,
 	} {
 		if err := phase(ctx); err != nil {
 			return err

@@ -21,4 +21,13 @@ func TestShortRun(t *testing.T) {
 	if c := res.Claims[0]; c.Pairs != 2 {
 		t.Errorf("claim %q: %d pairs, want the 2 the test asked for", c.Claim, c.Pairs)
 	}
+	for _, row := range res.Rows {
+		if row.Key != deliveryKey {
+			continue
+		}
+		t.Logf("%s: %s", row.Label, row.Note)
+		if row.Lost == nil || *row.Lost != 0 || row.Value(eventsReceived) == 0 {
+			t.Errorf("%s: lost %v, received %v; want every event received", row.Label, row.Lost, row.Value(eventsReceived))
+		}
+	}
 }

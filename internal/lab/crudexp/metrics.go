@@ -17,6 +17,8 @@ var (
 		Doc: "trace bytes the lab's OTLP sink received per run (spans arrive in batches up to 5 s late: a few of the previous row's may count)"}
 	wsEvents = labresult.Metric{Name: "ws_events", Better: labresult.Neither,
 		Doc: "task events the configuration's WebSockets (one per account) received over the row's runs"}
+	eventsReceived = labresult.Metric{Name: "events_received", Better: labresult.Neither,
+		Doc: "task events of acknowledged changes that reached the other instance's devices (the delivery row)"}
 	failed = labresult.Metric{Name: "failed_requests", Better: labresult.Lower,
 		Doc: "requests without a 2xx or 3xx answer (transport errors and 4xx/5xx), over the row's runs"}
 
@@ -46,5 +48,5 @@ var (
 
 // metrics lists the figures above, for the Spec.
 func metrics() []labresult.Metric {
-	return []labresult.Metric{dbDials, webhookCalls, postgresCPU, otlpMBPerRun, wsEvents, failed, listQueryMS, getQueryMS, getJoinMS, seconds, reqPerMin, cpuPeak, maxFDs}
+	return []labresult.Metric{dbDials, webhookCalls, postgresCPU, otlpMBPerRun, wsEvents, eventsReceived, failed, listQueryMS, getQueryMS, getJoinMS, seconds, reqPerMin, cpuPeak, maxFDs}
 }

@@ -111,7 +111,8 @@ func rows(o lab.Options) []lab.RowSpec {
 	}
 	return append(out, lab.RefRow(allOffKey, allOff, refAllOff),
 		lab.Row(richOnKey, richOn), lab.Row(richIndexOffKey, richIndexOff),
-		lab.Row(fdOnKey, fdOn), lab.Row(fdOffKey, fdOff))
+		lab.Row(fdOnKey, fdOn), lab.Row(fdOffKey, fdOff),
+		lab.Row(deliveryKey, deliveryLabel))
 }
 
 // heldAgainst is, for each row with optimizations switched off, the
@@ -165,6 +166,8 @@ func targets(o lab.Options) []labresult.Target {
 			Text: "the task API sustains 3,000 req/s with p99 < 50 ms, from the intended send times"},
 		{Key: "open-3000-errors", Row: open3000Key, Metric: failed.Name, Bound: labresult.AtMost(0),
 			Text: "the task API answers 3,000 req/s without a failed request"},
+		{Key: "events-lost", Row: deliveryKey, Metric: labresult.Lost.Name, Bound: labresult.AtMost(0),
+			Text: "ours: with --events postgres, every change acknowledged through one instance reaches its account's device on the other"},
 		{Key: "get-join-share", Ratio: &labresult.Ratio{Num: allOffKey, Den: allOffKey, Metric: getJoinMS.Name, DenMetric: getQueryMS.Name}, Bound: labresult.AtLeast(0.5),
 			Text: "without the join's index, the LEFT JOIN is most of the GET's query time (EXPLAIN ANALYZE on the seeded data), as in the report's plan: the all-off row runs the report's slow GET"},
 	}

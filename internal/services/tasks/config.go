@@ -56,6 +56,9 @@ const (
 	// DefaultNotifyMaxBatchBytes bounds one webhook call's body: a
 	// worker's batch over it goes in several calls.
 	DefaultNotifyMaxBatchBytes = 1 << 20
+	// DefaultEventRetention is how long the event log of EventsPostgres
+	// keeps events: a phone off for a night resumes without listing.
+	DefaultEventRetention = 24 * time.Hour
 	// unboundedMaxIdle is database/sql's default MaxIdleConns, what an
 	// ORM on database/sql keeps when nobody sets pool limits.
 	unboundedMaxIdle = 2
@@ -184,6 +187,17 @@ type Config struct {
 	// with 503 and Retry-After.
 	MaxWebSockets int
 
+	// Events is how task events reach WebSockets: EventsLocal (the
+	// default, report C's: the process that made a change tells its own
+	// sockets, and no other) or EventsPostgres (every change writes its
+	// event to an event log in its own transaction, and every instance
+	// delivers it from there; events.go). With more than one instance,
+	// set EventsPostgres on every one of them.
+	Events string
+	// EventRetention is how long the event log keeps an event (default
+	// 24h): a device may resume from any event younger than that.
+	EventRetention time.Duration
+
 	MaxBodyBytes   int64         // largest request body (default 64 KiB)
 	RequestTimeout time.Duration // bound on a request's database work (default 5s)
 
@@ -200,6 +214,11 @@ type Config struct {
 	AccessLog bool
 
 	Deopt Deopt
+
+	// listenerPing, when set, replaces listenerPing, and listenerTimeout
+	// for the ping (events.go), so that tests find a silent connection
+	// quickly.
+	listenerPing time.Duration
 
 	// Registry receives the service's metrics (default: a new one).
 	Registry *prometheus.Registry
@@ -241,6 +260,11 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("tasks: bcrypt cost %d is outside %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
 	}
 	defaults.Positive(&c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.Events = cmp.Or(c.Events, EventsLocal)
+	if c.Events != EventsLocal && c.Events != EventsPostgres {
+		return fmt.Errorf("tasks: events %q: use %s (one instance) or %s (several instances, or devices that resume)", c.Events, EventsLocal, EventsPostgres)
+	}
+	defaults.Positive(&c.EventRetention, DefaultEventRetention)
 	// Rates and bounds below: 0 takes the default, negative means none.
 	c.LoginAccountRate = cmp.Or(c.LoginAccountRate, DefaultLoginAccountRate)
 	c.LoginIPRate = cmp.Or(c.LoginIPRate, DefaultLoginIPRate)

@@ -17,7 +17,7 @@
 //	GET    /v1/tasks/{id}                                     200 task with its "notes"
 //	PATCH  /v1/tasks/{id}    any of the create fields         200 task
 //	DELETE /v1/tasks/{id}                                     204
-//	GET    /v1/ws            WebSocket: the user's task events
+//	GET    /v1/ws?after_seq= WebSocket: the user's task events (resume: --events postgres)
 //	GET    /openapi.json     this list as an OpenAPI 3 description (no token needed)
 //
 // A task's notes are its details row (task_details, a has-one): the GET
@@ -72,6 +72,23 @@
 //
 // # Concurrency
 //
-// A Service serves requests concurrently. Task events reach WebSockets of
-// the same process only: several instances would need a bus between them.
+// A Service serves requests concurrently. By default (Config.Events
+// EventsLocal, report C's setup) task events reach the WebSockets of the
+// process that made the change only: behind a balancer, a device on
+// another instance misses them. A team running N instances gives them
+// the same --token-secret-file (a token then holds on every instance of
+// the deployment) and sets --events postgres on every one of them
+// (events.go): each change writes
+// its event to an event log table in its own transaction, numbered per
+// user in commit order (seq, without gaps), and NOTIFYs it; each instance
+// LISTENs on one more connection (so budget --max-conns + 1 per instance
+// against Postgres' max_connections) and hands each event to its own
+// sockets. A socket sends a user's events in seq order, each once. After
+// the listener's connection drops, the instance reconnects with backoff
+// and every local socket reads from the log what it missed; a device that
+// reconnects passes ?after_seq= its last seq and gets what followed, for
+// as long as the log keeps it (--event-retention, default 24h; then
+// close 4002: list your tasks again). A change costs one more statement
+// in its transaction, and changes of one user commit one after another
+// (their numbering locks the user's counter row until commit).
 package tasks

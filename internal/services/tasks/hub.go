@@ -3,8 +3,11 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,6 +33,13 @@ const (
 // reconnect with the new token.
 const StatusTokenExpired websocket.StatusCode = 4001
 
+// StatusResyncNeeded is the close code of a WebSocket that cannot be
+// given every event after the sequence it asked for (?after_seq=): they
+// are older than the event log keeps (Config.EventRetention), or the
+// number is ahead of the account's last event (a number from another
+// deployment). List your tasks again, then reconnect without after_seq.
+const StatusResyncNeeded websocket.StatusCode = 4002
+
 // hub fans a user's task events out to the WebSockets of their devices
 // connected to this process.
 type hub struct {
@@ -47,10 +57,21 @@ type hub struct {
 }
 
 type wsClient struct {
-	send chan []byte
+	send chan wsMessage
+	// resync asks the socket to read from the event log what came after
+	// the last event it was sent (EventsPostgres): one pending is enough.
+	resync chan struct{}
 	// slow is closed when the client fell behind; gone when the hub closes.
 	slow, gone chan struct{}
 	slowOnce   sync.Once
+}
+
+// wsMessage is an event for a socket: its JSON, and under EventsPostgres
+// its sequence and the time its change committed (seq 0 otherwise).
+type wsMessage struct {
+	seq  int64
+	at   time.Time
+	data []byte
 }
 
 func newHub(reg prometheus.Registerer, maxPerUser, max int) *hub {
@@ -75,7 +96,7 @@ func newHub(reg prometheus.Registerer, maxPerUser, max int) *hub {
 // closed, and a LimitError when the process has max sockets open, or uid
 // maxPerUser.
 func (h *hub) add(uid int64) (*wsClient, error) {
-	c := &wsClient{send: make(chan []byte, wsBuffer), slow: make(chan struct{}), gone: make(chan struct{})}
+	c := &wsClient{send: make(chan wsMessage, wsBuffer), resync: make(chan struct{}, 1), slow: make(chan struct{}), gone: make(chan struct{})}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -118,27 +139,67 @@ func (h *hub) remove(uid int64, c *wsClient) {
 	}
 }
 
-// publish sends ev to uid's WebSockets without ever blocking: a client
-// whose buffer is full is marked slow and disconnected.
+// publish sends ev to uid's WebSockets here (EventsLocal).
 func (h *hub) publish(uid int64, ev Event) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	cs := h.users[uid]
-	if len(cs) == 0 {
+	if !h.has(uid) {
 		return
 	}
 	msg, err := json.Marshal(ev)
 	if err != nil {
 		return
 	}
-	for c := range cs {
+	h.send(uid, wsMessage{data: msg})
+}
+
+// has reports whether uid has a WebSocket here.
+func (h *hub) has(uid int64) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return len(h.users[uid]) > 0
+}
+
+// send sends m to uid's WebSockets without ever blocking: a client whose
+// buffer is full is marked slow and disconnected.
+func (h *hub) send(uid int64, m wsMessage) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for c := range h.users[uid] {
 		select {
-		case c.send <- msg:
+		case c.send <- m:
 			h.sent.Inc()
 		default:
 			h.dropped.Inc()
 			c.slowOnce.Do(func() { close(c.slow) })
 		}
+	}
+}
+
+// resync asks uid's WebSockets here to read what they missed from the
+// event log.
+func (h *hub) resync(uid int64) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for c := range h.users[uid] {
+		c.askResync()
+	}
+}
+
+// resyncAll asks every WebSocket here to read what it missed from the
+// event log (the listener was disconnected).
+func (h *hub) resyncAll() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, cs := range h.users {
+		for c := range cs {
+			c.askResync()
+		}
+	}
+}
+
+func (c *wsClient) askResync() {
+	select {
+	case c.resync <- struct{}{}:
+	default: // one is pending already, and will read everything
 	}
 }
 
@@ -164,7 +225,9 @@ func (h *hub) close() {
 // the URL (?token=) is refused: proxies and servers log URLs. A user's
 // sockets past MaxWebSocketsPerUser are refused with 429 before the
 // upgrade; a socket is closed with StatusTokenExpired when its token
-// expires, as a request with that token would be refused then.
+// expires, as a request with that token would be refused then. Under
+// EventsPostgres each event carries its seq, and ?after_seq=SEQ resumes
+// after the event SEQ (events.go's cursor).
 func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 	var (
 		uid int64
@@ -185,6 +248,11 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tasks"`)
 		writeError(w, r, ErrUnauthorized)
+		return
+	}
+	after, err := s.afterSeq(q)
+	if err != nil {
+		writeError(w, r, err)
 		return
 	}
 	if !isWebSocketUpgrade(r) {
@@ -211,13 +279,39 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 	defer ping.Stop()
 	expiry := time.NewTimer(exp.Sub(s.tokens.now()))
 	defer expiry.Stop()
+	write := func(m wsMessage) error {
+		wctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+		defer cancel()
+		return conn.Write(wctx, websocket.MessageText, m.data)
+	}
+	// Under EventsPostgres the socket keeps its place in the user's event
+	// log, and sends each event once, in order.
+	var cur *cursor
+	if s.events != nil {
+		cur = s.events.cursor(uid, write)
+		if err := cur.start(ctx, after); err != nil {
+			closeForLog(conn, cur, err)
+			return
+		}
+	}
 	for {
 		select {
-		case msg := <-c.send:
-			wctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
-			err := conn.Write(wctx, websocket.MessageText, msg)
-			cancel()
+		case m := <-c.send:
+			if cur == nil {
+				err = write(m)
+			} else {
+				err = cur.live(ctx, m)
+			}
 			if err != nil {
+				closeForLog(conn, cur, err)
+				return
+			}
+		case <-c.resync:
+			if cur == nil {
+				continue
+			}
+			if err := cur.resync(ctx); err != nil {
+				closeForLog(conn, cur, err)
 				return
 			}
 		case <-ping.C:
@@ -239,5 +333,37 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// afterSeq reads the WebSocket's ?after_seq= (-1 when absent): the seq of
+// the last event the device received, to resume after.
+func (s *Service) afterSeq(q url.Values) (int64, error) {
+	if !q.Has("after_seq") {
+		return -1, nil
+	}
+	if s.events == nil {
+		return 0, &InputError{Status: http.StatusBadRequest, Kind: "no_event_log", Field: "after_seq",
+			Reason: "this deployment keeps no event log to resume from (--events local): connect without after_seq and list your tasks"}
+	}
+	v := q.Get("after_seq")
+	seq, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || seq < 0 || len(q["after_seq"]) > 1 {
+		return 0, malformed("after_seq", "must be the seq of the last event the device received, a non-negative integer, once; got %q", v)
+	}
+	return seq, nil
+}
+
+// closeForLog closes a socket whose events could not all be sent: with
+// StatusResyncNeeded when the log no longer has them, with 1013 (try
+// again later) and where to resume when the log did not answer. A failed
+// write needs no close: the peer is gone or too slow to read one.
+func closeForLog(conn *websocket.Conn, cur *cursor, err error) {
+	var rn *errResyncNeeded
+	switch {
+	case errors.As(err, &rn):
+		conn.Close(StatusResyncNeeded, rn.reason)
+	case errors.Is(err, errEventLog):
+		conn.Close(websocket.StatusTryAgainLater, fmt.Sprintf("event log unreachable: reconnect with after_seq=%d", cur.last))
 	}
 }

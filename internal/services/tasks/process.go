@@ -81,6 +81,15 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxWebSockets, "max-websockets", DefaultMaxWebSockets, "open WebSockets on this process, every user's together; one more is refused with 503 and Retry-After. 0: no bound")
 	fs.IntVar(&c.MaxWebSocketsPerUser, "max-websockets-per-user", DefaultMaxWebSocketsPerUser,
 		"open WebSockets per user on this process (one per device); one more is refused with 429 and Retry-After until one closes. 0: no bound")
+	// Task events across instances.
+	fs.StringVar(&c.Events, "events", EventsLocal, "how task events reach WebSockets: "+EventsLocal+" (report C's: only the sockets of the instance that made the change; "+
+		"no resume) or "+EventsPostgres+" (every change also writes its event to an event log in Postgres in its own transaction: BEGIN, the write, the log's statement, COMMIT, "+
+		"three more round trips to Postgres per write, "+
+		"and NOTIFYs it, and one user's changes commit one after another, their numbering locking the user's counter row until commit; "+
+		"each instance holds one more connection that LISTENs, and delivers every user's events to its sockets in commit order; a device "+
+		"resumes with GET /v1/ws?after_seq=SEQ). Set "+EventsPostgres+" on every instance when you run more than one behind a balancer, or when devices must not miss events across reconnects")
+	fs.DurationVar(&c.EventRetention, "event-retention", DefaultEventRetention, "with --events "+EventsPostgres+": how long the event log keeps an event; older ones are deleted "+
+		"in batches of 5,000 a few times per window, and a device resuming from before them is told to list its tasks again (close 4002)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", DefaultMaxBodyBytes, "largest request body")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", DefaultRequestTimeout, "bound on a request's database work")
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "export sampled traces over OTLP/HTTP to host:port or a URL (default $OTEL_EXPORTER_OTLP_ENDPOINT; none: no export)")

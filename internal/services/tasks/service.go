@@ -22,6 +22,7 @@ type Service struct {
 	pool       pool
 	store      *store
 	hub        *hub
+	events     *eventBus // nil under EventsLocal
 	notifier   *notifier
 	tokens     *tokenSigner
 	hasher     *hasher
@@ -81,6 +82,13 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.signups = newLimiter(cfg.SignupRate, cfg.SignupBurst)
 	s.m = newMetrics(cfg.Registry, s.pool)
 	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser, cfg.MaxWebSockets)
+	if cfg.Events == EventsPostgres {
+		s.store.recorders = append(s.store.recorders, eventLog{})
+		if s.events, err = startEventBus(ctx, &s.cfg, s.log, s.store, s.hub); err != nil {
+			s.pool.close()
+			return nil, err
+		}
+	}
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
 	s.handler = s.routes()
 
@@ -99,7 +107,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		"signup_limit_per_address", limitText(cfg.SignupIPRate, cfg.SignupIPBurst),
 		"signup_limit", limitText(cfg.SignupRate, cfg.SignupBurst),
 		"max_websockets_per_user", cfg.MaxWebSocketsPerUser, "max_websockets", cfg.MaxWebSockets,
-		"max_devices_per_user", cfg.MaxDevicesPerUser)
+		"max_devices_per_user", cfg.MaxDevicesPerUser, "events", cfg.Events, "event_retention", cfg.EventRetention)
 	return s, nil
 }
 
@@ -169,6 +177,9 @@ func (s *Service) Ready(ctx context.Context) error {
 // ctx ends, closes the pool and flushes traces.
 func (s *Service) Close(ctx context.Context) error {
 	s.hub.close()
+	if s.events != nil {
+		s.events.stop()
+	}
 	err := s.notifier.stop(ctx)
 	s.pool.close()
 	return errors.Join(err, s.tp.Shutdown(ctx))

@@ -38,6 +38,10 @@ const (
 
 // Event is a change of one of a user's tasks.
 type Event struct {
+	// Seq numbers a user's events in commit order, from 1, without gaps
+	// (EventsPostgres; 0 and left out under EventsLocal): a device
+	// resumes with GET /v1/ws?after_seq= its last one.
+	Seq    int64     `json:"seq,omitempty"`
 	Type   string    `json:"type"`
 	TaskID int64     `json:"task_id"`
 	Task   *Task     `json:"task,omitempty"` // nil for deletions
@@ -285,7 +289,9 @@ func parseListQuery(r *http.Request) (listFilter, error) {
 // changed tells the user's WebSockets and devices about a committed change.
 func (s *Service) changed(r *http.Request, uid int64, ev Event) {
 	afterCommit(r.Context(), func() {
-		s.hub.publish(uid, ev)
+		if s.events == nil { // else every instance's listener delivers it
+			s.hub.publish(uid, ev)
+		}
 		s.notifier.enqueue(job{uid: uid, ev: ev, at: time.Now()})
 	})
 }

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS task_events;
+DROP TABLE IF EXISTS task_event_seqs;
