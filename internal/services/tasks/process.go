@@ -60,6 +60,13 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.NotifyTimeout, "notify-timeout", DefaultNotifyTimeout, "timeout of one webhook call")
 	fs.IntVar(&c.NotifyRetries, "notify-retries", DefaultNotifyRetries, "retries of a failed webhook call (negative: none)")
 	fs.IntVar(&c.NotifyMaxBatchBytes, "notify-max-batch-bytes", DefaultNotifyMaxBatchBytes, "largest webhook body: a batch over it goes in several calls; a call answered 413 is split until only the notification refused fails")
+	// The notification outbox (outbox.go).
+	fs.BoolVar(&c.NotifyOutbox, "notify-outbox", false,
+		"notifications that survive a crash: each is written to the notify_outbox table in the transaction of its change, and workers deliver it at least once, "+
+			"retried with backoff, kept as failed after --notify-outbox-retries (false: optimization 7's in-memory queue, which a crash or a full queue loses). "+
+			"Costs an INSERT in every task write's transaction and a claim and a delete per batch; turn it on when a lost push matters, or with more than one instance")
+	fs.IntVar(&c.NotifyOutboxRetries, "notify-outbox-retries", DefaultNotifyOutboxRetries, "with --notify-outbox: failed attempts rescheduled (backoff from 100ms doubled, at most 1m) before a notification is kept as failed (0: none)")
+	fs.DurationVar(&c.NotifyOutboxPoll, "notify-outbox-poll", DefaultNotifyOutboxPoll, "with --notify-outbox: how often idle workers look for rows of other instances or of a crashed process (this process's changes wake them at once)")
 	fs.IntVar(&c.MaxDevicesPerUser, "max-devices-per-user", DefaultMaxDevicesPerUser, "devices one user may register (each notification carries them all); one more is refused with 409. 0: no bound")
 	fs.StringVar(&o.SecretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
@@ -115,6 +122,9 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 	}
 	if c.NotifyRetries == 0 {
 		c.NotifyRetries = -1 // --notify-retries 0 means none
+	}
+	if c.NotifyOutboxRetries == 0 {
+		c.NotifyOutboxRetries = -1
 	}
 	// 0 means no limit (in Config, 0 is the default and -1 none).
 	for _, rate := range []*float64{&c.LoginIPRate, &c.LoginAccountRate, &c.SignupIPRate, &c.SignupRate} {

@@ -23,6 +23,7 @@ type Service struct {
 	store      *store
 	hub        *hub
 	notifier   *notifier
+	outbox     *outbox // nil unless Config.NotifyOutbox
 	tokens     *tokenSigner
 	hasher     *hasher
 	m          *metrics
@@ -82,6 +83,9 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 	s.m = newMetrics(cfg.Registry, s.pool)
 	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser, cfg.MaxWebSockets)
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
+	if cfg.NotifyOutbox {
+		s.outbox = newOutbox(&s.cfg, s.notifier, s.store, cfg.Registry, s.log)
+	}
 	s.handler = s.routes()
 
 	if cfg.WebhookURL != "" && cfg.WebhookSecret == "" {
@@ -92,7 +96,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		"pool_limits", !d.NoPoolLimits, "telemetry_cap", !d.UncappedTelemetry, "indexes", !d.NoIndexes, "no_default_tx", !d.DefaultTx,
 		"no_user_touch", !d.UserTouch, "raise_file_limit", !d.KeepFileLimit, "worker_queue", !d.GoroutinePerJob,
 		"max_conns", poolMax(&s.cfg), "workers", cfg.Workers, "queue", cfg.QueueSize,
-		"webhook", cfg.WebhookURL != "", "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
+		"webhook", cfg.WebhookURL != "", "notify_outbox", cfg.NotifyOutbox, "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
 		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0, "token_audience", cfg.TokenAudience,
 		"login_limit_per_address", limitText(cfg.LoginIPRate, cfg.LoginIPBurst),
 		"login_limit_per_account", limitText(cfg.LoginAccountRate, cfg.LoginAccountBurst),

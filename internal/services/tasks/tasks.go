@@ -252,6 +252,10 @@ func parseListQuery(r *http.Request) (listFilter, error) {
 func (s *Service) changed(r *http.Request, uid int64, ev Event) {
 	afterCommit(r.Context(), func() {
 		s.hub.publish(uid, ev)
+		if s.outbox != nil {
+			s.outbox.wake() // the change wrote its notification to the outbox
+			return
+		}
 		s.notifier.enqueue(job{uid: uid, ev: ev, at: time.Now()})
 	})
 }
