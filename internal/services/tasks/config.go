@@ -188,6 +188,19 @@ type Config struct {
 	LoginIPRate       float64 // attempts a minute per client address (default 60)
 	LoginIPBurst      int     // attempts at once per client address (default 100)
 
+	// LoginLimits is where the login and sign-up buckets live:
+	// LimitsProcess ("process", the default) keeps them in each process,
+	// so a cluster of N instances allows N times each limit;
+	// LimitsPostgres ("postgres") shares them through the database, one
+	// statement per attempt, so the limits hold for the cluster.
+	LoginLimits string
+	// TrustedProxies are the proxies (CIDRs or addresses) whose
+	// X-Forwarded-For is believed when they are the connection's peer:
+	// the client is the rightmost address in it that is not a trusted
+	// proxy (clientaddr.go). Default none: the client is the peer, and
+	// behind a balancer every client shares the balancer's buckets.
+	TrustedProxies []string
+
 	// Sign-ups are limited the same way, before the password is hashed:
 	// per client address and on the whole service (every address
 	// together), so that neither one address nor many can take the
@@ -258,6 +271,13 @@ func (c *Config) setDefaults() error {
 		c.NotifyRetries = DefaultNotifyRetries
 	case c.NotifyRetries < 0:
 		c.NotifyRetries = 0
+	}
+	switch c.LoginLimits {
+	case "":
+		c.LoginLimits = LimitsProcess
+	case LimitsProcess, LimitsPostgres:
+	default:
+		return fmt.Errorf("tasks: login limits %q: give %s (buckets in each instance) or %s (shared by every instance on the database)", c.LoginLimits, LimitsProcess, LimitsPostgres)
 	}
 	if c.NotifyOutbox && c.WebhookURL == "" {
 		return errors.New("tasks: the notification outbox needs a webhook: give --webhook-url (or $TASKS_WEBHOOK_URL), or leave --notify-outbox off")

@@ -72,12 +72,18 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
 	fs.StringVar(&c.TokenAudience, "token-audience", "", "the deployment tokens are bound to: one signed for another audience is refused, even under the same secret (default: the database's host:port/name, which the instances of one deployment share)")
 	fs.IntVar(&c.BcryptCost, "bcrypt-cost", 10, "password hash cost (4-31; each step doubles the time)")
+	// Where the login limits hold, and whose client address counts.
+	fs.Var(cliflag.Text(&c.LoginLimits), "login-limits", "where the login and sign-up buckets live: "+LimitsProcess+" (each instance its own: N instances allow N times every limit below) or "+
+		LimitsPostgres+" (shared through the database, one statement per attempt: the limits hold for the whole cluster; use it with more than one instance) (default "+LimitsProcess+")")
+	fs.Var(cliflag.List(&c.TrustedProxies), "trusted-proxies", "balancers and proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For is believed: the client is the rightmost address in it that is not one of them. "+
+		"Without it the client is the connection's peer, so behind a balancer every client shares the balancer's address and its limits. A header from any other peer is ignored")
 	fs.Float64Var(&c.LoginIPRate, "login-ip-rate", DefaultLoginIPRate,
 		"login attempts a minute per client address (IPv6: per /64), right or wrong; past --login-ip-burst at once, login answers 429 with Retry-After. "+
-			"Behind a proxy every client has the proxy's address: raise it there. 0: no limit (a load test signing in many accounts from one machine)")
+			"Behind a proxy give --trusted-proxies, or every client has the proxy's address. 0: no limit (a load test signing in many accounts from one machine)")
 	fs.IntVar(&c.LoginIPBurst, "login-ip-burst", DefaultLoginIPBurst, "login attempts one client address may make at once before --login-ip-rate applies")
 	fs.Float64Var(&c.LoginAccountRate, "login-account-rate", DefaultLoginAccountRate,
-		"login attempts a minute per account (email), right or wrong, from any address: bounds password guessing; past --login-account-burst at once, 429 with Retry-After. 0: no limit")
+		"login attempts a minute per account (email), right or wrong, from any address: bounds password guessing; past --login-account-burst at once, 429 with Retry-After. "+
+			"Per instance with --login-limits "+LimitsProcess+" (three instances behind a balancer allow a guesser three times it), for the cluster with "+LimitsPostgres+". 0: no limit")
 	fs.IntVar(&c.LoginAccountBurst, "login-account-burst", DefaultLoginAccountBurst, "login attempts for one account at once before --login-account-rate applies")
 	fs.Float64Var(&c.SignupIPRate, "signup-ip-rate", DefaultSignupIPRate,
 		"sign-ups a minute per client address (IPv6: per /64), checked before the password is hashed; past --signup-ip-burst at once, 429 with Retry-After. Behind a proxy every client has the proxy's address: raise it there. 0: no limit")

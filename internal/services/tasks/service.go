@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime"
 
 	"github.com/jackc/pgx/v5"
@@ -34,8 +35,9 @@ type Service struct {
 
 	// Login attempts per client address and per account, sign-ups per
 	// client address and on the whole service (ratelimit.go).
-	loginsByAddr, loginsByAccount *limiter
-	signupsByAddr, signups        *limiter
+	loginsByAddr, loginsByAccount buckets
+	signupsByAddr, signups        buckets
+	trustedProxies                []netip.Prefix // whose X-Forwarded-For is believed
 }
 
 // New migrates the database, opens the connection pool and starts the
@@ -45,6 +47,9 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: slog.New(traceLogs{cfg.Logger.Handler()}), propagator: propagator}
+	if s.trustedProxies, err = parseTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, err
+	}
 	var exporting bool
 	if s.tp, exporting, err = newTracing(ctx, &s.cfg); err != nil {
 		return nil, err
@@ -76,10 +81,10 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.pool.close()
 		return nil, err
 	}
-	s.loginsByAddr = newLimiter(cfg.LoginIPRate, cfg.LoginIPBurst)
-	s.loginsByAccount = newLimiter(cfg.LoginAccountRate, cfg.LoginAccountBurst)
-	s.signupsByAddr = newLimiter(cfg.SignupIPRate, cfg.SignupIPBurst)
-	s.signups = newLimiter(cfg.SignupRate, cfg.SignupBurst)
+	s.loginsByAddr = s.newBuckets("login_address", cfg.LoginIPRate, cfg.LoginIPBurst)
+	s.loginsByAccount = s.newBuckets("login_account", cfg.LoginAccountRate, cfg.LoginAccountBurst)
+	s.signupsByAddr = s.newBuckets("signup_address", cfg.SignupIPRate, cfg.SignupIPBurst)
+	s.signups = s.newBuckets("signup", cfg.SignupRate, cfg.SignupBurst)
 	s.m = newMetrics(cfg.Registry, s.pool)
 	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser, cfg.MaxWebSockets)
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
@@ -101,7 +106,7 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		"login_limit_per_address", limitText(cfg.LoginIPRate, cfg.LoginIPBurst),
 		"login_limit_per_account", limitText(cfg.LoginAccountRate, cfg.LoginAccountBurst),
 		"signup_limit_per_address", limitText(cfg.SignupIPRate, cfg.SignupIPBurst),
-		"signup_limit", limitText(cfg.SignupRate, cfg.SignupBurst),
+		"signup_limit", limitText(cfg.SignupRate, cfg.SignupBurst), "login_limits", cfg.LoginLimits, "trusted_proxies", cfg.TrustedProxies,
 		"max_websockets_per_user", cfg.MaxWebSocketsPerUser, "max_websockets", cfg.MaxWebSockets,
 		"max_devices_per_user", cfg.MaxDevicesPerUser)
 	return s, nil

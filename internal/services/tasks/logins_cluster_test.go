@@ -1,0 +1,118 @@
+package tasks_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/highload-lab/hlab/internal/services/tasks"
+)
+
+// TestLoginLimitsAcrossInstances: two instances on one database, a
+// guesser's attempts on one account spread over both. With the buckets in
+// Postgres the account gets its burst in total, refused after; with the
+// buckets in each process (the default) it gets the burst on each, twice
+// as many: the per-instance limit the flags' help states. The attempts
+// run at once, so that the instances' takes race on the bucket's row.
+func TestLoginLimitsAcrossInstances(t *testing.T) {
+	const burst = 5
+	for _, c := range []struct {
+		limits  string
+		allowed int
+	}{{tasks.LimitsPostgres, burst}, {tasks.LimitsProcess, 2 * burst}} {
+		t.Run(c.limits, func(t *testing.T) {
+			dsn := newDatabase(t)
+			cfg := func(cfg *tasks.Config) {
+				cfg.LoginLimits = c.limits
+				cfg.LoginAccountBurst = burst
+				cfg.LoginAccountRate = 1 // a minute: nothing refills during the test
+				cfg.LoginIPRate = -1
+			}
+			instances := []*env{newEnvOn(t, dsn, cfg), newEnvOn(t, dsn, cfg)}
+			instances[0].signup("victim@example.com")
+			answers := make([]answer, 4*burst)
+			var wg sync.WaitGroup
+			for i := range answers {
+				wg.Go(func() { answers[i] = login(instances[i%2].anon(), "victim@example.com", fmt.Sprintf("guess %d", i)) })
+			}
+			wg.Wait()
+			allowed := 0
+			for i, a := range answers {
+				switch a.code {
+				case http.StatusUnauthorized:
+					allowed++
+				case http.StatusTooManyRequests:
+					checkLimited(t, a, "too_many_logins", 60)
+				default:
+					t.Fatalf("attempt %d = %s, want 401 or 429", i+1, a)
+				}
+			}
+			if allowed != c.allowed {
+				t.Fatalf("%d guesses of %d answered (401) across two instances, want %d", allowed, 4*burst, c.allowed)
+			}
+		})
+	}
+}
+
+// TestLoginLimitsBehindTrustedProxy: behind a trusted proxy each client
+// has its own address bucket, the address the proxy put in
+// X-Forwarded-For; from a peer that is not trusted the header is
+// ignored, so a guesser cannot take a fresh bucket by making one up.
+func TestLoginLimitsBehindTrustedProxy(t *testing.T) {
+	limits := func(trusted ...string) func(*tasks.Config) {
+		return func(c *tasks.Config) {
+			c.LoginIPBurst = 2
+			c.LoginIPRate = 1
+			c.LoginAccountRate = -1
+			c.TrustedProxies = trusted
+		}
+	}
+	attempt := func(e *env, forwardedFor string) answer {
+		return e.anon().do("POST", "/v1/auth/login", map[string]string{"email": "a@example.com", "password": "a guess"}, "X-Forwarded-For", forwardedFor)
+	}
+	// The test's requests come from loopback: the proxy.
+	behind := newEnv(t, limits("127.0.0.0/8", "::1"))
+	for range 2 {
+		if a := attempt(behind, "198.51.100.1"); a.code != http.StatusUnauthorized {
+			t.Fatalf("client 1 behind the trusted proxy = %s, want 401", a)
+		}
+	}
+	checkLimited(t, attempt(behind, "198.51.100.1"), "too_many_logins", 60)
+	if a := attempt(behind, "198.51.100.2"); a.code != http.StatusUnauthorized {
+		t.Fatalf("client 2 behind the trusted proxy, after client 1 was limited = %s, want 401 (a bucket of its own)", a)
+	}
+
+	direct := newEnv(t, limits("10.0.0.0/8"))
+	for i := range 2 {
+		if a := attempt(direct, fmt.Sprintf("198.51.100.%d", i)); a.code != http.StatusUnauthorized {
+			t.Fatalf("attempt %d = %s, want 401", i+1, a)
+		}
+	}
+	checkLimited(t, attempt(direct, "198.51.100.99"), "too_many_logins", 60)
+}
+
+// TestNewRefusesBadLimitsAndOutbox: an option given wrong stops New with
+// what to give instead, before anything starts.
+func TestNewRefusesBadLimitsAndOutbox(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mutate func(*tasks.Config)
+		want   string
+	}{
+		{"login limits", func(c *tasks.Config) { c.LoginLimits = "redis" }, "give process"},
+		{"trusted proxy", func(c *tasks.Config) { c.TrustedProxies = []string{"the balancer"} }, "neither a CIDR"},
+		{"outbox without a webhook", func(c *tasks.Config) { c.NotifyOutbox = true }, "give --webhook-url"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := tasks.Config{DatabaseURL: "postgres://nobody@127.0.0.1:1/none"}
+			c.mutate(&cfg)
+			_, err := tasks.New(context.Background(), cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
