@@ -24,11 +24,17 @@ type job struct {
 	uid int64
 	ev  Event
 	at  time.Time // enqueued
+	id  int64     // the outbox row's id (Config.NotifyOutbox), else 0
 }
 
 // Notification is one task change to push to a user's devices, as a push
 // provider's multicast call takes it.
 type Notification struct {
+	// ID is, with Config.NotifyOutbox, the notification's outbox id: the
+	// same on every delivery of one notification, so that a receiver can
+	// drop the duplicates that at-least-once delivery may send. Without
+	// the outbox, nothing is sent twice and it is left out.
+	ID      int64    `json:"id,omitempty"`
 	UserID  int64    `json:"user_id"`
 	Devices []Device `json:"devices"`
 	Event   Event    `json:"event"`
@@ -283,7 +289,7 @@ func (n *notifier) push(jobs []job, send func(body []byte) error) []error {
 			errs[i] = errNoDevices
 			continue
 		}
-		b, err := json.Marshal(Notification{UserID: j.uid, Devices: devs[j.uid], Event: j.ev})
+		b, err := json.Marshal(Notification{ID: j.id, UserID: j.uid, Devices: devs[j.uid], Event: j.ev})
 		if err != nil {
 			errs[i] = err
 			continue

@@ -194,6 +194,7 @@ func (o *outbox) claim() ([]claimed, []job, error) {
 			if err := rs.Scan(&r.id, &r.attempts, &j.uid, &ev, &j.at); err != nil {
 				return err
 			}
+			j.id = r.id
 			if err := json.Unmarshal(ev, &j.ev); err != nil {
 				return fmt.Errorf("outbox row %d: event: %w", r.id, err)
 			}

@@ -28,11 +28,12 @@ type tally struct {
 	holding atomic.Bool
 	calls   atomic.Int64
 	mu      sync.Mutex
-	seen    map[int64]int // task id: times received
+	seen    map[int64]int   // task id: times received
+	ids     map[int64]int64 // notification id: its task id
 }
 
 func newTally(t *testing.T) *tally {
-	w := &tally{seen: map[int64]int{}}
+	w := &tally{seen: map[int64]int{}, ids: map[int64]int64{}}
 	w.holding.Store(true)
 	w.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.calls.Add(1)
@@ -45,6 +46,7 @@ func newTally(t *testing.T) *tally {
 		w.mu.Lock()
 		for _, n := range batch.Notifications {
 			w.seen[n.Event.TaskID]++
+			w.ids[n.ID] = n.Event.TaskID
 		}
 		w.mu.Unlock()
 		if w.holding.Load() {
@@ -140,6 +142,13 @@ func TestOutboxSurvivesSIGKILL(t *testing.T) {
 		if n == 0 {
 			t.Errorf("task %d's notification never arrived", id)
 		}
+	}
+	hook.mu.Lock()
+	ids := len(hook.ids)
+	_, zero := hook.ids[0]
+	hook.mu.Unlock()
+	if ids != changes || zero {
+		t.Errorf("%d distinct notification ids (a zero one: %v), want %d: one per notification, the same on each delivery", ids, zero, changes)
 	}
 	duplicates := receipts - unique
 	t.Logf("sent %d, delivered %d, receipts %d, duplicates %d, lost %d; before the kill the webhook held %d calls carrying %d notifications (%d distinct)",
