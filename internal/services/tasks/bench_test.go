@@ -2,7 +2,12 @@ package tasks_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/highload-lab/hlab/internal/services/tasks"
 )
 
 // BenchmarkRoutes measures the service's own cost per request on a real
@@ -26,6 +31,34 @@ func BenchmarkRoutes(b *testing.B) {
 		b.Run("route="+tc.name, func(b *testing.B) {
 			for b.Loop() {
 				if a := c.do(tc.method, tc.path, tc.body); a.code >= 300 {
+					b.Fatal(a)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// BenchmarkNotifyWrite measures what --notify-outbox costs a task write:
+// the create of a user with a device and a webhook, its notification
+// queued in memory after commit, or written to the outbox in the
+// create's transaction (and delivered by the workers meanwhile).
+func BenchmarkNotifyWrite(b *testing.B) {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	b.Cleanup(hook.Close)
+	for _, outbox := range []bool{false, true} {
+		b.Run(fmt.Sprintf("outbox=%v", outbox), func(b *testing.B) {
+			e := newEnv(b, func(c *tasks.Config) {
+				c.WebhookURL = hook.URL
+				c.NotifyOutbox = outbox
+			})
+			c := e.signup("bench@example.com")
+			c.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w"})
+			for b.Loop() {
+				if a := c.do("POST", "/v1/tasks", map[string]any{"title": "bench"}); a.code != http.StatusCreated {
 					b.Fatal(a)
 				}
 			}

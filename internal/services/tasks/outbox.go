@@ -178,11 +178,13 @@ func (o *outbox) claim() ([]claimed, []job, error) {
 	var rows []claimed
 	var jobs []job
 	err := o.store.read(ctx, func(q dbtx) error {
-		rs, err := q.Query(ctx, `UPDATE notify_outbox SET attempts = attempts + 1,
-				next_attempt_at = now() + make_interval(secs => $2)
-			WHERE id IN (SELECT id FROM notify_outbox WHERE failed_at IS NULL AND next_attempt_at <= now()
+		// The CTE runs once: its LIMIT and locks apply to one pick.
+		rs, err := q.Query(ctx, `WITH due AS (
+				SELECT id FROM notify_outbox WHERE failed_at IS NULL AND next_attempt_at <= now()
 				ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-			RETURNING id, attempts, user_id, event, created_at`, maxBatch, o.lease.Seconds())
+			UPDATE notify_outbox o SET attempts = o.attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
+			FROM due WHERE o.id = due.id
+			RETURNING o.id, o.attempts, o.user_id, o.event, o.created_at`, maxBatch, o.lease.Seconds())
 		if err != nil {
 			return err
 		}
