@@ -145,3 +145,23 @@ func TestPostgresBucketsRefill(t *testing.T) {
 		return login(anon, "refill@example.com", "guess").code == http.StatusUnauthorized
 	})
 }
+
+// TestPostgresBucketsSweep: a bucket full again is deleted by an
+// instance's sweep (the first attempt on a limit starts one), so the
+// table holds only the keys seen lately.
+func TestPostgresBucketsSweep(t *testing.T) {
+	dsn := newDatabase(t)
+	cfg := func(c *tasks.Config) { c.LoginLimits = tasks.LimitsPostgres }
+	first := newEnvOn(t, dsn, cfg) // migrates
+	if _, err := first.db.Exec(context.Background(), `INSERT INTO rate_buckets (name, key, tokens, at, full_at, ok)
+		VALUES ('login_account', 'stale@example.com', 0, now() - interval '1 hour', now() - interval '1 minute', true)`); err != nil {
+		t.Fatal(err)
+	}
+	login(first.anon(), "fresh@example.com", "guess")
+	testkit.Eventually(t, 30*time.Second, "the full bucket swept", func() bool {
+		return first.countWhere("rate_buckets", "key = 'stale@example.com'") == 0
+	})
+	if n := first.countWhere("rate_buckets", "key = 'fresh@example.com'"); n != 1 {
+		t.Fatalf("%d buckets of the account just tried, want 1 (not full: kept)", n)
+	}
+}
