@@ -66,3 +66,25 @@ func BenchmarkNotifyWrite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoginLimits measures what --login-limits postgres costs a
+// login (a wrong password, the cheapest bcrypt): two upserts, the
+// address's bucket and the account's, instead of two map lookups.
+func BenchmarkLoginLimits(b *testing.B) {
+	for _, limits := range []string{tasks.LimitsProcess, tasks.LimitsPostgres} {
+		b.Run("limits="+limits, func(b *testing.B) {
+			e := newEnv(b, func(c *tasks.Config) {
+				c.LoginLimits = limits
+				c.LoginIPBurst, c.LoginAccountBurst = 1<<30, 1<<30
+			})
+			e.signup("bench@example.com")
+			anon := e.anon()
+			for b.Loop() {
+				if a := anon.do("POST", "/v1/auth/login", map[string]string{"email": "bench@example.com", "password": "wrong"}); a.code != http.StatusUnauthorized {
+					b.Fatal(a)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
