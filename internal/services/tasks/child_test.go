@@ -29,14 +29,9 @@ const serveChildEnv = "HLAB_TEST_TASKS_SERVE"
 // runServeChild serves on loopback listeners of its own, prints "ADDR
 // host:port" and "ADMIN host:port", and runs until SIGTERM (or a kill).
 func runServeChild(args string) int {
-	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
-	var (
-		o   tasks.Options
-		srv server.Config
-	)
-	srv.RegisterFlags(fs)
-	o.RegisterFlags(fs)
-	if err := fs.Parse(strings.Split(args, "\n")); err != nil {
+	o, srv, err := serveFlags("", strings.Split(args, "\n"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,6 +56,24 @@ func runServeChild(args string) int {
 	return 0
 }
 
+// serveFlags parses the flags of "hlab serve tasks": args after, on dsn
+// ("" when args give it), the test's cheap bcrypt cost and text logs.
+func serveFlags(dsn string, args []string) (tasks.Options, server.Config, error) {
+	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
+	var (
+		o   tasks.Options
+		srv server.Config
+	)
+	srv.RegisterFlags(fs)
+	o.RegisterFlags(fs)
+	base := []string{"--bcrypt-cost", "4", "--log-format", "text"}
+	if dsn != "" {
+		base = append(base, "--dsn", dsn)
+	}
+	err := fs.Parse(append(base, args...))
+	return o, srv, err
+}
+
 // child is "hlab serve tasks" running in a process of its own.
 type child struct {
 	cmd          *exec.Cmd
@@ -73,7 +86,7 @@ type child struct {
 // The test's end kills it if it still runs.
 func startChild(t *testing.T, dsn string, args ...string) *child {
 	t.Helper()
-	args = append([]string{"--dsn", dsn, "--bcrypt-cost", "4", "--log-format", "text"}, args...)
+	args = append([]string{"--dsn", dsn}, args...)
 	cmd, out := testkit.StartSelf(t, serveChildEnv+"="+strings.Join(args, "\n"))
 	c := &child{cmd: cmd, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(c.exited) }()
