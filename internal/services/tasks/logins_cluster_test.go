@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/highload-lab/hlab/internal/services/tasks"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
@@ -163,5 +165,25 @@ func TestPostgresBucketsSweep(t *testing.T) {
 	})
 	if n := first.countWhere("rate_buckets", "key = 'fresh@example.com'"); n != 1 {
 		t.Fatalf("%d buckets of the account just tried, want 1 (not full: kept)", n)
+	}
+}
+
+// TestProcessLoginLimitsFlag: --login-limits postgres reaches the
+// service: a limited account's bucket is a row of rate_buckets.
+func TestProcessLoginLimitsFlag(t *testing.T) {
+	e, _ := runProcess(t, "--login-limits", "postgres", "--login-account-burst", "1", "--login-account-rate", "1", "--trusted-proxies", "127.0.0.1")
+	db, err := pgxpool.New(context.Background(), e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	e.db = db
+	anon := e.anon()
+	if a := login(anon, "flag@example.com", "guess"); a.code != http.StatusUnauthorized {
+		t.Fatalf("first attempt = %s, want 401", a)
+	}
+	checkLimited(t, login(anon, "flag@example.com", "guess"), "too_many_logins", 60)
+	if n := e.countWhere("rate_buckets", "name = 'login_account' AND key = 'flag@example.com'"); n != 1 {
+		t.Fatalf("%d rows of the account's bucket, want 1", n)
 	}
 }

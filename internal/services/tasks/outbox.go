@@ -219,6 +219,7 @@ func (o *outbox) deliver(rows []claimed, jobs []job) {
 	errs := o.n.push(jobs, o.n.call)
 	var done []int64
 	var again outboxUpdate
+	var dead []int64
 	soonest := outboxMaxBackoff
 	for i, err := range errs {
 		r := rows[i]
@@ -237,8 +238,11 @@ func (o *outbox) deliver(rows []claimed, jobs []job) {
 		default:
 			o.n.results.WithLabelValues(jobFailed).Inc()
 			again.add(r, 0, true, err)
-			o.log.Warn("notification kept as failed in the outbox", "outbox_id", r.id, "user", jobs[i].uid, "attempts", r.attempts, "err", err)
+			dead = append(dead, r.id)
 		}
+	}
+	if len(dead) > 0 { // one line per batch: a webhook refusing everything would write one per row
+		o.log.Warn("notifications kept as failed in the outbox", "outbox_ids", dead, "last_error", again.errs[len(again.errs)-1])
 	}
 	// The rows' fate is written even when the drain deadline canceled the
 	// notifier: a delivered row left claimed would be delivered again.
