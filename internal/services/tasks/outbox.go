@@ -126,6 +126,9 @@ func (o *outbox) nudge() {
 type claimed struct {
 	id       int64
 	attempts int // this one included
+	// unreadable is why its event could not be decoded (a row written by
+	// another version): it is kept as failed, not claimed forever.
+	unreadable error
 }
 
 // claimLoop claims a batch whenever a worker is free and hands it to a
@@ -198,7 +201,7 @@ func (o *outbox) claim() ([]claimed, []job, error) {
 			}
 			j.id = r.id
 			if err := json.Unmarshal(ev, &j.ev); err != nil {
-				return fmt.Errorf("outbox row %d: event: %w", r.id, err)
+				r.unreadable = fmt.Errorf("the event cannot be read: %w", err)
 			}
 			rows, jobs = append(rows, r), append(jobs, j)
 		}
@@ -216,7 +219,21 @@ func (o *outbox) claim() ([]claimed, []job, error) {
 func (o *outbox) deliver(rows []claimed, jobs []job) {
 	o.n.inflight.Add(float64(len(jobs)))
 	defer o.n.inflight.Sub(float64(len(jobs)))
-	errs := o.n.push(jobs, o.n.call)
+	errs := make([]error, len(rows))
+	var readable []job
+	var at []int // readable's index in rows
+	for i, r := range rows {
+		if r.unreadable != nil {
+			errs[i] = r.unreadable
+			continue
+		}
+		readable, at = append(readable, jobs[i]), append(at, i)
+	}
+	if len(readable) > 0 {
+		for k, err := range o.n.push(readable, o.n.call) {
+			errs[at[k]] = err
+		}
+	}
 	var done []int64
 	var again outboxUpdate
 	var dead []int64

@@ -293,3 +293,28 @@ func TestOutboxTwoInstances(t *testing.T) {
 		t.Fatalf("the instances count %v delivered, want %d", got, changes)
 	}
 }
+
+// TestOutboxUnreadableRow: a row whose event cannot be decoded (written
+// by another version) is kept as failed, and the rows beside it are
+// delivered; it does not block the outbox.
+func TestOutboxUnreadableRow(t *testing.T) {
+	hook := newTally(t)
+	hook.holding.Store(false)
+	e := newEnv(t, func(c *tasks.Config) {
+		c.WebhookURL = hook.URL
+		c.NotifyOutbox = true
+	})
+	alice := e.signup("unreadable@example.com")
+	alice.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w"})
+	if _, err := e.db.Exec(context.Background(), `INSERT INTO notify_outbox (user_id, event) VALUES ($1, '{"task_id": "not a number"}')`, alice.id); err != nil {
+		t.Fatal(err)
+	}
+	task := alice.createTask(map[string]any{"title": "beside it"})
+	testkit.Eventually(t, 30*time.Second, "the good row delivered, the bad one failed", func() bool {
+		unique, _ := hook.counts()
+		return unique == 1 && e.countWhere("notify_outbox", "failed_at IS NOT NULL") == 1
+	})
+	if _, receipts := hook.counts(); receipts != 1 || hook.seen[task.ID] != 1 {
+		t.Fatalf("webhook saw %v, want task %d once", hook.seen, task.ID)
+	}
+}
