@@ -128,20 +128,20 @@ func TestPostgresBucketsRefill(t *testing.T) {
 	e := newEnv(t, func(c *tasks.Config) {
 		c.LoginLimits = tasks.LimitsPostgres
 		c.LoginAccountBurst = 1
-		c.LoginAccountRate = 30 // a token every 2 s
+		c.LoginAccountRate = 120 // a token every 0.5 s
 		c.LoginIPRate = -1
 	})
 	anon := e.anon()
 	if a := login(anon, "refill@example.com", "guess"); a.code != http.StatusUnauthorized {
 		t.Fatalf("first attempt = %s, want 401", a)
 	}
-	checkLimited(t, login(anon, "refill@example.com", "guess"), "too_many_logins", 2)
+	checkLimited(t, login(anon, "refill@example.com", "guess"), "too_many_logins", 1)
 	var tokens, fullIn float64
 	if err := e.db.QueryRow(context.Background(), `SELECT tokens, extract(epoch FROM full_at - at)::float8 FROM rate_buckets WHERE name = 'login_account' AND key = 'refill@example.com'`).Scan(&tokens, &fullIn); err != nil {
 		t.Fatal(err)
 	}
-	if tokens < 0 || tokens >= 1 || fullIn <= 0 || fullIn > 2 {
-		t.Fatalf("bucket row: %v tokens, full in %v s; want under one token, full within 2 s", tokens, fullIn)
+	if tokens < 0 || tokens >= 1 || fullIn <= 0 || fullIn > 0.5 {
+		t.Fatalf("bucket row: %v tokens, full in %v s; want under one token, full within 0.5 s", tokens, fullIn)
 	}
 	testkit.Eventually(t, 30*time.Second, "a token back", func() bool {
 		return login(anon, "refill@example.com", "guess").code == http.StatusUnauthorized

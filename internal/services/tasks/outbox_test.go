@@ -81,7 +81,7 @@ func TestOutboxSurvivesSIGKILL(t *testing.T) {
 	const changes = 1000
 	hook := newTally(t)
 	dsn := newDatabase(t)
-	args := []string{"--notify-outbox", "--webhook-url", hook.URL, "--notify-timeout", "1s", "--notify-outbox-poll", "200ms"}
+	args := []string{"--notify-outbox", "--webhook-url", hook.URL, "--notify-timeout", "500ms", "--notify-outbox-poll", "200ms"}
 	svc := startChild(t, dsn, args...)
 	e := &env{t: t, srv: &httptest.Server{URL: svc.url}, dsn: dsn}
 	db, err := pgxpool.New(context.Background(), dsn)
