@@ -242,7 +242,7 @@ func (n *notifier) take(batch []job) []job {
 func (n *notifier) deliver(jobs []job) {
 	n.inflight.Add(float64(len(jobs)))
 	defer n.inflight.Sub(float64(len(jobs)))
-	for _, err := range n.push(jobs, n.send) {
+	for _, err := range n.push(n.ctx, jobs, n.send) {
 		switch {
 		case err == nil:
 			n.results.WithLabelValues(jobDelivered).Inc()
@@ -263,8 +263,9 @@ var errNoDevices = errors.New("the user has no devices")
 // in-memory queue's send retries in place, the outbox's makes one
 // attempt and keeps the retries in its rows. It returns each job's
 // result, in the jobs' order: nil once the webhook took it, errNoDevices,
-// or why it failed (retryable when another attempt may succeed).
-func (n *notifier) push(jobs []job, send func(body []byte) error) []error {
+// or why it failed (retryable when another attempt may succeed). ctx
+// bounds the whole push.
+func (n *notifier) push(ctx context.Context, jobs []job, send func(ctx context.Context, body []byte) error) []error {
 	errs := make([]error, len(jobs))
 	uids := make([]int64, 0, len(jobs))
 	for _, j := range jobs {
@@ -272,8 +273,8 @@ func (n *notifier) push(jobs []job, send func(body []byte) error) []error {
 			uids = append(uids, j.uid)
 		}
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.timeout)
-	devs, err := n.devicesOf(ctx, uids)
+	dctx, cancel := context.WithTimeout(ctx, n.timeout)
+	devs, err := n.devicesOf(dctx, uids)
 	cancel()
 	if err != nil {
 		n.log.Warn("notification: cannot find the users' devices", "users", len(uids), "jobs", len(jobs), "err", err)
@@ -298,7 +299,7 @@ func (n *notifier) push(jobs []job, send func(body []byte) error) []error {
 	}
 	for len(parts) > 0 {
 		k := fitting(parts, n.maxBytes)
-		n.post(parts[:k], send, errs)
+		n.post(ctx, parts[:k], send, errs)
 		parts = parts[k:]
 	}
 	return errs
@@ -348,12 +349,12 @@ func body(parts []part) []byte {
 // call the webhook refuses as too large (413) is split in halves, each
 // posted on its own, so that the notification it cannot take fails
 // alone, not the others of its batch.
-func (n *notifier) post(parts []part, send func([]byte) error, errs []error) {
-	err := send(body(parts))
+func (n *notifier) post(ctx context.Context, parts []part, send func(context.Context, []byte) error, errs []error) {
+	err := send(ctx, body(parts))
 	if errors.Is(err, errTooLarge) && len(parts) > 1 {
 		half := len(parts) / 2
-		n.post(parts[:half], send, errs)
-		n.post(parts[half:], send, errs)
+		n.post(ctx, parts[:half], send, errs)
+		n.post(ctx, parts[half:], send, errs)
 		return
 	}
 	for _, p := range parts {
@@ -385,10 +386,10 @@ var errTooLarge = errors.New("webhook answered 413: the body is larger than it t
 
 // send posts body, with a timeout per attempt and retries with
 // exponential backoff and jitter on transport errors, 429 and 5xx.
-func (n *notifier) send(body []byte) error {
+func (n *notifier) send(ctx context.Context, body []byte) error {
 	wait := n.backoff
 	for attempt := 0; ; attempt++ {
-		err := n.call(body)
+		err := n.call(ctx, body)
 		if err == nil {
 			return nil
 		}
@@ -399,7 +400,7 @@ func (n *notifier) send(body []byte) error {
 		wait *= 2
 		select {
 		case <-time.After(d):
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return fmt.Errorf("stopped while retrying: %w", err)
 		}
 	}
@@ -407,9 +408,9 @@ func (n *notifier) send(body []byte) error {
 
 // call makes one webhook call; its error is retryable when another
 // attempt may succeed.
-func (n *notifier) call(body []byte) error {
+func (n *notifier) call(ctx context.Context, body []byte) error {
 	n.attempts.Inc()
-	ctx, cancel := context.WithTimeout(n.ctx, n.timeout)
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
 	if err != nil {

@@ -29,10 +29,10 @@ import (
 // after the call. A transaction held through the call would keep a pool
 // connection per busy worker away from the API's requests (eight workers
 // on a pool of sixteen) and hold back vacuum on every table for as long
-// as a webhook is slow. The price of a lease is that a batch still being
-// delivered when its lease ends can be claimed and delivered again: the
-// lease is several webhook timeouts long (outboxLease), and at least
-// once allows it.
+// as a webhook is slow. A lease is several webhook timeouts long
+// (outboxLease), and a batch's calls end a timeout before it does, so
+// that while a process lives no other worker claims the rows it is
+// delivering; when it dies, its rows come due as its leases end.
 //
 // Workers are woken at once by this process's own changes (wake, after
 // commit) and poll every NotifyOutboxPoll for the rows of other
@@ -145,6 +145,7 @@ func (o *outbox) claimLoop() {
 		case <-o.n.quit:
 			return
 		}
+		claimedAt := time.Now() // no later than the lease's start
 		rows, jobs, err := o.claim()
 		if err != nil {
 			o.log.Warn("notification outbox: cannot claim rows", "err", err)
@@ -152,7 +153,7 @@ func (o *outbox) claimLoop() {
 		if len(jobs) > 0 {
 			o.n.wg.Go(func() {
 				defer func() { <-free }()
-				o.deliver(rows, jobs)
+				o.deliver(claimedAt, rows, jobs)
 			})
 			continue
 		}
@@ -216,7 +217,7 @@ func (o *outbox) claim() ([]claimed, []job, error) {
 // deliver pushes one claimed batch with one attempt per call, then
 // deletes the rows the webhook took (or whose user has no devices) and
 // reschedules or fails the others.
-func (o *outbox) deliver(rows []claimed, jobs []job) {
+func (o *outbox) deliver(claimedAt time.Time, rows []claimed, jobs []job) {
 	o.n.inflight.Add(float64(len(jobs)))
 	defer o.n.inflight.Sub(float64(len(jobs)))
 	errs := make([]error, len(rows))
@@ -230,9 +231,13 @@ func (o *outbox) deliver(rows []claimed, jobs []job) {
 		readable, at = append(readable, jobs[i]), append(at, i)
 	}
 	if len(readable) > 0 {
-		for k, err := range o.n.push(readable, o.n.call) {
+		// No call outlives the lease, so that while this process lives
+		// no other worker claims the rows it is still delivering.
+		ctx, cancel := context.WithDeadline(o.n.ctx, claimedAt.Add(o.lease-o.n.timeout))
+		for k, err := range o.n.push(ctx, readable, o.n.call) {
 			errs[at[k]] = err
 		}
+		cancel()
 	}
 	var done []int64
 	var again outboxUpdate
