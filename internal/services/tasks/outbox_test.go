@@ -257,6 +257,9 @@ func TestOutboxTwoInstances(t *testing.T) {
 		c.WebhookURL = hook.URL
 		c.NotifyOutbox = true
 		c.Workers = 4
+		// Leases far longer than the test, so that however slow the
+		// machine, no lease ends and a copy is never the lease's doing.
+		c.NotifyTimeout = time.Minute
 	}
 	a, b := newEnvOn(t, dsn, cfg), newEnvOn(t, dsn, cfg)
 	alice := a.signup("two@example.com")
