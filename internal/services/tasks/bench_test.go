@@ -2,6 +2,9 @@ package tasks_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/highload-lab/hlab/internal/services/tasks"
@@ -37,5 +40,55 @@ func BenchmarkRoutes(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 			})
 		}
+	}
+}
+
+// BenchmarkNotifyWrite measures what --notify-outbox costs a task write:
+// the create of a user with a device and a webhook, its notification
+// queued in memory after commit, or written to the outbox in the
+// create's transaction (and delivered by the workers meanwhile).
+func BenchmarkNotifyWrite(b *testing.B) {
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	b.Cleanup(hook.Close)
+	for _, outbox := range []bool{false, true} {
+		b.Run(fmt.Sprintf("outbox=%v", outbox), func(b *testing.B) {
+			e := newEnv(b, func(c *tasks.Config) {
+				c.WebhookURL = hook.URL
+				c.NotifyOutbox = outbox
+			})
+			c := e.signup("bench@example.com")
+			c.do("POST", "/v1/devices", map[string]string{"platform": "web", "push_token": "w"})
+			for b.Loop() {
+				if a := c.do("POST", "/v1/tasks", map[string]any{"title": "bench"}); a.code != http.StatusCreated {
+					b.Fatal(a)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// BenchmarkLoginLimits measures what --login-limits postgres costs a
+// login (a wrong password, the cheapest bcrypt): two upserts, the
+// address's bucket and the account's, instead of two map lookups.
+func BenchmarkLoginLimits(b *testing.B) {
+	for _, limits := range []string{tasks.LimitsProcess, tasks.LimitsPostgres} {
+		b.Run("limits="+limits, func(b *testing.B) {
+			e := newEnv(b, func(c *tasks.Config) {
+				c.LoginLimits = limits
+				c.LoginIPBurst, c.LoginAccountBurst = 1<<30, 1<<30
+			})
+			e.signup("bench@example.com")
+			anon := e.anon()
+			for b.Loop() {
+				if a := anon.do("POST", "/v1/auth/login", map[string]string{"email": "bench@example.com", "password": "wrong"}); a.code != http.StatusUnauthorized {
+					b.Fatal(a)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
 	}
 }

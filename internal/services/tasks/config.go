@@ -64,6 +64,12 @@ const (
 	unboundedMaxIdle = 2
 )
 
+// Defaults of the notification outbox (Config.NotifyOutbox).
+const (
+	DefaultNotifyOutboxRetries = 12
+	DefaultNotifyOutboxPoll    = time.Second
+)
+
 // Deopt turns report C's optimizations off, one by one, to measure what
 // each was worth. The zero value is the optimized service.
 type Deopt struct {
@@ -137,6 +143,25 @@ type Config struct {
 	// over it goes alone. A call answered 413 is split in halves, down to
 	// the one notification the webhook refuses, which alone fails.
 	NotifyMaxBatchBytes int
+	// NotifyOutbox makes notifications survive a crash: each is written
+	// to the notify_outbox table in the transaction of the change that
+	// causes it, and workers deliver the rows (outbox.go), deleting each
+	// only once the webhook answered 2xx, so a notification is delivered
+	// at least once, whatever process dies. Off (the default): the
+	// report's bounded in-memory queue (optimization 7), which a crash
+	// empties. It costs an INSERT in every task write's transaction (a
+	// write that was one statement becomes a transaction of two) and the
+	// workers' claims and deletes. It needs WebhookURL.
+	NotifyOutbox bool
+	// NotifyOutboxRetries is how many failed attempts after the first an
+	// outbox row is rescheduled (backoff from NotifyBackoff, doubled each
+	// time, at most a minute) before it is kept as failed: 12 by default,
+	// about four minutes of webhook outage; negative: none.
+	NotifyOutboxRetries int
+	// NotifyOutboxPoll is how often idle outbox workers look for rows
+	// that other instances wrote or a crashed process left (default 1s);
+	// this process's own changes wake them at once.
+	NotifyOutboxPoll time.Duration
 	// MaxDevicesPerUser bounds the devices one user may register (default
 	// 10; negative: no bound): one more is refused with 409 until they
 	// delete one. A token registered again is the same device.
@@ -165,6 +190,19 @@ type Config struct {
 	LoginAccountBurst int     // attempts at once per account (default 10)
 	LoginIPRate       float64 // attempts a minute per client address (default 60)
 	LoginIPBurst      int     // attempts at once per client address (default 100)
+
+	// LoginLimits is where the login and sign-up buckets live:
+	// LimitsProcess ("process", the default) keeps them in each process,
+	// so a cluster of N instances allows N times each limit;
+	// LimitsPostgres ("postgres") shares them through the database, one
+	// statement per attempt, so the limits hold for the cluster.
+	LoginLimits string
+	// TrustedProxies are the proxies (CIDRs or addresses) whose
+	// X-Forwarded-For is believed when they are the connection's peer:
+	// the client is the rightmost address in it that is not a trusted
+	// proxy (clientaddr.go). Default none: the client is the peer, and
+	// behind a balancer every client shares the balancer's buckets.
+	TrustedProxies []string
 
 	// Sign-ups are limited the same way, before the password is hashed:
 	// per client address and on the whole service (every address
@@ -253,6 +291,23 @@ func (c *Config) setDefaults() error {
 	case c.NotifyRetries < 0:
 		c.NotifyRetries = 0
 	}
+	switch c.LoginLimits {
+	case "":
+		c.LoginLimits = LimitsProcess
+	case LimitsProcess, LimitsPostgres:
+	default:
+		return fmt.Errorf("tasks: login limits %q: give %s (buckets in each instance) or %s (shared by every instance on the database)", c.LoginLimits, LimitsProcess, LimitsPostgres)
+	}
+	if c.NotifyOutbox && c.WebhookURL == "" {
+		return errors.New("tasks: the notification outbox needs a webhook: give --webhook-url (or $TASKS_WEBHOOK_URL), or leave --notify-outbox off")
+	}
+	switch {
+	case c.NotifyOutboxRetries == 0:
+		c.NotifyOutboxRetries = DefaultNotifyOutboxRetries
+	case c.NotifyOutboxRetries < 0:
+		c.NotifyOutboxRetries = 0
+	}
+	defaults.Positive(&c.NotifyOutboxPoll, DefaultNotifyOutboxPoll)
 	if c.BcryptCost == 0 {
 		c.BcryptCost = bcrypt.DefaultCost
 	}

@@ -46,11 +46,39 @@
 //
 // Login attempts are limited per client address and per account (token
 // buckets, ratelimit.go); past a limit, login answers 429
-// too_many_logins with Retry-After before any password is checked. A
-// user's WebSockets on one process are bounded (MaxWebSocketsPerUser,
-// default 8): one more is refused with 429 too_many_websockets before the
-// upgrade. A WebSocket lives no longer than its token: at expiry it is
-// closed with StatusTokenExpired (4001, "token expired").
+// too_many_logins with Retry-After before any password is checked.
+// Sign-ups are limited per address and on the whole service. Where the
+// buckets live is Config.LoginLimits: in each process by default, so N
+// instances behind a balancer allow N times every limit (a guesser gets
+// three times the account's burst from three instances); with
+// LimitsPostgres every instance takes from the same rows of
+// rate_buckets, one upsert per attempt, and the limits hold for the
+// cluster exactly. The client's address is the connection's peer; behind
+// a balancer that is every client's address, unless the balancer is one
+// of Config.TrustedProxies, whose X-Forwarded-For is then believed (the
+// rightmost address in it that is not a trusted proxy; a header from any
+// other peer is ignored). A user's WebSockets on one process are bounded
+// (MaxWebSocketsPerUser, default 8): one more is refused with 429
+// too_many_websockets before the upgrade. A WebSocket lives no longer
+// than its token: at expiry it is closed with StatusTokenExpired (4001,
+// "token expired").
+//
+// # Notifications
+//
+// By default a change's push notification goes, after commit, to a
+// bounded in-memory queue (report C's optimization 7): a full queue
+// drops it, and a crash loses what the queue held. With
+// Config.NotifyOutbox it is written to the notify_outbox table in the
+// change's own transaction and delivered from there at least once
+// (outbox.go): workers on any instance claim due rows in leased batches
+// (FOR UPDATE SKIP LOCKED), delete them only after the webhook's 2xx,
+// retry failures with backoff, and keep a row that runs out of retries
+// (or that the webhook refuses, 4xx) as failed, counted in
+// tasks_notify_outbox_failed, until an operator requeues it (the SQL is
+// in migration 0007). A process that dies mid-delivery leaves its rows to
+// be claimed again when their lease ends: the webhook may receive a
+// notification twice, with the same Notification.ID, by which it can
+// drop the copy.
 //
 // # Report C's optimizations as switches
 //

@@ -27,7 +27,12 @@ import (
 
 // One real Postgres serves the package's tests; each test gets its own
 // database in it.
-func TestMain(m *testing.M) { os.Exit(depstest.Run(m)) }
+func TestMain(m *testing.M) {
+	if args := os.Getenv(serveChildEnv); args != "" {
+		os.Exit(runServeChild(args))
+	}
+	os.Exit(depstest.Run(m))
+}
 
 // env is a service on a fresh database, served through the shared server
 // (so /healthz and /metrics are there), with a direct pool for checks.

@@ -24,11 +24,17 @@ type job struct {
 	uid int64
 	ev  Event
 	at  time.Time // enqueued
+	id  int64     // the outbox row's id (Config.NotifyOutbox), else 0
 }
 
 // Notification is one task change to push to a user's devices, as a push
 // provider's multicast call takes it.
 type Notification struct {
+	// ID is, with Config.NotifyOutbox, the notification's outbox id: the
+	// same on every delivery of one notification, so that a receiver can
+	// drop the duplicates that at-least-once delivery may send. Without
+	// the outbox, nothing is sent twice and it is left out.
+	ID      int64    `json:"id,omitempty"`
 	UserID  int64    `json:"user_id"`
 	Devices []Device `json:"devices"`
 	Event   Event    `json:"event"`
@@ -124,7 +130,7 @@ func newNotifier(cfg *Config, devicesOf func(context.Context, []int64) (map[int6
 		n.results.WithLabelValues(r)
 	}
 	reg.MustRegister(n.inflight, n.results, n.attempts, n.latency)
-	if !n.perJob && n.url != "" {
+	if !n.perJob && n.url != "" && !cfg.NotifyOutbox {
 		n.queue = make(chan job, cfg.QueueSize)
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tasks_notify_queue_depth", Help: "Notification jobs waiting for a worker."},
@@ -231,50 +237,79 @@ func (n *notifier) take(batch []job) []job {
 	return batch
 }
 
-// deliver looks up the devices of the jobs' users and posts the
-// notifications of those who have devices, in as few calls as maxBytes
-// allows.
+// deliver pushes jobs, the webhook call retried in place (n.send), and
+// counts what became of each.
 func (n *notifier) deliver(jobs []job) {
 	n.inflight.Add(float64(len(jobs)))
 	defer n.inflight.Sub(float64(len(jobs)))
+	for _, err := range n.push(n.ctx, jobs, n.send) {
+		switch {
+		case err == nil:
+			n.results.WithLabelValues(jobDelivered).Inc()
+		case errors.Is(err, errNoDevices):
+			n.results.WithLabelValues(jobNoDevices).Inc()
+		default:
+			n.results.WithLabelValues(jobFailed).Inc()
+		}
+	}
+}
+
+// errNoDevices is a job's result when its user has no device to notify.
+var errNoDevices = errors.New("the user has no devices")
+
+// push looks up the devices of the jobs' users and posts the
+// notifications of those who have devices, in as few calls as maxBytes
+// allows, each call made by send. Both delivery paths share it: the
+// in-memory queue's send retries in place, the outbox's makes one
+// attempt and keeps the retries in its rows. It returns each job's
+// result, in the jobs' order: nil once the webhook took it, errNoDevices,
+// or why it failed (retryable when another attempt may succeed). ctx
+// bounds the whole push.
+func (n *notifier) push(ctx context.Context, jobs []job, send func(ctx context.Context, body []byte) error) []error {
+	errs := make([]error, len(jobs))
 	uids := make([]int64, 0, len(jobs))
 	for _, j := range jobs {
 		if !slices.Contains(uids, j.uid) {
 			uids = append(uids, j.uid)
 		}
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, n.timeout)
-	devs, err := n.devicesOf(ctx, uids)
+	dctx, cancel := context.WithTimeout(ctx, n.timeout)
+	devs, err := n.devicesOf(dctx, uids)
 	cancel()
 	if err != nil {
-		n.results.WithLabelValues(jobFailed).Add(float64(len(jobs)))
 		n.log.Warn("notification: cannot find the users' devices", "users", len(uids), "jobs", len(jobs), "err", err)
-		return
+		err = retryable{fmt.Errorf("finding the users' devices: %w", err)}
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
 	}
 	parts := make([]part, 0, len(jobs))
-	for _, j := range jobs {
+	for i, j := range jobs {
 		if len(devs[j.uid]) == 0 {
-			n.results.WithLabelValues(jobNoDevices).Inc()
+			errs[i] = errNoDevices
 			continue
 		}
-		b, err := json.Marshal(Notification{UserID: j.uid, Devices: devs[j.uid], Event: j.ev})
+		b, err := json.Marshal(Notification{ID: j.id, UserID: j.uid, Devices: devs[j.uid], Event: j.ev})
 		if err != nil {
-			n.results.WithLabelValues(jobFailed).Inc()
+			errs[i] = err
 			continue
 		}
-		parts = append(parts, part{job: j, json: b})
+		parts = append(parts, part{job: j, index: i, json: b})
 	}
 	for len(parts) > 0 {
 		k := fitting(parts, n.maxBytes)
-		n.post(parts[:k])
+		n.post(ctx, parts[:k], send, errs)
 		parts = parts[k:]
 	}
+	return errs
 }
 
 // part is one job's notification, encoded.
 type part struct {
-	job  job
-	json []byte
+	job   job
+	index int // in the jobs push was given
+	json  []byte
 }
 
 // batchEnvelope is the bytes of a Batch around its notifications:
@@ -310,27 +345,40 @@ func body(parts []part) []byte {
 	return append(b, "]}"...)
 }
 
-// post delivers parts in one call. A call the webhook refuses as too
-// large (413) is split in halves, each posted on its own, so that the
-// notification it cannot take fails alone, not the others of its batch.
-func (n *notifier) post(parts []part) {
-	err := n.send(body(parts))
+// post delivers parts in one call and sets their results in errs. A
+// call the webhook refuses as too large (413) is split in halves, each
+// posted on its own, so that the notification it cannot take fails
+// alone, not the others of its batch.
+func (n *notifier) post(ctx context.Context, parts []part, send func(context.Context, []byte) error, errs []error) {
+	err := send(ctx, body(parts))
 	if errors.Is(err, errTooLarge) && len(parts) > 1 {
 		half := len(parts) / 2
-		n.post(parts[:half])
-		n.post(parts[half:])
+		n.post(ctx, parts[:half], send, errs)
+		n.post(ctx, parts[half:], send, errs)
 		return
+	}
+	for _, p := range parts {
+		errs[p.index] = err
 	}
 	if err != nil {
-		n.results.WithLabelValues(jobFailed).Add(float64(len(parts)))
-		n.log.Warn("notifications failed", "webhook", n.label, "notifications", len(parts), "first_user", parts[0].job.uid, "err", err)
+		n.log.Warn("notifications failed", "webhook", n.label, "notifications", len(parts), "first_user", parts[0].job.uid, "retryable", isRetryable(err), "err", err)
 		return
 	}
-	n.results.WithLabelValues(jobDelivered).Add(float64(len(parts)))
 	now := time.Now()
 	for _, p := range parts {
 		n.latency.Observe(now.Sub(p.job.at).Seconds())
 	}
+}
+
+// retryable is a failure that another attempt may get past: a transport
+// error, a 429 or 5xx, a database that did not answer.
+type retryable struct{ error }
+
+func (r retryable) Unwrap() error { return r.error }
+
+func isRetryable(err error) bool {
+	var r retryable
+	return errors.As(err, &r)
 }
 
 // errTooLarge is the webhook's 413: the body was over what it takes.
@@ -338,34 +386,35 @@ var errTooLarge = errors.New("webhook answered 413: the body is larger than it t
 
 // send posts body, with a timeout per attempt and retries with
 // exponential backoff and jitter on transport errors, 429 and 5xx.
-func (n *notifier) send(body []byte) error {
+func (n *notifier) send(ctx context.Context, body []byte) error {
 	wait := n.backoff
 	for attempt := 0; ; attempt++ {
-		retry, err := n.call(body)
+		err := n.call(ctx, body)
 		if err == nil {
 			return nil
 		}
-		if !retry || attempt >= n.retries {
+		if !isRetryable(err) || attempt >= n.retries {
 			return fmt.Errorf("after %d attempts: %w", attempt+1, err)
 		}
 		d := wait/2 + rand.N(wait) // jitter, so retries of many batches spread out
 		wait *= 2
 		select {
 		case <-time.After(d):
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return fmt.Errorf("stopped while retrying: %w", err)
 		}
 	}
 }
 
-// call makes one webhook call; retry tells whether another may succeed.
-func (n *notifier) call(body []byte) (retry bool, err error) {
+// call makes one webhook call; its error is retryable when another
+// attempt may succeed.
+func (n *notifier) call(ctx context.Context, body []byte) error {
 	n.attempts.Inc()
-	ctx, cancel := context.WithTimeout(n.ctx, n.timeout)
+	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
 	if err != nil {
-		return false, err
+		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if len(n.secret) > 0 {
@@ -377,7 +426,7 @@ func (n *notifier) call(body []byte) (retry bool, err error) {
 		if errors.As(err, &ue) {
 			ue.URL = n.label // the URL's query or user info may hold a token
 		}
-		return true, err
+		return retryable{err}
 	}
 	// Read a little of the body so the connection can be reused.
 	var buf [512]byte
@@ -385,15 +434,15 @@ func (n *notifier) call(body []byte) (retry bool, err error) {
 	resp.Body.Close()
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300:
-		return false, nil
+		return nil
 	case c == http.StatusTooManyRequests || c >= 500:
-		return true, fmt.Errorf("webhook answered %s", resp.Status)
+		return retryable{fmt.Errorf("webhook answered %s", resp.Status)}
 	case c == http.StatusRequestEntityTooLarge:
-		return false, errTooLarge
+		return errTooLarge
 	case c >= 300 && c < 400:
-		return false, fmt.Errorf("webhook answered %s: redirects are not followed (they would send every user's push tokens where they point): give --webhook-url the final address", resp.Status)
+		return fmt.Errorf("webhook answered %s: redirects are not followed (they would send every user's push tokens where they point): give --webhook-url the final address", resp.Status)
 	default:
-		return false, fmt.Errorf("webhook refused the notification: %s", resp.Status)
+		return fmt.Errorf("webhook refused the notification: %s", resp.Status)
 	}
 }
 

@@ -93,13 +93,17 @@ func (s *sink) notifications() []tasks.Notification {
 }
 
 func TestNotificationsReachTheWebhook(t *testing.T) {
-	for _, perJob := range []bool{false, true} {
-		t.Run(fmt.Sprintf("goroutine per job %v", perJob), func(t *testing.T) {
+	for _, mode := range []struct {
+		name           string
+		perJob, outbox bool
+	}{{"queue", false, false}, {"goroutine per job", true, false}, {"outbox", false, true}} {
+		t.Run(mode.name, func(t *testing.T) {
 			hook := newSink(t, false)
 			e := newEnv(t, func(c *tasks.Config) {
 				c.WebhookURL = hook.URL
 				c.NotifyBackoff = time.Millisecond
-				c.Deopt.GoroutinePerJob = perJob
+				c.Deopt.GoroutinePerJob = mode.perJob
+				c.NotifyOutbox = mode.outbox
 			})
 			c := e.signup("pushed@example.com")
 			nobody := e.signup("nodevice@example.com")

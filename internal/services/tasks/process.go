@@ -58,19 +58,32 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.QueueSize, "queue-size", DefaultQueueSize, "notification jobs queued at most; more are dropped and counted")
 	fs.IntVar(&c.Workers, "workers", DefaultWorkers, "notification workers")
 	fs.DurationVar(&c.NotifyTimeout, "notify-timeout", DefaultNotifyTimeout, "timeout of one webhook call")
-	fs.IntVar(&c.NotifyRetries, "notify-retries", DefaultNotifyRetries, "retries of a failed webhook call (negative: none)")
+	fs.IntVar(&c.NotifyRetries, "notify-retries", DefaultNotifyRetries, "retries of a failed webhook call, in place, by the in-memory queue (negative: none); --notify-outbox retries by --notify-outbox-retries instead")
 	fs.IntVar(&c.NotifyMaxBatchBytes, "notify-max-batch-bytes", DefaultNotifyMaxBatchBytes, "largest webhook body: a batch over it goes in several calls; a call answered 413 is split until only the notification refused fails")
+	// The notification outbox (outbox.go).
+	fs.BoolVar(&c.NotifyOutbox, "notify-outbox", false,
+		"notifications that survive a crash: each is written to the notify_outbox table in the transaction of its change, and workers deliver it at least once, "+
+			"retried with backoff, kept as failed after --notify-outbox-retries (false: optimization 7's in-memory queue, which a crash or a full queue loses). "+
+			"Costs an INSERT in every task write's transaction and a claim and a delete per batch; turn it on when a lost push matters, or with more than one instance")
+	fs.IntVar(&c.NotifyOutboxRetries, "notify-outbox-retries", DefaultNotifyOutboxRetries, "with --notify-outbox: failed attempts rescheduled (backoff from 100ms doubled, at most 1m) before a notification is kept as failed (0: none)")
+	fs.DurationVar(&c.NotifyOutboxPoll, "notify-outbox-poll", DefaultNotifyOutboxPoll, "with --notify-outbox: how often idle workers look for rows of other instances or of a crashed process (this process's changes wake them at once)")
 	fs.IntVar(&c.MaxDevicesPerUser, "max-devices-per-user", DefaultMaxDevicesPerUser, "devices one user may register (each notification carries them all); one more is refused with 409. 0: no bound")
 	fs.StringVar(&o.SecretFile, "token-secret-file", "", "file holding the token signing secret (default $TASKS_TOKEN_SECRET, else random per start)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", DefaultTokenTTL, "how long a token is valid")
 	fs.StringVar(&c.TokenAudience, "token-audience", "", "the deployment tokens are bound to: one signed for another audience is refused, even under the same secret (default: the database's host:port/name, which the instances of one deployment share)")
 	fs.IntVar(&c.BcryptCost, "bcrypt-cost", 10, "password hash cost (4-31; each step doubles the time)")
+	// Where the login limits hold, and whose client address counts.
+	fs.Var(cliflag.Text(&c.LoginLimits), "login-limits", "where the login and sign-up buckets live: "+LimitsProcess+" (each instance its own: N instances allow N times every limit below) or "+
+		LimitsPostgres+" (shared through the database, one statement per attempt: the limits hold for the whole cluster; use it with more than one instance) (default "+LimitsProcess+")")
+	fs.Var(cliflag.List(&c.TrustedProxies), "trusted-proxies", "balancers and proxies (CIDRs or addresses, comma-separated) whose X-Forwarded-For is believed: the client is the rightmost address in it that is not one of them. "+
+		"Without it the client is the connection's peer, so behind a balancer every client shares the balancer's address and its limits. A header from any other peer is ignored")
 	fs.Float64Var(&c.LoginIPRate, "login-ip-rate", DefaultLoginIPRate,
 		"login attempts a minute per client address (IPv6: per /64), right or wrong; past --login-ip-burst at once, login answers 429 with Retry-After. "+
-			"Behind a proxy every client has the proxy's address: raise it there. 0: no limit (a load test signing in many accounts from one machine)")
+			"Behind a proxy give --trusted-proxies, or every client has the proxy's address. 0: no limit (a load test signing in many accounts from one machine)")
 	fs.IntVar(&c.LoginIPBurst, "login-ip-burst", DefaultLoginIPBurst, "login attempts one client address may make at once before --login-ip-rate applies")
 	fs.Float64Var(&c.LoginAccountRate, "login-account-rate", DefaultLoginAccountRate,
-		"login attempts a minute per account (email), right or wrong, from any address: bounds password guessing; past --login-account-burst at once, 429 with Retry-After. 0: no limit")
+		"login attempts a minute per account (email), right or wrong, from any address: bounds password guessing; past --login-account-burst at once, 429 with Retry-After. "+
+			"Per instance with --login-limits "+LimitsProcess+" (three instances behind a balancer allow a guesser three times it), for the cluster with "+LimitsPostgres+". 0: no limit")
 	fs.IntVar(&c.LoginAccountBurst, "login-account-burst", DefaultLoginAccountBurst, "login attempts for one account at once before --login-account-rate applies")
 	fs.Float64Var(&c.SignupIPRate, "signup-ip-rate", DefaultSignupIPRate,
 		"sign-ups a minute per client address (IPv6: per /64), checked before the password is hashed; past --signup-ip-burst at once, 429 with Retry-After. Behind a proxy every client has the proxy's address: raise it there. 0: no limit")
@@ -124,6 +137,9 @@ func Serve(ctx context.Context, srv server.Config, o Options) error {
 	}
 	if c.NotifyRetries == 0 {
 		c.NotifyRetries = -1 // --notify-retries 0 means none
+	}
+	if c.NotifyOutboxRetries == 0 {
+		c.NotifyOutboxRetries = -1
 	}
 	// 0 means no limit (in Config, 0 is the default and -1 none).
 	for _, rate := range []*float64{&c.LoginIPRate, &c.LoginAccountRate, &c.SignupIPRate, &c.SignupRate} {

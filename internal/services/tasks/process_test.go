@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/highload-lab/hlab/internal/server"
 	"github.com/highload-lab/hlab/internal/server/servertest"
 	"github.com/highload-lab/hlab/internal/services/tasks"
 	"github.com/highload-lab/hlab/internal/testkit"
@@ -24,15 +23,8 @@ import (
 func runProcess(t *testing.T, args ...string) (e *env, adminURL string) {
 	t.Helper()
 	dsn := newDatabase(t)
-	fs := flag.NewFlagSet("tasks", flag.ContinueOnError)
-	var (
-		o   tasks.Options
-		srv server.Config
-	)
-	srv.RegisterFlags(fs)
-	o.RegisterFlags(fs)
-	args = append([]string{"--dsn", dsn, "--bcrypt-cost", "4", "--log-format", "text"}, args...)
-	if err := fs.Parse(args); err != nil {
+	o, srv, err := serveFlags(dsn, args)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ln, admin := testkit.Listen(t), testkit.Listen(t)

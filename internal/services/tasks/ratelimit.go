@@ -1,9 +1,8 @@
 package tasks
 
 import (
-	"net"
+	"context"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 )
@@ -18,23 +17,28 @@ import (
 // address across accounts. The price: whoever floods an account's login
 // keeps its owner out until the flood stops (Retry-After says how long).
 //
-// The client's address is the connection's peer: behind a proxy or load
-// balancer every client shares the proxy's bucket (raise LoginIPBurst and
-// LoginIPRate there). An IPv6 client is keyed by its /64, which one
-// subscriber usually holds whole.
+// The client's address is the connection's peer, or behind the proxies
+// of Config.TrustedProxies the address they saw (clientaddr.go). An IPv6
+// client is keyed by its /64, which one subscriber usually holds whole.
+//
+// The buckets live in this process by default (limiter): a cluster of N
+// instances behind a balancer then allows N times each limit, since each
+// instance counts only the attempts it serves. With Config.LoginLimits
+// "postgres" every instance takes from the same buckets, one statement
+// per attempt (pgBuckets), and the limits hold for the cluster.
 
 // allowLogin takes a login attempt from the client address's bucket,
 // then from the account's, or returns the LimitError to answer. A refused
 // address takes nothing from the account: a guesser behind one address
 // cannot lock others out of an account faster than its own limit allows.
 func (s *Service) allowLogin(r *http.Request, email string) error {
-	if ok, wait := s.loginsByAddr.take(clientAddr(r)); !ok {
-		return &LimitError{Kind: "too_many_logins", RetryAfter: wait,
-			Reason: "too many login attempts from your address: wait the seconds in Retry-After, then try again"}
+	if ok, wait, err := s.loginsByAddr.allow(r.Context(), s.clientAddr(r)); err != nil || !ok {
+		return limited(err, &LimitError{Kind: "too_many_logins", RetryAfter: wait,
+			Reason: "too many login attempts from your address: wait the seconds in Retry-After, then try again"})
 	}
-	if ok, wait := s.loginsByAccount.take(email); !ok {
-		return &LimitError{Kind: "too_many_logins", RetryAfter: wait,
-			Reason: "too many login attempts for this account: wait the seconds in Retry-After, then try again"}
+	if ok, wait, err := s.loginsByAccount.allow(r.Context(), email); err != nil || !ok {
+		return limited(err, &LimitError{Kind: "too_many_logins", RetryAfter: wait,
+			Reason: "too many login attempts for this account: wait the seconds in Retry-After, then try again"})
 	}
 	return nil
 }
@@ -45,18 +49,44 @@ func (s *Service) allowLogin(r *http.Request, email string) error {
 // bucket, so that one address cannot use up everyone's sign-ups faster
 // than its own limit allows.
 func (s *Service) allowSignup(r *http.Request) error {
-	if ok, wait := s.signupsByAddr.take(clientAddr(r)); !ok {
-		return &LimitError{Kind: "too_many_signups", RetryAfter: wait,
-			Reason: "too many sign-ups from your address: wait the seconds in Retry-After, then try again"}
+	if ok, wait, err := s.signupsByAddr.allow(r.Context(), s.clientAddr(r)); err != nil || !ok {
+		return limited(err, &LimitError{Kind: "too_many_signups", RetryAfter: wait,
+			Reason: "too many sign-ups from your address: wait the seconds in Retry-After, then try again"})
 	}
-	if ok, wait := s.signups.take(""); !ok {
-		return &LimitError{Kind: "too_many_signups", RetryAfter: wait,
-			Reason: "this server takes no more sign-ups for now: wait the seconds in Retry-After, then try again"}
+	if ok, wait, err := s.signups.allow(r.Context(), ""); err != nil || !ok {
+		return limited(err, &LimitError{Kind: "too_many_signups", RetryAfter: wait,
+			Reason: "this server takes no more sign-ups for now: wait the seconds in Retry-After, then try again"})
 	}
 	return nil
 }
 
-// limiter is a token bucket per key. A bucket that has refilled is the
+// limited is the error to answer: the buckets' failure, or the limit.
+func limited(err error, lim *LimitError) error {
+	if err != nil {
+		return err
+	}
+	return lim
+}
+
+// buckets is a token bucket per key: in this process (limiter) or in
+// Postgres (pgBuckets), as Config.LoginLimits says.
+type buckets interface {
+	// allow takes a token from key's bucket; without one it returns how
+	// long until there is one.
+	allow(ctx context.Context, key string) (ok bool, wait time.Duration, err error)
+}
+
+// newBuckets returns the buckets of a limit called name (its rows' name
+// in Postgres), perMinute tokens a minute and burst at once; a negative
+// perMinute is no limit.
+func (s *Service) newBuckets(name string, perMinute float64, burst int) buckets {
+	if s.cfg.LoginLimits == LimitsPostgres {
+		return newPGBuckets(s.store, name, perMinute, burst, s.cfg.RequestTimeout, s.log)
+	}
+	return newLimiter(perMinute, burst)
+}
+
+// limiter is a token bucket per key, in this process. A bucket that has refilled is the
 // same as none, so it is forgotten: the keys held are those seen within
 // the last Burst/Rate, whatever the number of keys tried.
 type limiter struct {
@@ -84,6 +114,11 @@ func newLimiter(perMinute float64, burst int) *limiter {
 		return nil
 	}
 	return &limiter{rate: perMinute / 60, burst: float64(burst), now: time.Now, buckets: map[string]*bucket{}}
+}
+
+func (l *limiter) allow(_ context.Context, key string) (bool, time.Duration, error) {
+	ok, wait := l.take(key)
+	return ok, wait, nil
 }
 
 // take takes a token from key's bucket; without one it returns how long
@@ -128,26 +163,4 @@ func (l *limiter) sweep(now time.Time) {
 		}
 	}
 	l.lastSweep = now
-}
-
-// clientAddr is the key of a request's client: the peer's IP address, or
-// for IPv6 its /64.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap()
-	if ip.Is4() {
-		return ip.String()
-	}
-	p, err := ip.Prefix(64)
-	if err != nil {
-		return ip.String()
-	}
-	return p.String()
 }

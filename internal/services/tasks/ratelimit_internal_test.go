@@ -49,7 +49,7 @@ func TestClientAddr(t *testing.T) {
 	} {
 		r := httptest.NewRequest("POST", "/v1/auth/login", nil)
 		r.RemoteAddr = remote
-		if got := clientAddr(r); got != want {
+		if got := clientAddr(r, nil); got != want {
 			t.Errorf("clientAddr(%q) = %q, want %q", remote, got, want)
 		}
 	}

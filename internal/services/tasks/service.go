@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,7 @@ type Service struct {
 	hub        *hub
 	events     *eventBus // nil under EventsLocal
 	notifier   *notifier
+	outbox     *outbox // nil unless Config.NotifyOutbox
 	tokens     *tokenSigner
 	hasher     *hasher
 	m          *metrics
@@ -34,8 +36,9 @@ type Service struct {
 
 	// Login attempts per client address and per account, sign-ups per
 	// client address and on the whole service (ratelimit.go).
-	loginsByAddr, loginsByAccount *limiter
-	signupsByAddr, signups        *limiter
+	loginsByAddr, loginsByAccount buckets
+	signupsByAddr, signups        buckets
+	trustedProxies                []netip.Prefix // whose X-Forwarded-For is believed
 }
 
 // New migrates the database, opens the connection pool and starts the
@@ -45,6 +48,9 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: slog.New(traceLogs{cfg.Logger.Handler()}), propagator: propagator}
+	if s.trustedProxies, err = parseTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, err
+	}
 	var exporting bool
 	if s.tp, exporting, err = newTracing(ctx, &s.cfg); err != nil {
 		return nil, err
@@ -76,10 +82,10 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		s.pool.close()
 		return nil, err
 	}
-	s.loginsByAddr = newLimiter(cfg.LoginIPRate, cfg.LoginIPBurst)
-	s.loginsByAccount = newLimiter(cfg.LoginAccountRate, cfg.LoginAccountBurst)
-	s.signupsByAddr = newLimiter(cfg.SignupIPRate, cfg.SignupIPBurst)
-	s.signups = newLimiter(cfg.SignupRate, cfg.SignupBurst)
+	s.loginsByAddr = s.newBuckets("login_address", cfg.LoginIPRate, cfg.LoginIPBurst)
+	s.loginsByAccount = s.newBuckets("login_account", cfg.LoginAccountRate, cfg.LoginAccountBurst)
+	s.signupsByAddr = s.newBuckets("signup_address", cfg.SignupIPRate, cfg.SignupIPBurst)
+	s.signups = s.newBuckets("signup", cfg.SignupRate, cfg.SignupBurst)
 	s.m = newMetrics(cfg.Registry, s.pool)
 	s.hub = newHub(cfg.Registry, cfg.MaxWebSocketsPerUser, cfg.MaxWebSockets)
 	if cfg.Events == EventsPostgres {
@@ -90,6 +96,9 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		}
 	}
 	s.notifier = newNotifier(&s.cfg, s.store.devicesOf, cfg.Registry, s.log)
+	if cfg.NotifyOutbox {
+		s.outbox = newOutbox(&s.cfg, s.notifier, s.store, cfg.Registry, s.log)
+	}
 	s.handler = s.routes()
 
 	if cfg.WebhookURL != "" && cfg.WebhookSecret == "" {
@@ -100,12 +109,12 @@ func New(ctx context.Context, cfg Config) (_ *Service, err error) {
 		"pool_limits", !d.NoPoolLimits, "telemetry_cap", !d.UncappedTelemetry, "indexes", !d.NoIndexes, "no_default_tx", !d.DefaultTx,
 		"no_user_touch", !d.UserTouch, "raise_file_limit", !d.KeepFileLimit, "worker_queue", !d.GoroutinePerJob,
 		"max_conns", poolMax(&s.cfg), "workers", cfg.Workers, "queue", cfg.QueueSize,
-		"webhook", cfg.WebhookURL != "", "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
+		"webhook", cfg.WebhookURL != "", "notify_outbox", cfg.NotifyOutbox, "trace_sample", s.cfg.TraceSample, "otlp_export", exporting,
 		"gomaxprocs", runtime.GOMAXPROCS(0), "random_token_secret", len(cfg.TokenSecret) == 0, "token_audience", cfg.TokenAudience,
 		"login_limit_per_address", limitText(cfg.LoginIPRate, cfg.LoginIPBurst),
 		"login_limit_per_account", limitText(cfg.LoginAccountRate, cfg.LoginAccountBurst),
 		"signup_limit_per_address", limitText(cfg.SignupIPRate, cfg.SignupIPBurst),
-		"signup_limit", limitText(cfg.SignupRate, cfg.SignupBurst),
+		"signup_limit", limitText(cfg.SignupRate, cfg.SignupBurst), "login_limits", cfg.LoginLimits, "trusted_proxies", cfg.TrustedProxies,
 		"max_websockets_per_user", cfg.MaxWebSocketsPerUser, "max_websockets", cfg.MaxWebSockets,
 		"max_devices_per_user", cfg.MaxDevicesPerUser, "events", cfg.Events, "event_retention", cfg.EventRetention)
 	return s, nil

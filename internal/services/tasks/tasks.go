@@ -292,6 +292,10 @@ func (s *Service) changed(r *http.Request, uid int64, ev Event) {
 		if s.events == nil { // else every instance's listener delivers it
 			s.hub.publish(uid, ev)
 		}
+		if s.outbox != nil {
+			s.outbox.wake() // the change wrote its notification to the outbox
+			return
+		}
 		s.notifier.enqueue(job{uid: uid, ev: ev, at: time.Now()})
 	})
 }
