@@ -175,10 +175,14 @@ func TestDashboardsMatchServices(t *testing.T) {
 			})
 		}
 	}
+	severalInstances := startSeveralInstanceTasks(t)
 	for file, services := range alertedBy {
 		for _, svc := range services {
 			t.Run(svc+"/"+file, func(t *testing.T) {
 				exported := exportedNames(testkit.Scrape(t, bases[svc]+"/metrics"))
+				if svc == "tasks" {
+					maps.Copy(exported, exportedNames(testkit.Scrape(t, severalInstances+"/metrics")))
+				}
 				exported["up"] = true // Prometheus' own, per target
 				missing, err := alertMetricsMissing(t, file, exported)
 				if err != nil {
@@ -258,15 +262,25 @@ func call(t *testing.T, method, url, token string, body any) (int, []byte) {
 	return resp.StatusCode, []byte(answer)
 }
 
-func startTasks(t *testing.T) string {
+func startTasks(t *testing.T) string { return startTasksWith(t, func(*tasks.Config) {}) }
+
+// startSeveralInstanceTasks starts the task API with the options a team
+// on several instances turns on (task events through Postgres, the
+// notification outbox): they export metrics of their own, which alert
+// rules watch, in place of the in-memory queue's.
+func startSeveralInstanceTasks(t *testing.T) string {
+	return startTasksWith(t, func(c *tasks.Config) { c.Events, c.NotifyOutbox = tasks.EventsPostgres, true })
+}
+
+func startTasksWith(t *testing.T, options func(*tasks.Config)) string {
 	dsn := newDatabase(t)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
 	t.Cleanup(hook.Close)
 	base := serve(t, "tasks", 30*time.Second, func(ctx context.Context, srv server.Config) error {
 		// The test scrapes the one address it serves: /metrics there too.
-		return tasks.Serve(ctx, srv, tasks.Options{LogFormat: "text", DrainTimeout: 2 * time.Second, PublicMetrics: true, Config: tasks.Config{
-			DatabaseURL: dsn, BcryptCost: 4, WebhookURL: hook.URL, Logger: quiet,
-		}})
+		cfg := tasks.Config{DatabaseURL: dsn, BcryptCost: 4, WebhookURL: hook.URL, Logger: quiet}
+		options(&cfg)
+		return tasks.Serve(ctx, srv, tasks.Options{LogFormat: "text", DrainTimeout: 2 * time.Second, PublicMetrics: true, Config: cfg})
 	})
 	creds := map[string]string{"email": "dash@example.com", "password": "dashboard password"}
 	if code, b := call(t, "POST", base+"/v1/auth/signup", "", creds); code != 201 {
