@@ -30,8 +30,9 @@ import (
 // tokens. Base64 is decoded strictly: one token has one spelling.
 //
 // A WebSocket ticket is the same with kind 'w' and "w2.": the user id,
-// its own expiry (TicketTTL) and the bearer token's, good once on this
-// process for GET /v1/ws?ticket=, so that a bearer token never travels
+// its own expiry (TicketTTL) and the bearer token's, good once for GET
+// /v1/ws?ticket= on every instance of the deployment (its use is claimed
+// in Postgres: Service.useTicket), so that a bearer token never travels
 // in a URL, which proxies log.
 const (
 	tokenPrefix  = "t2."
@@ -50,12 +51,6 @@ type tokenSigner struct {
 	macs sync.Pool // hash.Hash keyed with the secret
 	bind []byte    // what every MAC covers first: the audience, length first
 	now  func() time.Time
-
-	// usedTickets holds the MACs of the tickets used here and not yet
-	// expired, so that each is good once on this process.
-	mu          sync.Mutex
-	usedTickets map[string]time.Time
-	sweptAt     int // len(usedTickets) after the last sweep
 }
 
 func newTokenSigner(secret []byte, ttl time.Duration, audience string) (*tokenSigner, error) {
@@ -67,7 +62,7 @@ func newTokenSigner(secret []byte, ttl time.Duration, audience string) (*tokenSi
 	}
 	key := append([]byte(nil), secret...)
 	bind := binary.BigEndian.AppendUint32(nil, uint32(len(audience)))
-	t := &tokenSigner{ttl: ttl, now: time.Now, bind: append(bind, audience...), usedTickets: map[string]time.Time{}}
+	t := &tokenSigner{ttl: ttl, now: time.Now, bind: append(bind, audience...)}
 	t.macs.New = func() any { return hmac.New(sha256.New, key) }
 	return t, nil
 }
@@ -153,36 +148,39 @@ func (t *tokenSigner) ticket(uid int64, session time.Time) (string, time.Time) {
 	return t.sign(ticketPrefix, kindTicket, payload[:]), exp
 }
 
-// useTicket returns the user id and session expiry of a valid, unexpired
-// ticket not used on this process before, and marks it used.
-func (t *tokenSigner) useTicket(tok string) (uid int64, session time.Time, ok bool) {
+// openTicket returns the user id and session expiry of a valid, unexpired
+// ticket, when it expires, and its MAC: what Service.useTicket claims so
+// that the ticket is good once.
+func (t *tokenSigner) openTicket(tok string) (uid int64, session, exp time.Time, mac []byte, ok bool) {
 	var payload [24]byte
-	mac, ok := t.open(tok, ticketPrefix, kindTicket, payload[:])
+	mac, ok = t.open(tok, ticketPrefix, kindTicket, payload[:])
 	if !ok {
-		return 0, time.Time{}, false
+		return 0, time.Time{}, time.Time{}, nil, false
 	}
 	uid = int64(binary.BigEndian.Uint64(payload[:8]))
-	exp := time.Unix(int64(binary.BigEndian.Uint64(payload[8:16])), 0)
+	exp = time.Unix(int64(binary.BigEndian.Uint64(payload[8:16])), 0)
 	session = time.Unix(int64(binary.BigEndian.Uint64(payload[16:])), 0)
 	now := t.now()
 	if uid <= 0 || !now.Before(exp) || !now.Before(session) {
-		return 0, time.Time{}, false
+		return 0, time.Time{}, time.Time{}, nil, false
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, used := t.usedTickets[string(mac)]; used {
-		return 0, time.Time{}, false
+	return uid, session, exp, mac, true
+}
+
+// useTicket returns the user id and session expiry of a valid, unexpired
+// ticket that no instance of the deployment used before, and claims it.
+// A ticket used on one instance is refused on the others: the claim is a
+// row in Postgres (used_tickets), not a process's memory. An error is
+// the database's.
+func (s *Service) useTicket(ctx context.Context, tok string) (uid int64, session time.Time, ok bool, err error) {
+	uid, session, exp, mac, ok := s.tokens.openTicket(tok)
+	if !ok {
+		return 0, time.Time{}, false, nil
 	}
-	if len(t.usedTickets) >= 2*t.sweptAt+64 { // sweeps cost O(1) a ticket
-		for k, e := range t.usedTickets {
-			if !now.Before(e) {
-				delete(t.usedTickets, k)
-			}
-		}
-		t.sweptAt = len(t.usedTickets)
+	if ok, err = s.store.claimTicket(ctx, mac, exp); err != nil || !ok {
+		return 0, time.Time{}, false, err
 	}
-	t.usedTickets[string(mac)] = exp
-	return uid, session, true
+	return uid, session, true, nil
 }
 
 // bearer returns the token of an "Authorization: Bearer TOKEN" header.

@@ -67,8 +67,9 @@ func respell(tok string) string {
 	return tok[:len(tok)-1] + string(alphabet[i^1])
 }
 
-// A WebSocket ticket is good once, for TicketTTL, and not as a bearer
-// token; a bearer token is no ticket.
+// A WebSocket ticket opens for TicketTTL, and not as a bearer token; a
+// bearer token is no ticket. (That it is good once, on every instance
+// together, is TestTicketGoodOnceAcrossInstances'.)
 func TestTickets(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	s, err := newTokenSigner([]byte("0123456789abcdef0123"), time.Hour, "aud")
@@ -77,23 +78,20 @@ func TestTickets(t *testing.T) {
 	}
 	s.now = func() time.Time { return now }
 	tok, session := s.issue(7)
-	tk, _ := s.ticket(7, session)
-	if _, _, ok := s.useTicket(tok); ok {
+	tk, exp := s.ticket(7, session)
+	if _, _, _, _, ok := s.openTicket(tok); ok {
 		t.Error("a bearer token was taken as a ticket")
 	}
-	if _, _, ok := s.useTicket(respell(tk)); ok {
+	if _, _, _, _, ok := s.openTicket(respell(tk)); ok {
 		t.Error("a ticket spelt another way was taken")
 	}
-	uid, until, ok := s.useTicket(tk)
-	if !ok || uid != 7 || !until.Equal(session) {
-		t.Fatalf("useTicket = %d, %v, %v; want user 7 until the bearer token's expiry %v", uid, until, ok, session)
-	}
-	if _, _, ok := s.useTicket(tk); ok {
-		t.Error("a ticket was good twice")
+	uid, until, expires, mac, ok := s.openTicket(tk)
+	if !ok || uid != 7 || !until.Equal(session) || !expires.Equal(exp) || len(mac) == 0 {
+		t.Fatalf("openTicket = %d, %v, %v, %x, %v; want user 7 until the bearer token's expiry %v, the ticket's %v, and its MAC", uid, until, expires, mac, ok, session, exp)
 	}
 	late, _ := s.ticket(7, session)
 	s.now = func() time.Time { return now.Add(TicketTTL) }
-	if _, _, ok := s.useTicket(late); ok {
+	if _, _, _, _, ok := s.openTicket(late); ok {
 		t.Error("a ticket was good past TicketTTL")
 	}
 }

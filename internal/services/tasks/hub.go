@@ -241,7 +241,11 @@ func (s *Service) websocket(w http.ResponseWriter, r *http.Request) {
 			Reason: "a token in the URL ends up in proxies' and servers' logs: send it in the Authorization header, or get a ticket from POST /v1/ws/ticket and pass ?ticket="})
 		return
 	case q.Has("ticket"):
-		uid, exp, ok = s.tokens.useTicket(q.Get("ticket"))
+		var err error
+		if uid, exp, ok, err = s.useTicket(r.Context(), q.Get("ticket")); err != nil {
+			writeError(w, r, err)
+			return
+		}
 	default:
 		uid, exp, ok = s.tokens.verifyUntil(bearer(r))
 	}

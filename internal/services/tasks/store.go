@@ -474,3 +474,24 @@ func deref[T any](p *T, def T) T {
 	}
 	return *p
 }
+
+// claimTicket marks a WebSocket ticket (by its MAC) used until it
+// expires, and says whether it was unused: the instances of a deployment
+// share the table, so a ticket is good once on all of them together. The
+// same statement deletes a few claims of expired tickets, so the table
+// holds about the tickets of the last TicketTTL.
+func (s *store) claimTicket(ctx context.Context, mac []byte, until time.Time) (bool, error) {
+	var claimed bool
+	err := s.write(ctx, func(q dbtx) error {
+		tag, err := q.Exec(ctx, `WITH expired AS (
+				DELETE FROM used_tickets WHERE mac IN (
+					SELECT mac FROM used_tickets WHERE until < now() LIMIT 8 FOR UPDATE SKIP LOCKED))
+			INSERT INTO used_tickets (mac, until) VALUES ($1, $2) ON CONFLICT (mac) DO NOTHING`, mac, until)
+		claimed = tag.RowsAffected() == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("tasks: claim the WebSocket ticket: %w", err)
+	}
+	return claimed, nil
+}

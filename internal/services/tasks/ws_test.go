@@ -255,3 +255,30 @@ func TestWebSocketClosedAtTokenExpiry(t *testing.T) {
 		t.Fatalf("closed at %v, before the token's expiry %v", now, s.ExpiresAt)
 	}
 }
+
+// A WebSocket ticket is good once on all the instances of a deployment
+// together: used on one, it is refused on another (a ticket travels in a
+// URL, which proxies log, so a copy of it must not open a second socket).
+func TestTicketGoodOnceAcrossInstances(t *testing.T) {
+	dsn := newDatabase(t)
+	a, b := newEnvOn(t, dsn, nil), newEnvOn(t, dsn, nil)
+	alice := a.signup("alice@example.com")
+	dial := func(e *env, tk string) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(e.srv.URL, "http")+"/v1/ws?ticket="+tk, nil)
+		if err == nil {
+			conn.CloseNow()
+		}
+		return resp, err
+	}
+	tk := alice.ticket(t)
+	if _, err := dial(b, tk); err != nil {
+		t.Fatalf("a ticket of instance A on instance B: %v; want the socket (the instances share the token secret)", err)
+	}
+	for name, e := range map[string]*env{"A": a, "B": b} {
+		if resp, err := dial(e, tk); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("the ticket again, on instance %s: %v %v; want 401", name, err, resp)
+		}
+	}
+}
