@@ -17,6 +17,7 @@
 //	GET    /v1/tasks/{id}                                     200 task with its "notes"
 //	PATCH  /v1/tasks/{id}    any of the create fields         200 task
 //	DELETE /v1/tasks/{id}                                     204
+//	POST   /v1/ws/ticket                                      201 {"ticket","expires_at"}
 //	GET    /v1/ws?after_seq= WebSocket: the user's task events (resume: --events postgres)
 //	GET    /openapi.json     this list as an OpenAPI 3 description (no token needed)
 //
@@ -24,7 +25,10 @@
 // of one task reads them with a LEFT JOIN, as report C's GET did.
 //
 // Every /v1 route but signup and login needs "Authorization: Bearer
-// TOKEN" (the WebSocket also takes ?token= for browsers). A task of
+// TOKEN". A browser, which cannot set headers on a WebSocket, opens it
+// with a ticket from POST /v1/ws/ticket in ?ticket=, good once on all
+// the instances together; a token in the URL (?token=) is refused with
+// 401 token_in_url, since proxies log URLs. A task of
 // another user answers 404, never 403: its existence does not leak.
 // Errors are JSON, {"error": "kind", "reason": "what to fix"}, with the
 // status of the kind (errors.go).
