@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,7 +297,7 @@ func (b *eventBus) listen(ctx context.Context, conn *pgx.Conn) {
 func (b *eventBus) reconnect(ctx context.Context) *pgx.Conn {
 	wait := listenerBackoff
 	for {
-		t := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		t := time.NewTimer(jittered(wait))
 		select {
 		case <-ctx.Done():
 			t.Stop()

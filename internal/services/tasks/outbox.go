@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -329,7 +328,7 @@ func (o *outbox) backoffAfter(attempts int) time.Duration {
 	if wait <= 0 || wait > outboxMaxBackoff {
 		wait = outboxMaxBackoff
 	}
-	return wait/2 + rand.N(wait/2+1)
+	return jittered(wait)
 }
 
 // statsLoop refreshes the depth gauges every outboxStatsEvery, and after
