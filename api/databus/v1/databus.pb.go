@@ -20,6 +20,34 @@
 //                           delivering until acks come back.
 //   x-databus-batch-size    (Subscribe) messages per SubscribeResponse
 //                           (default 100, at most 10000)
+//   x-databus-max-deliveries (Subscribe) dead-letter a message nacked when
+//                           it has been delivered this many times (1 to the
+//                           gateway's --max-deliveries). Without it no
+//                           message is dead-lettered: a nacked message is
+//                           redelivered for as long as it is nacked.
+//   x-databus-dead-letter-topic (Subscribe, with x-databus-max-deliveries)
+//                           where dead letters go. Default "<topic>.dlq".
+//                           The topic must exist when the stream opens
+//                           (FailedPrecondition names it otherwise); with
+//                           --tokens, a topic named here must be covered by
+//                           the token's publish=.
+//   x-databus-start-time    (Subscribe) REPLAY: read the topic from this
+//                           time (RFC 3339, e.g. 2026-11-27T10:00:00Z, or
+//                           Unix milliseconds) on every partition: from
+//                           each partition's first message with a timestamp
+//                           at or after it. A replay joins no group and
+//                           commits nothing: give no x-databus-group (it is
+//                           InvalidArgument with one); acks are not needed
+//                           and are ignored; nacks are InvalidArgument.
+//   x-databus-start-offsets (Subscribe) REPLAY from offsets instead:
+//                           "PARTITION:OFFSET,..." (e.g. "0:1500,3:0"); only
+//                           the partitions listed are read. Not with
+//                           x-databus-start-time.
+//   x-databus-replay-end    (Subscribe, replay) "now": end the stream with
+//                           OK once every partition read has reached the end
+//                           it had when the stream opened (a backfill).
+//                           Without it a replay tails the topic until the
+//                           client ends it (CloseSend: the stream ends OK).
 //
 // Some statuses a stream ends with carry a google.rpc.ErrorInfo of domain
 // "databus.hlab" (errors.go in the Go package):
@@ -350,7 +378,30 @@ func (x *RecordError) GetMessage() string {
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Messages the client has processed.
-	Acks          []*Ack `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	Acks []*Ack `protobuf:"bytes,1,rep,name=acks,proto3" json:"acks,omitempty"`
+	// Messages the client could not process now and wants again later. A
+	// nacked message is redelivered, after its delay, to the stream that has
+	// its partition then (this one, or another member of the group after a
+	// rebalance), with delivery_count one higher. The partition's later
+	// messages keep flowing meanwhile, and the commit never passes a nacked
+	// message: if the gateway dies before the redelivery, the message is
+	// delivered again from the committed offset (at least once).
+	//
+	// With x-databus-max-deliveries set, a message nacked when its
+	// delivery_count has reached it is written to the dead-letter topic
+	// instead (see DeadLetter headers below); only once Kafka stored it
+	// there does its offset count as acked. A gateway that dies between
+	// that write and the commit writes it again: a dead letter may be
+	// duplicated, never lost.
+	//
+	// Bounds: a message may be nacked once per delivery (a nack of a message
+	// not held, or already acked or nacked, is ignored, like such an ack).
+	// Messages waiting for redelivery stay in the stream's window, so they
+	// count against x-databus-max-unacked; a gateway holds at most
+	// --max-pending-retries of them for all its streams, and a nack past
+	// that ends the stream with RESOURCE_EXHAUSTED naming the flag (its
+	// unacked and nacked messages are redelivered, nothing is lost).
+	Nacks         []*Nack `protobuf:"bytes,2,rep,name=nacks,proto3" json:"nacks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -388,6 +439,13 @@ func (*SubscribeRequest) Descriptor() ([]byte, []int) {
 func (x *SubscribeRequest) GetAcks() []*Ack {
 	if x != nil {
 		return x.Acks
+	}
+	return nil
+}
+
+func (x *SubscribeRequest) GetNacks() []*Nack {
+	if x != nil {
+		return x.Nacks
 	}
 	return nil
 }
@@ -444,6 +502,78 @@ func (x *Ack) GetOffset() int64 {
 	return 0
 }
 
+type Nack struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	// How long to wait before redelivering, in milliseconds: 0 redelivers at
+	// once; more than the gateway's --max-nack-delay is cut to it.
+	DelayMs uint32 `protobuf:"varint,3,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// Why the message failed, for the dead-letter header
+	// databus-nack-reason; at most 1024 bytes are kept.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Nack) Reset() {
+	*x = Nack{}
+	mi := &file_databus_v1_databus_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Nack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Nack) ProtoMessage() {}
+
+func (x *Nack) ProtoReflect() protoreflect.Message {
+	mi := &file_databus_v1_databus_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Nack.ProtoReflect.Descriptor instead.
+func (*Nack) Descriptor() ([]byte, []int) {
+	return file_databus_v1_databus_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Nack) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *Nack) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *Nack) GetDelayMs() uint32 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *Nack) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type SubscribeResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Messages []*ConsumedMessage     `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -458,7 +588,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_databus_v1_databus_proto_msgTypes[7]
+	mi := &file_databus_v1_databus_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -470,7 +600,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_databus_v1_databus_proto_msgTypes[7]
+	mi := &file_databus_v1_databus_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -483,7 +613,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_databus_v1_databus_proto_rawDescGZIP(), []int{7}
+	return file_databus_v1_databus_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SubscribeResponse) GetMessages() []*ConsumedMessage {
@@ -513,17 +643,23 @@ type ConsumedMessage struct {
 	Partition int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	Offset    int64                  `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	// When the record was produced, in Unix milliseconds.
-	TimestampMs   int64     `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
-	Key           []byte    `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte    `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
-	Headers       []*Header `protobuf:"bytes,7,rep,name=headers,proto3" json:"headers,omitempty"`
+	TimestampMs int64     `protobuf:"varint,4,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	Key         []byte    `protobuf:"bytes,5,opt,name=key,proto3" json:"key,omitempty"`
+	Value       []byte    `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
+	Headers     []*Header `protobuf:"bytes,7,rep,name=headers,proto3" json:"headers,omitempty"`
+	// How many times this gateway delivered the message: 1 the first time,
+	// one more at each redelivery after a nack, or after a stream that held
+	// it unacked ended. The count is the gateway's memory, not Kafka's: it
+	// starts again at 1 when the partition moves to another gateway or the
+	// gateway restarts. 0 in a replay (nothing is redelivered there).
+	DeliveryCount uint32 `protobuf:"varint,8,opt,name=delivery_count,json=deliveryCount,proto3" json:"delivery_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumedMessage) Reset() {
 	*x = ConsumedMessage{}
-	mi := &file_databus_v1_databus_proto_msgTypes[8]
+	mi := &file_databus_v1_databus_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +671,7 @@ func (x *ConsumedMessage) String() string {
 func (*ConsumedMessage) ProtoMessage() {}
 
 func (x *ConsumedMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_databus_v1_databus_proto_msgTypes[8]
+	mi := &file_databus_v1_databus_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +684,7 @@ func (x *ConsumedMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumedMessage.ProtoReflect.Descriptor instead.
 func (*ConsumedMessage) Descriptor() ([]byte, []int) {
-	return file_databus_v1_databus_proto_rawDescGZIP(), []int{8}
+	return file_databus_v1_databus_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConsumedMessage) GetTopic() string {
@@ -600,6 +736,13 @@ func (x *ConsumedMessage) GetHeaders() []*Header {
 	return nil
 }
 
+func (x *ConsumedMessage) GetDeliveryCount() uint32 {
+	if x != nil {
+		return x.DeliveryCount
+	}
+	return 0
+}
+
 var File_databus_v1_databus_proto protoreflect.FileDescriptor
 
 const file_databus_v1_databus_proto_rawDesc = "" +
@@ -623,16 +766,22 @@ const file_databus_v1_databus_proto_rawDesc = "" +
 	"\vRecordError\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"7\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"_\n" +
 	"\x10SubscribeRequest\x12#\n" +
-	"\x04acks\x18\x01 \x03(\v2\x0f.databus.v1.AckR\x04acks\";\n" +
+	"\x04acks\x18\x01 \x03(\v2\x0f.databus.v1.AckR\x04acks\x12&\n" +
+	"\x05nacks\x18\x02 \x03(\v2\x10.databus.v1.NackR\x05nacks\";\n" +
 	"\x03Ack\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
-	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x82\x01\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"o\n" +
+	"\x04Nack\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x19\n" +
+	"\bdelay_ms\x18\x03 \x01(\rR\adelayMs\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x82\x01\n" +
 	"\x11SubscribeResponse\x127\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1b.databus.v1.ConsumedMessageR\bmessages\x12\x18\n" +
 	"\arevoked\x18\x02 \x03(\x05R\arevoked\x12\x1a\n" +
-	"\bassigned\x18\x03 \x03(\x05R\bassigned\"\xd6\x01\n" +
+	"\bassigned\x18\x03 \x03(\x05R\bassigned\"\xfd\x01\n" +
 	"\x0fConsumedMessage\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -640,7 +789,8 @@ const file_databus_v1_databus_proto_rawDesc = "" +
 	"\ftimestamp_ms\x18\x04 \x01(\x03R\vtimestampMs\x12\x10\n" +
 	"\x03key\x18\x05 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x06 \x01(\fR\x05value\x12,\n" +
-	"\aheaders\x18\a \x03(\v2\x12.databus.v1.HeaderR\aheaders2\x9f\x01\n" +
+	"\aheaders\x18\a \x03(\v2\x12.databus.v1.HeaderR\aheaders\x12%\n" +
+	"\x0edelivery_count\x18\b \x01(\rR\rdeliveryCount2\x9f\x01\n" +
 	"\aDataBus\x12F\n" +
 	"\aPublish\x12\x1a.databus.v1.PublishRequest\x1a\x1b.databus.v1.PublishResponse(\x010\x01\x12L\n" +
 	"\tSubscribe\x12\x1c.databus.v1.SubscribeRequest\x1a\x1d.databus.v1.SubscribeResponse(\x010\x01B7Z5github.com/highload-lab/hlab/api/databus/v1;databusv1b\x06proto3"
@@ -657,7 +807,7 @@ func file_databus_v1_databus_proto_rawDescGZIP() []byte {
 	return file_databus_v1_databus_proto_rawDescData
 }
 
-var file_databus_v1_databus_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_databus_v1_databus_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_databus_v1_databus_proto_goTypes = []any{
 	(*Header)(nil),            // 0: databus.v1.Header
 	(*Message)(nil),           // 1: databus.v1.Message
@@ -666,25 +816,27 @@ var file_databus_v1_databus_proto_goTypes = []any{
 	(*RecordError)(nil),       // 4: databus.v1.RecordError
 	(*SubscribeRequest)(nil),  // 5: databus.v1.SubscribeRequest
 	(*Ack)(nil),               // 6: databus.v1.Ack
-	(*SubscribeResponse)(nil), // 7: databus.v1.SubscribeResponse
-	(*ConsumedMessage)(nil),   // 8: databus.v1.ConsumedMessage
+	(*Nack)(nil),              // 7: databus.v1.Nack
+	(*SubscribeResponse)(nil), // 8: databus.v1.SubscribeResponse
+	(*ConsumedMessage)(nil),   // 9: databus.v1.ConsumedMessage
 }
 var file_databus_v1_databus_proto_depIdxs = []int32{
 	0, // 0: databus.v1.Message.headers:type_name -> databus.v1.Header
 	1, // 1: databus.v1.PublishRequest.messages:type_name -> databus.v1.Message
 	4, // 2: databus.v1.PublishResponse.errors:type_name -> databus.v1.RecordError
 	6, // 3: databus.v1.SubscribeRequest.acks:type_name -> databus.v1.Ack
-	8, // 4: databus.v1.SubscribeResponse.messages:type_name -> databus.v1.ConsumedMessage
-	0, // 5: databus.v1.ConsumedMessage.headers:type_name -> databus.v1.Header
-	2, // 6: databus.v1.DataBus.Publish:input_type -> databus.v1.PublishRequest
-	5, // 7: databus.v1.DataBus.Subscribe:input_type -> databus.v1.SubscribeRequest
-	3, // 8: databus.v1.DataBus.Publish:output_type -> databus.v1.PublishResponse
-	7, // 9: databus.v1.DataBus.Subscribe:output_type -> databus.v1.SubscribeResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	7, // 4: databus.v1.SubscribeRequest.nacks:type_name -> databus.v1.Nack
+	9, // 5: databus.v1.SubscribeResponse.messages:type_name -> databus.v1.ConsumedMessage
+	0, // 6: databus.v1.ConsumedMessage.headers:type_name -> databus.v1.Header
+	2, // 7: databus.v1.DataBus.Publish:input_type -> databus.v1.PublishRequest
+	5, // 8: databus.v1.DataBus.Subscribe:input_type -> databus.v1.SubscribeRequest
+	3, // 9: databus.v1.DataBus.Publish:output_type -> databus.v1.PublishResponse
+	8, // 10: databus.v1.DataBus.Subscribe:output_type -> databus.v1.SubscribeResponse
+	9, // [9:11] is the sub-list for method output_type
+	7, // [7:9] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_databus_v1_databus_proto_init() }
@@ -698,7 +850,7 @@ func file_databus_v1_databus_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_databus_v1_databus_proto_rawDesc), len(file_databus_v1_databus_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

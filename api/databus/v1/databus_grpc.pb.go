@@ -20,6 +20,34 @@
 //                           delivering until acks come back.
 //   x-databus-batch-size    (Subscribe) messages per SubscribeResponse
 //                           (default 100, at most 10000)
+//   x-databus-max-deliveries (Subscribe) dead-letter a message nacked when
+//                           it has been delivered this many times (1 to the
+//                           gateway's --max-deliveries). Without it no
+//                           message is dead-lettered: a nacked message is
+//                           redelivered for as long as it is nacked.
+//   x-databus-dead-letter-topic (Subscribe, with x-databus-max-deliveries)
+//                           where dead letters go. Default "<topic>.dlq".
+//                           The topic must exist when the stream opens
+//                           (FailedPrecondition names it otherwise); with
+//                           --tokens, a topic named here must be covered by
+//                           the token's publish=.
+//   x-databus-start-time    (Subscribe) REPLAY: read the topic from this
+//                           time (RFC 3339, e.g. 2026-11-27T10:00:00Z, or
+//                           Unix milliseconds) on every partition: from
+//                           each partition's first message with a timestamp
+//                           at or after it. A replay joins no group and
+//                           commits nothing: give no x-databus-group (it is
+//                           InvalidArgument with one); acks are not needed
+//                           and are ignored; nacks are InvalidArgument.
+//   x-databus-start-offsets (Subscribe) REPLAY from offsets instead:
+//                           "PARTITION:OFFSET,..." (e.g. "0:1500,3:0"); only
+//                           the partitions listed are read. Not with
+//                           x-databus-start-time.
+//   x-databus-replay-end    (Subscribe, replay) "now": end the stream with
+//                           OK once every partition read has reached the end
+//                           it had when the stream opened (a backfill).
+//                           Without it a replay tails the topic until the
+//                           client ends it (CloseSend: the stream ends OK).
 //
 // Some statuses a stream ends with carry a google.rpc.ErrorInfo of domain
 // "databus.hlab" (errors.go in the Go package):
@@ -71,7 +99,13 @@ type DataBusClient interface {
 	// offset, in any order. The gateway commits, per partition, only up to
 	// the highest offset below which every delivered message was acked; what
 	// was delivered and not acked is redelivered (to this or another member)
-	// after a disconnect or a rebalance: at-least-once.
+	// after a disconnect or a rebalance: at-least-once. Nacks ask for a
+	// message again later, and may send it to a dead-letter topic (see
+	// SubscribeRequest.nacks). Members read committed by default: records of
+	// aborted Kafka transactions are never delivered (the gateway's
+	// --isolation-level). With x-databus-start-time or
+	// x-databus-start-offsets the stream is a replay instead: it reads
+	// without joining the group and commits nothing.
 	Subscribe(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SubscribeRequest, SubscribeResponse], error)
 }
 
@@ -123,7 +157,13 @@ type DataBusServer interface {
 	// offset, in any order. The gateway commits, per partition, only up to
 	// the highest offset below which every delivered message was acked; what
 	// was delivered and not acked is redelivered (to this or another member)
-	// after a disconnect or a rebalance: at-least-once.
+	// after a disconnect or a rebalance: at-least-once. Nacks ask for a
+	// message again later, and may send it to a dead-letter topic (see
+	// SubscribeRequest.nacks). Members read committed by default: records of
+	// aborted Kafka transactions are never delivered (the gateway's
+	// --isolation-level). With x-databus-start-time or
+	// x-databus-start-offsets the stream is a replay instead: it reads
+	// without joining the group and commits nothing.
 	Subscribe(grpc.BidiStreamingServer[SubscribeRequest, SubscribeResponse]) error
 	mustEmbedUnimplementedDataBusServer()
 }

@@ -14,6 +14,32 @@ const (
 	// Compressions. Without it the gateway's default applies; a codec the
 	// gateway does not allow is refused with InvalidArgument.
 	MDCompression = "x-databus-compression"
+	// MDMaxDeliveries, on a subscribe stream, dead-letters a message
+	// nacked when its delivery count has reached it (see databus.proto).
+	MDMaxDeliveries = "x-databus-max-deliveries"
+	// MDDeadLetterTopic names the dead-letter topic; default the topic
+	// and DeadLetterSuffix.
+	MDDeadLetterTopic = "x-databus-dead-letter-topic"
+	// MDStartTime and MDStartOffsets make a subscribe stream a replay,
+	// from a time or from offsets, outside any group; MDReplayEnd "now"
+	// ends it at the end offsets the topic had when it opened.
+	MDStartTime    = "x-databus-start-time"
+	MDStartOffsets = "x-databus-start-offsets"
+	MDReplayEnd    = "x-databus-replay-end"
+)
+
+// DeadLetterSuffix makes a topic's default dead-letter topic's name.
+const DeadLetterSuffix = ".dlq"
+
+// The headers a dead letter carries besides the original message's own
+// (see databus.proto).
+const (
+	HeaderOriginalTopic     = "databus-original-topic"
+	HeaderOriginalPartition = "databus-original-partition"
+	HeaderOriginalOffset    = "databus-original-offset"
+	HeaderDeliveryCount     = "databus-delivery-count"
+	HeaderNackReason        = "databus-nack-reason"
+	HeaderConsumerGroup     = "databus-consumer-group"
 )
 
 // Compressions are the values of MDCompression: Kafka's record batch
