@@ -58,6 +58,9 @@ type metrics struct {
 	// off): it is only read once per producer, by produceHook.
 	kafkaProduceBytes *prometheus.CounterVec
 	on                bool // false: every field is nop
+
+	// Replays (replay.go).
+	replayMessages counter // messages sent on replay streams
 }
 
 // nop is every metric kind, updating nothing.
@@ -98,12 +101,13 @@ func offMetrics() *metrics {
 		commits: nopCounters{}, streamErrors: nopCounters{}, refusals: nopCounters{}, kafkaClients: nop{},
 		sendTimeouts: nop{}, rewinds: nop{}, kafkaRequests: nopCounters{}, kafkaProduce: nop{},
 		publishBytes: nop{}, subscribeBytes: nop{}, publishWait: nop{}, subscribeWait: nop{},
+		replayMessages: nop{},
 	}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	streams := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "databus_streams", Help: "Open streams, by kind.",
+		Name: "databus_streams", Help: "Open streams, by kind: publish, subscribe (group members' streams), replay.",
 	}, []string{"kind"})
 	messagesIn := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_messages_in_total", Help: "Messages published and stored in Kafka."})
 	messagesOut := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_messages_out_total", Help: "Messages delivered to subscribers."})
@@ -129,7 +133,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "databus_refusals_total", Help: "Streams or batches refused with ResourceExhausted, by limit: streams (--max-streams), kafka_clients (--max-kafka-clients), stream_bytes (--max-stream-bytes), recv_bytes (a batch over gRPC's receive limit, an eighth above --max-stream-bytes).",
 	}, []string{"limit"})
 	kafkaClients := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "databus_kafka_clients", Help: "Kafka clients open or reserved, by kind: shared (the aggregated producer), producer (a publish stream's own), member (the one group member, fetching and committing, that serves all subscribe streams of a group and topic here).",
+		Name: "databus_kafka_clients", Help: "Kafka clients open or reserved, by kind: shared (the aggregated producer), producer (a publish stream's own), member (the one group member, fetching and committing, that serves all subscribe streams of a group and topic here), replay (a replay stream's own, in no group).",
 	}, []string{"kind"})
 	bytesInFlight := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "databus_bytes_in_flight", Help: "Message bytes in the gateway, by kind: publish (read, not yet answered), subscribe (fetched, not yet sent). --max-gateway-bytes bounds their sum.",
@@ -150,6 +154,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	kafkaProduceBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "databus_kafka_produce_bytes_total", Help: "Record bytes of the batches written to Kafka, by the codec the producer was asked for and form: uncompressed (the records as serialized) and compressed (as sent and stored; equal to uncompressed for a batch the codec did not shrink, which goes uncompressed). Record batch headers are not counted.",
 	}, []string{"codec", "form"})
+	// Replays (replay.go).
+	replayMessages := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_replay_messages_total", Help: "Messages sent on replay streams (x-databus-start-time or x-databus-start-offsets), which no group acks or commits; not counted in databus_messages_out_total."})
+	reg.MustRegister(replayMessages)
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
 		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait, kafkaProduceBytes)
 	return &metrics{
@@ -164,6 +171,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		subscribeWait:     clientWait.WithLabelValues("subscribe"),
 		kafkaProduceBytes: kafkaProduceBytes,
 		on:                true,
+		replayMessages:    replayMessages,
 	}
 }
 

@@ -59,7 +59,7 @@ func (g *Gateway) settingsFrom(ctx context.Context, subscribe bool) (streamSetti
 	if !validName(s.topic) {
 		return s, status.Errorf(codes.InvalidArgument, "databus: topic %q is not a valid Kafka topic name (1-249 of [a-zA-Z0-9._-])", s.topic)
 	}
-	if subscribe && s.group == "" {
+	if subscribe && s.group == "" && !isReplay(ctx) { // a replay has none (replay.go)
 		return s, status.Errorf(codes.InvalidArgument, "databus: metadata %q is required to subscribe: set it to your consumer group's name", MDGroup)
 	}
 	switch v := strings.ToLower(get(MDAggregation)); v {

@@ -27,6 +27,10 @@ func (g *Gateway) Subscribe(stream databusv1.DataBus_SubscribeServer) error {
 	}
 	defer g.closeStream()
 	ctx := stream.Context()
+	// A replay reads outside any group and commits nothing (replay.go).
+	if isReplay(ctx) {
+		return g.ended(g.replay(ctx, stream))
+	}
 	s, err := g.settingsFrom(ctx, true)
 	if err != nil {
 		return g.ended(err)
