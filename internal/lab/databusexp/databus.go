@@ -149,7 +149,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t) + compressionEstimate(o) + topicsEstimate(o)
+	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t) + compressionEstimate(o) + topicsEstimate(o) + replayEstimate
 	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun) + lessons
 }
 
@@ -162,7 +162,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 		b.startKafka, b.claimRows, b.pipelined, b.publishCost, b.throughput, b.subscribe,
 		b.compression, b.manyTopics,
 		b.stopGateway, // the phases below start gateways of their own
-		b.fetchMemory, b.ticker, b.faults, b.clusterFaults, b.idle,
+		b.fetchMemory, b.ticker, b.replayFromTime, b.faults, b.clusterFaults, b.idle,
 	} {
 		if err := phase(ctx); err != nil {
 			return err

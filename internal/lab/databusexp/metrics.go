@@ -92,5 +92,6 @@ func metrics() []labresult.Metric {
 		recordsPerProduce,
 		consumerCPU, consumerCPUPerMsg,
 		rssKBOverFloor,
+		replayExtra, // replay.go
 	}
 }

@@ -244,6 +244,7 @@ func rows(o lab.Options) []lab.RowSpec {
 	for _, d := range idleTimeouts {
 		out = append(out, lab.Row(idleTimeoutKey(d), idleTimeoutLabel(d)))
 	}
+	out = append(out, replayRow(o)) // replay.go
 	out = append(out,
 		lab.Row(faultPublish, faultPublishLabel), lab.Row(faultSubscribe, faultSubscribeLabel), lab.Row(faultMember, faultMemberLabel))
 	if brokerFault(o) {
@@ -327,6 +328,7 @@ func targets(o lab.Options) []labresult.Target {
 	t = append(t, subscribeCostTarget())
 	t = append(t, compressionRatios(o)...)
 	t = append(t, topicsRatio())
+	t = append(t, replayTargets()...) // replay.go
 	if clusterFault(o) {
 		t = append(t, clusterTargets()...)
 	}
