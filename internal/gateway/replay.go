@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -314,25 +315,34 @@ func (rp *replayer) run(ctx context.Context) error {
 	}()
 	recvErr := make(chan error, 1)
 	go func() { recvErr <- rp.receive() }()
-	select {
-	case err := <-rp.failed:
-		if _, ok := status.FromError(err); ok {
-			return err
+	for {
+		select {
+		case err := <-rp.failed:
+			if _, ok := status.FromError(err); ok {
+				return err
+			}
+			return nil // the client went away
+		case <-rp.done:
+			return nil
+		case err := <-recvErr:
+			if status.Code(err) == codes.InvalidArgument { // a nack
+				return err
+			}
+			if errors.Is(err, io.EOF) && rp.plan.end != nil {
+				// A replay to an end runs to it though the client sent
+				// all it had (grpcurl -d closes its side at once); it
+				// stops early when the client cancels.
+				recvErr = nil
+				continue
+			}
+			return nil // the client closed (CloseSend) or went away
+		case <-rp.g.draining:
+			return streamError(codes.Unavailable, "%v; a replay resumes from the offsets after the last messages it received (the Go client's Replay does)", ErrDraining)
+		case <-connGoingAway(ctx):
+			return databusv1.StreamMoved(movedMessage)
+		case <-ctx.Done():
+			return nil
 		}
-		return nil // the client went away
-	case <-rp.done:
-		return nil
-	case err := <-recvErr:
-		if status.Code(err) == codes.InvalidArgument { // a nack
-			return err
-		}
-		return nil // the client closed (CloseSend) or went away
-	case <-rp.g.draining:
-		return streamError(codes.Unavailable, "%v; a replay resumes from the offsets after the last messages it received (the Go client's Replay does)", ErrDraining)
-	case <-connGoingAway(ctx):
-		return databusv1.StreamMoved(movedMessage)
-	case <-ctx.Done():
-		return nil
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
@@ -127,7 +128,8 @@ func TestReplayFromTime(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		w := startGateway(t, gateway.Config{Brokers: k.Brokers})
+		reg := prometheus.NewRegistry()
+		w := startGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg})
 		s := rawSubscribe(t, ctx, w.addr, gateway.MDTopic, topic, databusv1.MDStartTime, at.Format(time.RFC3339Nano), databusv1.MDReplayEnd, "now", gateway.MDBatchSize, "30")
 		got, all, err := drainReplay(s)
 		if err != nil {
@@ -143,6 +145,14 @@ func TestReplayFromTime(t *testing.T) {
 				t.Fatalf("message %s: delivery_count %d, timestamp %d (T %d): want 0 and at or after T", m.Key, m.DeliveryCount, m.TimestampMs, at.UnixMilli())
 			}
 		}
+
+		if n := testkit.MetricSum(t, reg, "databus_replay_messages_total", nil); n != 200 {
+			t.Errorf("databus_replay_messages_total %v, want 200", n)
+		}
+		testkit.Eventually(t, 10*time.Second, "the replay's stream and Kafka client released", func() bool {
+			return testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": "replay"}) == 0 &&
+				testkit.MetricSum(t, reg, "databus_kafka_clients", map[string]string{"kind": "replay"}) == 0
+		})
 
 		after, err := adm.FetchOffsets(ctx, group)
 		if err != nil {
@@ -236,6 +246,16 @@ func TestReplayEnds(t *testing.T) {
 	}
 
 	produceAt(t, k, topic, 0, 10, time.Now())
+	// A replay to now runs to its end though its client closed its side
+	// at once (as grpcurl -d does).
+	s = rawSubscribe(t, ctx, w.addr, gateway.MDTopic, topic, databusv1.MDStartTime, "0", databusv1.MDReplayEnd, "now")
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := drainReplay(s); err != nil || len(got) != 10 {
+		t.Fatalf("closed at once, to now: %d of 10 messages, %v: want all and OK", len(got), err)
+	}
+
 	s = rawSubscribe(t, ctx, w.addr, gateway.MDTopic, topic, databusv1.MDStartTime, "0")
 	n := 0
 	for n < 10 {
@@ -406,5 +426,39 @@ func TestReplayAcrossGatewayKill(t *testing.T) {
 	t.Logf("across a SIGKILL: %d handled, %d missing, %d extra", total, missing, extra)
 	if missing != 0 || extra != 0 {
 		t.Fatalf("%d missing, %d extra (handled twice or before T)", missing, extra)
+	}
+}
+
+// TestReplayDrain: a draining gateway ends a tailing replay with
+// Unavailable, and its drain waits for the replay's reader to stop.
+func TestReplayDrain(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	topic := newTopic(t, k, 1)
+	produceAt(t, k, topic, 0, 3, time.Now())
+	reg := prometheus.NewRegistry()
+	g, err := gateway.New(gateway.Config{Brokers: k.Brokers, Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	addr := gatewaytest.Serve(t, g, gateway.NewServer(sctx, g, gateway.ServerOptions{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := rawSubscribe(t, ctx, addr, gateway.MDTopic, topic, databusv1.MDStartOffsets, "0:0")
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- g.Drain(ctx) }()
+	_, _, err = drainReplay(s)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v: want Unavailable (the gateway drains)", err)
+	}
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if n := testkit.MetricSum(t, reg, "databus_kafka_clients", map[string]string{"kind": "replay"}); n != 0 {
+		t.Fatalf("%v replay Kafka clients open after the drain, want 0", n)
 	}
 }
