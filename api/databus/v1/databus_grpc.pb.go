@@ -45,7 +45,9 @@
 //                           x-databus-start-time.
 //   x-databus-replay-end    (Subscribe, replay) "now": end the stream with
 //                           OK once every partition read has reached the end
-//                           it had when the stream opened (a backfill).
+//                           it had when the stream opened (a backfill);
+//                           the client's CloseSend does not end it early
+//                           (cancel the call to stop it).
 //                           Without it a replay tails the topic until the
 //                           client ends it (CloseSend: the stream ends OK).
 //
