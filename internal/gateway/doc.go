@@ -13,6 +13,21 @@
 // and their clients reopen them elsewhere through the load balancer
 // (moving.go).
 //
+// # Replay from a time or an offset
+//
+// A subscribe stream with x-databus-start-time or x-databus-start-offsets
+// is a replay (replay.go): it reads the topic with a Kafka client of its
+// own, read committed, that joins no group and commits nothing, from
+// each partition's first message at or after the time, or from the
+// offsets given (below a partition's log start: from the log start; past
+// its end: waiting there). With x-databus-replay-end: now it ends with OK
+// at the last stable offsets the partitions had when it opened; without,
+// it tails until the client closes its side. Where it starts and ends is
+// resolved once, at open. It takes a place of --max-kafka-clients, reads
+// at most a batch ahead of what it sent, and ends on a drain or an old
+// connection as other streams do; its client reopens it from after the
+// last messages it received (the Go client's Replay does).
+//
 // # Where the CPU and memory go
 //
 // Measured with bench/databus.sh and pprof (--admin-addr): the gateway on
