@@ -113,25 +113,9 @@ func (c *Client) Replay(ctx context.Context, topic string, from ReplayFrom, hand
 		o(&sc)
 	}
 	next := map[int32]int64{} // per partition, the offset after the last handled
-	for attempt := 0; ; {
-		ended, err := c.replayOnce(ctx, topic, from.resumed(next), handle, next, opts, &attempt)
-		if ctx.Err() != nil || ended {
-			return nil
-		}
-		if sc.noReconnect || !resumable(err) {
-			return err
-		}
-		if Moved(err) && attempt == 0 {
-			attempt++
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(c.backoff(attempt)):
-		}
-		attempt++
-	}
+	return c.reconnect(ctx, sc, func(attempt *int) (bool, error) {
+		return c.replayOnce(ctx, topic, from.resumed(next), handle, next, opts, attempt)
+	})
 }
 
 // resumed is where a replay that handled up to next starts again: the
@@ -183,5 +167,36 @@ func (c *Client) replayOnce(ctx context.Context, topic string, from ReplayFrom, 
 		for _, d := range fresh {
 			next[d.Partition] = max(next[d.Partition], d.Offset+1)
 		}
+	}
+}
+
+// reconnect (Replay's; Subscribe's loop is the same and should call
+// it) runs once, a stream's life, again and again until ctx ends
+// (nil), once says it is done (nil), or it fails with an error retrying
+// cannot fix, or any error when sc turns reconnecting off. A stream the
+// gateway moved is reopened at once, the first time; others after the
+// Client's backoff. once resets *attempt when its stream worked.
+func (c *Client) reconnect(ctx context.Context, sc subCfg, once func(attempt *int) (done bool, err error)) error {
+	for attempt := 0; ; {
+		done, err := once(&attempt)
+		if ctx.Err() != nil || done {
+			return nil
+		}
+		if sc.noReconnect || !resumable(err) {
+			return err
+		}
+		if Moved(err) && attempt == 0 {
+			// A stream that worked ended in good order to move:
+			// reconnect at once (one moved again before it delivered
+			// anything waits as after any error).
+			attempt++
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.backoff(attempt)):
+		}
+		attempt++
 	}
 }
