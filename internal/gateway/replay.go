@@ -383,11 +383,19 @@ func (rp *replayer) pump(ctx context.Context) {
 		if fetches.IsClientClosed() || ctx.Err() != nil {
 			return
 		}
+		// franz-go retries what can be retried (leader moves, brokers
+		// away) and returns only what it cannot: end the stream, which
+		// the client may reopen from what it received.
+		var fetchErr error
 		fetches.EachError(func(topic string, partition int32, err error) {
-			if !isContextErr(err) {
-				rp.g.log.Warn("databus: replay fetch error", "topic", topic, "partition", partition, "err", err)
+			if fetchErr == nil && !isContextErr(err) {
+				fetchErr = streamError(codes.Unavailable, "Kafka failed the replay's fetch of topic %q partition %d (%v): reopen the replay from the offsets after the last messages you received", topic, partition, err)
 			}
 		})
+		if fetchErr != nil {
+			rp.fail(fetchErr)
+			return
+		}
 		recs, finished := rp.take(fetches)
 		if len(recs) > 0 {
 			if err := rp.send(recs); err != nil {
