@@ -30,13 +30,15 @@ import (
 )
 
 // produceAt writes keys from..from+n-1 to topic straight to Kafka,
-// spread over its partitions, each stamped at ts.
-func produceAt(t *testing.T, k *deps.Kafka, topic string, from, n int, ts time.Time) {
+// spread over its partitions, each stamped at ts, with a value of
+// valueBytes (1 when not given).
+func produceAt(t *testing.T, k *deps.Kafka, topic string, from, n int, ts time.Time, valueBytes ...int) {
 	t.Helper()
 	cl := depstest.Client(t, k, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	value := make([]byte, append(valueBytes, 1)[0])
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
-		recs[i] = &kgo.Record{Key: []byte(strconv.Itoa(from + i)), Value: []byte("v"), Timestamp: ts}
+		recs[i] = &kgo.Record{Key: []byte(strconv.Itoa(from + i)), Value: value, Timestamp: ts}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -461,4 +463,62 @@ func TestReplayDrain(t *testing.T) {
 	if n := testkit.MetricSum(t, reg, "databus_kafka_clients", map[string]string{"kind": "replay"}); n != 0 {
 		t.Fatalf("%v replay Kafka clients open after the drain, want 0", n)
 	}
+}
+
+// TestReplayMovedAndFull: a replay whose connection grows old ends with
+// STREAM_MOVED, and Client.Replay from offsets reopens it past what its
+// handler had (each message once); a gateway with no Kafka client place
+// left refuses a replay with ResourceExhausted.
+func TestReplayMovedAndFull(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	topic := newTopic(t, k, 2)
+	// 2 MB, far beyond what HTTP/2's windows hold: the gateway sends
+	// while the handler works, so the connection ages mid-replay.
+	produceAt(t, k, topic, 0, 2000, time.Now(), 1000)
+	addr := gatewaytest.Start(t, gateway.Config{Brokers: k.Brokers}, gateway.ServerOptions{MaxConnectionAge: 300 * time.Millisecond, MaxConnectionAgeGrace: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	handled := map[string]int{}
+	total := 0
+	var moved int
+	c := dial(t, addr, databus.WithDialOptions(grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		return movedCounter{ClientStream: s, moved: &moved}, err
+	})))
+	err := c.Replay(ctx, topic, databus.FromOffsets(map[int32]int64{0: 0, 1: 0}).UntilNow(), func(_ context.Context, ds []databus.Delivery) error {
+		for _, d := range ds {
+			handled[string(d.Key)]++
+		}
+		total += len(ds)
+		time.Sleep(10 * time.Millisecond) // about 2 s in all: the connection ages several times
+		return nil
+	}, databus.BatchSize(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing, extra := compareKeys(handled, keyRange(0, 2000))
+	t.Logf("%d handled across %d moved streams: %d missing, %d extra", total, moved, missing, extra)
+	if missing != 0 || extra != 0 || moved == 0 {
+		t.Fatalf("%d missing, %d extra, %d streams moved: want 0, 0 and some", missing, extra, moved)
+	}
+
+	full := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxKafkaClients: 1}) // the shared producer's place only
+	s := rawSubscribe(t, ctx, full.addr, gateway.MDTopic, topic, databusv1.MDStartTime, "0")
+	if _, err := s.Recv(); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-kafka-clients") {
+		t.Fatalf("got %v: want ResourceExhausted naming --max-kafka-clients", err)
+	}
+}
+
+// movedCounter counts the streams that ended with STREAM_MOVED.
+type movedCounter struct {
+	grpc.ClientStream
+	moved *int
+}
+
+func (m movedCounter) RecvMsg(v any) error {
+	err := m.ClientStream.RecvMsg(v)
+	if databus.Moved(err) {
+		*m.moved++
+	}
+	return err
 }
