@@ -57,7 +57,10 @@ type metrics struct {
 	// kafkaProduceBytes is databus_kafka_produce_bytes_total (nil when
 	// off): it is only read once per producer, by produceHook.
 	kafkaProduceBytes *prometheus.CounterVec
-	on                bool // false: every field is nop
+	// memberGraces counts group members' graces by how they ended
+	// (memberconfig.go).
+	memberGraces counterVec
+	on           bool // false: every field is nop
 }
 
 // nop is every metric kind, updating nothing.
@@ -98,6 +101,7 @@ func offMetrics() *metrics {
 		commits: nopCounters{}, streamErrors: nopCounters{}, refusals: nopCounters{}, kafkaClients: nop{},
 		sendTimeouts: nop{}, rewinds: nop{}, kafkaRequests: nopCounters{}, kafkaProduce: nop{},
 		publishBytes: nop{}, subscribeBytes: nop{}, publishWait: nop{}, subscribeWait: nop{},
+		memberGraces: nopCounters{},
 	}
 }
 
@@ -163,6 +167,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishWait:       clientWait.WithLabelValues("publish"),
 		subscribeWait:     clientWait.WithLabelValues("subscribe"),
 		kafkaProduceBytes: kafkaProduceBytes,
+		memberGraces:      newMemberGraces(reg),
 		on:                true,
 	}
 }

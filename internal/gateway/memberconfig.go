@@ -1,0 +1,65 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// DefaultMemberGrace is Config.MemberGrace's default: longer than a
+// client's reconnect backoff (the Go client's starts at 100 ms and stays
+// under a second for its first tries), short enough that the partitions
+// of a consumer really gone go to the group's other members within
+// seconds. Never above Config.SessionTimeout.
+const DefaultMemberGrace = 5 * time.Second
+
+// The isolation levels of Config.IsolationLevel (--isolation-level).
+const (
+	// IsolationReadCommitted delivers only records of committed
+	// transactions (and records written outside transactions): the
+	// default. A fetch reads up to the last stable offset, so records
+	// written after a transaction still open wait for it to end.
+	IsolationReadCommitted = "read_committed"
+	// IsolationReadUncommitted delivers every record as soon as it is
+	// stored, records of transactions later aborted included.
+	IsolationReadUncommitted = "read_uncommitted"
+)
+
+// validateMember checks the group member's settings: a known isolation
+// level, and a grace no longer than the session timeout (a consumer that
+// left in good order must not hold its partitions longer than a gateway
+// that died).
+func (c *Config) validateMember() error {
+	c.IsolationLevel = strings.ToLower(c.IsolationLevel)
+	if c.IsolationLevel != IsolationReadCommitted && c.IsolationLevel != IsolationReadUncommitted {
+		return fmt.Errorf("%w: --isolation-level is %q: give %s or %s", ErrBadLimit, c.IsolationLevel, IsolationReadCommitted, IsolationReadUncommitted)
+	}
+	if c.MemberGrace > c.SessionTimeout {
+		return fmt.Errorf("%w: --member-grace is %v, above --session-timeout %v: a consumer that left would hold its partitions longer than a gateway that died; give at most %v (0: leave at once)", ErrBadLimit, c.MemberGrace, c.SessionTimeout, c.SessionTimeout)
+	}
+	return nil
+}
+
+// isolationLevel is franz-go's level for c.IsolationLevel: read
+// committed unless it says read_uncommitted.
+func (c *Config) isolationLevel() kgo.IsolationLevel {
+	if strings.EqualFold(c.IsolationLevel, IsolationReadUncommitted) {
+		return kgo.ReadUncommitted()
+	}
+	return kgo.ReadCommitted()
+}
+
+// newMemberGraces registers databus_member_graces_total: graces that
+// ended with a stream back (resumed: a rebalance pair saved) or with the
+// member leaving (expired). Many expired beside few resumed say clients
+// reconnect later than --member-grace, or are gone for good.
+func newMemberGraces(reg prometheus.Registerer) counterVec {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "databus_member_graces_total", Help: "Group members whose last subscribe stream here ended and that stayed in their group for --member-grace, by end: resumed (a stream of the group came back in time and took the partitions without a rebalance) or expired (the member left the group).",
+	}, []string{"end"})
+	reg.MustRegister(v)
+	return promCounters{v}
+}
