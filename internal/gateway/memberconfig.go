@@ -10,10 +10,12 @@ import (
 )
 
 // DefaultMemberGrace is Config.MemberGrace's default: longer than a
-// client's reconnect backoff (the Go client's starts at 100 ms and stays
-// under a second for its first tries), short enough that the partitions
-// of a consumer really gone go to the group's other members within
-// seconds. Never above Config.SessionTimeout.
+// client's reconnect backoff (the Go client reopens a stream that broke
+// or whose handler failed after 25-50 ms, and waits at most 5 s however
+// often it retries: its default backoff, jittered), short enough that
+// the partitions of a consumer really gone go to the group's other
+// members within seconds, as they would have with a gateway that died
+// (Config.SessionTimeout, 10 s). Never above Config.SessionTimeout.
 const DefaultMemberGrace = 5 * time.Second
 
 // The isolation levels of Config.IsolationLevel (--isolation-level).
