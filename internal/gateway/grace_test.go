@@ -22,39 +22,17 @@ import (
 // startGateway does, and returns the gateway too.
 func serveGateway(t *testing.T, cfg gateway.Config) (*gateway.Gateway, *gw) {
 	t.Helper()
-	g, err := gateway.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return g, &gw{addr: gatewaytest.Serve(t, g, gateway.NewServer(ctx, g, gateway.ServerOptions{}))}
-}
-
-// ackCounts counts, per key, the acks a test's subscribers sent.
-type ackCounts struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (a *ackCounts) add(ds ...databus.Delivery) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n == nil {
-		a.n = map[string]int{}
-	}
-	for _, d := range ds {
-		a.n[string(d.Key)]++
-	}
+	g, addr := gatewaytest.StartGateway(t, cfg, gateway.ServerOptions{})
+	return g, &gw{addr: addr}
 }
 
 // lostAndDuplicates returns how many of msgs(0, total) were never acked,
 // and how many acks repeated one.
-func (a *ackCounts) lostAndDuplicates(total int) (lost, dups int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+func (s *keys) lostAndDuplicates(total int) (lost, dups int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := range total {
-		switch n := a.n[fmt.Sprint(i)]; {
+		switch n := s.m[fmt.Sprint(i)]; {
 		case n == 0:
 			lost++
 		case n > 1:
@@ -109,7 +87,7 @@ func TestReconnectInGraceIsNoRebalance(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 
-	var acks ackCounts
+	var acks keys
 	sctx, scancel := context.WithCancel(ctx)
 	defer scancel()
 	go c.Subscribe(sctx, topic, group, func(_ context.Context, ds []databus.Delivery) error {
@@ -150,7 +128,7 @@ func (o *owned) count() int {
 	return len(o.parts)
 }
 
-func consume(sub *databus.Subscription, acks *ackCounts) *owned {
+func consume(sub *databus.Subscription, acks *keys) *owned {
 	o := &owned{parts: map[int32]bool{}}
 	go func() {
 		for {
@@ -188,7 +166,7 @@ func TestMemberLeavesAfterGrace(t *testing.T) {
 	defer cancel()
 	adm := kadm.NewClient(depstest.Client(t, k))
 
-	var acks ackCounts
+	var acks keys
 	subA, err := a.client(t).OpenSubscription(ctx, topic, group)
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +241,7 @@ func TestCloseEndsGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var acks ackCounts
+	var acks keys
 	own := consume(sub, &acks)
 	testkit.Eventually(t, 30*time.Second, "the partition assigned", func() bool { return own.count() == 1 })
 	sub.Close()

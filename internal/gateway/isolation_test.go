@@ -50,7 +50,7 @@ func TestTransactionsIsolation(t *testing.T) {
 	} {
 		t.Run(cmp.Or(tt.level, "default"), func(t *testing.T) {
 			w := startGateway(t, gateway.Config{Brokers: k.Brokers, IsolationLevel: tt.level})
-			var acks ackCounts
+			var acks keys
 			sctx, scancel := context.WithCancel(ctx)
 			defer scancel()
 			go w.client(t).Subscribe(sctx, topic, depstest.Group(t), func(_ context.Context, ds []databus.Delivery) error {
@@ -63,7 +63,7 @@ func TestTransactionsIsolation(t *testing.T) {
 			count := func() (aborted, committed, dups int) {
 				acks.mu.Lock()
 				defer acks.mu.Unlock()
-				for key, n := range acks.n {
+				for key, n := range acks.m {
 					if strings.HasPrefix(key, "aborted-") {
 						aborted++
 					} else {
