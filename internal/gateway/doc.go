@@ -16,7 +16,7 @@
 // # Reconnects and transactions
 //
 // A group member outlives its streams for a grace (--member-grace, 5 s,
-// at most --session-timeout; member.go, memberconfig.go). When the last
+// at most --session-timeout; member.go, membergrace.go). When the last
 // stream of a group and topic on a gateway ends, what it acked is
 // committed at once and its partitions stay assigned to the member,
 // unowned and paused, with their unacked messages set back to be

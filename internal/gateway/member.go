@@ -181,35 +181,6 @@ func (g *Gateway) detach(st *subStream) {
 	}
 }
 
-// startGraceLocked starts the member's grace, which closes it when
-// grace ends (none when grace <= 0: the caller closes it), and returns
-// the grace's generation. m.mu is held.
-func (m *member) startGraceLocked(grace time.Duration) uint64 {
-	m.endGraceLocked()
-	gen := m.graceGen
-	if grace > 0 {
-		m.graceTimer = time.AfterFunc(grace, func() {
-			if m.g.releaseMember(m, gen) {
-				m.g.m.memberGraces.WithLabelValues("expired").Inc()
-			}
-		})
-	}
-	return gen
-}
-
-// endGraceLocked stops the member's grace, if one runs: a timer that
-// fires anyway finds its generation gone. It reports whether one ran.
-// m.mu is held.
-func (m *member) endGraceLocked() bool {
-	m.graceGen++
-	if m.graceTimer == nil {
-		return false
-	}
-	m.graceTimer.Stop()
-	m.graceTimer = nil
-	return true
-}
-
 // releaseMember closes m if it still has no stream and gen is still its
 // grace's generation, and reports whether it did.
 func (g *Gateway) releaseMember(m *member, gen uint64) bool {
@@ -724,9 +695,9 @@ func firstCommitErr(resp *kmsg.OffsetCommitResponse) error {
 
 // GroupConsumerOpts are the franz-go options with which the gateway's
 // group member for cfg's subscribers joins and fetches (balancer, reset
-// offset, session timeout, isolation level, fetch wait and sizes), less what is the
-// member's own: its group and topic, and the callbacks through which it
-// hands records out and commits. A consumer that reads Kafka itself and
+// offset, session timeout, isolation level, fetch wait and sizes), less
+// what is the member's own: its group and topic, and the callbacks
+// through which it hands records out and commits. A consumer that reads Kafka itself and
 // should fetch as the gateway does (the checker's direct consumer, the
 // baseline of the gateway's subscribe cost) starts from them.
 func GroupConsumerOpts(cfg Config) []kgo.Opt {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -52,16 +51,4 @@ func (c *Config) isolationLevel() kgo.IsolationLevel {
 		return kgo.ReadUncommitted()
 	}
 	return kgo.ReadCommitted()
-}
-
-// newMemberGraces registers databus_member_graces_total: graces that
-// ended with a stream back (resumed: a rebalance pair saved) or with the
-// member leaving (expired). Many expired beside few resumed say clients
-// reconnect later than --member-grace, or are gone for good.
-func newMemberGraces(reg prometheus.Registerer) counterVec {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "databus_member_graces_total", Help: "Group members whose last subscribe stream here ended and that stayed in their group for --member-grace, by end: resumed (a stream of the group came back in time and took the partitions without a rebalance) or expired (the member left the group).",
-	}, []string{"end"})
-	reg.MustRegister(v)
-	return promCounters{v}
 }

@@ -58,7 +58,7 @@ type metrics struct {
 	// off): it is only read once per producer, by produceHook.
 	kafkaProduceBytes *prometheus.CounterVec
 	// memberGraces counts group members' graces by how they ended
-	// (memberconfig.go).
+	// (membergrace.go).
 	memberGraces counterVec
 	on           bool // false: every field is nop
 }
