@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/highload-lab/hlab/internal/secretfile"
 )
@@ -215,5 +216,43 @@ func (n not) Set(v string) error {
 		return fmt.Errorf("give true or false")
 	}
 	*n.p = !b
+	return nil
+}
+
+// DurationOrOff is a duration flag over a Config field whose zero value
+// means the default def and whose negative value means off: "0" on the
+// command line turns the thing off (stored as -1ns), a positive duration
+// sets it. It reads back as def when the field is zero and as "0s" when
+// off, so Args reproduces either.
+func DurationOrOff(p *time.Duration, def time.Duration) flag.Value {
+	return durationOrOff{p, def}
+}
+
+type durationOrOff struct {
+	p   *time.Duration
+	def time.Duration
+}
+
+func (d durationOrOff) String() string {
+	switch {
+	case d.p == nil: // the flag package's zero probe: unlike def, so help shows it
+		return "0s"
+	case *d.p == 0:
+		return d.def.String()
+	case *d.p < 0:
+		return "0s"
+	}
+	return d.p.String()
+}
+
+func (d durationOrOff) Set(v string) error {
+	n, err := time.ParseDuration(v)
+	if err != nil || n < 0 {
+		return fmt.Errorf("give a duration such as %v, or 0 for off", d.def)
+	}
+	if n == 0 {
+		n = -1
+	}
+	*d.p = n
 	return nil
 }

@@ -169,3 +169,47 @@ func TestSecretNeverInArgs(t *testing.T) {
 		t.Errorf("usage %q: want no value shown, and the warning", usage.String())
 	}
 }
+
+type withGrace struct{ Grace time.Duration }
+
+func (c *withGrace) RegisterFlags(fs *flag.FlagSet) {
+	fs.Var(cliflag.DurationOrOff(&c.Grace, 5*time.Second), "grace", "grace")
+}
+
+// DurationOrOff: a zero field is the default, "0" is off (a negative
+// field), and Args reproduces each; help shows the default.
+func TestDurationOrOff(t *testing.T) {
+	parse := func(args ...string) (withGrace, error) {
+		var c withGrace
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.RegisterFlags(fs)
+		return c, fs.Parse(args)
+	}
+	for _, tt := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, 0}, {[]string{"--grace=0"}, -1}, {[]string{"--grace=2s"}, 2 * time.Second}} {
+		c, err := parse(tt.args...)
+		if err != nil || c.Grace != tt.want {
+			t.Fatalf("parse %q: %v, %v; want %v", tt.args, c.Grace, err, tt.want)
+		}
+		back, err := parse(cliflag.Args(c)...)
+		if err != nil || back.Grace != c.Grace {
+			t.Errorf("Args(%v) = %q parses to %v, %v", c.Grace, cliflag.Args(c), back.Grace, err)
+		}
+	}
+	for _, bad := range []string{"-1s", "soon"} {
+		if _, err := parse("--grace=" + bad); err == nil {
+			t.Errorf("--grace=%s: no error", bad)
+		}
+	}
+	var out strings.Builder
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(&out)
+	new(withGrace).RegisterFlags(fs)
+	fs.PrintDefaults()
+	if !strings.Contains(out.String(), "(default 5s)") {
+		t.Errorf("help:\n%s", out.String())
+	}
+}

@@ -151,6 +151,22 @@ type Config struct {
 	CompressionAllowed []string
 	// KafkaOpts are extra franz-go options for every client (tests, TLS, SASL).
 	KafkaOpts []kgo.Opt
+
+	// The group member's lifetime and isolation (memberconfig.go).
+	//
+	// MemberGrace is how long a group member stays in its group after
+	// its last stream on this gateway ends (DefaultMemberGrace, or
+	// SessionTimeout if shorter; negative: it leaves at once). A stream
+	// of the group that opens here meanwhile takes its partitions back
+	// without a rebalance: a client's reconnect is no rebalance. Its
+	// partitions stay assigned and unfetched meanwhile, and its Kafka
+	// client counts in MaxKafkaClients. At most SessionTimeout. A
+	// gateway draining or closing does not wait for it.
+	MemberGrace time.Duration
+	// IsolationLevel is read_committed (IsolationReadCommitted, the
+	// default: records of aborted transactions are never delivered) or
+	// read_uncommitted.
+	IsolationLevel string
 }
 
 // setDefaults is the one place defaults are set: every zero field takes
@@ -176,6 +192,9 @@ func (c *Config) setDefaults() {
 	c.ConnIdleTimeout = cmp.Or(c.ConnIdleTimeout, DefaultConnIdleTimeout)
 	c.LagInterval = cmp.Or(c.LagInterval, DefaultLagInterval)
 	c.Compression = cmp.Or(c.Compression, DefaultCompression)
+	// The group member's (memberconfig.go).
+	c.MemberGrace = cmp.Or(c.MemberGrace, min(DefaultMemberGrace, c.SessionTimeout))
+	c.IsolationLevel = cmp.Or(c.IsolationLevel, IsolationReadCommitted)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -268,6 +287,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	cfg.CompressionAllowed = slices.Clone(cfg.CompressionAllowed)
 	if err := cfg.validateCompression(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validateMember(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

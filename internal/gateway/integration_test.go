@@ -94,20 +94,20 @@ func (w *gw) publishAll(t *testing.T, ctx context.Context, topic string, total i
 }
 
 // keys is a set of message keys, safe for concurrent use: what a test's
-// subscribers received or acked.
+// subscribers received or acked, with how often.
 type keys struct {
 	mu sync.Mutex
-	m  map[string]bool
+	m  map[string]int
 }
 
 func (s *keys) add(ds ...databus.Delivery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[string]bool{}
+		s.m = map[string]int{}
 	}
 	for _, d := range ds {
-		s.m[string(d.Key)] = true
+		s.m[string(d.Key)]++
 	}
 }
 
@@ -120,7 +120,7 @@ func (s *keys) await(t *testing.T, timeout time.Duration, what string, n int, he
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for key := range held {
-			if !s.m[key] {
+			if s.m[key] == 0 {
 				return fmt.Errorf("message %s, held unacked, not redelivered (%d of %d so far)", key, len(s.m), n)
 			}
 		}

@@ -79,6 +79,13 @@ type member struct {
 	paused     map[int32]bool
 	pollCancel context.CancelFunc // ends the poll in progress
 	closing    bool
+
+	// The grace after its last stream (Config.MemberGrace), guarded by
+	// mu: graceTimer, while one runs, closes the member when it fires;
+	// graceGen tells that timer whether it is still the member's (a
+	// stream that attached, or a later grace, moved it on).
+	graceTimer *time.Timer
+	graceGen   uint64
 }
 
 type memberKey struct{ group, topic string }
@@ -125,6 +132,9 @@ func (g *Gateway) attach(st *subStream) error {
 	}
 	defer m.mu.Unlock()
 	st.m = m
+	if m.endGraceLocked() {
+		g.m.memberGraces.WithLabelValues("resumed").Inc()
+	}
 	m.streams[st] = struct{}{}
 	m.balanceTo(st)
 	return nil
@@ -132,7 +142,11 @@ func (g *Gateway) attach(st *subStream) error {
 
 // detach removes st from its member: its partitions go to the member's
 // other streams, from the oldest offset it held; what it acked is
-// committed at once. The member leaves the group with its last stream.
+// committed at once. After its last stream, the member stays in the group
+// for the grace (Config.MemberGrace), its partitions assigned, unowned
+// and so paused, for a stream that reconnects to take them back without
+// a rebalance; it leaves at once when the gateway ended the stream
+// (draining, or moving it elsewhere), as that client is sent elsewhere.
 func (g *Gateway) detach(st *subStream) {
 	m := st.m
 	m.mu.Lock()
@@ -148,40 +162,52 @@ func (g *Gateway) detach(st *subStream) {
 	}
 	st.dropQueueLocked(-1)
 	last := len(m.streams) == 0
+	var gen uint64
+	grace := g.cfg.MemberGrace
+	if last {
+		if st.draining {
+			grace = 0
+		}
+		gen = m.startGraceLocked(grace)
+	}
 	m.wakeLocked()
 	m.mu.Unlock()
 	select {
 	case m.commitNow <- struct{}{}:
 	default:
 	}
-	if last {
-		g.releaseMember(m)
+	if last && grace <= 0 {
+		g.releaseMember(m, gen)
 	}
 }
 
-// releaseMember closes m if it still has no stream.
-func (g *Gateway) releaseMember(m *member) {
+// releaseMember closes m if it still has no stream and gen is still its
+// grace's generation, and reports whether it did.
+func (g *Gateway) releaseMember(m *member, gen uint64) bool {
 	g.membersMu.Lock()
 	m.mu.Lock()
-	if len(m.streams) > 0 || m.closing {
+	if len(m.streams) > 0 || m.closing || m.graceGen != gen {
 		m.mu.Unlock()
 		g.membersMu.Unlock()
-		return
+		return false
 	}
+	m.graceTimer = nil
 	m.closing = true
 	delete(g.members, m.key)
 	m.mu.Unlock()
 	g.membersMu.Unlock()
 	m.close()
+	return true
 }
 
 // closeMembers closes every member (Gateway.Close: streams should have
-// ended already).
+// ended already), those in their grace at once.
 func (g *Gateway) closeMembers() {
 	g.membersMu.Lock()
 	var ms []*member
 	for key, m := range g.members {
 		m.mu.Lock()
+		m.endGraceLocked()
 		m.closing = true
 		m.mu.Unlock()
 		ms = append(ms, m)
@@ -669,9 +695,9 @@ func firstCommitErr(resp *kmsg.OffsetCommitResponse) error {
 
 // GroupConsumerOpts are the franz-go options with which the gateway's
 // group member for cfg's subscribers joins and fetches (balancer, reset
-// offset, session timeout, fetch wait and sizes), less what is the
-// member's own: its group and topic, and the callbacks through which it
-// hands records out and commits. A consumer that reads Kafka itself and
+// offset, session timeout, isolation level, fetch wait and sizes), less
+// what is the member's own: its group and topic, and the callbacks
+// through which it hands records out and commits. A consumer that reads Kafka itself and
 // should fetch as the gateway does (the checker's direct consumer, the
 // baseline of the gateway's subscribe cost) starts from them.
 func GroupConsumerOpts(cfg Config) []kgo.Opt {
@@ -680,7 +706,7 @@ func GroupConsumerOpts(cfg Config) []kgo.Opt {
 }
 
 // memberConsumeOpts are GroupConsumerOpts of a Config with its defaults
-// set.
+// set (and validated: New's validateMember).
 func memberConsumeOpts(cfg Config) []kgo.Opt {
 	return append([]kgo.Opt{
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
@@ -689,6 +715,7 @@ func memberConsumeOpts(cfg Config) []kgo.Opt {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.FetchMaxWait(memberFetchMaxWait),
+		kgo.FetchIsolationLevel(cfg.isolationLevel()),
 	}, memberFetchLimits(cfg.FetchMaxBytes)...)
 }
 

@@ -57,7 +57,10 @@ type metrics struct {
 	// kafkaProduceBytes is databus_kafka_produce_bytes_total (nil when
 	// off): it is only read once per producer, by produceHook.
 	kafkaProduceBytes *prometheus.CounterVec
-	on                bool // false: every field is nop
+	// memberGraces counts group members' graces by how they ended
+	// (membergrace.go).
+	memberGraces counterVec
+	on           bool // false: every field is nop
 
 	// Replays (replay.go).
 	replayMessages counter // messages sent on replay streams
@@ -101,7 +104,7 @@ func offMetrics() *metrics {
 		commits: nopCounters{}, streamErrors: nopCounters{}, refusals: nopCounters{}, kafkaClients: nop{},
 		sendTimeouts: nop{}, rewinds: nop{}, kafkaRequests: nopCounters{}, kafkaProduce: nop{},
 		publishBytes: nop{}, subscribeBytes: nop{}, publishWait: nop{}, subscribeWait: nop{},
-		replayMessages: nop{},
+		replayMessages: nop{}, memberGraces: nopCounters{},
 	}
 }
 
@@ -170,6 +173,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishWait:       clientWait.WithLabelValues("publish"),
 		subscribeWait:     clientWait.WithLabelValues("subscribe"),
 		kafkaProduceBytes: kafkaProduceBytes,
+		memberGraces:      newMemberGraces(reg),
 		on:                true,
 		replayMessages:    replayMessages,
 	}

@@ -23,13 +23,21 @@ import (
 // end it drains the gateway's streams for 5 s at most, then stops it.
 func Start(t testing.TB, cfg gateway.Config, o gateway.ServerOptions) string {
 	t.Helper()
+	_, addr := StartGateway(t, cfg, o)
+	return addr
+}
+
+// StartGateway is Start that returns the gateway too, for a test that
+// looks inside it.
+func StartGateway(t testing.TB, cfg gateway.Config, o gateway.ServerOptions) (*gateway.Gateway, string) {
+	t.Helper()
 	g, err := gateway.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	return Serve(t, g, gateway.NewServer(ctx, g, o))
+	return g, Serve(t, g, gateway.NewServer(ctx, g, o))
 }
 
 // Serve serves srv, a gRPC server of g (gateway.NewServer's, or one of
