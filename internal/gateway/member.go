@@ -346,7 +346,7 @@ func (m *member) apply(fetches kgo.Fetches) {
 		}
 		// A partition fetched again for its due retries is not paused
 		// for a full window: what it brings up to skipTo takes no room.
-		want := p.owner == nil || p.owner.wantPause() && (p.skipTo == 0 || p.owner.queueBytes >= m.g.cfg.MaxStreamBytes)
+		want := p.owner == nil || p.owner.wantPause() && (p.skipTo == 0 || !p.owner.takesMore() || p.owner.queueBytes >= m.g.cfg.MaxStreamBytes)
 		if want != m.paused[id] {
 			if want {
 				pause = append(pause, id)

@@ -23,6 +23,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -498,4 +499,74 @@ func TestKilledGatewayRedeliversNacked(t *testing.T) {
 			t.Errorf("%d nacked messages lost over the SIGKILL", lost)
 		}
 	})
+}
+
+// TestDeadLetterTopicNeedsPublishToken: with --tokens, a dead-letter
+// topic named in metadata must be one the token may publish to.
+func TestDeadLetterTopicNeedsPublishToken(t *testing.T) {
+	ts, err := gateway.ParseTokens(strings.NewReader("token-a publish=orders.dlq subscribe=orders groups=billing\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true}, gateway.ServerOptions{Auth: &gateway.Auth{Tokens: ts}})
+	for _, tc := range []struct {
+		dlq  string
+		code codes.Code
+		want string
+	}{
+		{"payments", codes.PermissionDenied, `"payments"`},
+		{"orders.dlq", codes.FailedPrecondition, "echo"}, // past the check, an echo gateway refuses subscriptions
+	} {
+		s, _ := rawSub(t, addr, "authorization", "Bearer token-a", gateway.MDTopic, "orders", gateway.MDGroup, "billing",
+			databusv1.MDMaxDeliveries, "3", databusv1.MDDeadLetterTopic, tc.dlq)
+		if _, err := s.Recv(); status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dead-letter topic %s: %v, want %s naming %s", tc.dlq, err, tc.code, tc.want)
+		}
+	}
+}
+
+// TestDeadLetterWriteFailureIsRetried: a dead letter that Kafka does not
+// store (its topic deleted after the stream opened) is written again
+// after a backoff, its message held meanwhile: once the topic is back,
+// it is stored once and the commit passes it.
+func TestDeadLetterWriteFailureIsRetried(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	topic := newTopic(t, k, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dlq := topic + databusv1.DeadLetterSuffix
+	if err := k.CreateTopics(ctx, 1, dlq); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond, Registry: reg})
+	g.publishAll(t, ctx, topic, 5)
+	group := depstest.Group(t)
+	s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, databusv1.MDMaxDeliveries, "1")
+	if err := k.DeleteTopics(ctx, dlq); err != nil {
+		t.Fatal(err)
+	}
+	l := &nackLog{}
+	consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		if m.Offset == 2 {
+			return &databusv1.Nack{Offset: 2, Reason: "poison"}
+		}
+		return nil
+	})
+	testkit.Eventually(t, time.Minute, "a failed dead-letter write", func() bool {
+		return testkit.MetricSum(t, reg, "databus_dead_letters_total", map[string]string{"result": "error"}) >= 1
+	})
+	if c := committed(t, k, topic, group); c > 2 {
+		t.Fatalf("committed %d past the message whose dead letter failed", c)
+	}
+	if err := k.CreateTopics(ctx, 1, dlq); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, "the commit passes the dead letter", func() bool { return committed(t, k, topic, group) == 5 })
+	if n := len(readTopic(t, k, dlq)); n != 1 {
+		t.Errorf("%d dead letters, want 1", n)
+	}
+	if n := len(l.get(2)); n != 1 {
+		t.Errorf("the poison message delivered %d times, want 1 (max-deliveries 1)", n)
+	}
 }
