@@ -45,6 +45,20 @@ func rawSub(t *testing.T, addr string, md ...string) (databusv1.DataBus_Subscrib
 	return s, cancel
 }
 
+// nackTopic publishes msgs(0, n) to a new one-partition topic through a
+// gateway of cfg on k's brokers, and returns the gateway, the topic and a
+// group of the test's own.
+func nackTopic(t *testing.T, k *deps.Kafka, cfg gateway.Config, n int) (*gw, string, string) {
+	t.Helper()
+	topic := newTopic(t, k, 1)
+	cfg.Brokers = k.Brokers
+	g := startGateway(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g.publishAll(t, ctx, topic, n)
+	return g, topic, depstest.Group(t)
+}
+
 // nackDelivery is one message as a test's subscriber saw it.
 type nackDelivery struct {
 	offset int64
@@ -143,12 +157,7 @@ func committed(t *testing.T, k *deps.Kafka, topic, group string) int64 {
 
 func TestNackRedeliversAfterDelay(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		topic := newTopic(t, k, 1)
-		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		g.publishAll(t, ctx, topic, 100)
-		group := depstest.Group(t)
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, 100)
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 		const delay = 2 * time.Second
 		var nackedAt time.Time
@@ -206,12 +215,7 @@ func TestNackRedeliversAfterDelay(t *testing.T) {
 
 func TestCommitNeverPassesNack(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		topic := newTopic(t, k, 1)
-		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		g.publishAll(t, ctx, topic, 50)
-		group := depstest.Group(t)
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, 50)
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 		const k7 = 7
 		l := &nackLog{}
@@ -238,16 +242,13 @@ func TestCommitNeverPassesNack(t *testing.T) {
 // passes it.
 func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		topic := newTopic(t, k, 1)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, 20)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		dlq := topic + databusv1.DeadLetterSuffix
 		if err := k.CreateTopics(ctx, 1, dlq); err != nil {
 			t.Fatal(err)
 		}
-		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		g.publishAll(t, ctx, topic, 20)
-		group := depstest.Group(t)
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, databusv1.MDMaxDeliveries, "3")
 		const poison = 7
 		l := &nackLog{}
@@ -339,12 +340,10 @@ func readTopic(t *testing.T, k *deps.Kafka, topic string) []*kgo.Record {
 
 func TestNackBounds(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
-	topic := newTopic(t, k, 1)
+	reg := prometheus.NewRegistry()
+	g, topic, _ := nackTopic(t, k, gateway.Config{MaxNackDelay: 100 * time.Millisecond, MaxPendingRetries: 3, MaxDeliveries: 5, Registry: reg}, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	reg := prometheus.NewRegistry()
-	g := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxNackDelay: 100 * time.Millisecond, MaxPendingRetries: 3, MaxDeliveries: 5, Registry: reg})
-	g.publishAll(t, ctx, topic, 10)
 
 	t.Run("delay cut to --max-nack-delay", func(t *testing.T) {
 		s, end := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t))
@@ -406,13 +405,8 @@ func TestNackBounds(t *testing.T) {
 // one after its delay, both with delivery count 2.
 func TestNackedMessageMovesWithItsPartition(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
-	topic := newTopic(t, k, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	reg := prometheus.NewRegistry()
-	g := startGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg})
-	g.publishAll(t, ctx, topic, 10)
-	group := depstest.Group(t)
+	g, topic, group := nackTopic(t, k, gateway.Config{Registry: reg}, 10)
 	a, endA := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 	la := &nackLog{}
 	const delay = 1500 * time.Millisecond
@@ -531,17 +525,14 @@ func TestDeadLetterTopicNeedsPublishToken(t *testing.T) {
 // it is stored once and the commit passes it.
 func TestDeadLetterWriteFailureIsRetried(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
-	topic := newTopic(t, k, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	reg := prometheus.NewRegistry()
+	g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond, Registry: reg}, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dlq := topic + databusv1.DeadLetterSuffix
 	if err := k.CreateTopics(ctx, 1, dlq); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond, Registry: reg})
-	g.publishAll(t, ctx, topic, 5)
-	group := depstest.Group(t)
 	s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, databusv1.MDMaxDeliveries, "1")
 	if err := k.DeleteTopics(ctx, dlq); err != nil {
 		t.Fatal(err)
