@@ -86,6 +86,15 @@ type member struct {
 	// stream that attached, or a later grace, moved it on).
 	graceTimer *time.Timer
 	graceGen   uint64
+
+	// Nacked messages (retry.go): retryDue orders the retries waiting
+	// for their time, retryTimer fires at the earliest; retrying counts
+	// the partitions' retries, skipping the partitions fetched again for
+	// them. While both are 0, deliveries take the fast path.
+	retryDue   retryHeap
+	retryTimer *time.Timer
+	retrying   int
+	skipping   int
 }
 
 type memberKey struct{ group, topic string }
@@ -106,6 +115,13 @@ type partState struct {
 	// dropped.
 	rewind    int64
 	committed int64 // last commit point committed; -1: none yet
+	// Nacks (retry.go): retries by offset; counts, the delivery count of
+	// offsets delivered more than once; skipTo, while > 0, the offset
+	// from which what is fetched is new: below it the partition is
+	// fetched again for its due retries.
+	retries map[int64]*retry
+	counts  map[int64]uint32
+	skipTo  int64
 }
 
 // attach adds st to the member of its group and topic, making the member
@@ -260,6 +276,7 @@ func (m *member) close() {
 	m.closeOnce.Do(func() {
 		m.cancel()
 		m.loops.Wait()
+		m.dropAllRetries()
 		m.commit(m.g.ctx, nil)
 		m.cl.Close()
 		m.g.releaseClient(clientMember)
@@ -354,7 +371,9 @@ func (m *member) apply(fetches kgo.Fetches) {
 			rewinds[id] = kgo.EpochOffset{Epoch: -1, Offset: p.rewind}
 			p.rewind = -1
 		}
-		want := p.owner == nil || p.owner.wantPause()
+		// A partition fetched again for its due retries is not paused
+		// for a full window: what it brings up to skipTo takes no room.
+		want := p.owner == nil || p.owner.wantPause() && (p.skipTo == 0 || !p.owner.takesMore() || p.owner.queueBytes >= m.g.cfg.MaxStreamBytes)
 		if want != m.paused[id] {
 			if want {
 				pause = append(pause, id)
@@ -475,6 +494,10 @@ func (m *member) give(p *partState, st *subStream) {
 // and p is set back to the oldest of them all, where its next owner
 // starts. The owner is told p is revoked. m.mu is held.
 func (m *member) disown(p *partState) {
+	if m.parts[p.id] != p {
+		m.dropPartRetriesLocked(p) // it left the member (retry.go)
+	}
+	m.stopSkipping(p)
 	st := p.owner
 	if st == nil {
 		return
@@ -484,6 +507,11 @@ func (m *member) disown(p *partState) {
 	st.unacked -= unacked
 	m.g.m.held.Sub(float64(held))
 	m.g.m.unacked.Sub(float64(unacked))
+	if unacked > 0 && m.parts[p.id] == p {
+		// Its unacked messages will be delivered again; its waiting
+		// ones keep their retries (retry.go).
+		p.t.eachUnacked(func(o int64) { p.setCount(o, p.deliveryCount(o)+1) })
+	}
 	from, ok := p.t.first()
 	if q, qok := st.dropQueueLocked(p.id); qok && (!ok || q < from) {
 		from, ok = q, true
@@ -523,6 +551,9 @@ func (m *member) ack(st *subStream, acks []*databusv1.Ack) (freed, ignored int) 
 		}
 		freed++
 		released += rel
+		if rel > 0 && len(p.counts) > 0 {
+			p.pruneCounts()
+		}
 	}
 	st.unacked -= freed
 	st.held -= released

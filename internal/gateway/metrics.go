@@ -60,10 +60,17 @@ type metrics struct {
 	// memberGraces counts group members' graces by how they ended
 	// (membergrace.go).
 	memberGraces counterVec
-	on           bool // false: every field is nop
 
 	// Replays (replay.go).
 	replayMessages counter // messages sent on replay streams
+	// Nacks, retries and dead letters.
+	nacks          counterVec // by result: retry, dead_letter, ignored
+	retriesPending gauge      // nacked messages held for redelivery or dead-lettering
+	redeliveries   counter    // nacked messages sent again
+	deadLetters    counterVec // dead-letter writes, by result: ok, error
+	nackDelaysCut  counter    // nack delays cut to --max-nack-delay
+
+	on bool // false: every field is nop
 }
 
 // nop is every metric kind, updating nothing.
@@ -105,6 +112,7 @@ func offMetrics() *metrics {
 		sendTimeouts: nop{}, rewinds: nop{}, kafkaRequests: nopCounters{}, kafkaProduce: nop{},
 		publishBytes: nop{}, subscribeBytes: nop{}, publishWait: nop{}, subscribeWait: nop{},
 		replayMessages: nop{}, memberGraces: nopCounters{},
+		nacks: nopCounters{}, retriesPending: nop{}, redeliveries: nop{}, deadLetters: nopCounters{}, nackDelaysCut: nop{},
 	}
 }
 
@@ -160,6 +168,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// Replays (replay.go).
 	replayMessages := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_replay_messages_total", Help: "Messages sent on replay streams (x-databus-start-time or x-databus-start-offsets), which no group acks or commits; not counted in databus_messages_out_total."})
 	reg.MustRegister(replayMessages)
+	nacks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "databus_nacks_total", Help: "Nacks from subscribers, by result: retry (redelivered after its delay), dead_letter (sent to its dead-letter topic: its delivery count reached x-databus-max-deliveries), ignored (of a message not held, or already acked or nacked).",
+	}, []string{"result"})
+	retriesPending := prometheus.NewGauge(prometheus.GaugeOpts{Name: "databus_retries_pending", Help: "Nacked messages held for redelivery or dead-lettering; --max-pending-retries bounds them."})
+	redeliveries := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_redeliveries_total", Help: "Nacked messages delivered again after their delay."})
+	deadLetters := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "databus_dead_letters_total", Help: "Writes of dead letters to their topics, by result: ok (stored: the offset counts as acked), error (retried after a backoff).",
+	}, []string{"result"})
+	nackDelaysCut := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_nack_delays_cut_total", Help: "Nacks whose delay was cut to --max-nack-delay."})
+	reg.MustRegister(nacks, retriesPending, redeliveries, deadLetters, nackDelaysCut)
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
 		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait, kafkaProduceBytes)
 	return &metrics{
@@ -174,8 +192,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		subscribeWait:     clientWait.WithLabelValues("subscribe"),
 		kafkaProduceBytes: kafkaProduceBytes,
 		memberGraces:      newMemberGraces(reg),
-		on:                true,
 		replayMessages:    replayMessages,
+		nacks:             promCounters{nacks}, retriesPending: retriesPending, redeliveries: redeliveries,
+		deadLetters: promCounters{deadLetters}, nackDelaysCut: nackDelaysCut,
+		on: true,
 	}
 }
 
