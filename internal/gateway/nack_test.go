@@ -111,7 +111,7 @@ func (l *nackLog) duplicates(skip int64) int {
 // consume receives from s until it ends, recording each message in l,
 // and answers it with decide's nack (nil: ack). It returns the error that
 // ended the stream.
-func consume(s databusv1.DataBus_SubscribeClient, l *nackLog, decide func(m *databusv1.ConsumedMessage) *databusv1.Nack) <-chan error {
+func consumeNacking(s databusv1.DataBus_SubscribeClient, l *nackLog, decide func(m *databusv1.ConsumedMessage) *databusv1.Nack) <-chan error {
 	ended := make(chan error, 1)
 	go func() {
 		for {
@@ -163,7 +163,7 @@ func TestNackRedeliversAfterDelay(t *testing.T) {
 		var nackedAt time.Time
 		var mu sync.Mutex
 		l := &nackLog{}
-		ended := consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		ended := consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 			if m.Offset == 0 && m.DeliveryCount == 1 {
 				mu.Lock()
 				nackedAt = time.Now()
@@ -219,7 +219,7 @@ func TestCommitNeverPassesNack(t *testing.T) {
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 		const k7 = 7
 		l := &nackLog{}
-		consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 			if m.Offset == k7 {
 				return &databusv1.Nack{Partition: 0, Offset: k7, DelayMs: 10 * 60 * 1000}
 			}
@@ -252,7 +252,7 @@ func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, databusv1.MDMaxDeliveries, "3")
 		const poison = 7
 		l := &nackLog{}
-		ended := consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		ended := consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 			if m.Offset == poison {
 				return &databusv1.Nack{Partition: 0, Offset: poison, Reason: "poison " + strconv.Itoa(int(m.DeliveryCount))}
 			}
@@ -349,7 +349,7 @@ func TestNackBounds(t *testing.T) {
 		s, end := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t))
 		defer end()
 		l := &nackLog{}
-		consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 			if m.Offset == 0 && m.DeliveryCount == 1 {
 				return &databusv1.Nack{Offset: 0, DelayMs: 3600 * 1000} // an hour
 			}
@@ -364,7 +364,7 @@ func TestNackBounds(t *testing.T) {
 		s, end := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t))
 		defer end()
 		l := &nackLog{}
-		ended := consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		ended := consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 			return &databusv1.Nack{Offset: m.Offset, DelayMs: 60 * 1000}
 		})
 		select {
@@ -411,7 +411,7 @@ func TestNackedMessageMovesWithItsPartition(t *testing.T) {
 	la := &nackLog{}
 	const delay = 1500 * time.Millisecond
 	var nackedAt atomic.Int64 // Unix ns
-	consume(a, la, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+	consumeNacking(a, la, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 		switch m.Offset {
 		case 0:
 			nackedAt.Store(time.Now().UnixNano())
@@ -424,7 +424,7 @@ func TestNackedMessageMovesWithItsPartition(t *testing.T) {
 	testkit.Eventually(t, time.Minute, "all 10 delivered to the first stream", func() bool { return la.distinct() == 10 })
 	b, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 	lb := &nackLog{}
-	consume(b, lb, func(*databusv1.ConsumedMessage) *databusv1.Nack { return nil })
+	consumeNacking(b, lb, func(*databusv1.ConsumedMessage) *databusv1.Nack { return nil })
 	// Once b is attached, a's end moves the partition to it (not the
 	// member's end, which would hand it to Kafka).
 	testkit.Eventually(t, time.Minute, "two subscribe streams", func() bool {
@@ -464,7 +464,7 @@ func TestKilledGatewayRedeliversNacked(t *testing.T) {
 		nacked := func(o int64) bool { return o >= 10 && o < 20 }
 		s, _ := rawSub(t, gp.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 		before := &nackLog{}
-		consume(s, before, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		consumeNacking(s, before, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 			if nacked(m.Offset) {
 				return &databusv1.Nack{Offset: m.Offset, DelayMs: 10 * 60 * 1000}
 			}
@@ -476,7 +476,7 @@ func TestKilledGatewayRedeliversNacked(t *testing.T) {
 		gp.start()
 		s2, _ := rawSub(t, gp.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 		after := &nackLog{}
-		consume(s2, after, func(*databusv1.ConsumedMessage) *databusv1.Nack { return nil })
+		consumeNacking(s2, after, func(*databusv1.ConsumedMessage) *databusv1.Nack { return nil })
 		testkit.Eventually(t, time.Minute, "the commit passes everything after the restart", func() bool { return committed(t, k, topic, group) == 50 })
 		lost, dups := 0, 0
 		for o := int64(0); o < 50; o++ {
@@ -538,7 +538,7 @@ func TestDeadLetterWriteFailureIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &nackLog{}
-	consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+	consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 		if m.Offset == 2 {
 			return &databusv1.Nack{Offset: 2, Reason: "poison"}
 		}
@@ -648,7 +648,7 @@ func (ls *nackLogs) counts() []uint32 {
 // consumeParts is consume over several partitions.
 func consumeParts(s databusv1.DataBus_SubscribeClient, ls *nackLogs, decide func(m *databusv1.ConsumedMessage) *databusv1.Nack) <-chan error {
 	var all nackLog // consume's own record, unused: ls keeps them by partition
-	return consume(s, &all, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+	return consumeNacking(s, &all, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
 		ls.of(m.Partition).add(m)
 		return decide(m)
 	})
