@@ -195,8 +195,7 @@ func (cs *callers) getLocked(name string) *caller {
 func (cs *callers) open(t *token) (*caller, error) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	c := cs.getLocked(t.name)
-	c.setQuota(t.quota) // the file may have been reloaded since apply
+	c := cs.getLocked(t.name) // its quota set by apply, at the load of t's file
 	limit := c.maxStreams.Load()
 	if n := c.streams.Add(1); limit > 0 && n > limit {
 		c.streams.Add(-1)

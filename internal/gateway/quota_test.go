@@ -13,11 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/metadata"
 
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
 	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
+	"github.com/highload-lab/hlab/internal/testcerts"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -241,4 +243,51 @@ func TestTokenMaxStreams(t *testing.T) {
 		t.Fatalf("a stream after one was reset: %v", err)
 	}
 	noSecretInMetrics(t, reg, "billing-s3cret", "other-s3cret")
+}
+
+// TestTokenRateReload: a reload of the tokens file that raises a token's
+// publish-rate applies at once, to a stream already waiting at the old
+// rate (which would have held it for 99 s).
+func TestTokenRateReload(t *testing.T) {
+	dir := t.TempDir()
+	path := testcerts.WriteFile(t, dir, "tokens", "rl-s3cret publish=* name=rl publish-rate=1\n")
+	auth, err := gateway.AuthFiles{Tokens: path}.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true, Registry: reg}, gateway.ServerOptions{Auth: auth})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := rawConn(t, addr).Publish(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer rl-s3cret", gateway.MDTopic, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(id uint64) *databusv1.PublishRequest {
+		req := &databusv1.PublishRequest{BatchId: id}
+		for range 100 {
+			req.Messages = append(req.Messages, &databusv1.Message{Value: []byte("v")})
+		}
+		return req
+	}
+	// The first batch passes (a batch is let through whole) and leaves
+	// 99 messages owed at 1 a second: the second waits to be read.
+	for id := uint64(1); id <= 2; id++ {
+		if err := s.Send(batch(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if resp, err := s.Recv(); err != nil || resp.BatchId != 1 || resp.Stored != 100 {
+		t.Fatalf("first batch: %v, %v", resp, err)
+	}
+	testcerts.WriteFile(t, dir, "tokens", "rl-s3cret publish=* name=rl publish-rate=10000000\n")
+	if err := auth.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := s.Recv(); err != nil || resp.BatchId != 2 || resp.Stored != 100 {
+		t.Fatalf("second batch, after the rate was raised: %v, %v", resp, err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the wait counted as throttled", func() bool {
+		return testkit.MetricSum(t, reg, "databus_token_throttled_seconds_total", map[string]string{"token": "rl"}) > 0
+	})
 }
