@@ -70,7 +70,7 @@ func (f *AuthFiles) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM; the chain, leaf first); needs --tls-key")
 	fs.StringVar(&f.TLSKey, "tls-key", "", "the private key (PEM) of --tls-cert; refused if other users can read it (chmod 600, or 640 for the gateway's group)")
 	fs.StringVar(&f.TLSClientCA, "tls-client-ca", "", "require client certificates issued by these CAs (PEM bundle): mutual TLS; needs --tls-cert")
-	fs.StringVar(&f.Tokens, "tokens", "", "require a bearer token from this file on every stream, each allowed only its topics and groups (format: docs/systems/databus.md, \"Securing the gateway\"); refused if other users can read it. These files are read again when they change, or on SIGHUP")
+	fs.StringVar(&f.Tokens, "tokens", "", "require a bearer token from this file on every stream, each allowed only its topics and groups, optionally with a name and a quota on this gateway: publish-rate=, publish-bytes=, max-streams= (format: docs/systems/databus.md, \"Securing the gateway\" and \"Quotas\"); refused if other users can read it. These files are read again when they change, or on SIGHUP")
 }
 
 // Load reads the files f names. It returns nil, and no error, when f
