@@ -442,12 +442,18 @@ func (c *tokenCheck) check(ctx context.Context, method string) (*token, error) {
 	if err != nil {
 		code := status.Code(err)
 		c.refused.WithLabelValues(code.String()).Inc()
-		c.log.Debug("databus stream refused", "method", method, "code", code.String(), "error", err)
+		args := []any{"method", method, "code", code.String(), "error", err}
+		if t != nil { // a known token, denied a topic or group
+			args = append(args, "token", t.name)
+		}
+		c.log.Debug("databus stream refused", args...)
 		return nil, err
 	}
 	return t, nil
 }
 
+// authorize returns the call's token, and the error that refuses the
+// call: the token too when it is known but denied.
 func (c *tokenCheck) authorize(ctx context.Context, method string) (*token, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	auth := md.Get("authorization")
@@ -475,24 +481,24 @@ func (c *tokenCheck) authorize(ctx context.Context, method string) (*token, erro
 	case databusv1.DataBus_Publish_FullMethodName:
 		for _, topic := range topics {
 			if topic = strings.TrimSpace(topic); topic != "" && !t.publish.allow(topic) {
-				return nil, status.Errorf(codes.PermissionDenied, "databus: this token may not publish to topic %q: its line in the gateway's tokens file needs publish= to cover it", topic)
+				return t, status.Errorf(codes.PermissionDenied, "databus: this token may not publish to topic %q: its line in the gateway's tokens file needs publish= to cover it", topic)
 			}
 		}
 	case databusv1.DataBus_Subscribe_FullMethodName:
 		for _, topic := range topics {
 			if topic = strings.TrimSpace(topic); topic != "" && !t.subscribe.allow(topic) {
-				return nil, status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe to topic %q: its line in the gateway's tokens file needs subscribe= to cover it", topic)
+				return t, status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe to topic %q: its line in the gateway's tokens file needs subscribe= to cover it", topic)
 			}
 		}
 		for _, group := range md.Get(MDGroup) {
 			if group = strings.TrimSpace(group); group != "" && !t.groups.allow(group) {
-				return nil, status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe as consumer group %q: its line in the gateway's tokens file needs groups= to cover it", group)
+				return t, status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe as consumer group %q: its line in the gateway's tokens file needs groups= to cover it", group)
 			}
 		}
 	default:
 		// A method added to the API without a rule here is refused
 		// rather than open to every token.
-		return nil, status.Errorf(codes.PermissionDenied, "databus: %s has no permission rule for tokens (internal/gateway/auth.go)", method)
+		return t, status.Errorf(codes.PermissionDenied, "databus: %s has no permission rule for tokens (internal/gateway/auth.go)", method)
 	}
 	return t, nil
 }
