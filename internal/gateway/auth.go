@@ -305,7 +305,7 @@ func parseToken(fields []string) (token, error) {
 	} else {
 		for _, key := range []string{"publish=", "subscribe=", "groups=", keyName + "=", keyPublishRate + "=", keyPublishBytes + "=", keyMaxStreams + "="} {
 			if strings.HasPrefix(secret, key) {
-				return t, fmt.Errorf("%q is a permission: put the token first", secret)
+				return t, fmt.Errorf("%q is a key=value, not a token: put the token first", secret)
 			}
 		}
 		t.hash = sha256.Sum256([]byte(secret))

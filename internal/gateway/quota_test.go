@@ -23,15 +23,14 @@ import (
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
-// quotaGateway serves a gateway of cfg checking the tokens of file, with
-// its metrics in reg, and returns its address.
-func quotaGateway(t *testing.T, cfg gateway.Config, reg *prometheus.Registry, file string) string {
+// tokensGateway serves a gateway of cfg checking the tokens of file (a
+// tokens file's text), and returns its address.
+func tokensGateway(t *testing.T, cfg gateway.Config, file string) string {
 	t.Helper()
 	ts, err := gateway.ParseTokens(strings.NewReader(file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Registry = reg
 	return gatewaytest.Start(t, cfg, gateway.ServerOptions{Auth: &gateway.Auth{Tokens: ts}})
 }
 
@@ -123,7 +122,7 @@ func TestTokenPublishRate(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaReal)
 	topic := newTopic(t, k, 2)
 	reg := prometheus.NewRegistry()
-	addr := quotaGateway(t, gateway.Config{Brokers: k.Brokers}, reg,
+	addr := tokensGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg},
 		"limited-s3cret publish=* name=limited publish-rate=200\nfree-s3cret publish=* name=free\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -190,7 +189,7 @@ func TestTokenMaxStreams(t *testing.T) {
 	k := kafkaFor(t, deps.KafkaFake)
 	topic := newTopic(t, k, 1)
 	reg := prometheus.NewRegistry()
-	addr := quotaGateway(t, gateway.Config{Brokers: k.Brokers}, reg,
+	addr := tokensGateway(t, gateway.Config{Brokers: k.Brokers, Registry: reg},
 		"billing-s3cret publish=* subscribe=* groups=* name=billing max-streams=2\nother-s3cret publish=* name=other\n")
 	api := rawConn(t, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
