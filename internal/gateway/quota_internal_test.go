@@ -92,6 +92,7 @@ func TestCallersSurviveReload(t *testing.T) {
 func TestCallerMaxStreams(t *testing.T) {
 	cs := newCallers(prometheus.NewRegistry())
 	ts := mustParseTokens(t, "tok publish=* name=billing max-streams=2\n")
+	cs.apply(ts)
 	tok := &ts.entries[0]
 	a, _ := cs.open(tok)
 	if _, err := cs.open(tok); err != nil {
