@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -48,6 +49,11 @@ type Auth struct {
 
 	// files is set by AuthFiles.Load: what Reload reads again.
 	files *authFiles
+
+	// callers are the tokens' quota state (quota.go), one for all the
+	// servers of a gateway, made with the first.
+	callersOnce sync.Once
+	callers     *callers
 }
 
 // AuthFiles names the files Auth is read from: the gateway's flags
@@ -64,7 +70,7 @@ func (f *AuthFiles) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.TLSCert, "tls-cert", "", "serve TLS with this certificate (PEM; the chain, leaf first); needs --tls-key")
 	fs.StringVar(&f.TLSKey, "tls-key", "", "the private key (PEM) of --tls-cert; refused if other users can read it (chmod 600, or 640 for the gateway's group)")
 	fs.StringVar(&f.TLSClientCA, "tls-client-ca", "", "require client certificates issued by these CAs (PEM bundle): mutual TLS; needs --tls-cert")
-	fs.StringVar(&f.Tokens, "tokens", "", "require a bearer token from this file on every stream, each allowed only its topics and groups (format: docs/systems/databus.md, \"Securing the gateway\"); refused if other users can read it. These files are read again when they change, or on SIGHUP")
+	fs.StringVar(&f.Tokens, "tokens", "", "require a bearer token from this file on every stream, each allowed only its topics and groups, optionally with a name and a quota on this gateway: publish-rate=, publish-bytes=, max-streams= (format: docs/systems/databus.md, \"Securing the gateway\" and \"Quotas\"); refused if other users can read it. These files are read again when they change, or on SIGHUP")
 }
 
 // Load reads the files f names. It returns nil, and no error, when f
@@ -164,7 +170,11 @@ func (a *Auth) serverOptions(reg prometheus.Registerer, logger *slog.Logger) []g
 			Help: "Streams refused by the token check, by gRPC code (Unauthenticated: no or an unknown token; PermissionDenied: a topic or group the token does not cover).",
 		}, []string{"code"})
 		registerOrReuse(reg, &refused)
-		c := &tokenCheck{tokens: a.tokens, refused: refused, log: logger}
+		a.callersOnce.Do(func() {
+			a.callers = newCallers(reg)
+			a.callers.apply(a.tokens())
+		})
+		c := &tokenCheck{tokens: a.tokens, callers: a.callers, refused: refused, log: logger}
 		opts = append(opts, grpc.ChainUnaryInterceptor(c.unary), grpc.ChainStreamInterceptor(c.stream))
 	}
 	return opts
@@ -180,6 +190,8 @@ type Tokens struct {
 type token struct {
 	hash      [sha256.Size]byte
 	line      int
+	name      string // name=, or "line-N": what metrics and logs show
+	quota     quota
 	publish   patterns
 	subscribe patterns
 	groups    patterns
@@ -227,6 +239,25 @@ func LoadTokens(path string) (*Tokens, error) {
 //
 // "*" matches any name, and a name ending in "*" any name with that
 // prefix. What a line does not list, the token may not do.
+//
+// A line may also name its token and bound what it uses of this gateway
+// (each gateway instance counts on its own: with K gateways a token may
+// use K times its quota in all):
+//
+//	name=NAME          what metrics and logs call the token, never the token
+//	                   itself: 1 to 64 of a-z A-Z 0-9 . _ -, unique in the
+//	                   file; required with a quota, else "line-N"
+//	publish-rate=N     messages a second over all the token's publish streams
+//	publish-bytes=N    message bytes (keys, values, headers) a second: whole
+//	                   bytes, or a whole number with KiB, MiB or GiB (powers
+//	                   of 1024: 1048576 = 1024KiB = 1MiB; "1MB" is refused)
+//	max-streams=N      streams, publish and subscribe together, open at once
+//
+//	s3cret-billing  publish=invoices name=billing publish-rate=500 publish-bytes=10MiB max-streams=10
+//
+// Past its rates the gateway reads the token's publish streams more
+// slowly (it does not refuse); past max-streams it refuses a new stream
+// with ResourceExhausted. Subscribing has no rate quota.
 func ParseTokens(r io.Reader) (*Tokens, error) {
 	ts := &Tokens{}
 	sc := bufio.NewScanner(r)
@@ -240,9 +271,15 @@ func ParseTokens(r io.Reader) (*Tokens, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		t.line = n
+		if t.name == "" {
+			t.name = fmt.Sprintf("line-%d", n)
+		}
 		for _, o := range ts.entries {
 			if o.hash == t.hash {
 				return nil, fmt.Errorf("line %d: the same token as line %d: give each token one line", n, o.line)
+			}
+			if o.name == t.name {
+				return nil, fmt.Errorf("line %d: name=%s is also line %d's name (a line without name= is called line-N): give each token its own name", n, t.name, o.line)
 			}
 		}
 		ts.entries = append(ts.entries, t)
@@ -266,9 +303,9 @@ func parseToken(fields []string) (token, error) {
 		}
 		copy(t.hash[:], b)
 	} else {
-		for _, key := range []string{"publish=", "subscribe=", "groups="} {
+		for _, key := range []string{"publish=", "subscribe=", "groups=", keyName + "=", keyPublishRate + "=", keyPublishBytes + "=", keyMaxStreams + "="} {
 			if strings.HasPrefix(secret, key) {
-				return t, fmt.Errorf("%q is a permission: put the token first", secret)
+				return t, fmt.Errorf("%q is a key=value, not a token: put the token first", secret)
 			}
 		}
 		t.hash = sha256.Sum256([]byte(secret))
@@ -283,6 +320,12 @@ func parseToken(fields []string) (token, error) {
 			return t, fmt.Errorf("%s= given twice: list every name in one, comma-separated", key)
 		}
 		seen[key] = true
+		if ok, err := parseQuotaKey(&t, key, val); ok {
+			if err != nil {
+				return t, err
+			}
+			continue
+		}
 		var p patterns
 		for _, name := range strings.Split(val, ",") {
 			if name == "" {
@@ -298,7 +341,7 @@ func parseToken(fields []string) (token, error) {
 		case "groups":
 			t.groups = p
 		default:
-			return t, fmt.Errorf("unknown permission %q: use publish=, subscribe= and groups=", key)
+			return t, fmt.Errorf("unknown permission %q: use publish=, subscribe= and groups=, and for quotas name=, publish-rate=, publish-bytes= and max-streams=", key)
 		}
 	}
 	switch {
@@ -308,6 +351,10 @@ func parseToken(fields []string) (token, error) {
 		return t, errors.New("subscribe= needs groups=: the consumer groups the token may subscribe as (* for any)")
 	case t.groups != nil && t.subscribe == nil:
 		return t, errors.New("groups= without subscribe=: give the topics the token may subscribe to")
+	case t.quota != quota{} && t.name == "":
+		return t, errors.New("a quota needs name=: the name metrics and logs show for this token (never the token itself), e.g. name=billing")
+	case (t.quota.publishRate != 0 || t.quota.publishBytes != 0) && t.publish == nil:
+		return t, fmt.Errorf("%s= and %s= limit publishing: give publish=TOPICS too, or leave them out", keyPublishRate, keyPublishBytes)
 	}
 	return t, nil
 }
@@ -341,6 +388,7 @@ func (ts *Tokens) lookup(secret string) *token {
 // tokenCheck is the interceptors of Auth.Tokens.
 type tokenCheck struct {
 	tokens  func() *Tokens // the tokens now
+	callers *callers       // their quotas
 	refused *prometheus.CounterVec
 	log     *slog.Logger
 }
@@ -356,68 +404,90 @@ const healthCheck = "/grpc.health.v1.Health/Check"
 const reflectionService = "/grpc.reflection.v1"
 
 func (c *tokenCheck) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := c.check(ctx, info.FullMethod); err != nil {
+	if _, err := c.check(ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
 func (c *tokenCheck) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := c.check(ss.Context(), info.FullMethod); err != nil {
+	t, err := c.check(ss.Context(), info.FullMethod)
+	if err != nil {
 		return err
+	}
+	publish := info.FullMethod == databusv1.DataBus_Publish_FullMethodName
+	if t == nil || !publish && info.FullMethod != databusv1.DataBus_Subscribe_FullMethodName {
+		return handler(srv, ss) // only databus streams count against a token's quota
+	}
+	caller, err := c.callers.open(t)
+	if err != nil {
+		c.log.Debug("databus stream refused", "method", info.FullMethod, "token", t.name, "error", err)
+		return err
+	}
+	defer caller.closeStream() // however the stream ends
+	if publish {
+		ss = callerStream{ss, context.WithValue(ss.Context(), callerKey{}, caller)}
 	}
 	return handler(srv, ss)
 }
 
 // check authenticates a call's token and authorizes its topics and group,
-// read from the same metadata the stream's handler reads its settings from.
-func (c *tokenCheck) check(ctx context.Context, method string) error {
+// read from the same metadata the stream's handler reads its settings
+// from. It returns the token (nil for the open health check).
+func (c *tokenCheck) check(ctx context.Context, method string) (*token, error) {
 	if method == healthCheck {
-		return nil
+		return nil, nil
 	}
-	err := c.authorize(ctx, method)
+	t, err := c.authorize(ctx, method)
 	if err != nil {
 		code := status.Code(err)
 		c.refused.WithLabelValues(code.String()).Inc()
-		c.log.Debug("databus stream refused", "method", method, "code", code.String(), "error", err)
+		args := []any{"method", method, "code", code.String(), "error", err}
+		if t != nil { // a known token, denied a topic or group
+			args = append(args, "token", t.name)
+		}
+		c.log.Debug("databus stream refused", args...)
+		return nil, err
 	}
-	return err
+	return t, nil
 }
 
-func (c *tokenCheck) authorize(ctx context.Context, method string) error {
+// authorize returns the call's token, and the error that refuses the
+// call: the token too when it is known but denied.
+func (c *tokenCheck) authorize(ctx context.Context, method string) (*token, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	auth := md.Get("authorization")
 	if len(auth) == 0 {
-		return status.Error(codes.Unauthenticated, `databus: this gateway requires a token: send metadata "authorization: Bearer <token>" (Go client: databus.WithToken)`)
+		return nil, status.Error(codes.Unauthenticated, `databus: this gateway requires a token: send metadata "authorization: Bearer <token>" (Go client: databus.WithToken)`)
 	}
 	if len(auth) > 1 {
-		return status.Error(codes.Unauthenticated, `databus: send one "authorization" metadata value, not several`)
+		return nil, status.Error(codes.Unauthenticated, `databus: send one "authorization" metadata value, not several`)
 	}
 	scheme, secret, _ := strings.Cut(strings.TrimSpace(auth[0]), " ")
 	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-		return status.Error(codes.Unauthenticated, `databus: "authorization" must be "Bearer <token>"`)
+		return nil, status.Error(codes.Unauthenticated, `databus: "authorization" must be "Bearer <token>"`)
 	}
 	t := c.tokens().lookup(strings.TrimSpace(secret))
 	if t == nil {
-		return status.Error(codes.Unauthenticated, "databus: unknown token: ask the gateway's operator for a token listed in its --tokens file")
+		return nil, status.Error(codes.Unauthenticated, "databus: unknown token: ask the gateway's operator for a token listed in its --tokens file")
 	}
 	// Every value is checked, not only the first the handler uses, so no
 	// second value can slip past.
 	if strings.HasPrefix(method, reflectionService) || method == healthWatch {
-		return nil // any token may read the API's description, or watch the health
+		return t, nil // any token may read the API's description, or watch the health
 	}
 	topics := md.Get(MDTopic)
 	switch method {
 	case databusv1.DataBus_Publish_FullMethodName:
 		for _, topic := range topics {
 			if topic = strings.TrimSpace(topic); topic != "" && !t.publish.allow(topic) {
-				return status.Errorf(codes.PermissionDenied, "databus: this token may not publish to topic %q: its line in the gateway's tokens file needs publish= to cover it", topic)
+				return t, status.Errorf(codes.PermissionDenied, "databus: this token may not publish to topic %q: its line in the gateway's tokens file needs publish= to cover it", topic)
 			}
 		}
 	case databusv1.DataBus_Subscribe_FullMethodName:
 		for _, topic := range topics {
 			if topic = strings.TrimSpace(topic); topic != "" && !t.subscribe.allow(topic) {
-				return status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe to topic %q: its line in the gateway's tokens file needs subscribe= to cover it", topic)
+				return t, status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe to topic %q: its line in the gateway's tokens file needs subscribe= to cover it", topic)
 			}
 		}
 		// Dead letters are published: a topic named for them must be
@@ -429,13 +499,13 @@ func (c *tokenCheck) authorize(ctx context.Context, method string) error {
 		}
 		for _, group := range md.Get(MDGroup) {
 			if group = strings.TrimSpace(group); group != "" && !t.groups.allow(group) {
-				return status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe as consumer group %q: its line in the gateway's tokens file needs groups= to cover it", group)
+				return t, status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe as consumer group %q: its line in the gateway's tokens file needs groups= to cover it", group)
 			}
 		}
 	default:
 		// A method added to the API without a rule here is refused
 		// rather than open to every token.
-		return status.Errorf(codes.PermissionDenied, "databus: %s has no permission rule for tokens (internal/gateway/auth.go)", method)
+		return t, status.Errorf(codes.PermissionDenied, "databus: %s has no permission rule for tokens (internal/gateway/auth.go)", method)
 	}
-	return nil
+	return t, nil
 }

@@ -101,13 +101,18 @@ func (f *authFiles) changed() bool {
 
 // Reload reads a's files again (an Auth that AuthFiles.Load made): new
 // connections get the certificate and client CAs read, new streams the
-// tokens. Connections and streams open keep going. On an error nothing
-// changes.
+// tokens. Connections and streams open keep going, under their token
+// name's new quota (a changed publish rate applies at once). On an error
+// nothing changes.
 func (a *Auth) Reload() error {
 	if a == nil || a.files == nil {
 		return nil
 	}
-	return a.files.load()
+	if err := a.files.load(); err != nil {
+		return err
+	}
+	a.callers.apply(a.tokens())
+	return nil
 }
 
 // DefaultReloadEvery is how often Watch looks whether the auth files

@@ -321,6 +321,24 @@ func TestParseTokensErrors(t *testing.T) {
 		{"sha256:abc publish=a", "64 hex digits"},
 		{"publish=a", "put the token first"},
 		{"tok publish=a\n\n# again\ntok publish=b", "line 4: the same token as line 1"},
+		// Quotas: each error names the line and the key, and what to write.
+		{"tok publish=a publish-rate=5", "line 1: a quota needs name="},
+		{"tok publish=a max-streams=5", "a quota needs name="},
+		{"tok publish=a name=bad/name", `line 1: name="bad/name": a name is 1 to 64 letters, digits`},
+		{"tok publish=a name=" + strings.Repeat("n", 65), "a name is 1 to 64"},
+		{"tok publish=a name=n name=m", "name= given twice"},
+		{"tok publish=a name=n publish-rate=0", "line 1: publish-rate=0: write a whole number from 1 to 10000000, in messages a second"},
+		{"tok publish=a name=n publish-rate=1.5", "publish-rate=1.5: write a whole number"},
+		{"tok publish=a name=n publish-rate=20000000", "publish-rate=20000000: write a whole number from 1 to 10000000"},
+		{"tok publish=a name=n max-streams=-1", "max-streams=-1: write a whole number from 1 to 1000000, in streams"},
+		{"tok publish=a name=n publish-bytes=1MB", "publish-bytes=1MB: write whole bytes a second, optionally in KiB, MiB or GiB (powers of 1024)"},
+		{"tok publish=a name=n publish-bytes=1.5MiB", "publish-bytes=1.5MiB: write whole bytes"},
+		{"tok publish=a name=n publish-bytes=10mib", "publish-bytes=10mib: write whole bytes"},
+		{"tok publish=a name=n publish-bytes=2048GiB", "from 1 to 1024GiB"},
+		{"tok subscribe=a groups=g name=n publish-rate=5", "publish-rate= and publish-bytes= limit publishing: give publish=TOPICS too"},
+		{"name=n tok publish=a", "put the token first"},
+		{"a publish=x name=n\nb publish=y name=n", "line 2: name=n is also line 1's name"},
+		{"a publish=x\nb publish=y name=line-1", "line 2: name=line-1 is also line 1's name (a line without name= is called line-N)"},
 	} {
 		_, err := gateway.ParseTokens(strings.NewReader(tc.file))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -8,6 +8,9 @@
 // acked. It is stateless: any number of gateways serve the same topics and
 // groups, and Kafka's group protocol balances partitions over gateways.
 // Streams, Kafka clients and bytes in flight are bounded (limits.go).
+// With --tokens each token may also carry a quota on this gateway
+// (quota.go): past its publish rate its publish streams are read more
+// slowly, past its streams a new one is refused.
 // Streams move: off connections older than --max-connection-age, and off
 // every connection when the gateway stops (Stop), they end in good order
 // and their clients reopen them elsewhere through the load balancer

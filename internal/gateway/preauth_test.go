@@ -38,12 +38,8 @@ import (
 // returns its address.
 func tokenGateway(t *testing.T, cfg gateway.Config, tok string) string {
 	t.Helper()
-	ts, err := gateway.ParseTokens(strings.NewReader(tok + " publish=* subscribe=* groups=*\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg.Echo = true
-	return gatewaytest.Start(t, cfg, gateway.ServerOptions{Auth: &gateway.Auth{Tokens: ts}})
+	return tokensGateway(t, cfg, tok+" publish=* subscribe=* groups=*\n")
 }
 
 // TestMetadataBoundedBeforeTheTokenCheck: a client without a token sends

@@ -151,11 +151,21 @@ func (p *publisher) run(ctx context.Context) error {
 	}
 	p.g.addPublisher(p)
 	defer p.g.removePublisher(p)
+	// The quota state of the stream's token, shared with its other
+	// streams (quota.go), nil when the gateway checks no tokens: a local,
+	// not a field, which would move publisher to a larger size class.
+	caller := callerOf(ctx)
 	for {
 		// Read no more while the stream's or the gateway's bytes in
 		// flight are at their limits: gRPC's flow control then holds the
 		// client back.
 		if !p.waitForBytes(ctx) {
+			return p.finish(ctx, nil)
+		}
+		// Past its token's publish rate, the stream reads its next batch
+		// only when the batches before are paid for: the client is held
+		// back by flow control, and the gateway holds nothing meanwhile.
+		if caller != nil && !caller.waitTurn(ctx, p.g.draining) {
 			return p.finish(ctx, nil)
 		}
 		var waitStart time.Time
@@ -178,6 +188,9 @@ func (p *publisher) run(ctx context.Context) error {
 			p.g.m.publishWait.Observe(time.Since(waitStart).Seconds())
 		}
 		size := batchBytes(req)
+		if caller != nil {
+			caller.received(len(req.Messages), size)
+		}
 		if p.g.cfg.Echo {
 			start := time.Now()
 			if err := p.check(req, size); err != nil {
