@@ -494,7 +494,7 @@ func (c *tokenCheck) authorize(ctx context.Context, method string) (*token, erro
 		// the token's to publish to.
 		for _, topic := range md.Get(databusv1.MDDeadLetterTopic) {
 			if topic = strings.TrimSpace(topic); topic != "" && !t.publish.allow(topic) {
-				return status.Errorf(codes.PermissionDenied, "databus: this token may not write dead letters to topic %q (metadata %q): its line in the gateway's tokens file needs publish= to cover it", topic, databusv1.MDDeadLetterTopic)
+				return t, status.Errorf(codes.PermissionDenied, "databus: this token may not write dead letters to topic %q (metadata %q): its line in the gateway's tokens file needs publish= to cover it", topic, databusv1.MDDeadLetterTopic)
 			}
 		}
 		for _, group := range md.Get(MDGroup) {
