@@ -490,6 +490,9 @@ func num(v float64) string {
 // writeDeadLetters summarizes the dead-letter topic's verification.
 func (r *Result) writeDeadLetters(b *strings.Builder, f *DeadLetterFigs) {
 	verdict := fmt.Sprintf("OK: every dead letter at delivery %d, none that should not be", f.MaxDeliveries)
+	if missing := f.Poison - (f.DeadLettered - f.Wrong); missing > 0 {
+		verdict = fmt.Sprintf("FAILED: %d poison message(s) not dead-lettered (counted lost)", missing)
+	}
 	if !f.OK() {
 		verdict = fmt.Sprintf("FAILED: %d not poison, %d at another delivery count than %d, %d without one", f.Wrong, f.OffCount(), f.MaxDeliveries, f.Malformed)
 	}
