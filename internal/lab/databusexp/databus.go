@@ -149,7 +149,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t) + compressionEstimate(o) + topicsEstimate(o)
+	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t) + compressionEstimate(o) + topicsEstimate(o) + nackEstimate(o, t)
 	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun) + lessons
 }
 
@@ -160,7 +160,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	for _, phase := range []func(context.Context) error{
 		b.echo, b.echoScaling, // no Kafka
 		b.startKafka, b.claimRows, b.pipelined, b.publishCost, b.throughput, b.subscribe,
-		b.compression, b.manyTopics,
+		b.compression, b.manyTopics, b.nacks,
 		b.stopGateway, // the phases below start gateways of their own
 		b.fetchMemory, b.ticker, b.faults, b.clusterFaults, b.idle,
 	} {

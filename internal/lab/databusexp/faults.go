@@ -144,6 +144,7 @@ func (b *bench) faultRow(ctx context.Context, k *lab.Kafka, topic string, f faul
 		row.Errors[kind] += n
 	}
 	row.Set(duplicates, float64(del.Duplicates))
+	nackFigures(row.Set, del)
 	if k.Cluster() != nil { // the failover's cost to publishers
 		l := res.PublishLatency
 		row.P99MS, row.MaxMS = labresult.F(l.P99), labresult.F(l.Max)
