@@ -22,6 +22,12 @@
 // gateway's CPU over consuming and nothing else (bench/databus.sh, the
 // lab's subscribe row).
 //
+// Members may nack (Config.NackFraction: a fraction nacked once, then
+// acked; Config.PoisonKeys: messages nacked at every delivery), and with
+// Config.MaxDeliveries the gateway dead-letters what is nacked at the Nth
+// delivery: the checker reads the dead-letter topic straight from Kafka
+// and counts each message once across the topic and it (deadletter.go).
+//
 // Each stream gets a gRPC connection of its own by default (the report's
 // lesson: streams on one connection serialize); Config.Connections spreads
 // them over fewer.

@@ -39,7 +39,10 @@
 // stream's messages, against its default); faults (faults.go: the
 // gateway SIGKILLed during publish and during subscribe, a member's
 // connection reset with messages unacked, in --full with the real
-// broker Kafka down for 10 s), each counting lost messages; and the
+// broker Kafka down for 10 s), each counting lost messages; ours,
+// consumers that nack (nacks.go: 1% nacked at 100 ms against none, in
+// rounds; poison messages dead-lettered after 3 deliveries while the
+// rest flow; the gateway SIGKILLed while retries are pending); and the
 // gateway's memory per idle stream at 1,000 and 10,000 streams, the
 // two shapes of 10,000 on the floor too (idle.go).
 //
