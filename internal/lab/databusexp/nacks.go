@@ -61,12 +61,14 @@ var (
 		Doc: "messages dead-lettered twice, or dead-lettered and received too"}
 	deadLetterWrongFig = labresult.Metric{Name: "dead_letter_wrong", Better: labresult.Lower,
 		Doc: "messages dead-lettered that were not poison (nacked ones must be acked when they come again)"}
+	retriesPendingFig = labresult.Metric{Name: "retries_pending_at_kill", Better: labresult.Neither,
+		Doc: "nacked messages the gateway held for redelivery (databus_retries_pending) just before the SIGKILL"}
 	deadLetterOffFig = labresult.Metric{Name: "dead_letter_off_count", Better: labresult.Lower,
 		Doc: "dead letters whose delivery count header is not the group's x-databus-max-deliveries"}
 )
 
 func nackMetrics() []labresult.Metric {
-	return []labresult.Metric{nackedFig, redeliveredFig, deadLetteredFig, deadLetterDupsFig, deadLetterWrongFig, deadLetterOffFig}
+	return []labresult.Metric{nackedFig, redeliveredFig, deadLetteredFig, deadLetterDupsFig, deadLetterWrongFig, deadLetterOffFig, retriesPendingFig}
 }
 
 // nackRows declares the rows, in the order they run.
@@ -97,6 +99,8 @@ func nackTargets() []labresult.Target {
 		zero("poison-dead-letter-wrong", poisonKey, deadLetterWrongFig, poisonLabel+": no message that is not poison dead-lettered"),
 		zero("poison-dead-letter-count", poisonKey, deadLetterOffFig, fmt.Sprintf("%s: every dead letter's delivery count is %d", poisonLabel, poisonDeliveries)),
 		zero("fault-retries-pending-lost", faultRetryKill, labresult.Lost, faultRetryKillLabel+": 0 lost (duplicates expected: at least once)"),
+		{Key: "fault-retries-pending-at-kill", Text: faultRetryKillLabel + ": retries were pending when the kill came (else the row proves nothing)",
+			Row: faultRetryKill, Metric: retriesPendingFig.Name, Bound: labresult.AtLeast(1)},
 	}
 }
 
@@ -160,13 +164,18 @@ func (b *bench) nacks(ctx context.Context) error {
 // takes to come, so the gateway dies holding retries; the group comes
 // back after the dead member's session and must receive every message.
 func (b *bench) retriesPendingKill(ctx context.Context) error {
-	kill := func(ctx context.Context, g *lab.Gateway, _ string) error {
-		if err := g.Kill(); err != nil {
-			return err
+	// The gateway's count of retries it holds, read just before the kill:
+	// the row is evidence only if some were pending.
+	pending := -1.0
+	inject := func(ctx context.Context, g *lab.Gateway, topic string) error {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if m, err := lab.ScrapeMetrics(sctx, g.URL("/metrics")); err == nil {
+			pending = m.Sum(retriesPendingSeries, nil)
 		}
-		return g.Restart(ctx)
+		cancel()
+		return killAndRestart(ctx, g, topic)
 	}
-	f := faultRow{key: faultRetryKill, inject: kill,
+	f := faultRow{key: faultRetryKill, inject: inject,
 		what: fmt.Sprintf("the gateway SIGKILLed %v into the drain while members nacked %g%% of the messages at %v, then started again on its address", nackKillAfter, killNackFraction*100, killNackDelay),
 		cfg: checker.Config{Scenario: checker.Latency, Streams: pubClients, Warmup: -1, Duration: 3 * time.Second,
 			Groups: 1, Members: nackMembers, Consume: checker.After, FaultPhase: checker.ConsumePhase,
@@ -178,9 +187,17 @@ func (b *bench) retriesPendingKill(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", b.run.Label(f.key), err)
 	}
 	nackNote(row)
+	if pending >= 0 {
+		row.Set(retriesPendingFig, pending)
+		row.AddNote("the gateway held %.0f nacked messages for redelivery when it was killed", pending)
+	}
 	b.run.AddRow(row)
 	return nil
 }
+
+// retriesPendingSeries is the gateway's gauge of the nacked messages it
+// holds.
+const retriesPendingSeries = "databus_retries_pending"
 
 // nackFigures gives set the checker's nack and dead-letter counts: a
 // run's figures, or a fault row's.

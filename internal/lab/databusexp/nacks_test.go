@@ -15,7 +15,7 @@ type nackOnly struct{ *Experiment }
 
 func (nackOnly) Spec(o lab.Options) lab.Spec {
 	s := New().Spec(o)
-	s.Rows, s.Claims, s.Targets, s.Figures, s.Setup = nackRows(), nil, nackTargets(), nil, nil
+	s.Rows, s.Claims, s.Targets, s.Figures = nackRows(), nil, nackTargets(), nil
 	return s
 }
 
@@ -46,8 +46,8 @@ func TestNackRows(t *testing.T) {
 	if r := rows[poisonKey]; r.Value(deadLetteredFig) != poisonKeys || r.Value(deadLetterDupsFig) != 0 || r.Value(deadLetterWrongFig) != 0 || r.Value(deadLetterOffFig) != 0 {
 		t.Errorf("poison row's figures %v: want %d dead-lettered, all at delivery %d, none twice or wrong", r.Figures, poisonKeys, poisonDeliveries)
 	}
-	if r := rows[faultRetryKill]; r.Value(faultsInjected) != 1 || r.Value(nackedFig) <= 0 {
-		t.Errorf("fault row's figures %v: want a kill and nacks", r.Figures)
+	if r := rows[faultRetryKill]; r.Value(faultsInjected) != 1 || r.Value(nackedFig) <= 0 || r.Value(retriesPendingFig) < 1 {
+		t.Errorf("fault row's figures %v: want a kill with retries pending, and nacks", r.Figures)
 	}
 	for _, tr := range res.Targets {
 		if tr.Verdict != labresult.Holds {
