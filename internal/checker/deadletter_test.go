@@ -74,6 +74,7 @@ func TestNackConfigErrors(t *testing.T) {
 		{checker.Config{Groups: 1, PoisonKeys: 5, MaxDeliveries: 3}, "give --brokers"},
 		{checker.Config{Groups: 1, NackFraction: 0.1, MaxDeliveries: 1, Brokers: b}, "--max-deliveries 2 or more"},
 		{checker.Config{Groups: 1, MaxDeliveries: 3, Brokers: b, TopicCount: 2, Streams: 2}, "one topic"},
+		{checker.Config{Groups: 1, DeadLetterTopic: "orders.dead"}, "give --max-deliveries N too"},
 	} {
 		tt.cfg.Target = "127.0.0.1:1"
 		_, err := checker.Run(context.Background(), tt.cfg, nil)

@@ -186,6 +186,8 @@ func (c *Config) validateNacks() error {
 		return fmt.Errorf("%w: --poison-keys: poison messages are nacked at every delivery, so without dead letters they come back for ever: give --max-deliveries N too", ErrConfig)
 	case c.NackFraction > 0 && c.MaxDeliveries == 1:
 		return fmt.Errorf("%w: --max-deliveries 1 dead-letters every nacked message, and --nack-fraction's are to be acked when they come again: give --max-deliveries 2 or more", ErrConfig)
+	case c.DeadLetterTopic != "" && !c.deadLetters():
+		return fmt.Errorf("%w: --dead-letter-topic names where dead letters go, and only --max-deliveries makes any: give --max-deliveries N too", ErrConfig)
 	case c.deadLetters() && len(c.Brokers) == 0:
 		return fmt.Errorf("%w: --max-deliveries: the checker reads the dead-letter topic straight from Kafka: give --brokers", ErrConfig)
 	case c.deadLetters() && (len(c.Topics) > 1 || c.Consume == Only):
