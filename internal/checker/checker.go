@@ -22,6 +22,12 @@
 // gateway's CPU over consuming and nothing else (bench/databus.sh, the
 // lab's subscribe row).
 //
+// Members may nack (Config.NackFraction: a fraction nacked once, then
+// acked; Config.PoisonKeys: messages nacked at every delivery), and with
+// Config.MaxDeliveries the gateway dead-letters what is nacked at the Nth
+// delivery: the checker reads the dead-letter topic straight from Kafka
+// and counts each message once across the topic and it (deadletter.go).
+//
 // Each stream gets a gRPC connection of its own by default (the report's
 // lesson: streams on one connection serialize); Config.Connections spreads
 // them over fewer.
@@ -41,6 +47,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"syscall"
 	"time"
 
@@ -70,7 +77,11 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 		return nil, err
 	}
 	if len(cfg.Brokers) > 0 && cfg.Consume != Only {
-		if err := ensureTopics(ctx, cfg.Brokers, cfg.kafkaOpts, cfg.Partitions, cfg.Topics...); err != nil {
+		topics := cfg.Topics
+		if cfg.deadLetters() {
+			topics = append(slices.Clip(topics), cfg.DeadLetterTopic)
+		}
+		if err := ensureTopics(ctx, cfg.Brokers, cfg.kafkaOpts, cfg.Partitions, topics...); err != nil {
 			return nil, err
 		}
 	}
@@ -94,7 +105,19 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 	run := rand.Uint64()
 	errs := &errorCounts{}
 	led := newLedger(cfg.Streams, cfg.Groups)
+	if cfg.PoisonKeys > 0 {
+		led.setPoison(poisonIDs(cfg.Streams, cfg.PoisonKeys))
+	}
 	res := newResult(&cfg)
+	var dead *deadLetters
+	if cfg.deadLetters() && cfg.Groups > 0 {
+		var err error
+		if dead, err = startDeadLetters(ctx, &cfg, run, led, groupNames(&cfg, run)); err != nil {
+			return nil, err
+		}
+		defer dead.close()
+		progress("reading the dead-letter topic %s; %d poison message(s), nacked at every delivery, must end there", cfg.DeadLetterTopic, cfg.PoisonKeys)
+	}
 
 	var cons *consumers
 	startConsumers := func() error {
@@ -191,11 +214,21 @@ func Run(ctx context.Context, cfg Config, progress Progress) (*Result, error) {
 		drainStart := time.Now()
 		drained := drainGroups(ctx, &cfg, gw, cons, led, res, drainStart, progress, fail)
 		cons.stop()
+		if dead != nil {
+			// What the gateway dead-lettered before the members stopped,
+			// read to the topic's end: a late duplicate counts too.
+			if err := dead.stop(ctx); err != nil {
+				return nil, err
+			}
+		}
 		from := begin
 		if cfg.Consume == After {
 			from = drainStart
 		}
 		res.deliveryFigures(led, cons, drained.Sub(from), drained.Sub(publishEnd))
+		if f := res.Delivery.DeadLetters; f != nil {
+			f.Others, f.Malformed = dead.others.Load(), dead.malformed.Load()
+		}
 		cons = nil // stopped
 	}
 	res.Errors = errs.snapshot()

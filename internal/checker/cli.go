@@ -57,6 +57,15 @@ Consumers: --groups G --members M [--sub-batch N] [--delay D]
   holds (offsets read through --brokers), each group must get every one,
   and the result's rates cover the drain alone: fill the topic with one
   run (--groups 0), then time drains of it, each its own run.
+Nacks and dead letters: --nack-fraction F [--nack-delay D] has each member
+  nack a fraction of the messages once (they must come again, and are then
+  acked); --poison-keys K --max-deliveries N makes K messages poison, nacked
+  at every delivery, which the gateway must write to the dead-letter topic
+  (--dead-letter-topic, default <topic>.dlq) at delivery N while the rest
+  flow. The checker reads that topic from Kafka (--brokers) and counts each
+  message once across the topic and it: a poison message not dead-lettered
+  is lost, one dead-lettered twice or also received a duplicate, one that
+  is not poison dead-lettered wrong.
 Topics: --topics a,b,c spreads the streams over the topics in turn (stream
   i writes to topic i mod n); --topic-count N does the same over N topics
   named --topic-0 ... --topic-(N-1). With --brokers each is created with
@@ -91,6 +100,9 @@ Examples:
       --gateway-cmd "hlab serve databus --brokers 127.0.0.1:9092 --grpc-addr 127.0.0.1:7070"
   databus-checker --target 127.0.0.1:7070 --topic orders --groups 1 --members 3 \
       --kill-every 3s --drop-member --drain-timeout 60s
+  databus-checker --target 127.0.0.1:7070 --topic orders --brokers 127.0.0.1:9092 \
+      --groups 1 --members 2 --nack-fraction 0.01 --nack-delay 100ms \
+      --poison-keys 20 --max-deliveries 3
 
 Flags:
 `)
@@ -133,6 +145,12 @@ Flags:
 	fs.IntVar(&c.MaxUnacked, "max-unacked", 0, "delivered but unacked messages per member (gateway default 1000)")
 	fs.DurationVar(&c.ProcessDelay, "delay", 0, "processing time per received batch, before its ack")
 	fs.StringVar(&consume, "consume", "concurrent", "concurrent (while publishing: end-to-end latency), after (once publishing ended) or only (publish nothing: drain what --topic holds; needs --brokers)")
+	// Nacks and dead letters (nack.go, deadletter.go).
+	fs.Float64Var(&c.NackFraction, "nack-fraction", 0, "each member nacks this fraction (0 to 1) of the messages on their first delivery, chosen by a hash of the message's ID, and acks them when they come again")
+	fs.DurationVar(&c.NackDelay, "nack-delay", 0, "the delay each nack asks for before the message comes again (0: at once; the gateway cuts it to its --max-nack-delay)")
+	fs.IntVar(&c.PoisonKeys, "poison-keys", 0, fmt.Sprintf("this many published messages (one in %d of the first, spread over the streams) are poison: nacked at every delivery, so they must end in the dead-letter topic; needs --max-deliveries", poisonStride))
+	fs.IntVar(&c.MaxDeliveries, "max-deliveries", 0, "ask the gateway to dead-letter a message nacked at its Nth delivery (x-databus-max-deliveries), and verify the dead-letter topic straight from Kafka (needs --brokers): each message once across the topic and it, every dead letter at delivery N")
+	fs.StringVar(&c.DeadLetterTopic, "dead-letter-topic", "", "with --max-deliveries: the dead-letter topic (default <topic>.dlq; created with --brokers when missing)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "after publishing, how long groups may take to receive everything, and longer while messages still arrive (up to 4 times as long: a topic filled faster than it drains); what is missing then is lost")
 	fs.StringVar(&c.GatewayMetrics, "gateway-metrics", "", "the gateway's /metrics URL: report its RSS per open idle stream")
 	fs.DurationVar(&c.Settle, "settle", 2*time.Second, "with --gateway-metrics: idle time before reading the RSS")

@@ -241,6 +241,25 @@ type Config struct {
 	// may run (30s).
 	StartTimeout time.Duration
 
+	// Nacks and dead letters (nack.go, deadletter.go). NackFraction
+	// (0 to 1) of the messages are nacked by each member on their first
+	// delivery, chosen by a hash of their ID, and acked when they come
+	// again; PoisonKeys messages (the first PoisonKeys of those whose
+	// index is a multiple of poisonStride) are nacked at every delivery.
+	// Each nack asks for the message again after NackDelay (0: at once).
+	NackFraction float64
+	NackDelay    time.Duration
+	PoisonKeys   int
+	// MaxDeliveries, when positive, asks the gateway to dead-letter a
+	// message nacked at that delivery (x-databus-max-deliveries), to
+	// DeadLetterTopic (default the topic's name and ".dlq", created with
+	// Brokers when missing). The checker then reads the dead-letter
+	// topic straight from Kafka (Brokers) and counts each message once
+	// across the topic and it: poison messages must be dead-lettered,
+	// once per group, with delivery count MaxDeliveries; the rest acked.
+	MaxDeliveries   int
+	DeadLetterTopic string
+
 	// OnWindow, when set, is called with true when the measured window
 	// opens and with false when it closes: a caller sampling the gateway's
 	// CPU and memory samples exactly the window. With Consume Only the
@@ -287,6 +306,9 @@ func (c *Config) setDefaults() {
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, 30*time.Second)
 	c.Settle = cmp.Or(c.Settle, 2*time.Second)
 	c.StartTimeout = cmp.Or(c.StartTimeout, 30*time.Second)
+	if c.MaxDeliveries > 0 {
+		c.DeadLetterTopic = cmp.Or(c.DeadLetterTopic, c.Topics[0]+databusv1.DeadLetterSuffix)
+	}
 }
 
 func (c *Config) validate() error {
@@ -339,6 +361,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: --consume only publishes nothing: give --fault-phase consume for its faults", ErrConfig)
 	}
 	if err := c.validateDirect(); err != nil {
+		return err
+	}
+	if err := c.validateNacks(); err != nil {
 		return err
 	}
 	return c.validateFaults()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/databus"
 )
 
@@ -37,11 +38,15 @@ type consumers struct {
 	wg      sync.WaitGroup
 	cancel  context.CancelFunc
 
-	received   atomic.Int64  // this run's messages, duplicates included
-	others     atomic.Int64  // messages of other runs (older ones in the topic)
-	cycles     atomic.Int64  // batches received and acked
-	assigned   []atomic.Bool // by group and topic: a member of it has partitions
-	lastNotice atomic.Int64  // Unix ns of the last assignment change
+	received atomic.Int64 // this run's messages, duplicates included
+	others   atomic.Int64 // messages of other runs (older ones in the topic)
+	cycles   atomic.Int64 // batches received and acked
+	// nacked counts the nacks the members sent; redelivered the messages
+	// delivered with a delivery count above 1 (Config.NackFraction,
+	// PoisonKeys).
+	nacked, redelivered atomic.Int64
+	assigned            []atomic.Bool // by group and topic: a member of it has partitions
+	lastNotice          atomic.Int64  // Unix ns of the last assignment change
 	// ends, with Consume Only, are the end offsets by partition: the
 	// ledger's records are (partition, offset) below them, not the
 	// messages' own headers.
@@ -54,11 +59,14 @@ func GroupName(topic string, g int) string { return fmt.Sprintf("%s-checker-%d",
 
 // group is the name of group g: GroupName, or with Consume Only a name
 // of this run's own, so that every run drains the topic from its start.
-func (c *consumers) group(g int) string {
-	if c.cfg.Consume == Only {
-		return fmt.Sprintf("%s-%016x", GroupName(c.cfg.Topics[0], g), c.run)
+func (c *consumers) group(g int) string { return groupOf(c.cfg, c.run, g) }
+
+// groupOf is the name of group g of run: see consumers.group.
+func groupOf(cfg *Config, run uint64, g int) string {
+	if cfg.Consume == Only {
+		return fmt.Sprintf("%s-%016x", GroupName(cfg.Topics[0], g), run)
 	}
-	return GroupName(c.cfg.Topics[0], g)
+	return GroupName(cfg.Topics[0], g)
 }
 
 // arrived counts the messages the groups have received, of this run and
@@ -80,6 +88,9 @@ func (c *consumers) start(ctx context.Context) error {
 		ct := &connTracker{}
 		opts := append(c.cfg.Credentials.Options(), databus.WithBackoff(20*time.Millisecond, time.Second),
 			databus.WithDialOptions(grpc.WithContextDialer(ct.dial)))
+		if c.cfg.nacks() || c.cfg.deadLetters() {
+			opts = append(opts, nackOptions()...)
+		}
 		cl, err := databus.Dial(c.cfg.Target, opts...)
 		if err != nil {
 			return err
@@ -133,9 +144,14 @@ func (c *consumers) member(ctx context.Context, i, g, t int) {
 	}
 	group := c.group(g)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		sub, err := cl.OpenSubscription(ctx, c.cfg.Topics[t], group, opts...)
+		sctx, raw := ctx, (*rawSubscription)(nil)
+		if c.cfg.nacks() || c.cfg.deadLetters() {
+			raw = &rawSubscription{}
+			sctx = c.cfg.subscribeContext(ctx, raw)
+		}
+		sub, err := cl.OpenSubscription(sctx, c.cfg.Topics[t], group, opts...)
 		if err == nil {
-			err = c.consume(ctx, sub, i, g, g*len(c.cfg.Topics)+t)
+			err = c.consume(ctx, sub, raw, i, g, g*len(c.cfg.Topics)+t)
 			sub.Close()
 			if err == nil || errors.Is(err, errDropped) || databus.Moved(err) {
 				attempt, err = 0, nil // a move is no failure (--max-connection-age)
@@ -157,8 +173,9 @@ func (c *consumers) member(ctx context.Context, i, g, t int) {
 
 // consume reads one subscription of member i of group g until it breaks:
 // nil when it ended cleanly, the error otherwise. assigned is the group's
-// and topic's place in c.assigned.
-func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g, assigned int) error {
+// and topic's place in c.assigned. raw, when the members nack, is the
+// subscription's stream (nack.go).
+func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, raw *rawSubscription, i, g, assigned int) error {
 	t := newTally()
 	for {
 		b, err := sub.Recv()
@@ -178,7 +195,11 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g
 			continue
 		}
 		c.begin(t)
-		for _, d := range b.Messages {
+		acks, nacks := b.Messages, []*databusv1.Nack(nil)
+		if raw != nil {
+			acks, nacks = c.sortOut(raw, b.Messages)
+		}
+		for _, d := range acks {
 			c.tally(t, d.Partition, d.Offset, metaOf(d))
 		}
 		select {
@@ -191,7 +212,11 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g
 		if !c.process(ctx) {
 			return nil // not acked: delivered again to the group
 		}
-		if err := sub.Ack(b.Messages...); err != nil {
+		if err := raw.nack(nacks); err != nil {
+			return err // not nacked: delivered again once the stream ends
+		}
+		c.nacked.Add(int64(len(nacks)))
+		if err := sub.Ack(acks...); err != nil {
 			return err // not acked: delivered again, or lost if the gateway committed past it
 		}
 		c.acked(g, t)
@@ -348,4 +373,34 @@ func (c *consumers) stop() {
 	for _, cl := range c.clients {
 		cl.Close()
 	}
+}
+
+// sortOut splits a batch that raw's stream read into the messages to ack
+// and the nacks to send: poison messages at every delivery, the nacked
+// fraction at their first, with Config.NackDelay; messages of other runs
+// are acked. It counts the batch's redeliveries.
+func (c *consumers) sortOut(raw *rawSubscription, ms []databus.Delivery) (acks []databus.Delivery, nacks []*databusv1.Nack) {
+	acks = make([]databus.Delivery, 0, len(ms))
+	delay := uint32(c.cfg.NackDelay.Milliseconds())
+	for i, d := range ms {
+		count := raw.deliveryCount(i)
+		if count > 1 {
+			c.redelivered.Add(1)
+		}
+		id, _, ok := c.idOf(d.Partition, d.Offset, metaOf(d))
+		reason := ""
+		switch {
+		case !ok:
+		case isPoison(id, c.cfg.Streams, c.cfg.PoisonKeys):
+			reason = reasonPoison
+		case nackedOnce(id, count, c.cfg.NackFraction):
+			reason = reasonNacked
+		}
+		if reason == "" {
+			acks = append(acks, d)
+			continue
+		}
+		nacks = append(nacks, &databusv1.Nack{Partition: d.Partition, Offset: d.Offset, DelayMs: delay, Reason: reason})
+	}
+	return acks, nacks
 }

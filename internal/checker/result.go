@@ -3,7 +3,9 @@ package checker
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -106,9 +108,64 @@ type Delivery struct {
 	// DrainS is how long, after publishing ended (Consume Only: after the
 	// members started), the groups took to have everything (or the drain
 	// timeout).
-	DrainS   float64     `json:"drain_s"`
-	PerGroup []GroupFigs `json:"per_group"`
-	Sample   []string    `json:"lost_sample,omitempty"` // stream/seq of some lost messages
+	DrainS float64 `json:"drain_s"`
+	// Nacked counts the nacks members sent (Config.NackFraction and
+	// PoisonKeys); Redelivered the deliveries of a message with a
+	// delivery count above 1: a nacked message coming again is expected,
+	// not a duplicate.
+	Nacked      int64 `json:"nacked"`
+	Redelivered int64 `json:"redelivered"`
+	// DeadLetters is the dead-letter topic's side, with
+	// Config.MaxDeliveries.
+	DeadLetters *DeadLetterFigs `json:"dead_letters,omitempty"`
+	PerGroup    []GroupFigs     `json:"per_group"`
+	Sample      []string        `json:"lost_sample,omitempty"` // stream/seq of some lost messages
+}
+
+// DeadLetterFigs verifies the dead-letter topic, read straight from
+// Kafka: each message is counted once across the topic (received) and
+// it (dead-lettered), per group. Sums over groups.
+type DeadLetterFigs struct {
+	Topic         string `json:"topic"`
+	MaxDeliveries int    `json:"max_deliveries"`
+	// Poison messages published (acked by Kafka), which every group must
+	// dead-letter (Config.PoisonKeys); the poison messages a group did not
+	// dead-letter are in Delivery.Lost.
+	Poison int64 `json:"poison"`
+	// DeadLettered are the distinct messages groups dead-lettered.
+	DeadLettered int64 `json:"dead_lettered"`
+	// Duplicates are messages dead-lettered and received too, and dead
+	// letters of a message dead-lettered already (the gateway died between
+	// the write and its commit: allowed, at least once).
+	Duplicates int64 `json:"duplicates"`
+	// Wrong are messages dead-lettered that are not poison: nacked ones
+	// must be acked when they come again, before MaxDeliveries.
+	Wrong int64 `json:"wrong"`
+	// DeliveryCounts counts the dead letters by their delivery count
+	// header: every one must be MaxDeliveries.
+	DeliveryCounts map[string]int64 `json:"delivery_counts"`
+	// Others are dead letters of other runs or groups, skipped;
+	// Malformed ones without a delivery count.
+	Others    int64 `json:"others_skipped"`
+	Malformed int64 `json:"malformed"`
+}
+
+// OffCount is how many dead letters have a delivery count other than
+// MaxDeliveries.
+func (f *DeadLetterFigs) OffCount() int64 {
+	var n int64
+	for k, v := range f.DeliveryCounts {
+		if k != strconv.Itoa(f.MaxDeliveries) {
+			n += v
+		}
+	}
+	return n
+}
+
+// OK reports whether the dead letters are as they must be: none wrong,
+// none malformed, every one at MaxDeliveries.
+func (f *DeadLetterFigs) OK() bool {
+	return f == nil || f.Wrong == 0 && f.Malformed == 0 && f.OffCount() == 0
 }
 
 // GroupFigs is one group's delivery.
@@ -210,8 +267,21 @@ func (r *Result) deliveryFigures(led *ledger, c *consumers, consuming, drain tim
 		d.ReceivedPerSec = float64(d.Received) / s
 		d.CyclesPerSec = float64(d.Cycles) / s
 	}
+	d.Nacked, d.Redelivered = c.nacked.Load(), c.redelivered.Load()
+	if c.cfg.deadLetters() {
+		d.DeadLetters = &DeadLetterFigs{Topic: c.cfg.DeadLetterTopic, MaxDeliveries: c.cfg.MaxDeliveries,
+			Poison: led.poisonCount() * int64(c.cfg.Groups), DeliveryCounts: map[string]int64{}}
+	}
 	for g := range c.cfg.Groups {
 		rep := led.check(g, sampleMax)
+		if f := d.DeadLetters; f != nil {
+			f.DeadLettered += rep.deadLettered
+			f.Duplicates += rep.deadDuplicates
+			f.Wrong += rep.deadWrong
+			for n, k := range rep.deadCounts {
+				f.DeliveryCounts[strconv.FormatUint(uint64(n), 10)] += k
+			}
+		}
 		d.Lost += rep.lost
 		d.Duplicates += rep.duplicates
 		d.UnackedReceived += rep.unackedReceived
@@ -241,7 +311,7 @@ func (r *Result) OK() bool {
 	if r.KillEveryS > 0 && len(r.Faults) == 0 {
 		return false // faults were asked for and none fell in their phase
 	}
-	return r.Delivery == nil || r.Delivery.Lost == 0
+	return r.Delivery == nil || r.Delivery.Lost == 0 && r.Delivery.DeadLetters.OK()
 }
 
 // WriteText writes a summary for people.
@@ -267,6 +337,12 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(&b, "delivery:  %s\n  %d acked, %d lost, %d duplicates, %d received without an ack, %d older messages skipped; drained in %.2fs\n",
 			verdict, d.Acked, d.Lost, d.Duplicates, d.UnackedReceived, d.Others, d.DrainS)
+		if d.Nacked+d.Redelivered > 0 {
+			fmt.Fprintf(&b, "  %d nacked, %d redelivered (expected after a nack: not duplicates)\n", d.Nacked, d.Redelivered)
+		}
+		if f := d.DeadLetters; f != nil {
+			r.writeDeadLetters(&b, f)
+		}
 		if r.Direct && d.Consume == Only && d.Received > 0 {
 			fmt.Fprintf(&b, "  consumers' CPU: %.2f s, %.2f µs per received message (this process, over the drain)\n", r.ConsumeCPUS, r.ConsumeCPUS/float64(d.Received)*1e6)
 		}
@@ -409,4 +485,21 @@ func num(v float64) string {
 		out = append(out, c)
 	}
 	return string(out)
+}
+
+// writeDeadLetters summarizes the dead-letter topic's verification.
+func (r *Result) writeDeadLetters(b *strings.Builder, f *DeadLetterFigs) {
+	verdict := fmt.Sprintf("OK: every dead letter at delivery %d, none that should not be", f.MaxDeliveries)
+	if missing := f.Poison - (f.DeadLettered - f.Wrong); missing > 0 {
+		verdict = fmt.Sprintf("FAILED: %d poison message(s) not dead-lettered (counted lost)", missing)
+	}
+	if !f.OK() {
+		verdict = fmt.Sprintf("FAILED: %d not poison, %d at another delivery count than %d, %d without one", f.Wrong, f.OffCount(), f.MaxDeliveries, f.Malformed)
+	}
+	counts := make([]string, 0, len(f.DeliveryCounts))
+	for _, k := range slices.Sorted(maps.Keys(f.DeliveryCounts)) {
+		counts = append(counts, fmt.Sprintf("%s: %d", k, f.DeliveryCounts[k]))
+	}
+	fmt.Fprintf(b, "dead letters (%s): %s\n  %d poison (all groups), %d dead-lettered, %d duplicates, %d of other runs skipped; by delivery count {%s}\n",
+		f.Topic, verdict, f.Poison, f.DeadLettered, f.Duplicates, f.Others, strings.Join(counts, ", "))
 }

@@ -3,6 +3,7 @@ package checker
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/bits"
 	"sync"
 	"time"
@@ -76,9 +77,17 @@ func (b bitset) count() int64 {
 // acked: consumers record a batch only once its ack is sent). A message
 // acked and never received by some group is lost; one received twice by
 // a group is a duplicate (allowed: delivery is at least once).
+//
+// With dead letters (Config.MaxDeliveries) a message counts once across
+// the topic and its dead-letter topic: poison messages must be
+// dead-lettered (not: lost), the others received; a message dead-lettered
+// and received, or dead-lettered twice, is a dead-letter duplicate, and a
+// message that is not poison and was dead-lettered is wrong.
 type ledger struct {
 	acked  []streamAcks
 	groups []*groupRecv
+	// poison are the messages always nacked, by stream (nil: none).
+	poison []bitset
 }
 
 type streamAcks struct {
@@ -92,14 +101,61 @@ type groupRecv struct {
 	received   int64    // distinct messages of this run
 	duplicates int64
 	foreign    int64 // messages of this run naming a stream that does not exist
+	// dead are the messages the group dead-lettered, by stream;
+	// deadAgain counts the dead letters of a message already seen there.
+	dead      []bitset
+	deadAgain int64
+	// deadCounts counts the group's dead letters by their delivery count.
+	deadCounts map[uint32]int64
 }
 
 func newLedger(streams, groups int) *ledger {
 	l := &ledger{acked: make([]streamAcks, streams)}
 	for range groups {
-		l.groups = append(l.groups, &groupRecv{bits: make([]bitset, streams)})
+		l.groups = append(l.groups, &groupRecv{bits: make([]bitset, streams), dead: make([]bitset, streams), deadCounts: map[uint32]int64{}})
 	}
 	return l
+}
+
+// setPoison marks ids as the messages always nacked, which must end in
+// the dead-letter topic rather than be received.
+func (l *ledger) setPoison(ids []ID) {
+	l.poison = make([]bitset, len(l.acked))
+	for _, id := range ids {
+		if id.Stream < len(l.poison) {
+			l.poison[id.Stream].set(id.Seq)
+		}
+	}
+}
+
+// deadLetter records that group dead-lettered id, with deliveryCount
+// its delivery count then.
+func (l *ledger) deadLetter(group int, id ID, deliveryCount uint32) {
+	g := l.groups[group]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id.Stream < 0 || id.Stream >= len(g.dead) || id.Seq < 0 {
+		g.foreign++
+		return
+	}
+	g.deadCounts[deliveryCount]++
+	if g.dead[id.Stream].set(id.Seq) {
+		g.deadAgain++
+	}
+}
+
+// poisonCount is how many poison messages were acked to the publishers.
+func (l *ledger) poisonCount() int64 {
+	var n int64
+	for s := range l.poison {
+		a := &l.acked[s]
+		a.mu.Lock()
+		for w := range min(len(a.bits), len(l.poison[s])) {
+			n += int64(bits.OnesCount64(a.bits[w] & l.poison[s][w]))
+		}
+		a.mu.Unlock()
+	}
+	return n
 }
 
 // ack records that Kafka stored ids, all of stream.
@@ -162,6 +218,12 @@ func (l *ledger) ackedOf(stream int) int64 {
 type groupReport struct {
 	lost, duplicates, unackedReceived, received int64
 	sample                                      []ID // the first lost messages
+	// deadLettered are the distinct messages the group dead-lettered;
+	// deadDuplicates those dead-lettered and received too, and the
+	// dead letters of a message dead-lettered already; deadWrong the
+	// messages dead-lettered that are not poison.
+	deadLettered, deadDuplicates, deadWrong int64
+	deadCounts                              map[uint32]int64
 }
 
 // check compares group's receipts with the acks. It keeps up to
@@ -173,18 +235,21 @@ func (l *ledger) check(group, sampleMax int) groupReport {
 		a := &l.acked[s]
 		a.mu.Lock()
 		g.mu.Lock()
-		acked, recv := a.bits, g.bits[s]
-		for w := range max(len(acked), len(recv)) {
-			var aw, rw uint64
-			if w < len(acked) {
-				aw = acked[w]
-			}
-			if w < len(recv) {
-				rw = recv[w]
-			}
-			missing := aw &^ rw
+		acked, recv, dead := a.bits, g.bits[s], g.dead[s]
+		var poison bitset
+		if l.poison != nil {
+			poison = l.poison[s]
+		}
+		for w := range max(len(acked), len(recv), len(dead)) {
+			aw, rw, dw, pw := acked.word(w), recv.word(w), dead.word(w), poison.word(w)
+			// A poison message is only counted in the dead-letter topic;
+			// any other in either.
+			missing := aw&^pw&^(rw|dw) | aw&pw&^dw
 			r.lost += int64(bits.OnesCount64(missing))
-			r.unackedReceived += int64(bits.OnesCount64(rw &^ aw))
+			r.unackedReceived += int64(bits.OnesCount64((rw | dw) &^ aw))
+			r.deadLettered += int64(bits.OnesCount64(dw))
+			r.deadDuplicates += int64(bits.OnesCount64(dw & rw))
+			r.deadWrong += int64(bits.OnesCount64(dw &^ pw))
 			for missing != 0 && len(r.sample) < sampleMax {
 				b := bits.TrailingZeros64(missing)
 				r.sample = append(r.sample, ID{Stream: s, Seq: int64(w*64 + b)})
@@ -196,8 +261,18 @@ func (l *ledger) check(group, sampleMax int) groupReport {
 	}
 	g.mu.Lock()
 	r.duplicates, r.received = g.duplicates, g.received
+	r.deadDuplicates += g.deadAgain
+	r.deadCounts = maps.Clone(g.deadCounts)
 	g.mu.Unlock()
 	return r
+}
+
+// word is b's w-th word, 0 beyond its end.
+func (b bitset) word(w int) uint64 {
+	if w < len(b) {
+		return b[w]
+	}
+	return 0
 }
 
 // complete reports whether every group received every acked message.

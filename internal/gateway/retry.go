@@ -269,8 +269,17 @@ func (m *member) fireLocked(rt *retry) {
 		m.skipping++
 	}
 	p.skipTo = max(p.skipTo, last+1)
-	if p.rewind < 0 || rt.offset < p.rewind {
-		p.rewind = rt.offset
+	// A refetch of an earlier retry may be under way, its records
+	// dropped with the queue just below: go back to the earliest fired
+	// retry not yet at hand, or it never comes back.
+	from := rt.offset
+	for off, o := range p.retries {
+		if o.fired && o.rec == nil && off < from && p.t.isWaiting(off) {
+			from = off
+		}
+	}
+	if p.rewind < 0 || from < p.rewind {
+		p.rewind = from
 	}
 	p.owner.dropQueueLocked(p.id)
 	m.wakeLocked()

@@ -165,6 +165,7 @@ func checkerSample(res *checker.Result, produced float64) *lab.Sample {
 		s.Figures[receivedPerS.Name] = d.ReceivedPerSec
 		s.Figures[cyclesPerS.Name] = d.CyclesPerSec
 		s.Figures[received.Name] = float64(d.Received)
+		nackFigures(func(m labresult.Metric, v float64) { s.Figures[m.Name] = v }, d)
 	}
 	if d := res.Delivery; d != nil && d.Consume == checker.Only {
 		// A drain of a filled topic: its requests are the messages

@@ -39,7 +39,10 @@
 // stream's messages, against its default); faults (faults.go: the
 // gateway SIGKILLed during publish and during subscribe, a member's
 // connection reset with messages unacked, in --full with the real
-// broker Kafka down for 10 s), each counting lost messages; and the
+// broker Kafka down for 10 s), each counting lost messages; ours,
+// consumers that nack (nacks.go: 1% nacked at 100 ms against none, in
+// rounds; poison messages dead-lettered after 3 deliveries while the
+// rest flow; the gateway SIGKILLed while retries are pending); and the
 // gateway's memory per idle stream at 1,000 and 10,000 streams, the
 // two shapes of 10,000 on the floor too (idle.go).
 //
@@ -149,7 +152,7 @@ func (*Experiment) Estimate(o lab.Options) time.Duration {
 	if o.Kafka == lab.KafkaReal {
 		start += 10 * time.Second
 	}
-	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t) + compressionEstimate(o) + topicsEstimate(o) + replayEstimate
+	lessons := scalingEstimate(o, t) + tickerEstimate(o, t) + consumerEstimate(o, t) + compressionEstimate(o) + topicsEstimate(o) + nackEstimate(o, t) + replayEstimate
 	return echo + pairs + others + subscribeEstimate(t) + faults + idle + start + costEstimate(o, t.pubRun) + lessons
 }
 
@@ -160,7 +163,7 @@ func (e *Experiment) Run(ctx context.Context, run *lab.Run) error {
 	for _, phase := range []func(context.Context) error{
 		b.echo, b.echoScaling, // no Kafka
 		b.startKafka, b.claimRows, b.pipelined, b.publishCost, b.throughput, b.subscribe,
-		b.compression, b.manyTopics,
+		b.compression, b.manyTopics, b.nacks,
 		b.stopGateway, // the phases below start gateways of their own
 		b.fetchMemory, b.ticker, b.replayFromTime, b.faults, b.clusterFaults, b.idle,
 	} {

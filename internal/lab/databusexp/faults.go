@@ -55,12 +55,7 @@ func (b *bench) faults(ctx context.Context) error {
 // faultRows are the fault rows of the run's mode and Kafka.
 func (b *bench) faultRows() []faultRow {
 	run, k := b.run, b.k
-	kill := func(ctx context.Context, g *lab.Gateway, _ string) error {
-		if err := g.Kill(); err != nil {
-			return err
-		}
-		return g.Restart(ctx)
-	}
+	kill := killAndRestart
 	d := 5 * time.Second
 	if run.Opts.Mode == lab.Full {
 		d = 20 * time.Second
@@ -98,6 +93,15 @@ func (b *bench) faultRows() []faultRow {
 		})
 	}
 	return rows
+}
+
+// killAndRestart SIGKILLs the row's gateway and starts it again on its
+// address: a faultRow's inject.
+func killAndRestart(ctx context.Context, g *lab.Gateway, _ string) error {
+	if err := g.Kill(); err != nil {
+		return err
+	}
+	return g.Restart(ctx)
 }
 
 func with(c checker.Config, f func(*checker.Config)) checker.Config {
@@ -144,6 +148,7 @@ func (b *bench) faultRow(ctx context.Context, k *lab.Kafka, topic string, f faul
 		row.Errors[kind] += n
 	}
 	row.Set(duplicates, float64(del.Duplicates))
+	nackFigures(row.Set, del)
 	if k.Cluster() != nil { // the failover's cost to publishers
 		l := res.PublishLatency
 		row.P99MS, row.MaxMS = labresult.F(l.P99), labresult.F(l.Max)

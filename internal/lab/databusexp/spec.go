@@ -245,6 +245,7 @@ func rows(o lab.Options) []lab.RowSpec {
 		out = append(out, lab.Row(idleTimeoutKey(d), idleTimeoutLabel(d)))
 	}
 	out = append(out, replayRow(o)) // replay.go
+	out = append(out, nackRows()...) // ours: consumers that nack (nacks.go)
 	out = append(out,
 		lab.Row(faultPublish, faultPublishLabel), lab.Row(faultSubscribe, faultSubscribeLabel), lab.Row(faultMember, faultMemberLabel))
 	if brokerFault(o) {
@@ -329,6 +330,7 @@ func targets(o lab.Options) []labresult.Target {
 	t = append(t, compressionRatios(o)...)
 	t = append(t, topicsRatio())
 	t = append(t, replayTargets()...) // replay.go
+	t = append(t, nackTargets()...)
 	if clusterFault(o) {
 		t = append(t, clusterTargets()...)
 	}
@@ -372,7 +374,7 @@ func (*Experiment) Spec(o lab.Options) lab.Spec {
 		Rows:    rows(o),
 		Claims:  claims(),
 		Targets: targets(o),
-		Metrics: metrics(),
+		Metrics: append(metrics(), nackMetrics()...),
 		Figures: figures(o),
 		Setup:   setup(o),
 		Needs:   []string{lab.DepKafka},
