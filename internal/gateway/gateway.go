@@ -151,7 +151,28 @@ type Config struct {
 	CompressionAllowed []string
 	// KafkaOpts are extra franz-go options for every client (tests, TLS, SASL).
 	KafkaOpts []kgo.Opt
+
+	// Nacks, retries and dead letters (retry.go, deadletter.go).
+	//
+	// MaxNackDelay bounds a nack's delay (DefaultMaxNackDelay, 15m):
+	// longer ones are cut to it.
+	MaxNackDelay time.Duration
+	// MaxPendingRetries bounds the nacked messages the gateway holds for
+	// redelivery or dead-lettering, over all its streams
+	// (DefaultMaxPendingRetries); a nack past it ends its stream with
+	// ResourceExhausted.
+	MaxPendingRetries int
+	// MaxDeliveries is the largest x-databus-max-deliveries a stream may
+	// ask for (DefaultMaxDeliveries).
+	MaxDeliveries int
 }
+
+// Defaults of the nack bounds.
+const (
+	DefaultMaxNackDelay      = 15 * time.Minute
+	DefaultMaxPendingRetries = 100000
+	DefaultMaxDeliveries     = 100
+)
 
 // setDefaults is the one place defaults are set: every zero field takes
 // the value its comment gives.
@@ -176,6 +197,10 @@ func (c *Config) setDefaults() {
 	c.ConnIdleTimeout = cmp.Or(c.ConnIdleTimeout, DefaultConnIdleTimeout)
 	c.LagInterval = cmp.Or(c.LagInterval, DefaultLagInterval)
 	c.Compression = cmp.Or(c.Compression, DefaultCompression)
+	// Nacks, retries and dead letters.
+	c.MaxNackDelay = cmp.Or(c.MaxNackDelay, DefaultMaxNackDelay)
+	c.MaxPendingRetries = cmp.Or(c.MaxPendingRetries, DefaultMaxPendingRetries)
+	c.MaxDeliveries = cmp.Or(c.MaxDeliveries, DefaultMaxDeliveries)
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -198,6 +223,9 @@ func (c *Config) validateLimits() error {
 		{"--max-gateway-bytes", c.MaxGatewayBytes, 1},
 		{"--send-timeout", int64(c.SendTimeout), 1},
 		{"--lag-interval", int64(c.LagInterval), 1},
+		{"--max-nack-delay", int64(c.MaxNackDelay), 1},
+		{"--max-pending-retries", int64(c.MaxPendingRetries), 1},
+		{"--max-deliveries", int64(c.MaxDeliveries), 1},
 	} {
 		if l.v < l.least {
 			return fmt.Errorf("%w: %s is %d: give a positive value (or leave it out for the default)", ErrBadLimit, l.flag, l.v)
@@ -250,6 +278,10 @@ type Gateway struct {
 
 	membersMu sync.Mutex
 	members   map[memberKey]*member // the group members serving subscribe streams
+
+	// retriesPending counts the nacked messages held for redelivery or
+	// dead-lettering (Config.MaxPendingRetries).
+	retriesPending atomic.Int64
 
 	lagLoop sync.WaitGroup // reads the consumer lag while the gateway runs
 	gatesMu sync.Mutex

@@ -79,6 +79,14 @@ type member struct {
 	paused     map[int32]bool
 	pollCancel context.CancelFunc // ends the poll in progress
 	closing    bool
+	// Nacked messages (retry.go): retryDue orders the retries waiting
+	// for their time, retryTimer fires at the earliest; retrying counts
+	// the partitions' retries, skipping the partitions fetched again for
+	// them. While both are 0, deliveries take the fast path.
+	retryDue   retryHeap
+	retryTimer *time.Timer
+	retrying   int
+	skipping   int
 }
 
 type memberKey struct{ group, topic string }
@@ -99,6 +107,13 @@ type partState struct {
 	// dropped.
 	rewind    int64
 	committed int64 // last commit point committed; -1: none yet
+	// Nacks (retry.go): retries by offset; counts, the delivery count of
+	// offsets delivered more than once; skipTo, while > 0, the offset
+	// from which what is fetched is new: below it the partition is
+	// fetched again for its due retries.
+	retries map[int64]*retry
+	counts  map[int64]uint32
+	skipTo  int64
 }
 
 // attach adds st to the member of its group and topic, making the member
@@ -234,6 +249,7 @@ func (m *member) close() {
 	m.closeOnce.Do(func() {
 		m.cancel()
 		m.loops.Wait()
+		m.dropAllRetries()
 		m.commit(m.g.ctx, nil)
 		m.cl.Close()
 		m.g.releaseClient(clientMember)
@@ -328,7 +344,9 @@ func (m *member) apply(fetches kgo.Fetches) {
 			rewinds[id] = kgo.EpochOffset{Epoch: -1, Offset: p.rewind}
 			p.rewind = -1
 		}
-		want := p.owner == nil || p.owner.wantPause()
+		// A partition fetched again for its due retries is not paused
+		// for a full window: what it brings up to skipTo takes no room.
+		want := p.owner == nil || p.owner.wantPause() && (p.skipTo == 0 || p.owner.queueBytes >= m.g.cfg.MaxStreamBytes)
 		if want != m.paused[id] {
 			if want {
 				pause = append(pause, id)
@@ -458,6 +476,16 @@ func (m *member) disown(p *partState) {
 	st.unacked -= unacked
 	m.g.m.held.Sub(float64(held))
 	m.g.m.unacked.Sub(float64(unacked))
+	if m.parts[p.id] == p {
+		// Its unacked messages will be delivered again; its waiting
+		// ones keep their retries (retry.go).
+		if unacked > 0 {
+			p.t.eachUnacked(func(o int64) { p.setCount(o, p.deliveryCount(o)+1) })
+		}
+	} else {
+		m.dropPartRetriesLocked(p) // it left the member
+	}
+	m.stopSkipping(p)
 	from, ok := p.t.first()
 	if q, qok := st.dropQueueLocked(p.id); qok && (!ok || q < from) {
 		from, ok = q, true
@@ -497,6 +525,9 @@ func (m *member) ack(st *subStream, acks []*databusv1.Ack) (freed, ignored int) 
 		}
 		freed++
 		released += rel
+		if rel > 0 && len(p.counts) > 0 {
+			p.pruneCounts()
+		}
 	}
 	st.unacked -= freed
 	st.held -= released

@@ -57,7 +57,13 @@ type metrics struct {
 	// kafkaProduceBytes is databus_kafka_produce_bytes_total (nil when
 	// off): it is only read once per producer, by produceHook.
 	kafkaProduceBytes *prometheus.CounterVec
-	on                bool // false: every field is nop
+	// Nacks, retries and dead letters.
+	nacks          counterVec // by result: retry, dead_letter, ignored
+	retriesPending gauge      // nacked messages held for redelivery or dead-lettering
+	redeliveries   counter    // nacked messages sent again
+	deadLetters    counterVec // dead-letter writes, by result: ok, error
+	nackDelaysCut  counter    // nack delays cut to --max-nack-delay
+	on             bool       // false: every field is nop
 }
 
 // nop is every metric kind, updating nothing.
@@ -98,6 +104,7 @@ func offMetrics() *metrics {
 		commits: nopCounters{}, streamErrors: nopCounters{}, refusals: nopCounters{}, kafkaClients: nop{},
 		sendTimeouts: nop{}, rewinds: nop{}, kafkaRequests: nopCounters{}, kafkaProduce: nop{},
 		publishBytes: nop{}, subscribeBytes: nop{}, publishWait: nop{}, subscribeWait: nop{},
+		nacks: nopCounters{}, retriesPending: nop{}, redeliveries: nop{}, deadLetters: nopCounters{}, nackDelaysCut: nop{},
 	}
 }
 
@@ -150,6 +157,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	kafkaProduceBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "databus_kafka_produce_bytes_total", Help: "Record bytes of the batches written to Kafka, by the codec the producer was asked for and form: uncompressed (the records as serialized) and compressed (as sent and stored; equal to uncompressed for a batch the codec did not shrink, which goes uncompressed). Record batch headers are not counted.",
 	}, []string{"codec", "form"})
+	nacks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "databus_nacks_total", Help: "Nacks from subscribers, by result: retry (redelivered after its delay), dead_letter (sent to its dead-letter topic: its delivery count reached x-databus-max-deliveries), ignored (of a message not held, or already acked or nacked).",
+	}, []string{"result"})
+	retriesPending := prometheus.NewGauge(prometheus.GaugeOpts{Name: "databus_retries_pending", Help: "Nacked messages held for redelivery or dead-lettering; --max-pending-retries bounds them."})
+	redeliveries := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_redeliveries_total", Help: "Nacked messages delivered again after their delay."})
+	deadLetters := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "databus_dead_letters_total", Help: "Writes of dead letters to their topics, by result: ok (stored: the offset counts as acked), error (retried after a backoff).",
+	}, []string{"result"})
+	nackDelaysCut := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_nack_delays_cut_total", Help: "Nacks whose delay was cut to --max-nack-delay."})
+	reg.MustRegister(nacks, retriesPending, redeliveries, deadLetters, nackDelaysCut)
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
 		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait, kafkaProduceBytes)
 	return &metrics{
@@ -163,7 +180,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishWait:       clientWait.WithLabelValues("publish"),
 		subscribeWait:     clientWait.WithLabelValues("subscribe"),
 		kafkaProduceBytes: kafkaProduceBytes,
-		on:                true,
+		nacks:             promCounters{nacks}, retriesPending: retriesPending, redeliveries: redeliveries,
+		deadLetters: promCounters{deadLetters}, nackDelaysCut: nackDelaysCut,
+		on: true,
 	}
 }
 

@@ -95,6 +95,10 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SendTimeout, "send-timeout", 30*time.Second, "how long a send to a subscriber may wait for it to read before its stream ends and its partitions go to other subscribers")
 	fs.DurationVar(&o.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "how old a client connection gets (±10%) before the gateway tells its client to go away and ends its streams in good order (batches answered, acks committed); the client reconnects through the load balancer, so that pods added since take a share of long-lived streams. Each subscribe stream moved may rebalance its group: keep it in minutes. Negative: never")
 	fs.DurationVar(&o.MaxConnectionAgeGrace, "max-connection-age-grace", DefaultMaxConnectionAgeGrace, "how long an aged connection's streams get to end in good order before the connection is closed under them; cover --produce-timeout. Negative: never")
+	// Nacks, retries and dead letters.
+	fs.DurationVar(&c.MaxNackDelay, "max-nack-delay", DefaultMaxNackDelay, "longest delay a nack may ask for before its message is redelivered; longer ones are cut to it (databus_nack_delays_cut_total)")
+	fs.IntVar(&c.MaxPendingRetries, "max-pending-retries", DefaultMaxPendingRetries, "nacked messages the gateway holds for redelivery or dead-lettering, over all streams; a nack past it ends its stream with RESOURCE_EXHAUSTED (its messages are redelivered, nothing is lost)")
+	fs.IntVar(&c.MaxDeliveries, "max-deliveries", DefaultMaxDeliveries, "largest x-databus-max-deliveries a subscribe stream may ask for: a message nacked after that many deliveries goes to its dead-letter topic")
 	fs.Var(cliflag.AtLeast(&o.GOMAXPROCS, 1), "gomaxprocs", "Go's GOMAXPROCS for the process (default: Go's own, from the CPUs and the CPU quota)")
 	o.Auth.RegisterFlags(fs)
 	o.Kafka.RegisterFlags(fs)

@@ -33,6 +33,10 @@ type streamSettings struct {
 	maxUnacked  int
 	batchSize   int
 	compression string // the codec of the stream's batches in Kafka (publish)
+	// Dead letters (subscribe): a message nacked at its maxDeliveries-th
+	// delivery goes to deadLetterTopic; 0: none is dead-lettered.
+	maxDeliveries   int
+	deadLetterTopic string
 }
 
 // settingsFrom reads and validates a stream's metadata. Every error is an
@@ -96,7 +100,37 @@ func (g *Gateway) settingsFrom(ctx context.Context, subscribe bool) (streamSetti
 		}
 		*f.dst = n
 	}
+	if subscribe {
+		if err := g.deadLetterSettings(&s, get); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
+}
+
+// deadLetterSettings reads x-databus-max-deliveries and
+// x-databus-dead-letter-topic into s.
+func (g *Gateway) deadLetterSettings(s *streamSettings, get func(string) string) error {
+	topic := get(databusv1.MDDeadLetterTopic)
+	v := get(databusv1.MDMaxDeliveries)
+	if v == "" {
+		if topic != "" {
+			return status.Errorf(codes.InvalidArgument, "databus: metadata %q needs %q: give the deliveries after which a nacked message goes to that topic", databusv1.MDDeadLetterTopic, databusv1.MDMaxDeliveries)
+		}
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > g.cfg.MaxDeliveries {
+		return status.Errorf(codes.InvalidArgument, "databus: metadata %q is %q: give a whole number from 1 to %d (the gateway's --max-deliveries)", databusv1.MDMaxDeliveries, v, g.cfg.MaxDeliveries)
+	}
+	if topic == "" {
+		topic = s.topic + databusv1.DeadLetterSuffix
+	}
+	if !validName(topic) || topic == s.topic {
+		return status.Errorf(codes.InvalidArgument, "databus: metadata %q is %q: give a valid Kafka topic name (1-249 of [a-zA-Z0-9._-]) other than the stream's topic", databusv1.MDDeadLetterTopic, topic)
+	}
+	s.maxDeliveries, s.deadLetterTopic = n, topic
+	return nil
 }
 
 func validName(t string) bool {

@@ -34,6 +34,9 @@ func (g *Gateway) Subscribe(stream databusv1.DataBus_SubscribeServer) error {
 	if err := g.checkTopic(ctx, s.topic); err != nil {
 		return g.ended(err)
 	}
+	if err := g.checkDeadLetterTopic(ctx, s); err != nil {
+		return g.ended(err)
+	}
 	g.m.streams.WithLabelValues("subscribe").Inc()
 	defer g.m.streams.WithLabelValues("subscribe").Dec()
 
@@ -90,7 +93,10 @@ func (st *subStream) run(ctx context.Context) error {
 			return err
 		}
 		return nil // the client went away
-	case <-recvErr:
+	case err := <-recvErr:
+		if err == errStreamFailed {
+			return <-st.failed
+		}
 		return nil // the client closed or went away
 	case <-st.g.draining:
 		return st.drain(recvErr, streamError(codes.Unavailable, "%v", ErrDraining))
@@ -118,7 +124,8 @@ func (st *subStream) kickLocked() {
 	if st.sending || st.ended {
 		return
 	}
-	canSend := len(st.queue) > 0 && !st.draining && st.room() > 0
+	// Records fetched again for retries take no room (retry.go).
+	canSend := len(st.queue) > 0 && !st.draining && (st.room() > 0 || st.m.skipping > 0)
 	if !canSend && len(st.assignedP)+len(st.revokedP) == 0 {
 		return
 	}
@@ -157,6 +164,9 @@ func (st *subStream) next() (*databusv1.SubscribeResponse, int64) {
 		st.sending = false
 		return nil, 0
 	}
+	if m.retrying+m.skipping > 0 && !st.ended && !st.draining {
+		return st.nextWithRetries()
+	}
 	resp := &databusv1.SubscribeResponse{Assigned: st.assignedP, Revoked: st.revokedP}
 	st.assignedP, st.revokedP = nil, nil
 	bytes := int64(0)
@@ -167,7 +177,9 @@ func (st *subStream) next() (*databusv1.SubscribeResponse, int64) {
 			now = time.Now().UnixNano()
 		}
 		for i, r := range st.queue[:n] {
-			t := st.parts[r.Partition].t
+			p := st.parts[r.Partition]
+			resp.Messages[i].DeliveryCount = p.deliveryCount(r.Offset)
+			t := p.t
 			t.deliver(r.Offset, r.LeaderEpoch)
 			if now != 0 {
 				t.stamp(now)
@@ -307,6 +319,12 @@ func (st *subStream) receiveAcks() error {
 		}
 		freed, ignored := st.m.ack(st, req.Acks)
 		st.g.m.acksIgnored.Add(float64(ignored))
+		if len(req.Nacks) > 0 {
+			if err := st.m.nack(st, req.Nacks); err != nil {
+				st.fail(err)
+				return errStreamFailed
+			}
+		}
 		if freed > 0 {
 			select {
 			case st.acked <- struct{}{}:
@@ -343,6 +361,10 @@ func (st *subStream) drain(recvErr <-chan error, end error) error {
 	}
 	return end
 }
+
+// errStreamFailed is receiveAcks' end when it ended the stream with a
+// status (st.failed has it).
+var errStreamFailed = errors.New("gateway: the stream failed")
 
 func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)

@@ -31,6 +31,10 @@ type partitionTracker struct {
 	head  int             // index of the oldest entry
 	n     int             // entries held
 	acked int             // acked entries held (behind a gap)
+	// waiting are entries nacked and waiting for their redelivery: they
+	// hold the commit point, as unacked ones do, but no client has them
+	// to ack (a draining stream does not wait for them).
+	waiting int
 	// commit is the offset to commit next (one past the last offset in
 	// the acked prefix); -1 until something was acked. epoch is the leader
 	// epoch of the record just before it, which Kafka keeps with a commit.
@@ -49,8 +53,18 @@ type deliveryMark struct{ offset, at int64 }
 type trackedOffset struct {
 	offset int64
 	epoch  int32
-	acked  bool
+	state  offsetState
 }
+
+// offsetState is where a delivered offset stands. Its zero value is
+// "delivered, not yet acked".
+type offsetState uint8
+
+const (
+	stateUnacked offsetState = iota
+	stateAcked
+	stateWaiting // nacked: it waits for its redelivery or its dead letter
+)
 
 const minRing = 16
 
@@ -90,14 +104,20 @@ func (t *partitionTracker) ack(offset int64) (ok bool, released int) {
 		return false, 0
 	}
 	e := t.at(lo)
-	if e.offset != offset || e.acked {
+	if e.offset != offset || e.state != stateUnacked {
 		return false, 0
 	}
-	e.acked = true
+	e.state = stateAcked
 	t.acked++
+	return true, t.advance()
+}
+
+// advance moves the commit point over the acked prefix and returns how
+// many offsets it passed.
+func (t *partitionTracker) advance() (released int) {
 	for t.n > 0 {
 		front := t.at(0)
-		if !front.acked {
+		if front.state != stateAcked {
 			break
 		}
 		t.commit, t.epoch = front.offset+1, front.epoch
@@ -113,7 +133,84 @@ func (t *partitionTracker) ack(offset int64) (ok bool, released int) {
 	if released > 0 {
 		t.pruneMarks()
 	}
-	return true, released
+	return released
+}
+
+// find returns the entry of offset, or nil when the window does not hold
+// it.
+func (t *partitionTracker) find(offset int64) *trackedOffset {
+	lo, hi := 0, t.n
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if t.at(mid).offset < offset {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == t.n || t.at(lo).offset != offset {
+		return nil
+	}
+	return t.at(lo)
+}
+
+// nack marks an unacked offset waiting for its redelivery. It reports
+// whether offset was held and unacked.
+func (t *partitionTracker) nack(offset int64) bool {
+	e := t.find(offset)
+	if e == nil || e.state != stateUnacked {
+		return false
+	}
+	e.state = stateWaiting
+	t.waiting++
+	return true
+}
+
+// redeliver marks a waiting offset unacked again: it was sent again.
+func (t *partitionTracker) redeliver(offset int64) bool {
+	e := t.find(offset)
+	if e == nil || e.state != stateWaiting {
+		return false
+	}
+	e.state = stateUnacked
+	t.waiting--
+	return true
+}
+
+// isWaiting says whether offset is held and waiting.
+func (t *partitionTracker) isWaiting(offset int64) bool {
+	e := t.find(offset)
+	return e != nil && e.state == stateWaiting
+}
+
+// ackWaiting acks a waiting offset (its dead letter is stored), as ack
+// does an unacked one.
+func (t *partitionTracker) ackWaiting(offset int64) (ok bool, released int) {
+	e := t.find(offset)
+	if e == nil || e.state != stateWaiting {
+		return false, 0
+	}
+	e.state = stateAcked
+	t.waiting--
+	t.acked++
+	return true, t.advance()
+}
+
+// last returns the newest offset delivered.
+func (t *partitionTracker) last() (int64, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
+	return t.at(t.n - 1).offset, true
+}
+
+// eachUnacked calls fn with every unacked offset held.
+func (t *partitionTracker) eachUnacked(fn func(offset int64)) {
+	for i := range t.n {
+		if e := t.at(i); e.state == stateUnacked {
+			fn(e.offset)
+		}
+	}
 }
 
 func (t *partitionTracker) resize(size int) {
@@ -150,8 +247,9 @@ func putRing(ring []trackedOffset) {
 // by the commit point.
 func (t *partitionTracker) held() int { return t.n }
 
-// unacked is how many delivered messages wait for an ack.
-func (t *partitionTracker) unacked() int { return t.n - t.acked }
+// unacked is how many delivered messages wait for an ack: not those
+// waiting for their redelivery.
+func (t *partitionTracker) unacked() int { return t.n - t.acked - t.waiting }
 
 // first returns the oldest offset held: where a new reader of the
 // partition must start so that nothing unacked is skipped.
@@ -166,7 +264,7 @@ func (t *partitionTracker) first() (int64, bool) {
 // first) and keeps the commit point.
 func (t *partitionTracker) reset() {
 	putRing(t.ring)
-	t.ring, t.head, t.n, t.acked, t.marks = nil, 0, 0, 0, nil
+	t.ring, t.head, t.n, t.acked, t.waiting, t.marks = nil, 0, 0, 0, 0, nil
 }
 
 // stamp records that the offset delivered last was sent at (Unix ns). The
@@ -195,7 +293,8 @@ func (t *partitionTracker) pruneMarks() {
 }
 
 // oldestUnacked returns when (Unix ns) the oldest unacked message was
-// sent: the window's front is never acked, as the acked prefix leaves it.
+// sent: the window's front is never acked, as the acked prefix leaves it
+// (it may be waiting for its redelivery: it holds the commit point too).
 func (t *partitionTracker) oldestUnacked() (int64, bool) {
 	if t.n == 0 || len(t.marks) == 0 {
 		return 0, false

@@ -1,0 +1,394 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
+)
+
+// rawSub opens a subscribe stream of the raw API (nacks are not in the
+// Go client here) with metadata md; it ends when the test does.
+func rawSub(t *testing.T, addr string, md ...string) (databusv1.DataBus_SubscribeClient, context.CancelFunc) {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), md...))
+	t.Cleanup(cancel)
+	s, err := databusv1.NewDataBusClient(conn).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, cancel
+}
+
+// nackDelivery is one message as a test's subscriber saw it.
+type nackDelivery struct {
+	offset int64
+	count  uint32
+	at     time.Time
+}
+
+// nackLog records what a raw subscriber received, per offset of a
+// one-partition topic, safe for concurrent use.
+type nackLog struct {
+	mu   sync.Mutex
+	seen map[int64][]nackDelivery
+}
+
+func (l *nackLog) add(m *databusv1.ConsumedMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[int64][]nackDelivery{}
+	}
+	l.seen[m.Offset] = append(l.seen[m.Offset], nackDelivery{m.Offset, m.DeliveryCount, time.Now()})
+}
+
+func (l *nackLog) get(o int64) []nackDelivery {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]nackDelivery(nil), l.seen[o]...)
+}
+
+func (l *nackLog) distinct() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.seen)
+}
+
+// duplicates counts the deliveries of offsets other than skip beyond
+// their first.
+func (l *nackLog) duplicates(skip int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for o, ds := range l.seen {
+		if o != skip {
+			n += len(ds) - 1
+		}
+	}
+	return n
+}
+
+// consume receives from s until it ends, recording each message in l,
+// and answers it with decide's nack (nil: ack). It returns the error that
+// ended the stream.
+func consume(s databusv1.DataBus_SubscribeClient, l *nackLog, decide func(m *databusv1.ConsumedMessage) *databusv1.Nack) <-chan error {
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			resp, err := s.Recv()
+			if err != nil {
+				ended <- err
+				return
+			}
+			req := &databusv1.SubscribeRequest{}
+			for _, m := range resp.Messages {
+				l.add(m)
+				if n := decide(m); n != nil {
+					req.Nacks = append(req.Nacks, n)
+				} else {
+					req.Acks = append(req.Acks, &databusv1.Ack{Partition: m.Partition, Offset: m.Offset})
+				}
+			}
+			if len(req.Acks)+len(req.Nacks) > 0 {
+				if err := s.Send(req); err != nil {
+					ended <- err
+					return
+				}
+			}
+		}
+	}()
+	return ended
+}
+
+// committed reads group's committed offset of partition 0 of topic.
+func committed(t *testing.T, k *deps.Kafka, topic, group string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := kadm.NewClient(depstest.Client(t, k)).FetchOffsets(ctx, group)
+	if err != nil {
+		return -1
+	}
+	if o, ok := offs.Lookup(topic, 0); ok {
+		return o.At
+	}
+	return -1
+}
+
+func TestNackRedeliversAfterDelay(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := newTopic(t, k, 1)
+		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		g.publishAll(t, ctx, topic, 100)
+		group := depstest.Group(t)
+		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+		const delay = 2 * time.Second
+		var nackedAt time.Time
+		var mu sync.Mutex
+		l := &nackLog{}
+		ended := consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if m.Offset == 0 && m.DeliveryCount == 1 {
+				mu.Lock()
+				nackedAt = time.Now()
+				mu.Unlock()
+				return &databusv1.Nack{Partition: 0, Offset: 0, DelayMs: uint32(delay.Milliseconds()), Reason: "not now"}
+			}
+			return nil
+		})
+		testkit.EventuallyNil(t, time.Minute, "offset 0 redelivered", func() error {
+			select {
+			case err := <-ended:
+				t.Fatalf("stream ended: %v", err)
+			default:
+			}
+			if n := len(l.get(0)); n < 2 {
+				return fmt.Errorf("offset 0 delivered %d times, %d offsets seen", n, l.distinct())
+			}
+			return nil
+		})
+		ds := l.get(0)
+		mu.Lock()
+		waited := ds[1].at.Sub(nackedAt)
+		mu.Unlock()
+		if ds[0].count != 1 || ds[1].count != 2 {
+			t.Errorf("delivery counts of offset 0: %d then %d, want 1 then 2", ds[0].count, ds[1].count)
+		}
+		if waited < delay-200*time.Millisecond {
+			t.Errorf("redelivered %v after the nack, before its delay of %v", waited, delay)
+		}
+		// The later messages flowed meanwhile: all 99 came before it.
+		before := 0
+		for o := int64(1); o < 100; o++ {
+			if d := l.get(o); len(d) > 0 && d[0].at.Before(ds[1].at) {
+				before++
+			}
+		}
+		if before != 99 {
+			t.Errorf("%d of the 99 later messages arrived before the redelivery, want all", before)
+		}
+		testkit.Eventually(t, time.Minute, "the commit passes everything", func() bool { return committed(t, k, topic, group) == 100 })
+		lost := 100 - l.distinct()
+		dups := l.duplicates(0)
+		t.Logf("nack at %v, redelivered after %v; %d of 99 before it; lost %d, duplicates %d", delay, waited.Round(time.Millisecond), before, lost, dups)
+		if lost != 0 || dups != 0 {
+			t.Errorf("lost %d, duplicates %d: want 0 and 0", lost, dups)
+		}
+	})
+}
+
+func TestCommitNeverPassesNack(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := newTopic(t, k, 1)
+		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		g.publishAll(t, ctx, topic, 50)
+		group := depstest.Group(t)
+		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+		const k7 = 7
+		l := &nackLog{}
+		consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if m.Offset == k7 {
+				return &databusv1.Nack{Partition: 0, Offset: k7, DelayMs: 10 * 60 * 1000}
+			}
+			return nil
+		})
+		testkit.Eventually(t, time.Minute, "all 50 delivered", func() bool { return l.distinct() == 50 })
+		// Everything else is acked: the commit point reaches the nacked
+		// message and stays there over several commit intervals.
+		testkit.Eventually(t, time.Minute, "a commit up to the nacked offset", func() bool { return committed(t, k, topic, group) >= k7 })
+		time.Sleep(500 * time.Millisecond) // five commit intervals: a wrong commit would land
+		if c := committed(t, k, topic, group); c != k7 {
+			t.Fatalf("committed offset %d, want %d (the nacked message's)", c, k7)
+		}
+	})
+}
+
+// TestDeadLetterAfterMaxDeliveries: a message nacked at every delivery is
+// in the dead-letter topic once, after 3 deliveries, with its own key,
+// value and headers and the dead-letter headers; the group's commit then
+// passes it.
+func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := newTopic(t, k, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		dlq := topic + databusv1.DeadLetterSuffix
+		if err := k.CreateTopics(ctx, 1, dlq); err != nil {
+			t.Fatal(err)
+		}
+		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+		g.publishAll(t, ctx, topic, 20)
+		group := depstest.Group(t)
+		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, databusv1.MDMaxDeliveries, "3")
+		const poison = 7
+		l := &nackLog{}
+		ended := consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if m.Offset == poison {
+				return &databusv1.Nack{Partition: 0, Offset: poison, Reason: "poison " + strconv.Itoa(int(m.DeliveryCount))}
+			}
+			return nil
+		})
+		testkit.EventuallyNil(t, time.Minute, "the commit passes the dead letter", func() error {
+			select {
+			case err := <-ended:
+				t.Fatalf("stream ended: %v", err)
+			default:
+			}
+			if c := committed(t, k, topic, group); c != 20 {
+				return fmt.Errorf("committed %d, poison delivered %d times", c, len(l.get(poison)))
+			}
+			return nil
+		})
+		ds := l.get(poison)
+		if len(ds) != 3 || ds[0].count != 1 || ds[1].count != 2 || ds[2].count != 3 {
+			t.Errorf("the poison message's deliveries: %+v, want counts 1, 2, 3", ds)
+		}
+		letters := readTopic(t, k, dlq)
+		if len(letters) != 1 {
+			t.Fatalf("%d dead letters, want 1", len(letters))
+		}
+		dl := letters[0]
+		want := map[string]string{
+			"seq":                             "7",
+			databusv1.HeaderOriginalTopic:     topic,
+			databusv1.HeaderOriginalPartition: "0",
+			databusv1.HeaderOriginalOffset:    "7",
+			databusv1.HeaderDeliveryCount:     "3",
+			databusv1.HeaderNackReason:        "poison 3",
+			databusv1.HeaderConsumerGroup:     group,
+		}
+		got := map[string]string{}
+		for _, h := range dl.Headers {
+			got[h.Key] = string(h.Value)
+		}
+		for key, v := range want {
+			if got[key] != v {
+				t.Errorf("dead letter header %s = %q, want %q", key, got[key], v)
+			}
+		}
+		if string(dl.Key) != "7" || string(dl.Value) != "value-7" {
+			t.Errorf("dead letter key %q value %q, want the original's", dl.Key, dl.Value)
+		}
+		lost := 20 - l.distinct()
+		dups := l.duplicates(poison)
+		t.Logf("poison delivered %d times, %d dead letter; lost %d, duplicates %d outside it", len(ds), len(letters), lost, dups)
+		if lost != 0 || dups != 0 {
+			t.Errorf("lost %d, duplicates %d: want 0 and 0", lost, dups)
+		}
+	})
+}
+
+// readTopic reads every record of topic (one partition) as it is now.
+func readTopic(t *testing.T, k *deps.Kafka, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(depstest.Client(t, k))
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	if end.Offset == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	for int64(len(out)) < end.Offset {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("read %s: %d of %d records: %v", topic, len(out), end.Offset, err)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+func TestNackBounds(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	topic := newTopic(t, k, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	g := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxNackDelay: 100 * time.Millisecond, MaxPendingRetries: 3, MaxDeliveries: 5})
+	g.publishAll(t, ctx, topic, 10)
+
+	t.Run("delay cut to --max-nack-delay", func(t *testing.T) {
+		s, end := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t))
+		defer end()
+		l := &nackLog{}
+		consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if m.Offset == 0 && m.DeliveryCount == 1 {
+				return &databusv1.Nack{Offset: 0, DelayMs: 3600 * 1000} // an hour
+			}
+			return nil
+		})
+		testkit.Eventually(t, time.Minute, "the nacked message back before its hour", func() bool { return len(l.get(0)) == 2 })
+	})
+	t.Run("--max-pending-retries", func(t *testing.T) {
+		s, end := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t))
+		defer end()
+		l := &nackLog{}
+		ended := consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			return &databusv1.Nack{Offset: m.Offset, DelayMs: 60 * 1000}
+		})
+		select {
+		case err := <-ended:
+			if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-pending-retries") {
+				t.Fatalf("stream ended with %v, want ResourceExhausted naming --max-pending-retries", err)
+			}
+		case <-ctx.Done():
+			t.Fatal("4 nacks past --max-pending-retries 3: the stream did not end")
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		md   []string
+		code codes.Code
+		want string
+	}{
+		{"zero deliveries", []string{databusv1.MDMaxDeliveries, "0"}, codes.InvalidArgument, databusv1.MDMaxDeliveries},
+		{"above --max-deliveries", []string{databusv1.MDMaxDeliveries, "6"}, codes.InvalidArgument, "--max-deliveries"},
+		{"not a number", []string{databusv1.MDMaxDeliveries, "many"}, codes.InvalidArgument, databusv1.MDMaxDeliveries},
+		{"topic without deliveries", []string{databusv1.MDDeadLetterTopic, "x"}, codes.InvalidArgument, databusv1.MDMaxDeliveries},
+		{"bad topic name", []string{databusv1.MDMaxDeliveries, "2", databusv1.MDDeadLetterTopic, "no/slash"}, codes.InvalidArgument, databusv1.MDDeadLetterTopic},
+		{"missing dead-letter topic", []string{databusv1.MDMaxDeliveries, "2"}, codes.FailedPrecondition, topic + databusv1.DeadLetterSuffix},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := rawSub(t, g.addr, append([]string{gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t)}, tc.md...)...)
+			_, err := s.Recv()
+			if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %s naming %s", err, tc.code, tc.want)
+			}
+		})
+	}
+}
