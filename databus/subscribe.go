@@ -1,6 +1,7 @@
 package databus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,8 +75,9 @@ func BatchSize(n int) SubscribeOption { return func(c *subCfg) { c.batchSize = n
 // stream and ignores it.
 func Reconnect(on bool) SubscribeOption { return func(c *subCfg) { c.noReconnect = !on } }
 
-// Subscription is one subscribe stream with manual acks. Recv and Ack may
-// be called from different goroutines; each of them from one at a time.
+// Subscription is one subscribe stream with manual acks. Recv and Ack (or
+// Nack) may be called from different goroutines; each of them from one at
+// a time. Close may be called from any goroutine, Recv waiting or not.
 type Subscription struct {
 	stream       databusv1.DataBus_SubscribeClient
 	cancel       context.CancelFunc
@@ -218,8 +220,9 @@ func (s *Subscription) Close() error {
 	s.closed = true
 	err := s.stream.CloseSend()
 	s.sendMu.Unlock()
+	wait := cmp.Or(s.closeTimeout, defaultCloseTimeout) // a Subscription made without subscribeConfig
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(s.closeTimeout, func() { timedOut.Store(true); s.cancel() })
+	timer := time.AfterFunc(wait, func() { timedOut.Store(true); s.cancel() })
 	defer timer.Stop()
 	defer s.cancel()
 	if err != nil {
@@ -235,7 +238,7 @@ func (s *Subscription) Close() error {
 	case errors.Is(err, io.EOF) || Moved(err):
 		return nil // the gateway read every ack and ended the stream
 	case timedOut.Load():
-		return fmt.Errorf("databus: close: the gateway did not end the stream within %s (CloseTimeout): acks it did not read are not committed, and their messages come again", s.closeTimeout)
+		return fmt.Errorf("databus: close: the gateway did not end the stream within %s (CloseTimeout): acks it did not read are not committed, and their messages come again", wait)
 	}
 	return fmt.Errorf("databus: close: the stream ended with %w; acks the gateway did not read are not committed, and their messages come again", err)
 }
