@@ -106,11 +106,18 @@ func (s *Subscription) settle(acked []Delivery, nacks []*databusv1.Nack) error {
 	return s.send(req)
 }
 
-// nackAll nacks ds, whose handler failed with err, each after its delay.
+// nackAll nacks the batch ds, whose handler failed with err, with one
+// delay, that of its most delivered message: the batch failed as one and
+// comes back together.
 func nackAll(ds []Delivery, sc *subCfg, err error) []*databusv1.Nack {
+	deliveries := 0
+	for _, d := range ds {
+		deliveries = max(deliveries, d.DeliveryCount)
+	}
+	delay, reason := sc.retryDelay(deliveries), err.Error()
 	out := make([]*databusv1.Nack, len(ds))
 	for i, d := range ds {
-		out[i] = nackOf(d, sc.retryDelay(d.DeliveryCount), err.Error())
+		out[i] = nackOf(d, delay, reason)
 	}
 	return out
 }

@@ -209,16 +209,16 @@ func TestSubscribeNacksTheBatchOnError(t *testing.T) {
 				return errors.New("database down")
 			}
 			return nil
-		}, databus.RetryDelay(time.Second, time.Second))
+		}, databus.RetryDelay(500*time.Millisecond, time.Second))
 	}()
-	f.deliver(consumed(0, 0, 1), consumed(1, 7, 2))
+	f.deliver(consumed(0, 0, 1), consumed(1, 7, 2)) // the second one's count sets the delay: 1s
 	req := f.request(t, 0)
 	if len(req.Acks) != 0 || len(req.Nacks) != 2 || req.Nacks[0].Offset != 0 || req.Nacks[1].Partition != 1 || req.Nacks[1].Offset != 7 {
 		t.Fatalf("after the handler's error: acks %v nacks %v, want both messages nacked", req.Acks, req.Nacks)
 	}
 	for _, n := range req.Nacks {
-		if n.Reason != "database down" || n.DelayMs < 500 || n.DelayMs > 1000 {
-			t.Errorf("nack %d@%d: delay %d ms reason %q, want 500 to 1000 ms, the handler's error", n.Partition, n.Offset, n.DelayMs, n.Reason)
+		if n.Reason != "database down" || n.DelayMs < 500 || n.DelayMs > 1000 || n.DelayMs != req.Nacks[0].DelayMs {
+			t.Errorf("nack %d@%d: delay %d ms reason %q, want the batch's one delay, 500 to 1000 ms, and the handler's error", n.Partition, n.Offset, n.DelayMs, n.Reason)
 		}
 	}
 	f.deliver(consumed(0, 0, 2))

@@ -246,10 +246,10 @@ func (s *Subscription) Close() error {
 // Subscribe consumes topic as a member of group until ctx ends, calling
 // handle for each batch. When handle returns nil the batch is acked; when
 // it returns an error every message of the batch is nacked, with the
-// error's text as the reason and a delay that grows with the messages'
-// DeliveryCount (RetryDelay), and the stream goes on: the batch comes
-// again after the delay (maybe to another member, maybe among other
-// messages), while later messages keep coming. With DeadLetter, a message
+// error's text as the reason and one delay that grows with the highest
+// DeliveryCount among them (RetryDelay), and the stream goes on: the
+// batch comes again after the delay (maybe to another member, maybe
+// among other messages), while later messages keep coming. With DeadLetter, a message
 // whose handler failed that many deliveries goes to the dead-letter topic
 // instead. SubscribeEach handles and nacks message by message.
 //
