@@ -106,49 +106,103 @@ func firstAfter(ctx context.Context, t *testing.T, addr, topic, group string) {
 	}
 }
 
+// retryRun is n messages, keys 0 to n-1, published to a topic of two
+// partitions through a gateway of its own, for group to consume.
+type retryRun struct {
+	ctx                context.Context
+	addr, topic, group string
+	n                  int
+	h                  *handled
+}
+
+func newRetryRun(t *testing.T, k *deps.Kafka, n int) *retryRun {
+	t.Helper()
+	topic := depstest.Topic(t, k, 2)
+	w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	if err := publisher(ctx, t, w.addr, topic).Publish(ctx, msgs(0, n)...); err != nil {
+		t.Fatal(err)
+	}
+	return &retryRun{ctx: ctx, addr: w.addr, topic: topic, group: depstest.Group(t), n: n, h: newHandled()}
+}
+
+// consume runs subscribe (Subscribe or SubscribeEach on a client of the
+// gateway) until every message but except was handled with success and
+// then wait returned, checks it returns nil when its context ends, and
+// returns how many messages were not handled (0) and how many more than
+// once.
+func (r *retryRun) consume(t *testing.T, except string, wait func(), subscribe func(context.Context, *databus.Client) error) (lost, dup int) {
+	t.Helper()
+	ctx, stop := context.WithCancel(r.ctx)
+	ended := make(chan error, 1)
+	c := dial(t, r.addr)
+	go func() { ended <- subscribe(ctx, c) }()
+	testkit.EventuallyNil(t, 60*time.Second, "every message handled", func() (err error) {
+		lost, dup, err = r.h.check(r.n, except)
+		return err
+	})
+	wait()
+	stop()
+	if err := <-ended; err != nil {
+		t.Fatalf("subscribing returned %v, want nil when its context ended", err)
+	}
+	return lost, dup
+}
+
 // TestSubscribeEachRetries: a handler that fails one message twice sees
 // it three times, with DeliveryCount 1, 2 and 3, while every other
 // message is handled once; the stream goes on, and the group's commit
 // passes the message once it succeeded.
 func TestSubscribeEachRetries(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		const n = 50
-		topic := depstest.Topic(t, k, 2)
-		w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		if err := publisher(ctx, t, w.addr, topic).Publish(ctx, msgs(0, n)...); err != nil {
-			t.Fatal(err)
-		}
-		group := depstest.Group(t)
-		h := newHandled()
-		sctx, stop := context.WithCancel(ctx)
-		ended := make(chan error, 1)
-		go func() {
-			ended <- dial(t, w.addr).SubscribeEach(sctx, topic, group, func(_ context.Context, d databus.Delivery) error {
-				return h.handle(d, func(key string, deliveries int) error {
+		r := newRetryRun(t, k, 50)
+		lost, dup := r.consume(t, "", func() {}, func(ctx context.Context, c *databus.Client) error {
+			return c.SubscribeEach(ctx, r.topic, r.group, func(_ context.Context, d databus.Delivery) error {
+				return r.h.handle(d, func(key string, deliveries int) error {
 					if key == "7" && deliveries < 3 {
 						return errors.New("not yet")
 					}
 					return nil
 				})
 			}, databus.RetryDelay(10*time.Millisecond, 50*time.Millisecond))
-		}()
-		var lost, dup int
-		testkit.EventuallyNil(t, 15*time.Second, "every message handled", func() (err error) {
-			lost, dup, err = h.check(n, "")
-			return err
 		})
-		stop()
-		if err := <-ended; err != nil {
-			t.Fatalf("SubscribeEach: %v", err)
-		}
-		got := h.deliveries("7")
-		t.Logf("%d messages: %d lost, %d handled more than once; message 7 delivered with counts %v", n, lost, dup, got)
+		got := r.h.deliveries("7")
+		t.Logf("%d messages: %d lost, %d handled more than once; message 7 delivered with counts %v", r.n, lost, dup, got)
 		if dup > 0 || fmt.Sprint(got) != "[1 2 3]" {
 			t.Fatalf("%d messages handled more than once, message 7 delivered with counts %v: want 0, and [1 2 3]", dup, got)
 		}
-		firstAfter(ctx, t, w.addr, topic, group)
+		firstAfter(r.ctx, t, r.addr, r.topic, r.group)
+	})
+}
+
+// TestSubscribeRetriesAFailedBatch: a batch handler's error nacks the
+// batch, which comes again with its delivery counts one higher; every
+// message is handled with success once, and the commit passes them all.
+func TestSubscribeRetriesAFailedBatch(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		r := newRetryRun(t, k, 50)
+		failures := 0
+		lost, dup := r.consume(t, "", func() {}, func(ctx context.Context, c *databus.Client) error {
+			return c.Subscribe(ctx, r.topic, r.group, func(_ context.Context, ds []databus.Delivery) error {
+				for _, d := range ds {
+					if string(d.Key) == "7" && d.DeliveryCount < 2 {
+						failures++
+						return errors.New("not yet")
+					}
+				}
+				for _, d := range ds {
+					r.h.handle(d, func(string, int) error { return nil })
+				}
+				return nil
+			}, databus.BatchSize(10), databus.RetryDelay(10*time.Millisecond, 50*time.Millisecond))
+		})
+		got := r.h.deliveries("7")
+		t.Logf("%d messages: %d lost, %d handled more than once; the batch of message 7 failed %d times, then passed with counts %v", r.n, lost, dup, failures, got)
+		if dup > 0 || failures != 1 || fmt.Sprint(got) != "[2]" {
+			t.Fatalf("%d handled more than once, %d failures, message 7 handled with counts %v: want 0, 1, [2]", dup, failures, got)
+		}
+		firstAfter(r.ctx, t, r.addr, r.topic, r.group)
 	})
 }
 
@@ -159,54 +213,34 @@ func TestSubscribeEachRetries(t *testing.T) {
 // and the group's commit passes the dead letter.
 func TestDeadLetter(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		const n = 30
-		topic := depstest.Topic(t, k, 2)
+		r := newRetryRun(t, k, 30)
 		dlq := depstest.Topic(t, k, 1)
-		w := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		defer cancel()
-		if err := publisher(ctx, t, w.addr, topic).Publish(ctx, msgs(0, n)...); err != nil {
-			t.Fatal(err)
-		}
-		group := depstest.Group(t)
-		h := newHandled()
-		sctx, stop := context.WithCancel(ctx)
-		ended := make(chan error, 1)
-		go func() {
-			ended <- dial(t, w.addr).SubscribeEach(sctx, topic, group, func(_ context.Context, d databus.Delivery) error {
-				return h.handle(d, func(key string, _ int) error {
+		var stored []*kgo.Record
+		lost, dup := r.consume(t, "13", func() { stored = storedRecords(t, k, dlq, "13") }, func(ctx context.Context, c *databus.Client) error {
+			return c.SubscribeEach(ctx, r.topic, r.group, func(_ context.Context, d databus.Delivery) error {
+				return r.h.handle(d, func(key string, _ int) error {
 					if key == "13" {
 						return errors.New("poison: no such customer")
 					}
 					return nil
 				})
 			}, databus.DeadLetter(3), databus.DeadLetterTopic(dlq), databus.RetryDelay(10*time.Millisecond, 50*time.Millisecond))
-		}()
-		stored := storedRecords(t, k, dlq, "13")
-		var lost, dup int
-		testkit.EventuallyNil(t, 60*time.Second, "every other message handled", func() (err error) {
-			lost, dup, err = h.check(n, "13")
-			return err
 		})
-		stop()
-		if err := <-ended; err != nil {
-			t.Fatalf("SubscribeEach: %v", err)
-		}
-		got := h.deliveries("13")
-		t.Logf("%d messages: %d lost, %d handled more than once; the poison message delivered with counts %v, %d copies in the dead-letter topic", n, lost, dup, got, len(stored))
+		got := r.h.deliveries("13")
+		t.Logf("%d messages: %d lost, %d handled more than once; the poison message delivered with counts %v, %d copies in the dead-letter topic", r.n, lost, dup, got, len(stored))
 		if dup > 0 || fmt.Sprint(got) != "[1 2 3]" || len(stored) != 1 {
 			t.Fatalf("%d handled more than once, poison delivered with counts %v, %d dead letters: want 0, [1 2 3], 1", dup, got, len(stored))
 		}
-		r := stored[0]
+		rec := stored[0]
 		headers := map[string]string{}
-		for _, h := range r.Headers {
+		for _, h := range rec.Headers {
 			headers[h.Key] = string(h.Value)
 		}
 		for key, want := range map[string]string{
-			databusv1.HeaderOriginalTopic: topic,
+			databusv1.HeaderOriginalTopic: r.topic,
 			databusv1.HeaderDeliveryCount: "3",
 			databusv1.HeaderNackReason:    "poison: no such customer",
-			databusv1.HeaderConsumerGroup: group,
+			databusv1.HeaderConsumerGroup: r.group,
 		} {
 			if headers[key] != want {
 				t.Errorf("dead letter header %s = %q, want %q", key, headers[key], want)
@@ -217,10 +251,10 @@ func TestDeadLetter(t *testing.T) {
 				t.Errorf("dead letter header %s = %q, want a decimal number", key, headers[key])
 			}
 		}
-		if string(r.Value) != "v" {
-			t.Errorf("dead letter value %q, want the original's %q", r.Value, "v")
+		if string(rec.Value) != "v" {
+			t.Errorf("dead letter value %q, want the original's %q", rec.Value, "v")
 		}
-		firstAfter(ctx, t, w.addr, topic, group)
+		firstAfter(r.ctx, t, r.addr, r.topic, r.group)
 	})
 }
 
