@@ -420,6 +420,13 @@ func (c *tokenCheck) authorize(ctx context.Context, method string) error {
 				return status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe to topic %q: its line in the gateway's tokens file needs subscribe= to cover it", topic)
 			}
 		}
+		// Dead letters are published: a topic named for them must be
+		// the token's to publish to.
+		for _, topic := range md.Get(databusv1.MDDeadLetterTopic) {
+			if topic = strings.TrimSpace(topic); topic != "" && !t.publish.allow(topic) {
+				return status.Errorf(codes.PermissionDenied, "databus: this token may not write dead letters to topic %q (metadata %q): its line in the gateway's tokens file needs publish= to cover it", topic, databusv1.MDDeadLetterTopic)
+			}
+		}
 		for _, group := range md.Get(MDGroup) {
 			if group = strings.TrimSpace(group); group != "" && !t.groups.allow(group) {
 				return status.Errorf(codes.PermissionDenied, "databus: this token may not subscribe as consumer group %q: its line in the gateway's tokens file needs groups= to cover it", group)

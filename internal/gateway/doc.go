@@ -13,6 +13,43 @@
 // and their clients reopen them elsewhere through the load balancer
 // (moving.go).
 //
+// # Nacks, retries and dead letters
+//
+// A client nacks a message it cannot process now (SubscribeRequest.nacks,
+// with a delay and a reason). The message stays in its partition's window
+// (tracker.go), waiting: the commit point never passes it, so a gateway
+// that dies before the redelivery has it delivered again from the
+// committed offset, and a waiting message is not counted unacked (a
+// draining stream does not wait for it). The group's member keeps a retry
+// per nacked message in a heap by due time (retry.go). The gateway keeps
+// no delivered record's bytes (that would hold every unacked message in
+// memory, x-databus-max-unacked of them per stream), so a retry that comes
+// due fetches its record again: its partition is set back to it, and of
+// what is fetched again up to the newest offset delivered only the due
+// records are sent (to the stream that has the partition then, with
+// delivery_count one higher); the rest are dropped, and the partition's
+// later messages keep flowing. The cost is that re-read, paid only by
+// partitions with due retries: deliveries take their old path, plus a
+// length check for delivery counts, while a member has no retry.
+//
+// Delivery counts are kept only for offsets delivered more than once,
+// and forgotten when the commit passes them. A partition that moves
+// between the gateway's streams keeps its retries and counts (its unacked
+// messages count one more delivery); one that leaves the member drops
+// them, and its next owner starts from the committed offset at count 1.
+//
+// With x-databus-max-deliveries, a message nacked at that delivery count
+// is written to its dead-letter topic (deadletter.go) through the shared
+// producer (acks=all, idempotent) with the original key, value,
+// timestamp and headers and the six databus-* headers, and only once
+// Kafka stored it is its offset acked. A failed write is tried again
+// after a backoff (1 s doubling, at most 30 s and --max-nack-delay), the
+// message waiting meanwhile. Bounds: --max-nack-delay (longer delays are
+// cut), --max-pending-retries for the gateway (a nack past it ends its
+// stream with ResourceExhausted), --max-deliveries, reasons cut to 1024
+// bytes; per stream, waiting messages count against
+// x-databus-max-unacked.
+//
 // # Where the CPU and memory go
 //
 // Measured with bench/databus.sh and pprof (--admin-addr): the gateway on

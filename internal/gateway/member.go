@@ -346,7 +346,7 @@ func (m *member) apply(fetches kgo.Fetches) {
 		}
 		// A partition fetched again for its due retries is not paused
 		// for a full window: what it brings up to skipTo takes no room.
-		want := p.owner == nil || p.owner.wantPause() && (p.skipTo == 0 || p.owner.queueBytes >= m.g.cfg.MaxStreamBytes)
+		want := p.owner == nil || p.owner.wantPause() && (p.skipTo == 0 || !p.owner.takesMore() || p.owner.queueBytes >= m.g.cfg.MaxStreamBytes)
 		if want != m.paused[id] {
 			if want {
 				pause = append(pause, id)
@@ -467,6 +467,10 @@ func (m *member) give(p *partState, st *subStream) {
 // and p is set back to the oldest of them all, where its next owner
 // starts. The owner is told p is revoked. m.mu is held.
 func (m *member) disown(p *partState) {
+	if m.parts[p.id] != p {
+		m.dropPartRetriesLocked(p) // it left the member (retry.go)
+	}
+	m.stopSkipping(p)
 	st := p.owner
 	if st == nil {
 		return
@@ -476,16 +480,11 @@ func (m *member) disown(p *partState) {
 	st.unacked -= unacked
 	m.g.m.held.Sub(float64(held))
 	m.g.m.unacked.Sub(float64(unacked))
-	if m.parts[p.id] == p {
+	if unacked > 0 && m.parts[p.id] == p {
 		// Its unacked messages will be delivered again; its waiting
 		// ones keep their retries (retry.go).
-		if unacked > 0 {
-			p.t.eachUnacked(func(o int64) { p.setCount(o, p.deliveryCount(o)+1) })
-		}
-	} else {
-		m.dropPartRetriesLocked(p) // it left the member
+		p.t.eachUnacked(func(o int64) { p.setCount(o, p.deliveryCount(o)+1) })
 	}
-	m.stopSkipping(p)
 	from, ok := p.t.first()
 	if q, qok := st.dropQueueLocked(p.id); qok && (!ok || q < from) {
 		from, ok = q, true

@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/grpc"
@@ -21,6 +23,7 @@ import (
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
 	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/gateway/gatewaytest"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -40,6 +43,20 @@ func rawSub(t *testing.T, addr string, md ...string) (databusv1.DataBus_Subscrib
 		t.Fatal(err)
 	}
 	return s, cancel
+}
+
+// nackTopic publishes msgs(0, n) to a new one-partition topic through a
+// gateway of cfg on k's brokers, and returns the gateway, the topic and a
+// group of the test's own.
+func nackTopic(t *testing.T, k *deps.Kafka, cfg gateway.Config, n int) (*gw, string, string) {
+	t.Helper()
+	topic := newTopic(t, k, 1)
+	cfg.Brokers = k.Brokers
+	g := startGateway(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g.publishAll(t, ctx, topic, n)
+	return g, topic, depstest.Group(t)
 }
 
 // nackDelivery is one message as a test's subscriber saw it.
@@ -140,12 +157,7 @@ func committed(t *testing.T, k *deps.Kafka, topic, group string) int64 {
 
 func TestNackRedeliversAfterDelay(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		topic := newTopic(t, k, 1)
-		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		g.publishAll(t, ctx, topic, 100)
-		group := depstest.Group(t)
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, 100)
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 		const delay = 2 * time.Second
 		var nackedAt time.Time
@@ -203,12 +215,7 @@ func TestNackRedeliversAfterDelay(t *testing.T) {
 
 func TestCommitNeverPassesNack(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		topic := newTopic(t, k, 1)
-		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		g.publishAll(t, ctx, topic, 50)
-		group := depstest.Group(t)
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, 50)
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
 		const k7 = 7
 		l := &nackLog{}
@@ -235,16 +242,13 @@ func TestCommitNeverPassesNack(t *testing.T) {
 // passes it.
 func TestDeadLetterAfterMaxDeliveries(t *testing.T) {
 	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
-		topic := newTopic(t, k, 1)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, 20)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		dlq := topic + databusv1.DeadLetterSuffix
 		if err := k.CreateTopics(ctx, 1, dlq); err != nil {
 			t.Fatal(err)
 		}
-		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
-		g.publishAll(t, ctx, topic, 20)
-		group := depstest.Group(t)
 		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, databusv1.MDMaxDeliveries, "3")
 		const poison = 7
 		l := &nackLog{}
@@ -336,11 +340,10 @@ func readTopic(t *testing.T, k *deps.Kafka, topic string) []*kgo.Record {
 
 func TestNackBounds(t *testing.T) {
 	k := depstest.Kafka(t, deps.KafkaFake)
-	topic := newTopic(t, k, 1)
+	reg := prometheus.NewRegistry()
+	g, topic, _ := nackTopic(t, k, gateway.Config{MaxNackDelay: 100 * time.Millisecond, MaxPendingRetries: 3, MaxDeliveries: 5, Registry: reg}, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	g := startGateway(t, gateway.Config{Brokers: k.Brokers, MaxNackDelay: 100 * time.Millisecond, MaxPendingRetries: 3, MaxDeliveries: 5})
-	g.publishAll(t, ctx, topic, 10)
 
 	t.Run("delay cut to --max-nack-delay", func(t *testing.T) {
 		s, end := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t))
@@ -353,6 +356,9 @@ func TestNackBounds(t *testing.T) {
 			return nil
 		})
 		testkit.Eventually(t, time.Minute, "the nacked message back before its hour", func() bool { return len(l.get(0)) == 2 })
+		if n := testkit.MetricSum(t, reg, "databus_nack_delays_cut_total", nil); n != 1 {
+			t.Errorf("databus_nack_delays_cut_total = %v, want 1", n)
+		}
 	})
 	t.Run("--max-pending-retries", func(t *testing.T) {
 		s, end := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, depstest.Group(t))
@@ -390,5 +396,168 @@ func TestNackBounds(t *testing.T) {
 				t.Fatalf("got %v, want %s naming %s", err, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestNackedMessageMovesWithItsPartition: a stream ends with a message
+// nacked and one unacked; the group's other stream on the gateway takes
+// the partition and gets the unacked one again at once, and the nacked
+// one after its delay, both with delivery count 2.
+func TestNackedMessageMovesWithItsPartition(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	reg := prometheus.NewRegistry()
+	g, topic, group := nackTopic(t, k, gateway.Config{Registry: reg}, 10)
+	a, endA := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+	la := &nackLog{}
+	const delay = 1500 * time.Millisecond
+	var nackedAt atomic.Int64 // Unix ns
+	consume(a, la, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		switch m.Offset {
+		case 0:
+			nackedAt.Store(time.Now().UnixNano())
+			return &databusv1.Nack{Offset: 0, DelayMs: uint32(delay.Milliseconds())}
+		case 1:
+			return &databusv1.Nack{Offset: 999} // not held: ignored, and 1 stays unacked
+		}
+		return nil
+	})
+	testkit.Eventually(t, time.Minute, "all 10 delivered to the first stream", func() bool { return la.distinct() == 10 })
+	b, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+	lb := &nackLog{}
+	consume(b, lb, func(*databusv1.ConsumedMessage) *databusv1.Nack { return nil })
+	// Once b is attached, a's end moves the partition to it (not the
+	// member's end, which would hand it to Kafka).
+	testkit.Eventually(t, time.Minute, "two subscribe streams", func() bool {
+		return testkit.MetricSum(t, reg, "databus_streams", map[string]string{"kind": "subscribe"}) == 2
+	})
+	endA()
+	testkit.Eventually(t, time.Minute, "the nacked message on the second stream", func() bool { return len(lb.get(0)) > 0 })
+	d0, d1 := lb.get(0), lb.get(1)
+	if len(d1) == 0 || d1[0].count != 2 {
+		t.Errorf("the unacked message on the second stream: %+v, want delivery count 2", d1)
+	}
+	if len(d0) != 1 || d0[0].count != 2 {
+		t.Fatalf("the nacked message on the second stream: %+v, want once, delivery count 2", d0)
+	}
+	if n := testkit.MetricSum(t, reg, "databus_nacks_total", map[string]string{"result": "ignored"}); n != 1 {
+		t.Errorf("databus_nacks_total{result=ignored} = %v, want 1 (the nack of an offset not held)", n)
+	}
+	if waited := d0[0].at.Sub(time.Unix(0, nackedAt.Load())); waited < delay-200*time.Millisecond {
+		t.Errorf("the nacked message came back %v after its nack, before its delay of %v", waited, delay)
+	}
+}
+
+// TestKilledGatewayRedeliversNacked SIGKILLs a gateway holding nacked
+// messages for a 10-minute redelivery, and starts it again: the group's
+// committed offset stopped at the first of them, so all are delivered
+// again at once.
+func TestKilledGatewayRedeliversNacked(t *testing.T) {
+	bin := testkit.Binary(t, "./cmd/databus")
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		topic := newTopic(t, k, 1)
+		gp := startGatewayProcess(t, bin, "--brokers", strings.Join(k.Brokers, ","), "--session-timeout", "6s", "--commit-interval", "200ms")
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		w := &gw{addr: gp.addr}
+		w.publishAll(t, ctx, topic, 50)
+		group := depstest.Group(t)
+		nacked := func(o int64) bool { return o >= 10 && o < 20 }
+		s, _ := rawSub(t, gp.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+		before := &nackLog{}
+		consume(s, before, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if nacked(m.Offset) {
+				return &databusv1.Nack{Offset: m.Offset, DelayMs: 10 * 60 * 1000}
+			}
+			return nil
+		})
+		testkit.Eventually(t, time.Minute, "all 50 delivered", func() bool { return before.distinct() == 50 })
+		testkit.Eventually(t, time.Minute, "a commit up to the first nacked offset", func() bool { return committed(t, k, topic, group) == 10 })
+		gp.kill()
+		gp.start()
+		s2, _ := rawSub(t, gp.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+		after := &nackLog{}
+		consume(s2, after, func(*databusv1.ConsumedMessage) *databusv1.Nack { return nil })
+		testkit.Eventually(t, time.Minute, "the commit passes everything after the restart", func() bool { return committed(t, k, topic, group) == 50 })
+		lost, dups := 0, 0
+		for o := int64(0); o < 50; o++ {
+			n := len(after.get(o))
+			switch {
+			case nacked(o) && n == 0:
+				lost++
+			case !nacked(o):
+				dups += n // acked before the kill: delivered again from the commit point
+			}
+		}
+		t.Logf("10 nacked when killed: lost %d; acked ones delivered again after the restart: %d (at least once)", lost, dups)
+		if lost != 0 {
+			t.Errorf("%d nacked messages lost over the SIGKILL", lost)
+		}
+	})
+}
+
+// TestDeadLetterTopicNeedsPublishToken: with --tokens, a dead-letter
+// topic named in metadata must be one the token may publish to.
+func TestDeadLetterTopicNeedsPublishToken(t *testing.T) {
+	ts, err := gateway.ParseTokens(strings.NewReader("token-a publish=orders.dlq subscribe=orders groups=billing\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := gatewaytest.Start(t, gateway.Config{Echo: true}, gateway.ServerOptions{Auth: &gateway.Auth{Tokens: ts}})
+	for _, tc := range []struct {
+		dlq  string
+		code codes.Code
+		want string
+	}{
+		{"payments", codes.PermissionDenied, `"payments"`},
+		{"orders.dlq", codes.FailedPrecondition, "echo"}, // past the check, an echo gateway refuses subscriptions
+	} {
+		s, _ := rawSub(t, addr, "authorization", "Bearer token-a", gateway.MDTopic, "orders", gateway.MDGroup, "billing",
+			databusv1.MDMaxDeliveries, "3", databusv1.MDDeadLetterTopic, tc.dlq)
+		if _, err := s.Recv(); status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("dead-letter topic %s: %v, want %s naming %s", tc.dlq, err, tc.code, tc.want)
+		}
+	}
+}
+
+// TestDeadLetterWriteFailureIsRetried: a dead letter that Kafka does not
+// store (its topic deleted after the stream opened) is written again
+// after a backoff, its message held meanwhile: once the topic is back,
+// it is stored once and the commit passes it.
+func TestDeadLetterWriteFailureIsRetried(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	reg := prometheus.NewRegistry()
+	g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond, Registry: reg}, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dlq := topic + databusv1.DeadLetterSuffix
+	if err := k.CreateTopics(ctx, 1, dlq); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, databusv1.MDMaxDeliveries, "1")
+	if err := k.DeleteTopics(ctx, dlq); err != nil {
+		t.Fatal(err)
+	}
+	l := &nackLog{}
+	consume(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		if m.Offset == 2 {
+			return &databusv1.Nack{Offset: 2, Reason: "poison"}
+		}
+		return nil
+	})
+	testkit.Eventually(t, time.Minute, "a failed dead-letter write", func() bool {
+		return testkit.MetricSum(t, reg, "databus_dead_letters_total", map[string]string{"result": "error"}) >= 1
+	})
+	if c := committed(t, k, topic, group); c > 2 {
+		t.Fatalf("committed %d past the message whose dead letter failed", c)
+	}
+	if err := k.CreateTopics(ctx, 1, dlq); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, "the commit passes the dead letter", func() bool { return committed(t, k, topic, group) == 5 })
+	if n := len(readTopic(t, k, dlq)); n != 1 {
+		t.Errorf("%d dead letters, want 1", n)
+	}
+	if n := len(l.get(2)); n != 1 {
+		t.Errorf("the poison message delivered %d times, want 1 (max-deliveries 1)", n)
 	}
 }

@@ -98,7 +98,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	// Nacks, retries and dead letters.
 	fs.DurationVar(&c.MaxNackDelay, "max-nack-delay", DefaultMaxNackDelay, "longest delay a nack may ask for before its message is redelivered; longer ones are cut to it (databus_nack_delays_cut_total)")
 	fs.IntVar(&c.MaxPendingRetries, "max-pending-retries", DefaultMaxPendingRetries, "nacked messages the gateway holds for redelivery or dead-lettering, over all streams; a nack past it ends its stream with RESOURCE_EXHAUSTED (its messages are redelivered, nothing is lost)")
-	fs.IntVar(&c.MaxDeliveries, "max-deliveries", DefaultMaxDeliveries, "largest x-databus-max-deliveries a subscribe stream may ask for: a message nacked after that many deliveries goes to its dead-letter topic")
+	fs.IntVar(&c.MaxDeliveries, "max-deliveries", DefaultMaxDeliveries, "largest x-databus-max-deliveries a subscribe stream may ask for: a message nacked when it has been delivered that many times goes to its dead-letter topic")
 	fs.Var(cliflag.AtLeast(&o.GOMAXPROCS, 1), "gomaxprocs", "Go's GOMAXPROCS for the process (default: Go's own, from the CPUs and the CPU quota)")
 	o.Auth.RegisterFlags(fs)
 	o.Kafka.RegisterFlags(fs)

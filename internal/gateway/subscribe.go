@@ -118,6 +118,10 @@ func (st *subStream) wantPause() bool {
 	return st.ended || st.draining || st.held+len(st.queue) >= st.s.maxUnacked || st.queueBytes >= st.g.cfg.MaxStreamBytes
 }
 
+// takesMore says whether the stream may still be sent messages. m.mu is
+// held.
+func (st *subStream) takesMore() bool { return !st.ended && !st.draining }
+
 // kickLocked starts the stream's sender if it has something to send.
 // m.mu is held.
 func (st *subStream) kickLocked() {

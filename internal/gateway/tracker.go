@@ -91,20 +91,8 @@ func (t *partitionTracker) deliver(offset int64, epoch int32) {
 // or repeated ack changes nothing), and how many offsets the commit point
 // passed, which leave the window.
 func (t *partitionTracker) ack(offset int64) (ok bool, released int) {
-	lo, hi := 0, t.n
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if t.at(mid).offset < offset {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	if lo == t.n {
-		return false, 0
-	}
-	e := t.at(lo)
-	if e.offset != offset || e.state != stateUnacked {
+	e := t.find(offset)
+	if e == nil || e.state != stateUnacked {
 		return false, 0
 	}
 	e.state = stateAcked

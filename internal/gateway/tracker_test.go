@@ -192,3 +192,32 @@ func TestTrackerOldestUnacked(t *testing.T) {
 	tr.reset()
 	want("reset", 0, false)
 }
+
+// TestTrackerWaitingOffsets: a nacked offset holds the commit point, is
+// not counted unacked, ignores acks, and leaves the window once acked as
+// a dead letter.
+func TestTrackerWaitingOffsets(t *testing.T) {
+	tr := newPartitionTracker()
+	for o := range int64(4) {
+		tr.deliver(o, 0)
+	}
+	if !tr.nack(1) || tr.nack(1) || tr.nack(9) {
+		t.Fatal("nack: want true once for a held unacked offset, false for a repeat or an unknown one")
+	}
+	for _, o := range []int64{0, 2, 3} {
+		tr.ack(o)
+	}
+	if ok, _ := tr.ack(1); ok {
+		t.Error("an ack of a waiting offset was taken")
+	}
+	if tr.commit != 1 || tr.unacked() != 0 || tr.held() != 3 {
+		t.Fatalf("commit %d, unacked %d, held %d: want 1, 0, 3 (the waiting offset holds the commit)", tr.commit, tr.unacked(), tr.held())
+	}
+	if !tr.redeliver(1) || tr.unacked() != 1 || tr.redeliver(1) {
+		t.Fatal("redeliver: want the waiting offset unacked again, once")
+	}
+	tr.nack(1)
+	if ok, released := tr.ackWaiting(1); !ok || released != 3 || tr.commit != 4 {
+		t.Fatalf("ackWaiting: ok %v, released %d, commit %d: want true, 3, 4", ok, released, tr.commit)
+	}
+}
