@@ -1,6 +1,7 @@
 package databus_test
 
 import (
+	"context"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/databus"
 	"github.com/highload-lab/hlab/internal/testkit"
 )
 
@@ -39,6 +41,16 @@ func startFakeGateway(t *testing.T) *fakeGateway {
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 	return f
+}
+
+// fakeClient is a fake gateway, a client of it and a context for the
+// test's calls.
+func fakeClient(t *testing.T) (*fakeGateway, *databus.Client, context.Context) {
+	t.Helper()
+	f := startFakeGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return f, dial(t, f.addr), ctx
 }
 
 func (f *fakeGateway) Subscribe(stream databusv1.DataBus_SubscribeServer) error {

@@ -3,6 +3,7 @@ package databus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -16,10 +17,7 @@ import (
 // TestDeadLetterMetadata: DeadLetter and DeadLetterTopic travel as the
 // stream's metadata; a stream without them carries neither key.
 func TestDeadLetterMetadata(t *testing.T) {
-	f := startFakeGateway(t)
-	c := dial(t, f.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	f, c, ctx := fakeClient(t)
 	for i, tc := range []struct {
 		opts         []databus.SubscribeOption
 		max, dlTopic string
@@ -51,10 +49,7 @@ func TestDeadLetterMetadata(t *testing.T) {
 // Subscribe and SubscribeEach at once, naming the option, and open no
 // stream (Subscribe used to retry a setting it refused itself forever).
 func TestSubscribeOptionsRefused(t *testing.T) {
-	f := startFakeGateway(t)
-	c := dial(t, f.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	f, c, ctx := fakeClient(t)
 	for _, tc := range []struct {
 		opt  databus.SubscribeOption
 		want string
@@ -88,10 +83,7 @@ func TestSubscribeOptionsRefused(t *testing.T) {
 // delay rounded to milliseconds and held in a uint32, and the reason cut
 // to the 1024 bytes the gateway keeps, not inside a character.
 func TestNackWireForm(t *testing.T) {
-	f := startFakeGateway(t)
-	c := dial(t, f.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	f, c, ctx := fakeClient(t)
 	sub, err := c.OpenSubscription(ctx, "orders", "billing")
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +131,8 @@ func consumed(partition int32, offset int64, deliveries uint32) *databusv1.Consu
 // error's text and a delay that grows with their DeliveryCount, in one
 // request; the stream goes on.
 func TestSubscribeEachNacksOnError(t *testing.T) {
-	f := startFakeGateway(t)
-	c := dial(t, f.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	f, c, ctx := fakeClient(t)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var order []int64
 	ended := make(chan error, 1)
@@ -187,8 +178,8 @@ func TestSubscribeEachNacksOnError(t *testing.T) {
 	if n := f.streamCount(); n != 1 {
 		t.Errorf("%d streams opened, want 1: a handler's error must not reopen the stream", n)
 	}
-	if want := []int64{0, 1, 2, 3}; len(order) != len(want) || order[0] != 0 || order[1] != 1 || order[2] != 2 || order[3] != 3 {
-		t.Errorf("handled offsets %v, want %v", order, want)
+	if got := fmt.Sprint(order); got != "[0 1 2 3]" {
+		t.Errorf("handled offsets %s, want [0 1 2 3]", got)
 	}
 }
 
@@ -197,9 +188,8 @@ func TestSubscribeEachNacksOnError(t *testing.T) {
 // the stream and open a new one after a backoff: a leave and a join of
 // the group, two rebalances, at each failure.
 func TestSubscribeNacksTheBatchOnError(t *testing.T) {
-	f := startFakeGateway(t)
-	c := dial(t, f.addr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	f, c, ctx := fakeClient(t)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ended := make(chan error, 1)
 	calls := 0
