@@ -561,3 +561,95 @@ func TestDeadLetterWriteFailureIsRetried(t *testing.T) {
 		t.Errorf("the poison message delivered %d times, want 1 (max-deliveries 1)", n)
 	}
 }
+
+// TestRevokedPartitionDropsItsRetries: a partition that a rebalance moves
+// to another gateway leaves its retries behind: the old gateway holds
+// none of them any more, and the new one delivers its nacked messages
+// from the committed offset, at count 1.
+func TestRevokedPartitionDropsItsRetries(t *testing.T) {
+	k := depstest.Kafka(t, deps.KafkaFake)
+	topic := newTopic(t, k, 2)
+	regA := prometheus.NewRegistry()
+	a := startGateway(t, gateway.Config{Brokers: k.Brokers, Registry: regA})
+	b := startGateway(t, gateway.Config{Brokers: k.Brokers})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const total = 20
+	a.publishAll(t, ctx, topic, total)
+	group := depstest.Group(t)
+	sa, _ := rawSub(t, a.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+	var la nackLogs
+	consumeParts(sa, &la, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		return &databusv1.Nack{Partition: m.Partition, Offset: m.Offset, DelayMs: 10 * 60 * 1000}
+	})
+	pending := func() int { return int(testkit.MetricSum(t, regA, "databus_retries_pending", nil)) }
+	testkit.Eventually(t, time.Minute, "all nacked on gateway A", func() bool { return pending() == total })
+	sb, _ := rawSub(t, b.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+	var lb nackLogs
+	consumeParts(sb, &lb, func(*databusv1.ConsumedMessage) *databusv1.Nack { return nil })
+	testkit.EventuallyNil(t, time.Minute, "a partition moved to gateway B with its nacked messages", func() error {
+		got := lb.total()
+		if got == 0 || pending() != total-got {
+			return fmt.Errorf("gateway B received %d, gateway A holds %d retries", got, pending())
+		}
+		return nil
+	})
+	for _, c := range lb.counts() {
+		if c != 1 {
+			t.Fatalf("delivery count %d on gateway B, want 1 (counts stay with the gateway)", c)
+		}
+	}
+}
+
+// nackLogs is a nackLog per partition.
+type nackLogs struct {
+	mu sync.Mutex
+	l  map[int32]*nackLog
+}
+
+func (ls *nackLogs) of(p int32) *nackLog {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.l == nil {
+		ls.l = map[int32]*nackLog{}
+	}
+	if ls.l[p] == nil {
+		ls.l[p] = &nackLog{}
+	}
+	return ls.l[p]
+}
+
+func (ls *nackLogs) total() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	n := 0
+	for _, l := range ls.l {
+		n += l.distinct()
+	}
+	return n
+}
+
+func (ls *nackLogs) counts() []uint32 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var out []uint32
+	for _, l := range ls.l {
+		l.mu.Lock()
+		for _, ds := range l.seen {
+			for _, d := range ds {
+				out = append(out, d.count)
+			}
+		}
+		l.mu.Unlock()
+	}
+	return out
+}
+
+// consumeParts is consume over several partitions.
+func consumeParts(s databusv1.DataBus_SubscribeClient, ls *nackLogs, decide func(m *databusv1.ConsumedMessage) *databusv1.Nack) <-chan error {
+	var all nackLog // consume's own record, unused: ls keeps them by partition
+	return consume(s, &all, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+		ls.of(m.Partition).add(m)
+		return decide(m)
+	})
+}
