@@ -192,11 +192,20 @@ func (e *PublishError) Error() string {
 	return fmt.Sprintf("databus: %d of %d records not stored; first: #%d %s: %s", len(e.Records), e.Stored+len(e.Records), first.Index, first.Code, first.Message)
 }
 
-// backoff returns the wait before retry n (0-based), with full jitter.
+// backoff returns the wait before reconnect n (0-based).
 func (c *Client) backoff(n int) time.Duration {
-	d := c.cfg.minBackoff << min(n, 16)
-	if d > c.cfg.maxBackoff || d <= 0 {
-		d = c.cfg.maxBackoff
+	return jitteredBackoff(c.cfg.minBackoff, c.cfg.maxBackoff, n)
+}
+
+// jitteredBackoff returns the wait before retry n (0-based): first,
+// doubled n times, at most max, drawn between half of that and all of it,
+// so that the retries of many clients after one outage spread out. Both
+// reconnects (WithBackoff) and redeliveries after a handler's error
+// (RetryDelay) wait this.
+func jitteredBackoff(first, max time.Duration, n int) time.Duration {
+	d := first << min(n, 16)
+	if d > max || d <= 0 {
+		d = max
 	}
 	return d/2 + rand.N(d/2+1)
 }

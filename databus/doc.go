@@ -26,6 +26,33 @@
 //
 // OpenSubscription gives manual control: Recv batches and Ack messages in
 // any order; the gateway commits only past offsets that were all acked.
+// Close waits (CloseTimeout, 5s) until the gateway read every ack sent
+// before it: they are committed, not delivered again.
+//
+// # Retries and dead letters
+//
+// A handler's error does not end the stream: Subscribe nacks the batch,
+// SubscribeEach (one message at a time, in order) the message, and the
+// gateway delivers it again after a delay that grows with its
+// DeliveryCount (RetryDelay, 1s doubling to 1m, jittered) while the
+// partition's later messages keep coming; the commit never passes it.
+// With DeadLetter(n) a message that failed its n-th delivery goes to the
+// dead-letter topic ("<topic>.dlq", or DeadLetterTopic; it must exist),
+// with headers naming its topic, partition, offset, delivery count, the
+// error's text and the group, and its offset then counts as acked:
+//
+//	err = c.SubscribeEach(ctx, "orders", "billing", func(ctx context.Context, m databus.Delivery) error {
+//		return charge(ctx, m) // nil acks; an error nacks: m comes again, m.DeliveryCount one higher
+//	}, databus.DeadLetter(5), databus.RetryDelay(time.Second, time.Minute))
+//
+// With OpenSubscription, Nack(m, delay, reason) does the same by hand. A
+// retried message comes after later messages of its partition: per-key
+// order does not hold across a retry. Delivery counts are the gateway's
+// memory: they start again at 1 when a partition moves to another
+// gateway or the gateway restarts, so a message may be delivered more
+// than n times before it is dead-lettered, never fewer. A gateway older
+// than nacks ignores them: the messages stay unacked and come again only
+// when the stream ends.
 //
 // # Securing the connection
 //

@@ -98,25 +98,44 @@ func msgs(from, n int) []databus.Message {
 // more; it returns how many times it read each key.
 func storedKeys(t *testing.T, k *deps.Kafka, topic string, want map[string]bool) map[string]int {
 	t.Helper()
-	cl := depstest.Client(t, k, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	stored := map[string]int{}
-	testkit.EventuallyNil(t, 30*time.Second, "every message answered as published is in Kafka", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) { stored[string(r.Key)]++; n++ })
+	readTopic(t, k, topic, "every message answered as published is in Kafka", func(recs []*kgo.Record) error {
+		clear(stored)
+		for _, r := range recs {
+			stored[string(r.Key)]++
+		}
 		for key := range want {
 			if stored[key] == 0 {
 				return fmt.Errorf("message %s missing (%d of %d stored)", key, len(stored), len(want))
 			}
+		}
+		return nil
+	})
+	return stored
+}
+
+// readTopic reads topic from the start, straight from Kafka, until what
+// it read satisfies have (nil) and a poll finds nothing more, or the
+// deadline passes; it returns every record read.
+func readTopic(t *testing.T, k *deps.Kafka, topic, what string, have func([]*kgo.Record) error) []*kgo.Record {
+	t.Helper()
+	cl := depstest.Client(t, k, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var recs []*kgo.Record
+	testkit.EventuallyNil(t, 30*time.Second, what, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, r); n++ })
+		if err := have(recs); err != nil {
+			return err
 		}
 		if n > 0 {
 			return errors.New("still reading") // duplicates may follow
 		}
 		return nil
 	})
-	return stored
+	return recs
 }
 
 // isCtxErr reports whether err is a context's: the call waited out its

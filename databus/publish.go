@@ -18,8 +18,9 @@ import (
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 )
 
-// ErrClosed is returned for publishes on a closed Publisher.
-var ErrClosed = errors.New("databus: publisher closed")
+// ErrClosed is returned for publishes on a closed Publisher, and for acks
+// and nacks on a closed Subscription.
+var ErrClosed = errors.New("databus: closed")
 
 // PublisherOption configures a Publisher.
 type PublisherOption func(*Publisher)

@@ -170,8 +170,7 @@ func (c *Client) replayOnce(ctx context.Context, topic string, from ReplayFrom, 
 	}
 }
 
-// reconnect (Replay's; Subscribe's loop is the same and should call
-// it) runs once, a stream's life, again and again until ctx ends
+// reconnect (Subscribe's and Replay's) runs once, a stream's life, again and again until ctx ends
 // (nil), once says it is done (nil), or it fails with an error retrying
 // cannot fix, or any error when sc turns reconnecting off. A stream the
 // gateway moved is reopened at once, the first time; others after the

@@ -37,6 +37,16 @@ expect() {
 	databus-secure)
 		printf '%s\n' '"stored": 1' '"value": "aGk="'
 		;;
+	databus-consumers)
+		# The payment's first delivery, then its dead letter: the
+		# reason it was nacked with ("no such customer") and where from.
+		printf '%s\n' \
+			'"deliveryCount": 1' \
+			'"key": "databus-nack-reason"' \
+			'"value": "bm8gc3VjaCBjdXN0b21lcg=="' \
+			'"key": "databus-original-topic"' \
+			'"topic": "payments.dlq"'
+		;;
 	replica)
 		printf '%s\n' '^--- PASS: Example' '^ok[[:space:]]+github.com/highload-lab/hlab/replica'
 		;;
