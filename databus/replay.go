@@ -170,9 +170,10 @@ func (c *Client) replayOnce(ctx context.Context, topic string, from ReplayFrom, 
 	}
 }
 
-// reconnect (Subscribe's and Replay's) runs once, a stream's life, again and again until ctx ends
-// (nil), once says it is done (nil), or it fails with an error retrying
-// cannot fix, or any error when sc turns reconnecting off. A stream the
+// reconnect (Subscribe's and Replay's) runs once, a stream's life,
+// again and again until ctx ends (nil), once says it is done (nil), or it
+// fails with an error retrying cannot fix, or any error when sc turns
+// reconnecting off. A stream the
 // gateway moved is reopened at once, the first time; others after the
 // Client's backoff. once resets *attempt when its stream worked.
 func (c *Client) reconnect(ctx context.Context, sc subCfg, once func(attempt *int) (done bool, err error)) error {

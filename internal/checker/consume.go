@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/databus"
 )
 
@@ -88,9 +87,6 @@ func (c *consumers) start(ctx context.Context) error {
 		ct := &connTracker{}
 		opts := append(c.cfg.Credentials.Options(), databus.WithBackoff(20*time.Millisecond, time.Second),
 			databus.WithDialOptions(grpc.WithContextDialer(ct.dial)))
-		if c.cfg.nacks() || c.cfg.deadLetters() {
-			opts = append(opts, nackOptions()...)
-		}
 		cl, err := databus.Dial(c.cfg.Target, opts...)
 		if err != nil {
 			return err
@@ -142,16 +138,14 @@ func (c *consumers) member(ctx context.Context, i, g, t int) {
 	if c.cfg.MaxUnacked > 0 {
 		opts = append(opts, databus.MaxUnacked(c.cfg.MaxUnacked))
 	}
+	if c.cfg.deadLetters() {
+		opts = append(opts, databus.DeadLetter(c.cfg.MaxDeliveries), databus.DeadLetterTopic(c.cfg.DeadLetterTopic))
+	}
 	group := c.group(g)
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		sctx, raw := ctx, (*rawSubscription)(nil)
-		if c.cfg.nacks() || c.cfg.deadLetters() {
-			raw = &rawSubscription{}
-			sctx = c.cfg.subscribeContext(ctx, raw)
-		}
-		sub, err := cl.OpenSubscription(sctx, c.cfg.Topics[t], group, opts...)
+		sub, err := cl.OpenSubscription(ctx, c.cfg.Topics[t], group, opts...)
 		if err == nil {
-			err = c.consume(ctx, sub, raw, i, g, g*len(c.cfg.Topics)+t)
+			err = c.consume(ctx, sub, i, g, g*len(c.cfg.Topics)+t)
 			sub.Close()
 			if err == nil || errors.Is(err, errDropped) || databus.Moved(err) {
 				attempt, err = 0, nil // a move is no failure (--max-connection-age)
@@ -173,9 +167,8 @@ func (c *consumers) member(ctx context.Context, i, g, t int) {
 
 // consume reads one subscription of member i of group g until it breaks:
 // nil when it ended cleanly, the error otherwise. assigned is the group's
-// and topic's place in c.assigned. raw, when the members nack, is the
-// subscription's stream (nack.go).
-func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, raw *rawSubscription, i, g, assigned int) error {
+// and topic's place in c.assigned.
+func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, i, g, assigned int) error {
 	t := newTally()
 	for {
 		b, err := sub.Recv()
@@ -195,9 +188,9 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, raw 
 			continue
 		}
 		c.begin(t)
-		acks, nacks := b.Messages, []*databusv1.Nack(nil)
-		if raw != nil {
-			acks, nacks = c.sortOut(raw, b.Messages)
+		acks, nacks := b.Messages, []nack(nil)
+		if c.cfg.nacks() {
+			acks, nacks = c.sortOut(b.Messages)
 		}
 		for _, d := range acks {
 			c.tally(t, d.Partition, d.Offset, metaOf(d))
@@ -212,10 +205,12 @@ func (c *consumers) consume(ctx context.Context, sub *databus.Subscription, raw 
 		if !c.process(ctx) {
 			return nil // not acked: delivered again to the group
 		}
-		if err := raw.nack(nacks); err != nil {
-			return err // not nacked: delivered again once the stream ends
+		for _, n := range nacks {
+			if err := sub.Nack(n.d, c.cfg.NackDelay, n.reason); err != nil {
+				return err // not nacked: delivered again once the stream ends
+			}
+			c.nacked.Add(1)
 		}
-		c.nacked.Add(int64(len(nacks)))
 		if err := sub.Ack(acks...); err != nil {
 			return err // not acked: delivered again, or lost if the gateway committed past it
 		}
@@ -375,15 +370,20 @@ func (c *consumers) stop() {
 	}
 }
 
-// sortOut splits a batch that raw's stream read into the messages to ack
-// and the nacks to send: poison messages at every delivery, the nacked
-// fraction at their first, with Config.NackDelay; messages of other runs
-// are acked. It counts the batch's redeliveries.
-func (c *consumers) sortOut(raw *rawSubscription, ms []databus.Delivery) (acks []databus.Delivery, nacks []*databusv1.Nack) {
+// A nack is a message to nack, and why.
+type nack struct {
+	d      databus.Delivery
+	reason string
+}
+
+// sortOut splits a batch into the messages to ack and those to nack:
+// poison messages at every delivery, the nacked fraction at their first
+// (they are nacked with Config.NackDelay); messages of other runs are
+// acked. It counts the batch's redeliveries.
+func (c *consumers) sortOut(ms []databus.Delivery) (acks []databus.Delivery, nacks []nack) {
 	acks = make([]databus.Delivery, 0, len(ms))
-	delay := uint32(c.cfg.NackDelay.Milliseconds())
-	for i, d := range ms {
-		count := raw.deliveryCount(i)
+	for _, d := range ms {
+		count := uint32(d.DeliveryCount)
 		if count > 1 {
 			c.redelivered.Add(1)
 		}
@@ -400,7 +400,7 @@ func (c *consumers) sortOut(raw *rawSubscription, ms []databus.Delivery) (acks [
 			acks = append(acks, d)
 			continue
 		}
-		nacks = append(nacks, &databusv1.Nack{Partition: d.Partition, Offset: d.Offset, DelayMs: delay, Reason: reason})
+		nacks = append(nacks, nack{d: d, reason: reason})
 	}
 	return acks, nacks
 }

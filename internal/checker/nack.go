@@ -1,21 +1,13 @@
 package checker
 
 import (
-	"context"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
-
-	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
-	"github.com/highload-lab/hlab/databus"
 )
 
 // Members that nack (Config.NackFraction, Config.PoisonKeys): which
-// messages they nack, and how the nack reaches the gateway.
+// messages they nack (the nack itself is the client's Subscription.Nack).
 //
 // The checker's messages have no Kafka key: a message's identity is its
 // ID (stream and sequence number, in its metaHeader), so the "key" the
@@ -86,87 +78,6 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
 	return x ^ x>>31
-}
-
-// The gateway's side of a nack, reached under the client's Subscription.
-// The client (package databus) has no Nack and no delivery counts yet:
-// the checker's members reach the subscription's gRPC stream through a
-// stream interceptor on their connection, which keeps the stream and the
-// last response it read, and send their nacks on it. Once the client
-// has Subscription.Nack and Delivery.DeliveryCount, this goes.
-
-// rawKey marks, in the context of a subscription's opening, the
-// rawSubscription its stream is to be kept in.
-type rawKey struct{}
-
-// rawSubscription is a subscription's gRPC stream and the last response
-// it read. A member's goroutine uses it, after its Subscription's Recv
-// and beside its Ack, from that goroutine alone.
-type rawSubscription struct {
-	stream grpc.ClientStream
-	last   *databusv1.SubscribeResponse
-}
-
-// keptStream is a subscribe stream whose responses rawSubscription sees.
-type keptStream struct {
-	grpc.ClientStream
-	raw *rawSubscription
-}
-
-func (s *keptStream) RecvMsg(m any) error {
-	err := s.ClientStream.RecvMsg(m)
-	if r, ok := m.(*databusv1.SubscribeResponse); ok && err == nil {
-		s.raw.last = r
-	}
-	return err
-}
-
-// keepStreams is the interceptor of a nacking member's connection.
-func keepStreams(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	cs, err := streamer(ctx, desc, cc, method, opts...)
-	raw, ok := ctx.Value(rawKey{}).(*rawSubscription)
-	if err != nil || !ok {
-		return cs, err
-	}
-	raw.stream = cs
-	return &keptStream{ClientStream: cs, raw: raw}, nil
-}
-
-// nackOptions are a nacking member's connection's options.
-func nackOptions() []databus.Option {
-	return []databus.Option{databus.WithDialOptions(grpc.WithChainStreamInterceptor(keepStreams))}
-}
-
-// subscribeContext is the context a nacking member opens a subscription
-// with: raw keeps its stream, and the dead-letter settings travel in its
-// metadata.
-func (c *Config) subscribeContext(ctx context.Context, raw *rawSubscription) context.Context {
-	ctx = context.WithValue(ctx, rawKey{}, raw)
-	if c.deadLetters() {
-		ctx = metadata.AppendToOutgoingContext(ctx, databusv1.MDMaxDeliveries, strconv.Itoa(c.MaxDeliveries),
-			databusv1.MDDeadLetterTopic, c.DeadLetterTopic)
-	}
-	return ctx
-}
-
-// deliveryCount is the delivery count of message i of the batch raw's
-// stream read last; 0 when unknown.
-func (r *rawSubscription) deliveryCount(i int) uint32 {
-	if r == nil || r.last == nil || i >= len(r.last.Messages) {
-		return 0
-	}
-	return r.last.Messages[i].DeliveryCount
-}
-
-// nack sends nacks on raw's stream.
-func (r *rawSubscription) nack(nacks []*databusv1.Nack) error {
-	if len(nacks) == 0 {
-		return nil
-	}
-	if r.stream == nil {
-		return fmt.Errorf("checker: no subscribe stream to nack on")
-	}
-	return r.stream.SendMsg(&databusv1.SubscribeRequest{Nacks: nacks})
 }
 
 // validateNacks checks the nacking and dead-letter settings.
