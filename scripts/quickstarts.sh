@@ -39,13 +39,15 @@ expect() {
 		;;
 	databus-consumers)
 		# The payment's first delivery, then its dead letter: the
-		# reason it was nacked with ("no such customer") and where from.
+		# reason it was nacked with ("no such customer") and where
+		# from; then the replay, which hands the payment over again.
 		printf '%s\n' \
 			'"deliveryCount": 1' \
 			'"key": "databus-nack-reason"' \
 			'"value": "bm8gc3VjaCBjdXN0b21lcg=="' \
 			'"key": "databus-original-topic"' \
-			'"topic": "payments.dlq"'
+			'"topic": "payments.dlq"' \
+			'^\{"replayed":"Y2hhcmdlIDQy"\}$'
 		;;
 	replica)
 		printf '%s\n' '^--- PASS: Example' '^ok[[:space:]]+github.com/highload-lab/hlab/replica'
