@@ -1,0 +1,160 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
+	"github.com/highload-lab/hlab/internal/deps"
+	"github.com/highload-lab/hlab/internal/deps/depstest"
+	"github.com/highload-lab/hlab/internal/gateway"
+	"github.com/highload-lab/hlab/internal/testkit"
+)
+
+// Nacks under load: many retries due while the partition's backlog
+// drains, their records fetched again by the member's retry reader while
+// its fetch goes on.
+
+// TestBacklogDrainedWithNacks: a backlog of 5,000 messages drained in
+// batches of 10 with every tenth nacked once for 1 s: each nacked one
+// comes back once, count 2, the rest once, count 1; the commit reaches
+// the end.
+func TestBacklogDrainedWithNacks(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		const total = 5000
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, total)
+		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, gateway.MDBatchSize, "10")
+		nacked := func(o int64) bool { return o%10 == 3 }
+		l := &nackLog{}
+		ended := consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if nacked(m.Offset) && m.DeliveryCount == 1 {
+				return &databusv1.Nack{Partition: m.Partition, Offset: m.Offset, DelayMs: 1000}
+			}
+			return nil
+		})
+		testkit.EventuallyNil(t, 2*time.Minute, "the commit reaches the end", func() error {
+			select {
+			case err := <-ended:
+				t.Fatalf("stream ended: %v", err)
+			default:
+			}
+			if c := committed(t, k, topic, group); c != total {
+				return fmt.Errorf("committed %d; %d of %d offsets seen", c, l.distinct(), total)
+			}
+			return nil
+		})
+		lost, dups, wrong := 0, 0, 0
+		for o := int64(0); o < total; o++ {
+			ds := l.get(o)
+			want := 1
+			if nacked(o) {
+				want = 2
+			}
+			switch {
+			case len(ds) == 0:
+				lost++
+			case len(ds) > want:
+				dups += len(ds) - want
+			case len(ds) < want:
+				lost++ // nacked, never redelivered
+			}
+			for i, d := range ds {
+				if i < want && d.count != uint32(i+1) {
+					wrong++
+				}
+			}
+		}
+		t.Logf("%d messages, %d nacked once at 1s: lost %d, duplicates %d, wrong delivery counts %d", total, total/10, lost, dups, wrong)
+		if lost != 0 || dups != 0 || wrong != 0 {
+			t.Errorf("lost %d, duplicates %d, wrong counts %d: want 0, 0, 0", lost, dups, wrong)
+		}
+	})
+}
+
+// TestPoisonMessagesAmongMany: 20 poison messages among 3,000, nacked at
+// every delivery at 100 ms with x-databus-max-deliveries 3: each is
+// delivered 3 times (counts 1, 2, 3) and dead-lettered once; the rest
+// are delivered once; the commit reaches the end.
+func TestPoisonMessagesAmongMany(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		const total, poisons = 3000, 20
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, total)
+		dlq := topic + databusv1.DeadLetterSuffix
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := k.CreateTopics(ctx, 1, dlq); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, gateway.MDBatchSize, "10", databusv1.MDMaxDeliveries, "3")
+		poison := func(o int64) bool { return o%(total/poisons) == 7 }
+		l := &nackLog{}
+		ended := consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if poison(m.Offset) {
+				return &databusv1.Nack{Partition: m.Partition, Offset: m.Offset, DelayMs: 100, Reason: "poison"}
+			}
+			return nil
+		})
+		testkit.EventuallyNil(t, 2*time.Minute, "the commit reaches the end", func() error {
+			select {
+			case err := <-ended:
+				t.Fatalf("stream ended: %v", err)
+			default:
+			}
+			if c := committed(t, k, topic, group); c != total {
+				return fmt.Errorf("committed %d; %d of %d offsets seen", c, l.distinct(), total)
+			}
+			return nil
+		})
+		lost, dups, wrong := 0, 0, 0
+		for o := int64(0); o < total; o++ {
+			ds := l.get(o)
+			want := 1
+			if poison(o) {
+				want = 3
+			}
+			switch {
+			case len(ds) < want:
+				lost++
+			case len(ds) > want:
+				dups += len(ds) - want
+			}
+			for i, d := range ds {
+				if i < want && d.count != uint32(i+1) {
+					wrong++
+				}
+			}
+		}
+		letters := readTopic(t, k, dlq)
+		byOffset := map[string]int{}
+		badCount := 0
+		for _, dl := range letters {
+			for _, h := range dl.Headers {
+				switch h.Key {
+				case databusv1.HeaderOriginalOffset:
+					byOffset[string(h.Value)]++
+				case databusv1.HeaderDeliveryCount:
+					if string(h.Value) != "3" {
+						badCount++
+					}
+				}
+			}
+		}
+		missing := 0
+		for o := int64(0); o < total; o++ {
+			if poison(o) && byOffset[strconv.FormatInt(o, 10)] == 0 {
+				missing++
+			}
+		}
+		t.Logf("%d messages, %d poison: %d dead letters (%d distinct, %d missing, %d not at count 3); lost %d, duplicates %d, wrong delivery counts %d",
+			total, poisons, len(letters), len(byOffset), missing, badCount, lost, dups, wrong)
+		if len(letters) != poisons || len(byOffset) != poisons || missing != 0 || badCount != 0 {
+			t.Errorf("%d dead letters of %d offsets, %d missing, %d not at count 3: want %d of %d, 0, 0", len(letters), len(byOffset), missing, badCount, poisons, poisons)
+		}
+		if lost != 0 || dups != 0 || wrong != 0 {
+			t.Errorf("lost %d, duplicates %d, wrong counts %d: want 0, 0, 0", lost, dups, wrong)
+		}
+	})
+}
