@@ -123,7 +123,7 @@ func (rr *retryReader) run() {
 			m.mu.Unlock()
 			return
 		}
-		add, set, remove := rr.planLocked()
+		add, remove := rr.planLocked()
 		reading := len(rr.parts) > 0
 		if !reading && time.Since(idleSince) >= retryReaderIdle {
 			if m.reader == rr {
@@ -146,9 +146,6 @@ func (rr *retryReader) run() {
 		}
 		if len(add) > 0 {
 			rr.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: add})
-		}
-		if len(set) > 0 {
-			rr.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: set})
 		}
 		if !reading {
 			select {
@@ -174,8 +171,8 @@ func (rr *retryReader) run() {
 }
 
 // planLocked forgets asks whose retry is gone, and returns the reads to
-// start, to set back, and to stop. m.mu is held.
-func (rr *retryReader) planLocked() (add map[int32]kgo.Offset, set map[int32]kgo.EpochOffset, remove []int32) {
+// stop and those to start (a read set back is both). m.mu is held.
+func (rr *retryReader) planLocked() (add map[int32]kgo.Offset, remove []int32) {
 	for id, rp := range rr.parts {
 		for off, rt := range rp.asks {
 			if !rt.stillAsked() {
@@ -192,20 +189,20 @@ func (rr *retryReader) planLocked() (add map[int32]kgo.Offset, set map[int32]kgo
 		if rp.setTo < 0 {
 			continue
 		}
-		if !rp.reading {
-			if add == nil {
-				add = map[int32]kgo.Offset{}
-			}
-			add[id] = kgo.NewOffset().At(rp.setTo)
-		} else {
-			if set == nil {
-				set = map[int32]kgo.EpochOffset{}
-			}
-			set[id] = kgo.EpochOffset{Epoch: -1, Offset: rp.setTo}
+		// A read is set back by removing the partition and adding it
+		// again: SetOffsets skips a partition whose start offset is still
+		// being loaded (just added), which would read on past the ask.
+		// Removing it also discards what was buffered of it.
+		if rp.reading {
+			remove = append(remove, id)
 		}
+		if add == nil {
+			add = map[int32]kgo.Offset{}
+		}
+		add[id] = kgo.NewOffset().At(rp.setTo)
 		rp.reading, rp.next, rp.setTo = true, rp.setTo, -1
 	}
-	return add, set, remove
+	return add, remove
 }
 
 // stillAsked says whether rt still wants its record: it is its
