@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
 	"github.com/highload-lab/hlab/internal/deps"
 	"github.com/highload-lab/hlab/internal/deps/depstest"
@@ -155,6 +157,44 @@ func TestPoisonMessagesAmongMany(t *testing.T) {
 		}
 		if lost != 0 || dups != 0 || wrong != 0 {
 			t.Errorf("lost %d, duplicates %d, wrong counts %d: want 0, 0, 0", lost, dups, wrong)
+		}
+	})
+}
+
+// TestNackedMessageGoneFromKafka: a message nacked for 1 s whose record
+// retention removes meanwhile (DeleteRecords past it) cannot come back:
+// it is not redelivered, and the commit passes it (the gateway acks it)
+// instead of waiting for it forever.
+func TestNackedMessageGoneFromKafka(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		const total, gone = 20, 5
+		g, topic, group := nackTopic(t, k, gateway.Config{CommitInterval: 100 * time.Millisecond}, total)
+		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group)
+		l := &nackLog{}
+		consumeNacking(s, l, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			if m.Offset == gone {
+				return &databusv1.Nack{Partition: 0, Offset: gone, DelayMs: 1000}
+			}
+			return nil
+		})
+		testkit.Eventually(t, time.Minute, "all delivered, the commit at the nacked one", func() bool {
+			return l.distinct() == total && committed(t, k, topic, group) == gone
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		del := kadm.Offsets{}
+		del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 10})
+		if _, err := kadm.NewClient(depstest.Client(t, k)).DeleteRecords(ctx, del); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, time.Minute, "the commit passes the message gone", func() bool { return committed(t, k, topic, group) == total })
+		if n := len(l.get(gone)); n != 1 {
+			t.Errorf("the message gone delivered %d times, want 1 (it cannot come back)", n)
+		}
+		lost, dups := total-l.distinct(), l.duplicates(-1)
+		t.Logf("lost %d, duplicates %d", lost, dups)
+		if lost != 0 || dups != 0 {
+			t.Errorf("lost %d, duplicates %d: want 0 and 0", lost, dups)
 		}
 	})
 }
