@@ -37,38 +37,13 @@ func TestBacklogDrainedWithNacks(t *testing.T) {
 			}
 			return nil
 		})
-		testkit.EventuallyNil(t, 2*time.Minute, "the commit reaches the end", func() error {
-			select {
-			case err := <-ended:
-				t.Fatalf("stream ended: %v", err)
-			default:
-			}
-			if c := committed(t, k, topic, group); c != total {
-				return fmt.Errorf("committed %d; %d of %d offsets seen", c, l.distinct(), total)
-			}
-			return nil
-		})
-		lost, dups, wrong := 0, 0, 0
-		for o := int64(0); o < total; o++ {
-			ds := l.get(o)
-			want := 1
+		waitCommitEnd(t, k, topic, group, total, l, ended)
+		lost, dups, wrong := l.tally(total, func(o int64) int {
 			if nacked(o) {
-				want = 2
+				return 2
 			}
-			switch {
-			case len(ds) == 0:
-				lost++
-			case len(ds) > want:
-				dups += len(ds) - want
-			case len(ds) < want:
-				lost++ // nacked, never redelivered
-			}
-			for i, d := range ds {
-				if i < want && d.count != uint32(i+1) {
-					wrong++
-				}
-			}
-		}
+			return 1
+		})
 		t.Logf("%d messages, %d nacked once at 1s: lost %d, duplicates %d, wrong delivery counts %d", total, total/10, lost, dups, wrong)
 		if lost != 0 || dups != 0 || wrong != 0 {
 			t.Errorf("lost %d, duplicates %d, wrong counts %d: want 0, 0, 0", lost, dups, wrong)
@@ -99,36 +74,13 @@ func TestPoisonMessagesAmongMany(t *testing.T) {
 			}
 			return nil
 		})
-		testkit.EventuallyNil(t, 2*time.Minute, "the commit reaches the end", func() error {
-			select {
-			case err := <-ended:
-				t.Fatalf("stream ended: %v", err)
-			default:
-			}
-			if c := committed(t, k, topic, group); c != total {
-				return fmt.Errorf("committed %d; %d of %d offsets seen", c, l.distinct(), total)
-			}
-			return nil
-		})
-		lost, dups, wrong := 0, 0, 0
-		for o := int64(0); o < total; o++ {
-			ds := l.get(o)
-			want := 1
+		waitCommitEnd(t, k, topic, group, total, l, ended)
+		lost, dups, wrong := l.tally(total, func(o int64) int {
 			if poison(o) {
-				want = 3
+				return 3
 			}
-			switch {
-			case len(ds) < want:
-				lost++
-			case len(ds) > want:
-				dups += len(ds) - want
-			}
-			for i, d := range ds {
-				if i < want && d.count != uint32(i+1) {
-					wrong++
-				}
-			}
-		}
+			return 1
+		})
 		letters := readTopic(t, k, dlq)
 		byOffset := map[string]int{}
 		badCount := 0
@@ -197,4 +149,43 @@ func TestNackedMessageGoneFromKafka(t *testing.T) {
 			t.Errorf("lost %d, duplicates %d: want 0 and 0", lost, dups)
 		}
 	})
+}
+
+// waitCommitEnd waits until group's commit of topic's one partition
+// reaches total, failing the test if the stream ends first.
+func waitCommitEnd(t *testing.T, k *deps.Kafka, topic, group string, total int64, l *nackLog, ended <-chan error) {
+	t.Helper()
+	testkit.EventuallyNil(t, 2*time.Minute, "the commit reaches the end", func() error {
+		select {
+		case err := <-ended:
+			t.Fatalf("stream ended: %v", err)
+		default:
+		}
+		if c := committed(t, k, topic, group); c != total {
+			return fmt.Errorf("committed %d; %d of %d offsets seen", c, l.distinct(), total)
+		}
+		return nil
+	})
+}
+
+// tally checks offsets 0 to total against want, each one's number of
+// deliveries: lost counts those delivered fewer times (a nacked one never
+// redelivered too), dups the deliveries past it, wrong the deliveries
+// whose count is not their rank (1, 2, ...).
+func (l *nackLog) tally(total int64, want func(o int64) int) (lost, dups, wrong int) {
+	for o := int64(0); o < total; o++ {
+		ds, w := l.get(o), want(o)
+		switch {
+		case len(ds) < w:
+			lost++
+		case len(ds) > w:
+			dups += len(ds) - w
+		}
+		for i, d := range ds {
+			if i < w && d.count != uint32(i+1) {
+				wrong++
+			}
+		}
+	}
+	return lost, dups, wrong
 }
