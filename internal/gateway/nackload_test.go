@@ -189,3 +189,57 @@ func (l *nackLog) tally(total int64, want func(o int64) int) (lost, dups, wrong 
 	}
 	return lost, dups, wrong
 }
+
+// TestBacklogOnPartitionsDrainedWithNacks: the backlog test on 4
+// partitions, whose retries the retry reader fetches again side by side:
+// every nacked message comes back once, count 2, none is taken for gone.
+func TestBacklogOnPartitionsDrainedWithNacks(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		const total, parts = 4000, 4
+		topic := newTopic(t, k, parts)
+		g := startGateway(t, gateway.Config{Brokers: k.Brokers, CommitInterval: 100 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		g.publishAll(t, ctx, topic, total)
+		group := depstest.Group(t)
+		s, _ := rawSub(t, g.addr, gateway.MDTopic, topic, gateway.MDGroup, group, gateway.MDBatchSize, "10")
+		nacked := func(seq int64) bool { return seq%10 == 3 }
+		bySeq := &nackLog{} // by message seq (its key), not offset
+		ended := consumeNacking(s, &nackLog{}, func(m *databusv1.ConsumedMessage) *databusv1.Nack {
+			seq, _ := strconv.ParseInt(string(m.Key), 10, 64)
+			bySeq.add(&databusv1.ConsumedMessage{Offset: seq, DeliveryCount: m.DeliveryCount})
+			if nacked(seq) && m.DeliveryCount == 1 {
+				return &databusv1.Nack{Partition: m.Partition, Offset: m.Offset, DelayMs: 200}
+			}
+			return nil
+		})
+		adm := kadm.NewClient(depstest.Client(t, k))
+		testkit.EventuallyNil(t, 2*time.Minute, "the commits reach the ends", func() error {
+			select {
+			case err := <-ended:
+				t.Fatalf("stream ended: %v", err)
+			default:
+			}
+			offs, err := adm.FetchOffsets(ctx, group)
+			if err != nil {
+				return err
+			}
+			sum := int64(0)
+			offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+			if sum != total {
+				return fmt.Errorf("committed %d in all; %d of %d messages seen", sum, bySeq.distinct(), total)
+			}
+			return nil
+		})
+		lost, dups, wrong := bySeq.tally(total, func(seq int64) int {
+			if nacked(seq) {
+				return 2
+			}
+			return 1
+		})
+		t.Logf("%d messages on %d partitions, %d nacked once at 200ms: lost %d, duplicates %d, wrong delivery counts %d", total, parts, total/10, lost, dups, wrong)
+		if lost != 0 || dups != 0 || wrong != 0 {
+			t.Errorf("lost %d, duplicates %d, wrong counts %d: want 0, 0, 0", lost, dups, wrong)
+		}
+	})
+}
