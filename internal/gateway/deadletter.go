@@ -108,7 +108,13 @@ func (m *member) deadLettered(rt *retry, err error) {
 	if m.parts[p.id] != p {
 		return
 	}
-	ok, released := p.t.ackWaiting(rt.offset)
+	m.ackWaitingLocked(p, rt.offset)
+}
+
+// ackWaitingLocked acks p's waiting offset (its message was dead-lettered,
+// or is gone from Kafka), and lets its stream take more. m.mu is held.
+func (m *member) ackWaitingLocked(p *partState, offset int64) {
+	ok, released := p.t.ackWaiting(offset)
 	if !ok || released == 0 {
 		return
 	}

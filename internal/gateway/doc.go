@@ -69,13 +69,21 @@
 // per nacked message in a heap by due time (retry.go). The gateway keeps
 // no delivered record's bytes (that would hold every unacked message in
 // memory, x-databus-max-unacked of them per stream), so a retry that comes
-// due fetches its record again: its partition is set back to it, and of
-// what is fetched again up to the newest offset delivered only the due
-// records are sent (to the stream that has the partition then, with
-// delivery_count one higher); the rest are dropped, and the partition's
-// later messages keep flowing. The cost is that re-read, paid only by
-// partitions with due retries: deliveries take their old path, plus a
-// length check for delivery counts, while a member has no retry.
+// due has its record fetched again by the member's retry reader
+// (retryreader.go): a Kafka client of its own, outside the group, made
+// when first needed and closed after a minute with nothing asked. It reads
+// each partition with due retries from the smallest asked offset and
+// hands the asked records over: sent to the stream that has the partition
+// (before its queue, with delivery_count one higher), or written as dead
+// letters. The group's fetch position never moves for a retry, so the
+// partition's later messages keep flowing. An asked offset that a later
+// record passes is gone from Kafka (retention, compaction): it is logged,
+// counted (databus_retries_vanished_total) and acked, as it cannot be
+// delivered. The reader takes no --max-kafka-clients place of its own: a
+// member with retries uses two clients' connections. The cost is that
+// re-read, paid only by members with due retries: deliveries take their
+// old path, plus a length check for delivery counts, while a member has
+// no retry.
 //
 // Delivery counts are kept only for offsets delivered more than once,
 // and forgotten when the commit passes them. A partition that moves

@@ -55,7 +55,7 @@ func newGroupCollector(g *Gateway) *groupCollector {
 	return &groupCollector{
 		g: g,
 		oldest: prometheus.NewDesc("databus_oldest_unacked_age_seconds",
-			"Per group and topic served here: how long ago the oldest message delivered to a subscriber and not yet acked was sent (0: none). It holds its partition's commit point: a client that never acks a message shows as a line that only rises.",
+			"Per group and topic served here: how long ago the oldest message delivered to a subscriber and not yet acked was sent (0: none). It holds its partition's commit point: a client that never acks a message shows as a line that only rises. A nacked message waiting for its redelivery counts too, from its first delivery.",
 			[]string{"group", "topic"}, nil),
 		lag: prometheus.NewDesc("databus_consumer_lag",
 			"Per group, topic and partition that this gateway's group members own: the partition's high watermark less the group's committed offset (its log start offset before any commit), as Kafka answered at the last --lag-interval.",

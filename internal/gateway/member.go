@@ -89,12 +89,13 @@ type member struct {
 
 	// Nacked messages (retry.go): retryDue orders the retries waiting
 	// for their time, retryTimer fires at the earliest; retrying counts
-	// the partitions' retries, skipping the partitions fetched again for
-	// them. While both are 0, deliveries take the fast path.
+	// the partitions' retries: while it is 0, deliveries take the fast
+	// path. reader fetches due retries' records again (retryreader.go);
+	// nil until needed.
 	retryDue   retryHeap
 	retryTimer *time.Timer
 	retrying   int
-	skipping   int
+	reader     *retryReader
 }
 
 type memberKey struct{ group, topic string }
@@ -116,12 +117,9 @@ type partState struct {
 	rewind    int64
 	committed int64 // last commit point committed; -1: none yet
 	// Nacks (retry.go): retries by offset; counts, the delivery count of
-	// offsets delivered more than once; skipTo, while > 0, the offset
-	// from which what is fetched is new: below it the partition is
-	// fetched again for its due retries.
+	// offsets delivered more than once.
 	retries map[int64]*retry
 	counts  map[int64]uint32
-	skipTo  int64
 }
 
 // attach adds st to the member of its group and topic, making the member
@@ -276,6 +274,7 @@ func (m *member) close() {
 	m.closeOnce.Do(func() {
 		m.cancel()
 		m.loops.Wait()
+		m.stopRetryReader()
 		m.dropAllRetries()
 		m.commit(m.g.ctx, nil)
 		m.cl.Close()
@@ -371,9 +370,7 @@ func (m *member) apply(fetches kgo.Fetches) {
 			rewinds[id] = kgo.EpochOffset{Epoch: -1, Offset: p.rewind}
 			p.rewind = -1
 		}
-		// A partition fetched again for its due retries is not paused
-		// for a full window: what it brings up to skipTo takes no room.
-		want := p.owner == nil || p.owner.wantPause() && (p.skipTo == 0 || !p.owner.takesMore() || p.owner.queueBytes >= m.g.cfg.MaxStreamBytes)
+		want := p.owner == nil || p.owner.wantPause()
 		if want != m.paused[id] {
 			if want {
 				pause = append(pause, id)
@@ -497,7 +494,6 @@ func (m *member) disown(p *partState) {
 	if m.parts[p.id] != p {
 		m.dropPartRetriesLocked(p) // it left the member (retry.go)
 	}
-	m.stopSkipping(p)
 	st := p.owner
 	if st == nil {
 		return

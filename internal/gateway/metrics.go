@@ -69,6 +69,9 @@ type metrics struct {
 	redeliveries   counter    // nacked messages sent again
 	deadLetters    counterVec // dead-letter writes, by result: ok, error
 	nackDelaysCut  counter    // nack delays cut to --max-nack-delay
+	// retriesVanished: due retries whose record Kafka no longer has
+	// (retention, compaction): acked, as they cannot be delivered.
+	retriesVanished counter
 
 	on bool // false: every field is nop
 }
@@ -113,6 +116,7 @@ func offMetrics() *metrics {
 		publishBytes: nop{}, subscribeBytes: nop{}, publishWait: nop{}, subscribeWait: nop{},
 		replayMessages: nop{}, memberGraces: nopCounters{},
 		nacks: nopCounters{}, retriesPending: nop{}, redeliveries: nop{}, deadLetters: nopCounters{}, nackDelaysCut: nop{},
+		retriesVanished: nop{},
 	}
 }
 
@@ -177,7 +181,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "databus_dead_letters_total", Help: "Writes of dead letters to their topics, by result: ok (stored: the offset counts as acked), error (retried after a backoff).",
 	}, []string{"result"})
 	nackDelaysCut := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_nack_delays_cut_total", Help: "Nacks whose delay was cut to --max-nack-delay."})
-	reg.MustRegister(nacks, retriesPending, redeliveries, deadLetters, nackDelaysCut)
+	retriesVanished := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_retries_vanished_total", Help: "Nacked messages not redelivered because Kafka no longer had them when their delay ended (retention or compaction removed them): counted as acked."})
+	reg.MustRegister(nacks, retriesPending, redeliveries, deadLetters, nackDelaysCut, retriesVanished)
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
 		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait, kafkaProduceBytes)
 	return &metrics{
@@ -195,7 +200,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		replayMessages:    replayMessages,
 		nacks:             promCounters{nacks}, retriesPending: retriesPending, redeliveries: redeliveries,
 		deadLetters: promCounters{deadLetters}, nackDelaysCut: nackDelaysCut,
-		on: true,
+		retriesVanished: retriesVanished,
+		on:              true,
 	}
 }
 

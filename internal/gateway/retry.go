@@ -18,18 +18,20 @@ import (
 // The member keeps a retry per nacked message, in a heap by due time with
 // one timer. The gateway does not keep a delivered record's bytes (that
 // would hold every unacked message in memory), so a retry that comes due
-// fetches its record again: the partition is set back to it, and of what
-// is fetched again up to the newest offset delivered (skipTo), only the
-// records of due retries are sent; the rest, held already, are dropped.
-// The partition's later messages keep flowing meanwhile, and what the
-// fetch brings past skipTo is new and delivered as usual.
+// has its record fetched again by the member's retry reader
+// (retryreader.go), a client of its own: the group's fetch position never
+// moves for a retry, and the partition's later messages keep flowing.
+// The record fetched again is sent to the partition's owner before its
+// queue, with its delivery count, and enters no window again: its offset
+// is there, waiting, and becomes unacked.
 //
 // A partition that moves between this gateway's streams keeps its
-// retries: its window is forgotten, and the new owner fetches it again
-// from the oldest offset held; a record of a retry not yet due enters the
-// new owner's window waiting, without being sent. A partition that leaves
-// the member (revoked, lost) drops its retries: the next owner reads from
-// the committed offset, which never passed them.
+// retries: its window is forgotten (with the old owner's queued
+// redeliveries), and the new owner fetches it again from the oldest
+// offset held; a record of a retry not yet due enters the new owner's
+// window waiting, without being sent, and one due is sent at once. A
+// partition that leaves the member (revoked, lost) drops its retries: the
+// next owner reads from the committed offset, which never passed them.
 //
 // Delivery counts are kept only for offsets delivered more than once
 // (partState.counts), so a first delivery costs a length check.
@@ -247,9 +249,10 @@ func (m *member) fireRetries() {
 
 // fireLocked handles rt, due now: a dead letter whose record is at hand
 // is written; a message its partition's owner holds waiting is fetched
-// again (the partition set back to it). One that its partition's window
-// does not hold (the partition moved and is being fetched again, or has
-// no stream) is delivered when its record comes back. m.mu is held.
+// again by the retry reader, which sends it on or writes its dead letter.
+// One that its partition's window does not hold (the partition moved and
+// is being fetched again, or has no stream) is delivered when its
+// partition's fetch brings it back. m.mu is held.
 func (m *member) fireLocked(rt *retry) {
 	rt.fired = true
 	p := rt.p
@@ -264,39 +267,14 @@ func (m *member) fireLocked(rt *retry) {
 	if p.owner == nil || !p.t.isWaiting(rt.offset) {
 		return
 	}
-	last, _ := p.t.last()
-	if p.skipTo == 0 {
-		m.skipping++
-	}
-	p.skipTo = max(p.skipTo, last+1)
-	// A refetch of an earlier retry may be under way, its records
-	// dropped with the queue just below: go back to the earliest fired
-	// retry not yet at hand, or it never comes back.
-	from := rt.offset
-	for off, o := range p.retries {
-		if o.fired && o.rec == nil && off < from && p.t.isWaiting(off) {
-			from = off
-		}
-	}
-	if p.rewind < 0 || from < p.rewind {
-		p.rewind = from
-	}
-	p.owner.dropQueueLocked(p.id)
-	m.wakeLocked()
+	m.askRefetchLocked(rt)
 }
 
-// stopSkipping ends p's fetch of held records again. m.mu is held.
-func (m *member) stopSkipping(p *partState) {
-	if p.skipTo > 0 {
-		p.skipTo = 0
-		m.skipping--
-	}
-}
-
-// nextWithRetries is next while the member has retries or partitions
-// fetched again for them: it goes through the whole queue, per record
-//   - below its partition's skipTo (held already): sent if its retry is
-//     due (a dead letter is written instead), else dropped;
+// nextWithRetries is next while the member has retries or the stream
+// has redeliveries: it sends the redeliveries first, each whose retry is
+// still its partition's and whose offset still waits in the stream's
+// window (else it is dropped: its partition moved); then it goes through
+// the whole queue, per record
 //   - with a retry, new to the window (its partition moved): it enters
 //     the window, waiting, unless its retry is due: then it is sent;
 //   - else sent as usual, with its delivery count.
@@ -307,7 +285,6 @@ func (st *subStream) nextWithRetries() (*databusv1.SubscribeResponse, int64) {
 	m := st.m
 	var out []*kgo.Record
 	var counts []uint32
-	keep := st.queue[:0]
 	sentBytes, droppedBytes := int64(0), int64(0)
 	entered, redelivered := 0, 0
 	now := int64(0)
@@ -320,41 +297,45 @@ func (st *subStream) nextWithRetries() (*databusv1.SubscribeResponse, int64) {
 		counts = append(counts, count)
 		sentBytes += recordBytes(r)
 	}
-	for _, r := range st.queue {
+	taken, redeliverBytes := 0, int64(0)
+	for _, e := range st.redeliver {
 		if len(out) == st.s.batchSize {
+			break
+		}
+		taken++
+		redeliverBytes += recordBytes(e.rec)
+		p, rt := st.parts[e.rec.Partition], e.rt
+		if p == nil || p != rt.p || p.retries[rt.offset] != rt || rt.dropped || !p.t.redeliver(rt.offset) {
+			drop(e.rec)
+			continue
+		}
+		m.dropRetryLocked(rt)
+		send(e.rec, rt.count)
+		redelivered++
+	}
+	if taken > 0 {
+		clear(st.redeliver[:taken])
+		st.redeliver = st.redeliver[taken:]
+		if len(st.redeliver) == 0 {
+			st.redeliver = nil
+		}
+		st.redeliverBytes -= redeliverBytes
+	}
+	queueBytes := int64(0) // of the queue's records sent or dropped
+	keep := st.queue[:0]
+	for _, r := range st.queue {
+		if len(out) == st.s.batchSize || st.room()-entered <= 0 {
 			keep = append(keep, r)
 			continue
 		}
 		p := st.parts[r.Partition]
 		rt := p.retries[r.Offset]
-		if r.Offset < p.skipTo {
-			if r.Offset == p.skipTo-1 {
-				m.stopSkipping(p)
-			}
-			switch {
-			case rt == nil || !rt.fired || rt.producing || !p.t.isWaiting(r.Offset):
-				drop(r)
-			case rt.deadLetter:
-				m.startDeadLetterLocked(rt, r)
-				drop(r)
-			default:
-				p.t.redeliver(r.Offset)
-				m.dropRetryLocked(rt)
-				send(r, rt.count)
-				redelivered++
-			}
-			continue
-		}
-		m.stopSkipping(p)
-		if st.room()-entered <= 0 {
-			keep = append(keep, r)
-			continue
-		}
 		p.t.deliver(r.Offset, r.LeaderEpoch)
 		entered++
 		if now != 0 {
 			p.t.stamp(now)
 		}
+		queueBytes += recordBytes(r)
 		switch {
 		case rt == nil:
 			send(r, p.deliveryCount(r.Offset))
@@ -375,7 +356,7 @@ func (st *subStream) nextWithRetries() (*databusv1.SubscribeResponse, int64) {
 	if len(keep) == 0 {
 		st.queue = nil
 	}
-	st.queueBytes -= sentBytes + droppedBytes
+	st.queueBytes -= queueBytes
 	if droppedBytes > 0 {
 		st.g.bytes.release(droppedBytes)
 		st.g.m.subscribeBytes.Sub(float64(droppedBytes))

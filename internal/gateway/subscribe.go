@@ -77,12 +77,16 @@ type subStream struct {
 	// in offset order per partition; queueBytes their bytes.
 	queue      []*kgo.Record
 	queueBytes int64
-	held       int  // offsets in its partitions' windows: what the cap bounds
-	unacked    int  // of those, not acked
-	sending    bool // a sender goroutine runs
-	paused     bool // its partitions are paused in the member's client
-	draining   bool
-	ended      bool
+	// redeliver holds due retries' records fetched again for it
+	// (retryreader.go), sent before the queue; redeliverBytes their bytes.
+	redeliver      []redelivery
+	redeliverBytes int64
+	held           int  // offsets in its partitions' windows: what the cap bounds
+	unacked        int  // of those, not acked
+	sending        bool // a sender goroutine runs
+	paused         bool // its partitions are paused in the member's client
+	draining       bool
+	ended          bool
 	// Notices for the client's next response.
 	assignedP, revokedP []int32
 }
@@ -122,18 +126,14 @@ func (st *subStream) wantPause() bool {
 	return st.ended || st.draining || st.held+len(st.queue) >= st.s.maxUnacked || st.queueBytes >= st.g.cfg.MaxStreamBytes
 }
 
-// takesMore says whether the stream may still be sent messages. m.mu is
-// held.
-func (st *subStream) takesMore() bool { return !st.ended && !st.draining }
-
 // kickLocked starts the stream's sender if it has something to send.
 // m.mu is held.
 func (st *subStream) kickLocked() {
 	if st.sending || st.ended {
 		return
 	}
-	// Records fetched again for retries take no room (retry.go).
-	canSend := len(st.queue) > 0 && !st.draining && (st.room() > 0 || st.m.skipping > 0)
+	// Redeliveries take no room: their offsets are held already.
+	canSend := !st.draining && (len(st.queue) > 0 && st.room() > 0 || len(st.redeliver) > 0)
 	if !canSend && len(st.assignedP)+len(st.revokedP) == 0 {
 		return
 	}
@@ -168,11 +168,12 @@ func (st *subStream) next() (*databusv1.SubscribeResponse, int64) {
 	if !st.ended && !st.draining {
 		n = min(st.s.batchSize, st.room(), len(st.queue))
 	}
-	if st.ended || n == 0 && len(st.assignedP)+len(st.revokedP) == 0 {
+	redeliver := len(st.redeliver) > 0 && !st.draining
+	if st.ended || n == 0 && !redeliver && len(st.assignedP)+len(st.revokedP) == 0 {
 		st.sending = false
 		return nil, 0
 	}
-	if m.retrying+m.skipping > 0 && !st.ended && !st.draining {
+	if (m.retrying > 0 || redeliver) && !st.ended && !st.draining {
 		return st.nextWithRetries()
 	}
 	resp := &databusv1.SubscribeResponse{Assigned: st.assignedP, Revoked: st.revokedP}
@@ -281,8 +282,10 @@ func (st *subStream) fail(err error) {
 }
 
 // dropQueueLocked drops the queued records of partition id (all of them
-// when id < 0) and returns the offset of the first of id's. m.mu is held.
+// when id < 0), its queued redeliveries too, and returns the offset of
+// the first of id's queued records. m.mu is held.
 func (st *subStream) dropQueueLocked(id int32) (first int64, ok bool) {
+	st.dropRedeliveriesLocked(id)
 	if len(st.queue) == 0 {
 		return 0, false
 	}

@@ -244,7 +244,7 @@ func rows(o lab.Options) []lab.RowSpec {
 	for _, d := range idleTimeouts {
 		out = append(out, lab.Row(idleTimeoutKey(d), idleTimeoutLabel(d)))
 	}
-	out = append(out, replayRow(o)) // replay.go
+	out = append(out, replayRow(o))  // replay.go
 	out = append(out, nackRows()...) // ours: consumers that nack (nacks.go)
 	out = append(out,
 		lab.Row(faultPublish, faultPublishLabel), lab.Row(faultSubscribe, faultSubscribeLabel), lab.Row(faultMember, faultMemberLabel))
