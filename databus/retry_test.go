@@ -277,3 +277,26 @@ func storedRecords(t *testing.T, k *deps.Kafka, topic, key string) []*kgo.Record
 	})
 	return out
 }
+
+// TestSubscribeEachRetriesSeveral: a handler that fails every third
+// message once, so that one partition has several retries due at
+// different times (each nack its own jittered delay): each comes again,
+// 0 lost, 0 handled twice.
+func TestSubscribeEachRetriesSeveral(t *testing.T) {
+	depstest.EachKafka(t, func(t *testing.T, k *deps.Kafka) {
+		r := newRetryRun(t, k, 60)
+		lost, dup := r.consume(t, "", func() {}, func(ctx context.Context, c *databus.Client) error {
+			return c.SubscribeEach(ctx, r.topic, r.group, func(_ context.Context, d databus.Delivery) error {
+				return r.h.handle(d, func(key string, deliveries int) error {
+					if d.Offset%3 == 0 && deliveries < 2 {
+						return errors.New("not yet")
+					}
+					return nil
+				})
+			}, databus.BatchSize(10), databus.RetryDelay(10*time.Millisecond, 50*time.Millisecond))
+		})
+		if lost != 0 || dup != 0 {
+			t.Fatalf("%d lost, %d handled twice; want 0 and 0", lost, dup)
+		}
+	})
+}
