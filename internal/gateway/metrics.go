@@ -183,6 +183,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	nackDelaysCut := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_nack_delays_cut_total", Help: "Nacks whose delay was cut to --max-nack-delay."})
 	retriesVanished := prometheus.NewCounter(prometheus.CounterOpts{Name: "databus_retries_vanished_total", Help: "Nacked messages not redelivered because Kafka no longer had them when their delay ended (retention or compaction removed them): counted as acked."})
 	reg.MustRegister(nacks, retriesPending, redeliveries, deadLetters, nackDelaysCut, retriesVanished)
+	// Every result exists from the start at 0, so that an alert's rate()
+	// sees the first dead-letter error, not a series that just appeared.
+	for _, r := range []string{"retry", "dead_letter", "ignored"} {
+		nacks.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "error"} {
+		deadLetters.WithLabelValues(r)
+	}
 	reg.MustRegister(streams, messagesIn, messagesOut, bytesIn, bytesOut, publishErrors,
 		publishLatency, unacked, held, acksIgnored, commits, streamErrors, refusals, kafkaClients, bytesInFlight, sendTimeouts, rewinds, kafkaRequests, clientWait, kafkaProduceBytes)
 	return &metrics{
