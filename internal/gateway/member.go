@@ -424,8 +424,7 @@ func (m *member) route(id int32, records []*kgo.Record) {
 	}
 	st.queue = append(st.queue, records...)
 	st.queueBytes += bytes
-	m.g.bytes.add(bytes)
-	m.g.m.subscribeBytes.Add(float64(bytes))
+	m.g.holdSubscribeBytes(bytes)
 	st.kickLocked()
 }
 

@@ -471,12 +471,8 @@ func (rp *replayer) send(recs []*kgo.Record) error {
 	for _, r := range recs {
 		bytes += recordBytes(r)
 	}
-	g.bytes.add(bytes)
-	g.m.subscribeBytes.Add(float64(bytes))
-	defer func() {
-		g.bytes.release(bytes)
-		g.m.subscribeBytes.Sub(float64(bytes))
-	}()
+	g.holdSubscribeBytes(bytes)
+	defer g.releaseSubscribeBytes(bytes)
 	timeout := g.cfg.SendTimeout
 	timer := time.AfterFunc(timeout, func() {
 		g.m.sendTimeouts.Inc()

@@ -358,8 +358,7 @@ func (st *subStream) nextWithRetries() (*databusv1.SubscribeResponse, int64) {
 	}
 	st.queueBytes -= queueBytes
 	if droppedBytes > 0 {
-		st.g.bytes.release(droppedBytes)
-		st.g.m.subscribeBytes.Sub(float64(droppedBytes))
+		st.g.releaseSubscribeBytes(droppedBytes)
 	}
 	st.held += entered
 	st.unacked += len(out)

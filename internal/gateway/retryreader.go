@@ -287,8 +287,7 @@ func (st *subStream) queueRedeliveryLocked(rt *retry, r *kgo.Record) {
 	b := recordBytes(r)
 	st.redeliver = append(st.redeliver, redelivery{rt, r})
 	st.redeliverBytes += b
-	st.g.bytes.add(b)
-	st.g.m.subscribeBytes.Add(float64(b))
+	st.g.holdSubscribeBytes(b)
 	st.kickLocked()
 }
 
@@ -314,6 +313,5 @@ func (st *subStream) dropRedeliveriesLocked(id int32) {
 		st.redeliver = nil
 	}
 	st.redeliverBytes -= bytes
-	st.g.bytes.release(bytes)
-	st.g.m.subscribeBytes.Sub(float64(bytes))
+	st.g.releaseSubscribeBytes(bytes)
 }

@@ -268,8 +268,7 @@ func (st *subStream) send(resp *databusv1.SubscribeResponse, bytes int64) error 
 	if st.g.m.on {
 		st.g.m.subscribeWait.Observe(time.Since(start).Seconds())
 	}
-	st.g.bytes.release(bytes)
-	st.g.m.subscribeBytes.Sub(float64(bytes))
+	st.g.releaseSubscribeBytes(bytes)
 	return err
 }
 
@@ -307,9 +306,22 @@ func (st *subStream) dropQueueLocked(id int32) (first int64, ok bool) {
 		st.queue = nil
 	}
 	st.queueBytes -= bytes
-	st.g.bytes.release(bytes)
-	st.g.m.subscribeBytes.Sub(float64(bytes))
+	st.g.releaseSubscribeBytes(bytes)
 	return first, ok
+}
+
+// holdSubscribeBytes counts n bytes of fetched records, queued for a
+// subscriber, in the gateway's bytes in flight (--max-gateway-bytes) and
+// its metric; releaseSubscribeBytes counts them off once they were sent
+// or dropped.
+func (g *Gateway) holdSubscribeBytes(n int64) {
+	g.bytes.add(n)
+	g.m.subscribeBytes.Add(float64(n))
+}
+
+func (g *Gateway) releaseSubscribeBytes(n int64) {
+	g.bytes.release(n)
+	g.m.subscribeBytes.Sub(float64(n))
 }
 
 // recordBytes is what a record counts against bytes limits.
