@@ -75,15 +75,7 @@ func TestCloseCommitsTheLastAcks(t *testing.T) {
 		}
 		// A fresh member of the group starts after the last ack: the
 		// first message it gets is one published after every round.
-		pub := publisher(ctx, t, w.addr, topic)
-		if err := pub.Publish(ctx, databus.Message{Key: []byte("after")}); err != nil {
-			t.Fatal(err)
-		}
-		sub, ds := firstBatch()
-		defer sub.Close()
-		if key := string(ds[0].Key); key != "after" {
-			t.Fatalf("a fresh member got message %s first (acked before), want the one published after every round", key)
-		}
+		firstAfter(ctx, t, w.addr, topic, group)
 	})
 }
 

@@ -69,8 +69,9 @@ func (f ReplayFrom) metadata() ([]string, error) {
 // OpenReplay opens one replay stream of topic: it reads from where from
 // says, joins no consumer group and commits nothing, so the topic's
 // groups are not moved. Recv its batches (their DeliveryCount is 0);
-// acks are not needed. Close ends it (the gateway ends it with OK), and
-// so does the end of an UntilNow replay (Recv returns io.EOF). MaxUnacked
+// acks are not needed. Close ends it at once (there is nothing to
+// commit), and so does the end of an UntilNow replay (Recv returns
+// io.EOF). MaxUnacked
 // does not apply: a replay is bounded by how fast the client reads.
 func (c *Client) OpenReplay(ctx context.Context, topic string, from ReplayFrom, opts ...SubscribeOption) (*Subscription, error) {
 	var sc subCfg
@@ -94,7 +95,7 @@ func (c *Client) OpenReplay(ctx context.Context, topic string, from ReplayFrom, 
 		cancel()
 		return nil, fmt.Errorf("databus: open replay stream: %w", err)
 	}
-	return &Subscription{stream: stream, cancel: cancel}, nil
+	return &Subscription{stream: stream, cancel: cancel, replay: true}, nil
 }
 
 // Replay reads topic from where from says, calling handle for each

@@ -1,7 +1,6 @@
 package databus
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,6 +81,9 @@ type Subscription struct {
 	stream       databusv1.DataBus_SubscribeClient
 	cancel       context.CancelFunc
 	closeTimeout time.Duration
+	// replay: the stream is a replay (OpenReplay), which has no acks for
+	// Close to wait for.
+	replay bool
 
 	sendMu sync.Mutex
 	closed bool // guarded by sendMu: CloseSend was called
@@ -220,7 +222,11 @@ func (s *Subscription) Close() error {
 	s.closed = true
 	err := s.stream.CloseSend()
 	s.sendMu.Unlock()
-	wait := cmp.Or(s.closeTimeout, defaultCloseTimeout) // a Subscription made without subscribeConfig
+	if s.replay {
+		s.cancel() // nothing to commit: an UntilNow replay would otherwise run on to its end
+		return nil
+	}
+	wait := s.closeTimeout
 	var timedOut atomic.Bool
 	timer := time.AfterFunc(wait, func() { timedOut.Store(true); s.cancel() })
 	defer timer.Stop()

@@ -121,10 +121,6 @@ func (m *member) ackWaitingLocked(p *partState, offset int64) {
 	p.pruneCounts()
 	m.g.m.held.Sub(float64(released))
 	if st := p.owner; st != nil {
-		st.held -= released
-		st.kickLocked()
-		if st.paused && !st.wantPause() {
-			m.wakeLocked()
-		}
+		st.releasedLocked(released)
 	}
 }

@@ -551,19 +551,25 @@ func (m *member) ack(st *subStream, acks []*databusv1.Ack) (freed, ignored int) 
 		}
 	}
 	st.unacked -= freed
-	st.held -= released
-	if released > 0 {
-		if len(st.queue) > 0 {
-			st.kickLocked() // room for queued records
-		}
-		if st.paused && !st.wantPause() {
-			m.wakeLocked() // resume its partitions
-		}
-	}
+	st.releasedLocked(released)
 	m.mu.Unlock()
 	m.g.m.unacked.Sub(float64(freed))
 	m.g.m.held.Sub(float64(released))
 	return freed, ignored
+}
+
+// releasedLocked takes n offsets that the commit point passed off st's
+// window: the room they make lets queued records go and paused
+// partitions resume. m.mu is held.
+func (st *subStream) releasedLocked(n int) {
+	if n == 0 {
+		return
+	}
+	st.held -= n
+	st.kickLocked()
+	if st.paused && !st.wantPause() {
+		st.m.wakeLocked()
+	}
 }
 
 func (m *member) commitLoop() {
@@ -742,6 +748,18 @@ func memberConsumeOpts(cfg Config) []kgo.Opt {
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.FetchMaxWait(memberFetchMaxWait),
 		kgo.FetchIsolationLevel(cfg.isolationLevel()),
+	}, memberFetchLimits(cfg.FetchMaxBytes)...)
+}
+
+// outsideGroupOpts are the options of a client that reads partitions of
+// the topic outside any group, at isolation (a replay, a member's retry
+// reader): fetches bounded and waiting as a member's, and a position that
+// retention passed goes on from the log's start.
+func outsideGroupOpts(cfg Config, isolation kgo.IsolationLevel) []kgo.Opt {
+	return append([]kgo.Opt{
+		kgo.FetchIsolationLevel(isolation),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(memberFetchMaxWait),
 	}, memberFetchLimits(cfg.FetchMaxBytes)...)
 }
 

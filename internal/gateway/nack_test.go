@@ -13,10 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	databusv1 "github.com/highload-lab/hlab/api/databus/v1"
@@ -31,18 +28,9 @@ import (
 // Go client here) with metadata md; it ends when the test does.
 func rawSub(t *testing.T, addr string, md ...string) (databusv1.DataBus_SubscribeClient, context.CancelFunc) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), md...))
+	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s, err := databusv1.NewDataBusClient(conn).Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, cancel
+	return rawSubscribe(t, ctx, addr, md...), cancel
 }
 
 // nackTopic publishes msgs(0, n) to a new one-partition topic through a

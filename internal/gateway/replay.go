@@ -262,29 +262,30 @@ func (g *Gateway) replay(ctx context.Context, stream databusv1.DataBus_Subscribe
 	if err != nil {
 		return err
 	}
+	// The Kafka client place first: a full gateway refuses before it
+	// asks Kafka anything.
+	if err := g.acquireClient(clientReplay); err != nil {
+		return err
+	}
 	if err := g.checkTopic(ctx, s.topic); err != nil {
+		g.releaseClient(clientReplay)
 		return err
 	}
 	plan, err := g.plan(ctx, s.topic, r)
 	if err != nil {
-		return err
-	}
-	if err := g.acquireClient(clientReplay); err != nil {
+		g.releaseClient(clientReplay)
 		return err
 	}
 	offsets := make(map[int32]kgo.Offset, len(plan.start))
 	for id, o := range plan.start {
 		offsets[id] = kgo.NewOffset().At(o)
 	}
-	cl, err := newClient(append(g.kafkaOpts(
+	// A partition whose log start passed its position meanwhile
+	// (retention) goes on from the start.
+	cl, err := newClient(g.kafkaOpts(append(outsideGroupOpts(g.cfg, kgo.ReadCommitted()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: offsets}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
-		// A partition whose log start passed its position meanwhile
-		// (retention) goes on from the start.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(memberFetchMaxWait),
-	), memberFetchLimits(g.cfg.FetchMaxBytes)...))
+	)...))
 	if err != nil {
 		g.releaseClient(clientReplay)
 		return streamError(codes.Unavailable, "%v", err)

@@ -62,13 +62,9 @@ type refetchPart struct {
 func (m *member) askRefetchLocked(rt *retry) {
 	rr := m.reader
 	if rr == nil {
-		cl, err := newClient(append(m.g.kafkaOpts(
-			kgo.FetchIsolationLevel(m.g.cfg.isolationLevel()),
-			// An offset retention removed: read on from the log's start,
-			// where the records passing it tell it is gone.
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.FetchMaxWait(memberFetchMaxWait),
-		), memberFetchLimits(m.g.cfg.FetchMaxBytes)...))
+		// An offset retention removed is read on from the log's start,
+		// where the records passing it tell it is gone.
+		cl, err := newClient(m.g.kafkaOpts(outsideGroupOpts(m.g.cfg, m.g.cfg.isolationLevel())...))
 		if err != nil { // the member's own client took the same options
 			m.g.log.Error("databus: retry reader not made; nacked messages wait in their window", "group", m.key.group, "err", err)
 			return

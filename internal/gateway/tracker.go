@@ -184,14 +184,6 @@ func (t *partitionTracker) ackWaiting(offset int64) (ok bool, released int) {
 	return true, t.advance()
 }
 
-// last returns the newest offset delivered.
-func (t *partitionTracker) last() (int64, bool) {
-	if t.n == 0 {
-		return 0, false
-	}
-	return t.at(t.n - 1).offset, true
-}
-
 // eachUnacked calls fn with every unacked offset held.
 func (t *partitionTracker) eachUnacked(fn func(offset int64)) {
 	for i := range t.n {

@@ -198,11 +198,21 @@ func (k *Kafka) Stop() {
 	}
 }
 
+// NewClient makes a franz-go client of the lab's Kafka: its brokers and
+// security, then opts. The caller closes it.
+func (k *Kafka) NewClient(opts ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.DialTimeout(3 * time.Second)}, k.opts...), opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("lab: kafka client: %w", err)
+	}
+	return cl, nil
+}
+
 // admin runs fn with an admin client that lives for the call.
 func (k *Kafka) admin(fn func(*kadm.Client) error) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.DialTimeout(3 * time.Second)}, k.opts...)...)
+	cl, err := k.NewClient()
 	if err != nil {
-		return fmt.Errorf("lab: kafka client: %w", err)
+		return err
 	}
 	defer cl.Close()
 	return fn(kadm.NewClient(cl))

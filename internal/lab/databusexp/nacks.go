@@ -55,6 +55,8 @@ var (
 		Doc: "nacks the consumer group's members sent"}
 	redeliveredFig = labresult.Metric{Name: "redelivered", Better: labresult.Neither,
 		Doc: "messages delivered with a delivery count above 1 (after a nack, or a stream that held them ended): expected, not duplicates"}
+	poisonFig = labresult.Metric{Name: "poison", Better: labresult.Neither,
+		Doc: "poison messages published (acked by Kafka), each of which must reach the dead-letter topic"}
 	deadLetteredFig = labresult.Metric{Name: "dead_lettered", Better: labresult.Neither,
 		Doc: "distinct messages the groups' gateway wrote to the dead-letter topic"}
 	deadLetterDupsFig = labresult.Metric{Name: "dead_letter_duplicates", Better: labresult.Lower,
@@ -68,7 +70,7 @@ var (
 )
 
 func nackMetrics() []labresult.Metric {
-	return []labresult.Metric{nackedFig, redeliveredFig, deadLetteredFig, deadLetterDupsFig, deadLetterWrongFig, deadLetterOffFig, retriesPendingFig}
+	return []labresult.Metric{nackedFig, redeliveredFig, poisonFig, deadLetteredFig, deadLetterDupsFig, deadLetterWrongFig, deadLetterOffFig, retriesPendingFig}
 }
 
 // nackRows declares the rows, in the order they run.
@@ -208,6 +210,7 @@ func nackFigures(set func(labresult.Metric, float64), d *checker.Delivery) {
 	set(nackedFig, float64(d.Nacked))
 	set(redeliveredFig, float64(d.Redelivered))
 	if f := d.DeadLetters; f != nil {
+		set(poisonFig, float64(f.Poison))
 		set(deadLetteredFig, float64(f.DeadLettered))
 		set(deadLetterDupsFig, float64(f.Duplicates))
 		set(deadLetterWrongFig, float64(f.Wrong))
@@ -222,7 +225,7 @@ func nackNote(row *labresult.Row) {
 	}
 	row.AddNote("%.0f nacks sent, %.0f messages redelivered (expected after a nack, not duplicates; median run)", row.Value(nackedFig), row.Value(redeliveredFig))
 	if row.Get(deadLetteredFig) != nil {
-		row.AddNote("dead-letter topic read straight from Kafka: %.0f dead-lettered (of %d poison), %.0f dead-letter duplicates, %.0f not poison, %.0f at a delivery count other than %d",
-			row.Value(deadLetteredFig), poisonKeys, row.Value(deadLetterDupsFig), row.Value(deadLetterWrongFig), row.Value(deadLetterOffFig), poisonDeliveries)
+		row.AddNote("dead-letter topic read straight from Kafka: %.0f dead-lettered (of %.0f poison published), %.0f dead-letter duplicates, %.0f not poison, %.0f at a delivery count other than %d",
+			row.Value(deadLetteredFig), row.Value(poisonFig), row.Value(deadLetterDupsFig), row.Value(deadLetterWrongFig), row.Value(deadLetterOffFig), poisonDeliveries)
 	}
 }

@@ -66,7 +66,7 @@ func replayTargets() []labresult.Target {
 func (b *bench) replayFromTime(ctx context.Context) error {
 	run := b.run
 	n := replayMessages(run.Opts)
-	run.Progress.Step(run.Label(replayKey), 20*time.Second)
+	run.Progress.Step(run.Label(replayKey), replayEstimate)
 	topic := b.topic()
 	if err := b.k.CreateTopic(ctx, topic, partitions); err != nil {
 		return err
@@ -136,13 +136,9 @@ func (b *bench) replayFromTime(ctx context.Context) error {
 // fillStamped writes keys 0..n-1 to topic, the first half stamped 1 ms
 // before at and the second at it: the edge a replay from at must cut.
 func (b *bench) fillStamped(ctx context.Context, topic string, n int, at time.Time) error {
-	sec, err := b.k.Security.Opts()
+	cl, err := b.k.NewClient(kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		return err
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.k.Brokers...), kgo.DefaultProduceTopic(topic)}, sec...)...)
-	if err != nil {
-		return fmt.Errorf("replay row: kafka client: %w", err)
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
